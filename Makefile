@@ -1,0 +1,48 @@
+# The README's two commands are `make synth` and `make test`; both set everything up first.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ARGS ?=
+CDK := npx --no-install cdk
+
+# Offline-safe CDK: no telemetry, no version check, no metadata lookups.
+export CDK_DISABLE_CLI_TELEMETRY := true
+export CDK_DISABLE_VERSION_CHECK := 1
+export AWS_EC2_METADATA_DISABLED := true
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+
+.PHONY: setup synth test lint format clean
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(VENV)/.installed node_modules/.installed
+
+synth: setup
+	rm -rf cdk.out
+	$(CDK) synth --quiet $(ARGS)
+	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json
+	@$(BIN)/python -m llmops.summary cdk.out
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+test: setup lint
+	$(BIN)/python -m pytest
+
+clean:
+	rm -rf cdk.out $(VENV) node_modules .pytest_cache .ruff_cache

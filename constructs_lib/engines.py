@@ -1,0 +1,197 @@
+"""Serving engines as data (``data/engines.json``) and the container environment they get.
+
+The DLC SageMaker entrypoints turn ``SM_<ENGINE>_FOO_BAR=v`` into ``--foo-bar v``; ``true``
+becomes a bare flag and ``false`` drops the flag. Settings the app derives from typed
+parameters (tensor parallel size, maximum length, maximum sequences, model path) can never be
+overridden by the free-form maps, under any of their aliases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from .catalog import DATA_DIR
+
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# SageMaker's limits on a container's Environment map (CreateModel API reference).
+MAX_ENV_ENTRIES = 100
+MAX_ENV_LENGTH = 1024
+
+SECRET_HINT = (
+    "Secrets never go into a model's environment (it is visible in the template, the console "
+    "and DescribeModel). Keep the token in AWS Secrets Manager and pass its ARN with "
+    "-c hf_token_secret_arn=... so only the staging job reads it at run time."
+)
+
+
+def looks_secret(key: str) -> bool:
+    """True for names that conventionally carry credentials."""
+    upper = key.upper()
+    return (
+        upper == "HF_TOKEN"
+        or upper.endswith("_TOKEN")
+        or any(word in upper for word in ("SECRET", "PASSWORD", "API_KEY"))
+    )
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    name: str
+    repository: str
+    default_tag: str
+    env_prefix: str
+    model_path_key: str
+    model_path_value: str
+    derived_keys: Mapping[str, tuple[str, ...]]
+    reserved_keys: tuple[str, ...]
+    true_value: str
+    false_value: str
+
+    def derived_key(self, setting: str) -> str:
+        """The canonical environment key for a derived setting (first listed alias)."""
+        return self.derived_keys[setting][0]
+
+    def protected_keys(self) -> dict[str, str]:
+        """Every key the free-form maps may not set, mapped to why."""
+        keys = {self.model_path_key: "the model path (the construct points it at the S3 model data)"}
+        for setting, aliases in self.derived_keys.items():
+            for alias in aliases:
+                keys[alias] = f"derived from {setting}"
+        for key in self.reserved_keys:
+            keys[key] = "set by the container for SageMaker (port 8080)"
+        return keys
+
+    def render_flag_value(self, value: Any) -> str:
+        """Render a JSON value the way the entrypoint turns it into a command-line flag."""
+        if value is True:
+            return self.true_value
+        if value is False:
+            return self.false_value
+        if isinstance(value, (dict, list)):
+            return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return str(value)
+
+
+@cache
+def _engines() -> dict[str, EngineSpec]:
+    raw = json.loads((DATA_DIR / "engines.json").read_text())["engines"]
+    return {
+        name: EngineSpec(
+            name=name,
+            repository=e["repository"],
+            default_tag=e["default_tag"],
+            env_prefix=e["env_prefix"],
+            model_path_key=e["model_path"]["key"],
+            model_path_value=e["model_path"]["value"],
+            derived_keys={k: tuple(v) for k, v in e["derived_keys"].items()},
+            reserved_keys=tuple(e.get("reserved_keys", ())),
+            true_value=e["boolean_values"]["true"],
+            false_value=e["boolean_values"]["false"],
+        )
+        for name, e in raw.items()
+    }
+
+
+def engine_names() -> list[str]:
+    return sorted(_engines())
+
+
+def get_engine(name: str) -> EngineSpec:
+    try:
+        return _engines()[name]
+    except KeyError:
+        raise ValueError(f"engine={name!r} is not a known engine; allowed: {', '.join(engine_names())}") from None
+
+
+def render_plain_value(value: Any) -> str:
+    """Plain (non-flag) environment variables: JSON scalars as text, containers as JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return str(value)
+
+
+def build_environment(
+    engine: EngineSpec,
+    *,
+    tensor_parallel_size: int,
+    max_model_len: int | None,
+    max_num_seqs: int | None,
+    engine_env: Mapping[str, Any],
+    container_env: Mapping[str, Any],
+) -> tuple[dict[str, str], list[str]]:
+    """The container's Environment map and a list of problems with the free-form maps."""
+    problems: list[str] = []
+    env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
+    derived = {
+        "tensor_parallel_size": tensor_parallel_size,
+        "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs,
+    }
+    for setting, value in derived.items():
+        if value is not None and setting in engine.derived_keys:
+            env[engine.derived_key(setting)] = str(value)
+
+    protected = engine.protected_keys()
+    # Compare case-insensitively: the entrypoints lower-case the flag name anyway.
+    protected_upper = {k.upper(): why for k, why in protected.items()}
+
+    def check_key(map_name: str, key: Any, value: Any) -> bool:
+        if not isinstance(key, str) or not ENV_NAME.match(key) or len(key) > MAX_ENV_LENGTH:
+            problems.append(
+                f"{map_name} key {key!r} is not a valid environment variable name "
+                "(letters, digits and underscores, not starting with a digit)."
+            )
+            return False
+        if looks_secret(key):
+            problems.append(f"{map_name} key {key!r} looks like a secret and is refused. {SECRET_HINT}")
+            return False
+        if key.upper() in protected_upper:
+            problems.append(
+                f"{map_name} key {key!r} would override a setting the app derives "
+                f"({protected_upper[key.upper()]}); set the typed parameter instead."
+            )
+            return False
+        if value is None:
+            problems.append(
+                f"{map_name} key {key!r} has the value null; give a string, number, boolean or JSON "
+                "object (false drops a flag)."
+            )
+            return False
+        return True
+
+    for key, value in engine_env.items():
+        if not check_key("engine_env", key, value):
+            continue
+        if not key.upper().startswith(engine.env_prefix):
+            problems.append(
+                f"engine_env key {key!r} does not start with {engine.env_prefix!r}, the prefix engine "
+                f"{engine.name!r} turns into command-line flags; put other variables in container_env."
+            )
+            continue
+        env[key] = engine.render_flag_value(value)
+
+    for key, value in container_env.items():
+        if not check_key("container_env", key, value):
+            continue
+        if key.upper().startswith(engine.env_prefix):
+            problems.append(
+                f"container_env key {key!r} starts with {engine.env_prefix!r}: engine flags belong in engine_env."
+            )
+            continue
+        env[key] = render_plain_value(value)
+
+    for key, value in env.items():
+        if len(value) > MAX_ENV_LENGTH:
+            problems.append(
+                f"environment value of {key!r} is {len(value)} characters; SageMaker allows {MAX_ENV_LENGTH}."
+            )
+    if len(env) > MAX_ENV_ENTRIES:
+        problems.append(f"the container environment has {len(env)} entries; SageMaker allows {MAX_ENV_ENTRIES}.")
+    return env, problems

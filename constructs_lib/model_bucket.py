@@ -1,0 +1,63 @@
+"""``ModelBucket``: where checkpoints live; kept on ``cdk destroy`` so the next deploy reuses them."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+
+class ModelBucket(Construct):
+    """An encrypted, SSL-only, private bucket for model checkpoints, retained on stack deletion.
+
+    Incomplete multipart uploads (an interrupted staging run) are aborted after
+    ``abort_incomplete_uploads_after`` so they stop costing money; server access logs go to a
+    second retained bucket.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        abort_incomplete_uploads_after: cdk.Duration | None = None,
+        access_log_retention: cdk.Duration | None = None,
+    ) -> None:
+        """
+        :param abort_incomplete_uploads_after: Default: 3 days.
+        :param access_log_retention: how long access logs are kept. Default: 365 days.
+        """
+        super().__init__(scope, id)
+        common = dict(
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            lifecycle_rules=[s3.LifecycleRule(expiration=access_log_retention or cdk.Duration.days(365))],
+            **common,
+        )
+        cdk.Validations.of(self.access_logs).acknowledge(
+            cdk.Acknowledgment(
+                id="AwsSolutions::AwsSolutions-S1",
+                reason="This bucket is the destination of the model bucket's server access logs; logging it "
+                "into itself would log its own log deliveries.",
+            )
+        )
+        self.bucket = s3.Bucket(
+            self,
+            "Resource",
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="model-bucket/",
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    abort_incomplete_multipart_upload_after=abort_incomplete_uploads_after or cdk.Duration.days(3)
+                )
+            ],
+            **common,
+        )
+        self.node.default_child = self.bucket.node.default_child

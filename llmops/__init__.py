@@ -1,0 +1,1 @@
+"""Commands users run from the repository root: ``python -m llmops.<command>``."""

@@ -1,0 +1,103 @@
+"""Find the newest pinned DLC image tag for an engine and instance type, and record it.
+
+    python -m llmops.resolve_image --engine vllm --instance-type ml.g6e.xlarge --region us-west-2
+
+Lists the tags of the engine's repository in the region's DLC registry (ECR DescribeImages),
+keeps only semantic SageMaker tags (X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker), drops
+those whose CUDA level the instance's GPUs cannot run, prints the newest and records it in
+cdk.context.json, the way CDK records its own context lookups. ``cdk synth`` then uses the
+recorded tag for that engine and instance type until the entry is removed
+(``cdk context --reset KEY``) or an ``image`` is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from constructs_lib.catalog import resolve_instance
+from constructs_lib.engines import engine_names, get_engine
+from constructs_lib.images import SEMANTIC_TAG, cuda_of_tag, dlc_account, recorded_tag_key, version_key
+
+
+def compatible_tags(tags: list[str], instance_spec: Any) -> list[str]:
+    """Semantic tags whose CUDA level the instance accepts, newest first (version, then CUDA)."""
+    keep = [t for t in set(tags) if SEMANTIC_TAG.match(t) and instance_spec.accepts_cuda(cuda_of_tag(t))]
+    return sorted(keep, key=lambda t: (version_key(t), cuda_of_tag(t), t), reverse=True)
+
+
+def list_tags(ecr: Any, registry_id: str, repository: str) -> list[str]:
+    tags: list[str] = []
+    paginator = ecr.get_paginator("describe_images")
+    pages = paginator.paginate(registryId=registry_id, repositoryName=repository, filter={"tagStatus": "TAGGED"})
+    for page in pages:
+        for detail in page.get("imageDetails", []):
+            tags.extend(detail.get("imageTags", []))
+    return tags
+
+
+def record(context_file: Path, key: str, tag: str) -> None:
+    """Merge ``key: tag`` into the CDK context file, keeping every other entry."""
+    data = json.loads(context_file.read_text()) if context_file.exists() else {}
+    data[key] = tag
+    context_file.write_text(json.dumps(dict(sorted(data.items())), indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m llmops.resolve_image", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--engine", required=True, choices=engine_names())
+    parser.add_argument("--instance-type", required=True, help="e.g. ml.g6e.xlarge")
+    parser.add_argument("--region", required=True, help="region whose DLC registry is listed")
+    parser.add_argument("--context-file", type=Path, default=Path("cdk.context.json"))
+    parser.add_argument("--no-record", action="store_true", help="print only; leave cdk.context.json alone")
+    args = parser.parse_args(argv)
+
+    engine = get_engine(args.engine)
+    spec, problems = resolve_instance(args.instance_type)
+    if problems:
+        print(f"error: {problems[0]}", file=sys.stderr)
+        return 2
+    account = dlc_account(args.region)
+    if account is None:
+        print(
+            f"error: region {args.region!r} has no DLC registry in constructs_lib/data/dlc_registry.json",
+            file=sys.stderr,
+        )
+        return 2
+
+    if ecr_client is None:
+        import boto3
+
+        ecr_client = boto3.client("ecr", region_name=args.region)
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        tags = list_tags(ecr_client, account, engine.repository)
+    except (ClientError, BotoCoreError) as e:
+        print(f"error: listing {account}/{engine.repository} in {args.region} failed: {e}", file=sys.stderr)
+        return 3
+
+    candidates = compatible_tags(tags, spec)
+    if not candidates:
+        print(
+            f"error: none of the {len(tags)} tags of {engine.repository} is a semantic SageMaker tag that "
+            f"{args.instance_type} ({spec.gpu_model}) can run",
+            file=sys.stderr,
+        )
+        return 1
+    tag = candidates[0]
+    uri = f"{account}.dkr.ecr.{args.region}.amazonaws.com/{engine.repository}:{tag}"
+    print(tag)
+    print(f"image: {uri} ({len(candidates)} compatible of {len(tags)} tags)", file=sys.stderr)
+    if not args.no_record:
+        key = recorded_tag_key(engine.name, args.instance_type)
+        record(args.context_file, key, tag)
+        print(f"recorded {key} in {args.context_file}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
