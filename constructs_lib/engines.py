@@ -50,7 +50,7 @@ class EngineSpec:
     derived_keys: Mapping[str, tuple[str, ...]]
     reserved_keys: tuple[str, ...]
     true_value: str
-    false_value: str
+    false_value: str | None
 
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
@@ -66,8 +66,11 @@ class EngineSpec:
             keys[key] = "set by the container for SageMaker (port 8080)"
         return keys
 
-    def render_flag_value(self, value: Any) -> str:
-        """Render a JSON value the way the entrypoint turns it into a command-line flag."""
+    def render_flag_value(self, value: Any) -> str | None:
+        """Render a JSON value the way the entrypoint turns it into a command-line flag.
+
+        None means "leave the key out": that is how every image version reads a false flag.
+        """
         if value is True:
             return self.true_value
         if value is False:
@@ -175,7 +178,9 @@ def build_environment(
                 f"{engine.name!r} turns into command-line flags; put other variables in container_env."
             )
             continue
-        env[key] = engine.render_flag_value(value)
+        rendered = engine.render_flag_value(value)
+        if rendered is not None:  # None: the flag is switched off by leaving the key out
+            env[key] = rendered
 
     for key, value in container_env.items():
         if not check_key("container_env", key, value):

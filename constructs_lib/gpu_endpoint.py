@@ -142,7 +142,7 @@ class GpuEndpoint(Construct):
         model.grant_read(self.role)
         iam.Grant.add_to_principal(
             grantee=self.role,
-            actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
             resource_arns=[image.repository_arn(self)],
         )
         iam.Grant.add_to_principal(grantee=self.role, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
@@ -159,7 +159,7 @@ class GpuEndpoint(Construct):
                 reason="SageMaker downloads every object below the model prefix (S3Prefix model data); "
                 "the wildcard stops at that prefix.",
             )
-        self.log_group.grant(self.role, "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams")
+        self.log_group.grant(self.role, "logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents")
         if volume_kms_key is not None:
             volume_kms_key.grant_encrypt_decrypt(self.role)
 

@@ -112,7 +112,8 @@ class ServingImage:
     @classmethod
     def from_uri(cls, uri: str) -> ServingImage:
         m = ECR_URI.match(uri)
-        if not m:
+        china_host = ".amazonaws.com.cn/" in uri
+        if not m or china_host != m.group("region").startswith("cn-"):
             raise ValueError(
                 f"image={uri!r} is not an ECR image URI; expected "
                 "<account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> or ...@sha256:<digest>."

@@ -39,10 +39,9 @@ def list_tags(ecr: Any, registry_id: str, repository: str) -> list[str]:
     return tags
 
 
-def record(context_file: Path, key: str, tag: str) -> None:
+def record(context_file: Path, existing: dict[str, Any], key: str, tag: str) -> None:
     """Merge ``key: tag`` into the CDK context file, keeping every other entry."""
-    data = json.loads(context_file.read_text()) if context_file.exists() else {}
-    data[key] = tag
+    data = {**existing, key: tag}
     context_file.write_text(json.dumps(dict(sorted(data.items())), indent=2) + "\n")
 
 
@@ -68,6 +67,15 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
         )
         return 2
 
+    try:
+        existing = json.loads(args.context_file.read_text()) if args.context_file.exists() else {}
+    except json.JSONDecodeError as e:
+        print(
+            f"error: {args.context_file} is not valid JSON ({e.msg}, line {e.lineno}); fix or remove it",
+            file=sys.stderr,
+        )
+        return 2
+
     if ecr_client is None:
         import boto3
 
@@ -89,12 +97,13 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
         )
         return 1
     tag = candidates[0]
-    uri = f"{account}.dkr.ecr.{args.region}.amazonaws.com/{engine.repository}:{tag}"
+    suffix = "amazonaws.com.cn" if args.region.startswith("cn-") else "amazonaws.com"
+    uri = f"{account}.dkr.ecr.{args.region}.{suffix}/{engine.repository}:{tag}"
     print(tag)
     print(f"image: {uri} ({len(candidates)} compatible of {len(tags)} tags)", file=sys.stderr)
     if not args.no_record:
         key = recorded_tag_key(engine.name, args.instance_type)
-        record(args.context_file, key, tag)
+        record(args.context_file, existing, key, tag)
         print(f"recorded {key} in {args.context_file}", file=sys.stderr)
     return 0
 

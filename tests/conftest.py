@@ -1,0 +1,47 @@
+"""Shared helpers: the app's own context defaults, and one fresh App per synthesized stack."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import aws_cdk as cdk
+from aws_cdk.assertions import Template
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def default_context() -> dict[str, Any]:
+    """cdk.json's context as the CDK CLI hands it to the app (null values dropped)."""
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    return {k: v for k, v in context.items() if v is not None}
+
+
+def context_with(**overrides: Any) -> dict[str, Any]:
+    context = default_context()
+    context.update(overrides)
+    return context
+
+
+def build(outdir: str | None = None, **overrides: Any) -> cdk.App:
+    """A new App with the default context plus ``overrides``, built exactly as app.py builds it."""
+    from app import build_app
+
+    return build_app(cdk.App(context=context_with(**overrides), outdir=outdir))
+
+
+def stack_template(**overrides: Any) -> Template:
+    app = build(**overrides)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    return Template.from_stack(stack)
+
+
+@pytest.fixture
+def template_for():
+    return stack_template

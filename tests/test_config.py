@@ -1,0 +1,202 @@
+"""Context -> DeploymentConfig: types, ranges, unknown keys and cross-key guards, all in one message."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from stacks.config import FIELDS, ConfigError, DeploymentConfig
+from tests.conftest import ROOT, context_with, default_context
+
+
+def load(**overrides):
+    return DeploymentConfig.from_context(context_with(**overrides))
+
+
+def problems_of(**overrides) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load(**overrides)
+    return info.value.problems
+
+
+def test_defaults_parse_into_typed_values():
+    config = load()
+    assert config.model_id == "Qwen/Qwen3-4B-Instruct-2507"
+    assert config.engine == "vllm"
+    assert config.instance_type == "ml.g6.xlarge"
+    assert config.instance_count == 1
+    assert config.tensor_parallel_size is None
+    assert config.max_model_len == 32768
+    assert config.model_s3_uri is None and config.image is None
+    assert config.serving_image.repository == "vllm"
+    assert config.image_source.startswith("engine default")
+
+
+def test_every_field_has_a_default_in_cdk_json():
+    context = json.loads((ROOT / "cdk.json").read_text())["context"]
+    assert set(FIELDS) <= set(context)
+
+
+def test_cli_text_values_are_coerced():
+    config = load(
+        instance_count="2",
+        instance_type="ml.g6e.12xlarge",
+        tensor_parallel_size="4",
+        max_num_seqs="64",
+        gpu_memory_gib="44.5",
+        engine_env='{"SM_VLLM_ENABLE_PREFIX_CACHING": true}',
+        container_env="",
+        endpoint_name="null",
+        startup_timeout_s="600",
+    )
+    assert config.instance_count == 2
+    assert config.tensor_parallel_size == 4
+    assert config.max_num_seqs == 64
+    assert config.gpu_memory_gib == 44.5
+    assert config.engine_env == {"SM_VLLM_ENABLE_PREFIX_CACHING": True}
+    assert config.container_env == {}
+    assert config.endpoint_name is None
+    assert config.startup_timeout_s == 600
+
+
+def test_unknown_key_suggests_the_closest_valid_key():
+    (problem,) = problems_of(max_num_seq="3")
+    assert problem == "max_num_seq='3': unknown context key; did you mean 'max_num_seqs'?"
+
+
+def test_unknown_key_without_close_match_lists_known_keys():
+    (problem,) = problems_of(flavour="x")
+    assert problem.startswith("flavour='x': unknown context key; known keys: capacity_reservation_arn, ")
+
+
+def test_cdk_own_context_keys_are_not_ours_to_check():
+    context = default_context()
+    context.update({"@aws-cdk/core:newStyleStackSynthesis": True, "aws:cdk:enable-path-metadata": True})
+    context["availability-zones:account=1:region=x"] = ["a"]
+    assert DeploymentConfig.from_context(context).engine == "vllm"
+
+
+def test_wrong_engine_names_key_value_and_allowed():
+    (problem,) = problems_of(engine="foo")
+    assert problem == "engine='foo': not allowed; allowed: sglang, vllm"
+
+
+def test_tensor_parallel_size_must_match_the_gpu_count():
+    (problem,) = problems_of(instance_type="ml.g6e.12xlarge", tensor_parallel_size="3")
+    assert "tensor_parallel_size=3" in problem
+    assert "instance_type='ml.g6e.12xlarge', which has 4 GPU(s); allowed: 4" in problem
+
+
+def test_all_problems_are_reported_together():
+    problems = problems_of(
+        engine="foo",
+        instance_type="ml.g6e.12xlarge",
+        tensor_parallel_size="3",
+        instance_count="two",
+        startup_timeout_s="30",
+        max_num_seq="1",
+    )
+    text = "\n".join(problems)
+    assert len(problems) == 5
+    for fragment in (
+        "max_num_seq=",
+        "engine='foo'",
+        "instance_count='two'",
+        "startup_timeout_s='30'",
+        "tensor_parallel",
+    ):
+        assert fragment in text
+    assert str(ConfigError(problems)).count("\n  - ") == 4
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("instance_count", "0", "instance_count='0': out of range; allowed: 1 to 100"),
+        ("instance_count", True, "instance_count=True: expected an integer from 1 to 100"),
+        ("instance_count", "1.5", "instance_count='1.5': expected an integer from 1 to 100"),
+        ("max_model_len", 0, "max_model_len=0: out of range; allowed: 1 to 16777216"),
+        ("startup_timeout_s", 3601, "startup_timeout_s=3601: out of range; allowed: 60 to 3600"),
+        ("download_timeout_s", "59", "download_timeout_s='59': out of range; allowed: 60 to 3600"),
+        ("gpu_memory_gib", "lots", "gpu_memory_gib='lots': expected a number from 0 to 1024"),
+        ("engine_env", "[1, 2]", "engine_env=<6 characters, not echoed>: expected a JSON object"),
+        ("model_id", "not a repo!", "model_id='not a repo!': expected a Hugging Face repository id"),
+        ("instance_type", "g6.xlarge", "instance_type='g6.xlarge': expected a SageMaker instance type"),
+        ("stack_name", "1stack", "stack_name='1stack': expected a CloudFormation stack name"),
+        ("inference_ami_version", "al2-foo", "inference_ami_version='al2-foo': not allowed; allowed: al2-ami-"),
+    ],
+)
+def test_wrong_types_and_ranges(key, value, message):
+    problems = problems_of(**{key: value})
+    assert any(p.startswith(message) for p in problems), problems
+
+
+def test_invalid_json_is_reported_without_echoing_the_text():
+    (problem,) = problems_of(container_env='{HF_TOKEN: "hf_secret"}')
+    assert problem.startswith("container_env=<23 characters, not echoed>: not valid JSON")
+    assert "hf_secret" not in problem
+
+
+def test_secret_in_engine_env_is_refused():
+    (problem,) = problems_of(container_env='{"HF_TOKEN": "hf_secret"}')
+    assert "container_env key 'HF_TOKEN' looks like a secret" in problem
+    assert "hf_secret" not in problem
+
+
+def test_derived_key_in_engine_env_is_refused():
+    (problem,) = problems_of(engine="sglang", engine_env='{"SM_SGLANG_TENSOR_PARALLEL_SIZE": 2}')
+    assert "would override a setting the app derives (derived from tensor_parallel_size)" in problem
+
+
+def test_unknown_instance_type_needs_explicit_gpu_facts():
+    (problem,) = problems_of(instance_type="ml.g9.xlarge")
+    assert "instance_type='ml.g9.xlarge' is not in the GPU instance catalog" in problem
+    assert "gpu_count and gpu_memory_gib" in problem
+    config = load(instance_type="ml.g9.xlarge", gpu_count="2", gpu_memory_gib="64")
+    assert config.gpu_count == 2
+
+
+def test_unknown_instance_type_close_to_a_known_one_gets_a_suggestion():
+    (problem,) = problems_of(instance_type="ml.g6e.xlarg")
+    assert "Did you mean ml.g6e.xlarge" in problem
+
+
+def test_model_source_options_exclude_each_other_and_are_checked():
+    (problem,) = problems_of(model_s3_uri="s3://bucket-a/models/x/", model_bucket="bucket-b")
+    assert "give at most one" in problem
+    (problem,) = problems_of(model_s3_uri="s3://bucket-a")
+    assert problem.startswith("model_s3_uri=") and "expected s3://<bucket>/<prefix>/" in problem
+    assert load(model_s3_uri="s3://bucket-a/models/x").model_s3_uri == "s3://bucket-a/models/x"
+
+
+def test_image_override_is_parsed_and_checked():
+    uri = "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-vllm:0.27.1-gpu-py312-cu130-ubuntu22.04-sagemaker"
+    config = load(image=uri)
+    assert config.serving_image.source_uri == uri
+    assert config.image_source == "image context key"
+    (problem,) = problems_of(image="vllm/vllm-openai:latest")
+    assert problem.startswith("image='vllm/vllm-openai:latest' is not an ECR image URI")
+
+
+def test_cuda13_image_refuses_an_older_inference_ami():
+    (problem,) = problems_of(inference_ami_version="al2-ami-sagemaker-inference-gpu-3-1")
+    assert "ships CUDA 12.4" in problem and "built for CUDA 13.0" in problem
+    assert "allowed: al2023-ami-sagemaker-inference-gpu-4-1" in problem
+
+
+def test_blackwell_instance_refuses_a_cuda12_image():
+    image = "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.10.2-gpu-py312-cu129-ubuntu22.04-sagemaker"
+    (problem,) = problems_of(instance_type="ml.g7e.2xlarge", image=image)
+    assert "needs a CUDA 13 (cu130) image" in problem and "CUDA 12.9" in problem
+
+
+def test_volta_instance_refuses_a_cuda13_image():
+    (problem,) = problems_of(instance_type="ml.p3.2xlarge")
+    assert "needs a CUDA 12 image" in problem
+
+
+def test_endpoint_name_and_reservation_arn_are_checked():
+    problems = problems_of(endpoint_name="bad_name", capacity_reservation_arn="reservation-1")
+    assert any(p.startswith("endpoint_name='bad_name' is not a valid SageMaker endpoint name") for p in problems)
+    assert any(p.startswith("capacity_reservation_arn='reservation-1' is not") for p in problems)
