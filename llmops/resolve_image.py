@@ -50,12 +50,14 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
     parser.add_argument("--engine", required=True, choices=engine_names())
     parser.add_argument("--instance-type", required=True, help="e.g. ml.g6e.xlarge")
     parser.add_argument("--region", required=True, help="region whose DLC registry is listed")
+    parser.add_argument("--gpu-count", type=int, help="GPUs per instance, for types the catalog does not know")
+    parser.add_argument("--gpu-memory-gib", type=float, help="memory per GPU, for types the catalog does not know")
     parser.add_argument("--context-file", type=Path, default=Path("cdk.context.json"))
     parser.add_argument("--no-record", action="store_true", help="print only; leave cdk.context.json alone")
     args = parser.parse_args(argv)
 
     engine = get_engine(args.engine)
-    spec, problems = resolve_instance(args.instance_type)
+    spec, problems = resolve_instance(args.instance_type, gpu_count=args.gpu_count, gpu_memory_gib=args.gpu_memory_gib)
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)
         return 2
