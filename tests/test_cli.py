@@ -53,4 +53,4 @@ def test_sglang_synth_through_the_cli(tmp_path):
     result = cdk_synth(tmp_path, "-c", "engine=sglang", "-c", "instance_type=ml.g6e.2xlarge")
     assert result.returncode == 0, result.stderr
     template = (tmp_path / "cdk.out" / "LlmEndpoint.template.json").read_text()
-    assert "SM_SGLANG_TP" in template and "/sglang:" in template
+    assert "SM_SGLANG_TP_SIZE" in template and "/sglang:" in template

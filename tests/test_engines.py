@@ -42,7 +42,7 @@ def test_sglang_derived_keys_and_model_path():
     assert problems == []
     assert env == {
         "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
-        "SM_SGLANG_TP": "2",
+        "SM_SGLANG_TP_SIZE": "2",
         "SM_SGLANG_CONTEXT_LENGTH": "8192",
         "SM_SGLANG_MAX_RUNNING_REQUESTS": "8",
     }

@@ -164,7 +164,7 @@ def test_sglang_engine_and_env_maps():
                 {
                     "Environment": {
                         "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
-                        "SM_SGLANG_TP": "1",
+                        "SM_SGLANG_TP_SIZE": "1",
                         "SM_SGLANG_MEM_FRACTION_STATIC": "0.85",
                         "SGLANG_DISABLE_CUDNN_CHECK": "1",
                     },

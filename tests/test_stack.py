@@ -158,7 +158,7 @@ def test_sglang_variant(synthesized):
                 {
                     "Environment": {
                         "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
-                        "SM_SGLANG_TP": "1",
+                        "SM_SGLANG_TP_SIZE": "1",
                         "SM_SGLANG_CONTEXT_LENGTH": "32768",
                     },
                     "Image": {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(r"^/sglang:")])]},
