@@ -30,7 +30,7 @@ setup: $(VENV)/.installed node_modules/.installed
 synth: setup
 	rm -rf cdk.out
 	$(CDK) synth --quiet $(ARGS)
-	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json
+	$(BIN)/cfn-lint --ignore-checks W3005 -- cdk.out/*.template.json && echo "cfn-lint: clean"
 	@$(BIN)/python -m llmops.summary cdk.out
 
 lint: setup

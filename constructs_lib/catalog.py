@@ -89,8 +89,8 @@ def resolve_instance(
 ) -> tuple[InstanceSpec | None, list[str]]:
     """Find ``instance_type`` in the catalog, or build a spec from explicit GPU facts.
 
-    Explicit values override the catalog (for example to plan with less memory than the
-    card has). Returns the spec (None when it cannot be determined) and a list of problems.
+    Explicit values are for types the catalog lacks; for a known type they must agree with it.
+    Returns the spec (None when it cannot be determined) and a list of problems.
     """
     problems: list[str] = []
     spec = lookup_instance(instance_type)
@@ -110,13 +110,17 @@ def resolve_instance(
             instance_type=instance_type, gpu_count=gpu_count, gpu_memory_gib=gpu_memory_gib, in_catalog=False
         )
     else:
-        overrides = {}
-        if gpu_count is not None:
-            overrides["gpu_count"] = gpu_count
-        if gpu_memory_gib is not None:
-            overrides["gpu_memory_gib"] = gpu_memory_gib
-        if overrides:
-            spec = InstanceSpec(**{**spec.__dict__, **overrides})
+        # The catalog is the source of truth for the types it knows: a contradicting value would
+        # only move the failure from synth to a deploy (wrong tensor parallel size, wrong fit).
+        for key, given, known in (
+            ("gpu_count", gpu_count, spec.gpu_count),
+            ("gpu_memory_gib", gpu_memory_gib, spec.gpu_memory_gib),
+        ):
+            if given is not None and given != known:
+                problems.append(
+                    f"{key}={given} contradicts the catalog: {instance_type} has {known} ({spec.gpu_model}); "
+                    f"allowed: {known}, or leave it unset (it is meant for instance types the catalog lacks)."
+                )
     if spec.gpu_count < 1:
         problems.append(
             f"instance_type={instance_type!r} has gpu_count={spec.gpu_count}: a GPU endpoint needs "

@@ -145,7 +145,7 @@ def plan_endpoint(
             "storage, which is hardware-encrypted, and SageMaker rejects KmsKeyId for it."
         )
 
-    if endpoint_name is not None and not ENDPOINT_NAME.match(endpoint_name):
+    if endpoint_name is not None and (len(endpoint_name) > 63 or not ENDPOINT_NAME.match(endpoint_name)):
         errors.append(
             f"endpoint_name={endpoint_name!r} is not a valid SageMaker endpoint name; allowed: 1-63 letters, "
             "digits and hyphens, starting and ending with a letter or digit."

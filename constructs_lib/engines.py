@@ -24,8 +24,9 @@ MAX_ENV_LENGTH = 1024
 
 SECRET_HINT = (
     "Secrets never go into a model's environment (it is visible in the template, the console "
-    "and DescribeModel). Keep the token in AWS Secrets Manager and pass its ARN with "
-    "-c hf_token_secret_arn=... so only the staging job reads it at run time."
+    "and DescribeModel). The serving container needs no Hugging Face token: weights come from S3. "
+    "Keep the token in AWS Secrets Manager, where only the job that stages the checkpoint reads it, "
+    "by ARN, at run time."
 )
 
 
@@ -172,10 +173,11 @@ def build_environment(
     for key, value in engine_env.items():
         if not check_key("engine_env", key, value):
             continue
-        if not key.upper().startswith(engine.env_prefix):
+        # The entrypoints match the prefix case-sensitively: a lower-case key would be dropped silently.
+        if not key.startswith(engine.env_prefix):
             problems.append(
-                f"engine_env key {key!r} does not start with {engine.env_prefix!r}, the prefix engine "
-                f"{engine.name!r} turns into command-line flags; put other variables in container_env."
+                f"engine_env key {key!r} does not start with {engine.env_prefix!r} (upper case), the prefix "
+                f"engine {engine.name!r} turns into command-line flags; put other variables in container_env."
             )
             continue
         rendered = engine.render_flag_value(value)

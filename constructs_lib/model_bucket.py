@@ -6,6 +6,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .nag import acknowledge
+
 
 class ModelBucket(Construct):
     """An encrypted, SSL-only, private bucket for model checkpoints, retained on stack deletion.
@@ -41,12 +43,11 @@ class ModelBucket(Construct):
             lifecycle_rules=[s3.LifecycleRule(expiration=access_log_retention or cdk.Duration.days(365))],
             **common,
         )
-        cdk.Validations.of(self.access_logs).acknowledge(
-            cdk.Acknowledgment(
-                id="AwsSolutions::AwsSolutions-S1",
-                reason="This bucket is the destination of the model bucket's server access logs; logging it "
-                "into itself would log its own log deliveries.",
-            )
+        acknowledge(
+            self.access_logs,
+            "AwsSolutions-S1",
+            "This bucket is the destination of the model bucket's server access logs; logging it into itself "
+            "would log its own log deliveries.",
         )
         self.bucket = s3.Bucket(
             self,

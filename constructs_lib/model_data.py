@@ -6,6 +6,7 @@ import re
 from typing import Protocol
 
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -55,9 +56,12 @@ class S3ModelData:
         self.prefix = prefix.rstrip("/") + "/"
 
     @classmethod
-    def from_s3_uri(cls, scope: Construct, id: str, uri: str) -> S3ModelData:
+    def from_s3_uri(cls, scope: Construct, id: str, uri: str, *, encryption_key: kms.IKey | None = None) -> S3ModelData:
+        """An existing prefix. Give ``encryption_key`` when the bucket uses SSE-KMS, so the role may decrypt."""
         bucket_name, prefix = parse_s3_uri(uri)
-        return cls(s3.Bucket.from_bucket_name(scope, id, bucket_name), prefix)
+        return cls(
+            s3.Bucket.from_bucket_attributes(scope, id, bucket_name=bucket_name, encryption_key=encryption_key), prefix
+        )
 
     @property
     def s3_uri(self) -> str:

@@ -44,8 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     if not templates:
         print(f"no templates in {out}", file=sys.stderr)
         return 1
+    report = out / "validation-report.json"
+    if report.exists():
+        for plugin in json.loads(report.read_text()).get("pluginReports", []):
+            print(
+                f"{plugin['pluginName']}: {plugin['conclusion']}, {len(plugin['violations'])} findings, "
+                f"{len(plugin['suppressedViolations'])} acknowledged with reasons ({report})"
+            )
     for path in templates:
-        print(f"{path} (cfn-lint clean, cdk-nag AwsSolutions clean)")
+        print(path)
         print("\n".join(describe(json.loads(path.read_text()))))
     return 0
 

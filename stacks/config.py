@@ -15,8 +15,8 @@ from difflib import get_close_matches
 from typing import Any
 
 from constructs_lib.endpoint_plan import plan_endpoint
-from constructs_lib.engines import engine_names, get_engine
-from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
+from constructs_lib.engines import SECRET_HINT, engine_names, get_engine, looks_secret
+from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import parse_s3_uri
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
@@ -31,6 +31,7 @@ REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 REVISION = re.compile(r"^[\w][\w./-]{0,254}$")
 BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
 class ConfigError(ValueError):
@@ -136,6 +137,7 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "revision": _pattern(REVISION, "a branch, tag or commit SHA"),
     "model_s3_uri": _optional(_pattern(re.compile(r"^s3://.+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
     "model_bucket": _optional(_pattern(BUCKET, "an existing S3 bucket name")),
+    "model_kms_key_arn": _optional(_pattern(KMS_KEY_ARN, "the ARN of the KMS key that encrypts the given bucket")),
     "engine": _choice(engine_names()),
     "image": _optional(_text),
     "instance_type": _pattern(INSTANCE_TYPE, "a SageMaker instance type such as ml.g6.xlarge"),
@@ -166,6 +168,7 @@ class DeploymentConfig:
     revision: str
     model_s3_uri: str | None
     model_bucket: str | None
+    model_kms_key_arn: str | None
     engine: str
     image: str | None
     instance_type: str
@@ -194,7 +197,10 @@ class DeploymentConfig:
         for key in sorted(set(ours) - set(FIELDS)):
             near = get_close_matches(key, FIELDS, n=1, cutoff=0.6)
             hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(sorted(FIELDS))}"
-            problems.append(f"{key}={ours[key]!r}: unknown context key{hint}")
+            if looks_secret(key):
+                problems.append(f"{key}=<not echoed>: unknown context key; {SECRET_HINT}")
+            else:
+                problems.append(f"{key}={ours[key]!r}: unknown context key{hint}")
 
         values: dict[str, Any] = {}
         for key, parse in FIELDS.items():
@@ -216,6 +222,11 @@ class DeploymentConfig:
                 "give at most one (model_s3_uri serves that exact prefix; model_bucket holds "
                 "models/<org>--<name>/<revision>/)"
             )
+        if values.get("model_kms_key_arn") and not (values.get("model_s3_uri") or values.get("model_bucket")):
+            problems.append(
+                f"model_kms_key_arn={values['model_kms_key_arn']!r}: only for a given bucket (model_bucket or "
+                "model_s3_uri); the bucket this stack creates uses S3-managed keys"
+            )
         if values.get("model_s3_uri"):
             try:
                 parse_s3_uri(values["model_s3_uri"])
@@ -231,8 +242,15 @@ class DeploymentConfig:
                 image = ServingImage.from_uri(values["image"])
                 image_source = "image context key"
             elif "instance_type" in values:
-                recorded = context.get(recorded_tag_key(engine.name, values["instance_type"]))
-                if recorded:
+                key = recorded_tag_key(engine.name, values["instance_type"])
+                recorded = context.get(key)
+                if recorded is not None:
+                    if not isinstance(recorded, str) or not SEMANTIC_TAG.match(recorded):
+                        raise ValueError(
+                            f"{key}={recorded!r} in cdk.context.json is not a pinned DLC tag "
+                            "(X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker); rerun python -m llmops.resolve_image "
+                            f"or remove it with `npx cdk context --reset {key}`"
+                        )
                     image = ServingImage.from_dlc(engine, recorded)
                     image_source = "recorded by llmops.resolve_image in cdk.context.json"
         except ValueError as e:

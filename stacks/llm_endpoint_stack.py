@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -19,11 +20,14 @@ class LlmEndpointStack(cdk.Stack):
             description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
+        key = kms.Key.from_key_arn(self, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
         if config.model_s3_uri:
-            model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri)
+            model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
             if config.model_bucket:
-                bucket = s3.Bucket.from_bucket_name(self, "ModelBucket", config.model_bucket)
+                bucket = s3.Bucket.from_bucket_attributes(
+                    self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
+                )
             else:
                 bucket = ModelBucket(self, "ModelBucket").bucket
             model = S3ModelData(bucket, hub_prefix(config.model_id, config.revision))
@@ -59,7 +63,12 @@ class LlmEndpointStack(cdk.Stack):
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
         cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
         cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
-        cdk.CfnOutput(self, "ImageUri", value=config.serving_image.image_uri(self), description="Serving image")
+        cdk.CfnOutput(
+            self,
+            "ImageUri",
+            value=config.serving_image.image_uri(self),
+            description=f"Serving image ({config.image_source})",
+        )
         body = '{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":64}'
         cdk.CfnOutput(
             self,

@@ -41,7 +41,8 @@ def test_every_field_has_a_default_in_cdk_json():
 def test_cli_text_values_are_coerced():
     config = load(
         instance_count="2",
-        instance_type="ml.g6e.12xlarge",
+        instance_type="ml.g9.12xlarge",
+        gpu_count="4",
         tensor_parallel_size="4",
         max_num_seqs="64",
         gpu_memory_gib="44.5",
@@ -138,7 +139,7 @@ def test_invalid_json_is_reported_without_echoing_the_text():
     assert "hf_secret" not in problem
 
 
-def test_secret_in_engine_env_is_refused():
+def test_secret_in_container_env_is_refused():
     (problem,) = problems_of(container_env='{"HF_TOKEN": "hf_secret"}')
     assert "container_env key 'HF_TOKEN' looks like a secret" in problem
     assert "hf_secret" not in problem
@@ -200,3 +201,36 @@ def test_endpoint_name_and_reservation_arn_are_checked():
     problems = problems_of(endpoint_name="bad_name", capacity_reservation_arn="reservation-1")
     assert any(p.startswith("endpoint_name='bad_name' is not a valid SageMaker endpoint name") for p in problems)
     assert any(p.startswith("capacity_reservation_arn='reservation-1' is not") for p in problems)
+
+
+def test_unknown_secret_looking_key_is_not_echoed():
+    (problem,) = problems_of(HF_TOKEN="hf_abcdef123")
+    assert problem.startswith("HF_TOKEN=<not echoed>: unknown context key;")
+    assert "hf_abcdef123" not in problem
+
+
+@pytest.mark.parametrize("recorded", ["latest", 42, "server-sagemaker-cuda-v2.3"])
+def test_a_recorded_tag_that_is_not_a_pin_is_refused(recorded):
+    from constructs_lib.images import recorded_tag_key
+
+    key = recorded_tag_key("vllm", "ml.g6.xlarge")
+    with pytest.raises(ConfigError) as info:
+        DeploymentConfig.from_context({**default_context(), key: recorded})
+    (problem,) = info.value.problems
+    assert problem.startswith(f"{key}={recorded!r} in cdk.context.json is not a pinned DLC tag")
+    assert "npx cdk context --reset" in problem
+
+
+def test_model_kms_key_only_with_a_given_bucket():
+    arn = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    (problem,) = problems_of(model_kms_key_arn=arn)
+    assert problem.startswith(f"model_kms_key_arn={arn!r}: only for a given bucket")
+    assert load(model_bucket="my-models", model_kms_key_arn=arn).model_kms_key_arn == arn
+    (problem,) = problems_of(model_bucket="my-models", model_kms_key_arn="alias/mine")
+    assert problem.startswith("model_kms_key_arn='alias/mine': expected the ARN of the KMS key")
+
+
+def test_endpoint_name_longer_than_63_characters_is_refused():
+    name = "a" + "-" * 70 + "b"
+    (problem,) = problems_of(endpoint_name=name)
+    assert problem.startswith(f"endpoint_name={name!r} is not a valid SageMaker endpoint name")

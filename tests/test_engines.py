@@ -145,8 +145,8 @@ def test_engine_env_needs_the_engine_prefix_and_container_env_must_not_have_it()
         "vllm", engine_env={"SM_SGLANG_TP": "2", "NCCL_DEBUG": "INFO"}, container_env={"SM_VLLM_DTYPE": "half"}
     )
     assert len(problems) == 3
-    assert "engine_env key 'SM_SGLANG_TP' does not start with 'SM_VLLM_'" in problems[0]
-    assert "engine_env key 'NCCL_DEBUG' does not start with 'SM_VLLM_'" in problems[1]
+    assert "engine_env key 'SM_SGLANG_TP' does not start with 'SM_VLLM_' (upper case)" in problems[0]
+    assert "engine_env key 'NCCL_DEBUG' does not start with 'SM_VLLM_' (upper case)" in problems[1]
     assert "container_env key 'SM_VLLM_DTYPE' starts with 'SM_VLLM_'" in problems[2]
 
 
@@ -163,3 +163,12 @@ def test_invalid_names_null_values_and_size_limits():
 
     _, problems = env_for("vllm", container_env={f"V{i}": "1" for i in range(MAX_ENV_ENTRIES)})
     assert any(f"SageMaker allows {MAX_ENV_ENTRIES}" in p for p in problems)
+
+
+def test_lower_case_flag_keys_are_refused_because_the_entrypoint_would_drop_them():
+    env, problems = env_for("vllm", engine_env={"sm_vllm_enable_prefix_caching": True})
+    assert problems == [
+        "engine_env key 'sm_vllm_enable_prefix_caching' does not start with 'SM_VLLM_' (upper case), the prefix "
+        "engine 'vllm' turns into command-line flags; put other variables in container_env."
+    ]
+    assert "sm_vllm_enable_prefix_caching" not in env

@@ -44,10 +44,12 @@ def test_default_model_is_s3_prefix_uncompressed_and_network_isolated():
                         "CompressionType": "None",
                     }
                 },
-                "Environment": {
-                    "SM_VLLM_MODEL": "/opt/ml/model",
-                    "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
-                },
+                "Environment": Match.exact(
+                    {
+                        "SM_VLLM_MODEL": "/opt/ml/model",
+                        "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
+                    }
+                ),
                 "Image": {
                     "Fn::Join": [
                         "",
@@ -94,12 +96,35 @@ def test_endpoint_has_a_stable_default_name_and_waits_for_its_log_group():
     again, _ = make()
     assert endpoint_resource(again)["Properties"]["EndpointName"] == name
     t = Template.from_stack(stack)
-    (log_id,) = t.find_resources("AWS::Logs::LogGroup")
-    assert log_id in resource["DependsOn"]
+    # Created (or adopted) before the endpoint, kept after it: a failed deploy's logs survive rollback.
+    t.resource_count_is("AWS::Logs::LogGroup", 0)
+    (retention_id,) = t.find_resources("Custom::LogRetention")
+    assert retention_id in resource["DependsOn"]
     t.has_resource_properties(
-        "AWS::Logs::LogGroup", {"LogGroupName": f"/aws/sagemaker/Endpoints/{name}", "RetentionInDays": 30}
+        "Custom::LogRetention",
+        {"LogGroupName": f"/aws/sagemaker/Endpoints/{name}", "RetentionInDays": 30, "ServiceTimeout": 300},
     )
-    t.has_resource("AWS::Logs::LogGroup", {"DeletionPolicy": "Delete"})
+
+
+def test_log_retention_is_configurable():
+    from aws_cdk import aws_logs as logs
+
+    t = template(log_retention=logs.RetentionDays.THREE_MONTHS)
+    t.has_resource_properties("Custom::LogRetention", {"RetentionInDays": 90})
+
+
+def test_two_endpoints_in_one_stack_share_the_retention_handler():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    GpuEndpoint(stack, "A", model=S3ModelData(bucket, "a/"))
+    GpuEndpoint(stack, "B", model=S3ModelData(bucket, "b/"), engine="sglang")
+    t = Template.from_stack(stack)
+    t.resource_count_is("AWS::SageMaker::Endpoint", 2)
+    t.resource_count_is("Custom::LogRetention", 2)
+    t.resource_count_is("AWS::Lambda::Function", 1)
+    names = {r["Properties"]["EndpointName"] for r in t.find_resources("AWS::SageMaker::Endpoint").values()}
+    assert len(names) == 2
 
 
 def test_custom_name_options_and_timeouts():
@@ -114,7 +139,7 @@ def test_custom_name_options_and_timeouts():
         capacity_reservation_arn="arn:aws:sagemaker:us-east-1:123456789012:training-plan/p1",
     )
     t.has_resource_properties("AWS::SageMaker::Endpoint", {"EndpointName": "my-llm"})
-    t.has_resource_properties("AWS::Logs::LogGroup", {"LogGroupName": "/aws/sagemaker/Endpoints/my-llm"})
+    t.has_resource_properties("Custom::LogRetention", {"LogGroupName": "/aws/sagemaker/Endpoints/my-llm"})
     t.has_resource_properties(
         "AWS::SageMaker::EndpointConfig",
         {
@@ -139,12 +164,14 @@ def test_custom_name_options_and_timeouts():
         {
             "PrimaryContainer": Match.object_like(
                 {
-                    "Environment": {
-                        "SM_VLLM_MODEL": "/opt/ml/model",
-                        "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
-                        "SM_VLLM_MAX_MODEL_LEN": "65536",
-                        "SM_VLLM_MAX_NUM_SEQS": "32",
-                    }
+                    "Environment": Match.exact(
+                        {
+                            "SM_VLLM_MODEL": "/opt/ml/model",
+                            "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
+                            "SM_VLLM_MAX_MODEL_LEN": "65536",
+                            "SM_VLLM_MAX_NUM_SEQS": "32",
+                        }
+                    )
                 }
             )
         },
@@ -162,12 +189,14 @@ def test_sglang_engine_and_env_maps():
         {
             "PrimaryContainer": Match.object_like(
                 {
-                    "Environment": {
-                        "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
-                        "SM_SGLANG_TP_SIZE": "1",
-                        "SM_SGLANG_MEM_FRACTION_STATIC": "0.85",
-                        "SGLANG_DISABLE_CUDNN_CHECK": "1",
-                    },
+                    "Environment": Match.exact(
+                        {
+                            "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
+                            "SM_SGLANG_TP_SIZE": "1",
+                            "SM_SGLANG_MEM_FRACTION_STATIC": "0.85",
+                            "SGLANG_DISABLE_CUDNN_CHECK": "1",
+                        }
+                    ),
                     "Image": {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(r"^/sglang:0\.5\.")])]},
                 }
             )
@@ -234,9 +263,17 @@ def test_floating_tag_warns_and_leaves_the_ami_to_sagemaker():
     assert "InferenceAmiVersion" not in props["ProductionVariants"][0]
 
 
-def statements(t: Template) -> list[dict]:
+def statements(t: Template, role_id: str | None = None) -> list[dict]:
+    """Statements of the policies attached to ``role_id`` (default: the endpoint's execution role)."""
+    if role_id is None:
+        role_id = next(k for k in t.find_resources("AWS::IAM::Role") if k.startswith("EndpointRole"))
     policies = t.find_resources("AWS::IAM::Policy")
-    return [s for p in policies.values() for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        s
+        for p in policies.values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def test_execution_role_reads_only_the_model_prefix():
@@ -256,19 +293,36 @@ def test_execution_role_reads_only_the_model_prefix():
     assert get["Resource"] == {
         "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::model-bucket/models/org--m/abc123/*"]]
     }
-    # The only wildcard resource is the token call, which has no resource-level permissions.
-    wildcard = [s for s in statements(t) if s["Resource"] == "*"]
-    assert [s["Action"] for s in wildcard] == ["ecr:GetAuthorizationToken"]
+    # Wildcard resources only where IAM has no resource-level permissions, metrics limited by namespace.
+    wildcard = {s["Action"]: s for s in statements(t) if s["Resource"] == "*"}
+    assert set(wildcard) == {"ecr:GetAuthorizationToken", "cloudwatch:PutMetricData"}
+    assert wildcard["cloudwatch:PutMetricData"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}
+    }
     assert not any("*" in str(s["Action"]) for s in statements(t))
     logs = by_action[str(["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"])]
-    (log_id,) = t.find_resources("AWS::Logs::LogGroup")
-    assert logs["Resource"] == {"Fn::GetAtt": [log_id, "Arn"]}
+    (name,) = [r["Properties"]["EndpointName"] for r in t.find_resources("AWS::SageMaker::Endpoint").values()]
+    assert logs["Resource"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":logs:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                f":log-group:/aws/sagemaker/Endpoints/{name}:*",
+            ],
+        ]
+    }
+    assert len(statements(t)) == 6
 
 
 def test_model_waits_for_the_role_policy():
     t = template()
     (model,) = t.find_resources("AWS::SageMaker::Model").values()
-    (policy_id,) = t.find_resources("AWS::IAM::Policy")
+    policy_id = next(k for k in t.find_resources("AWS::IAM::Policy") if k.startswith("EndpointRole"))
     assert policy_id in model["DependsOn"]
 
 
@@ -278,7 +332,9 @@ def test_given_role_is_used_and_no_role_is_created():
     role = iam.Role.from_role_arn(stack, "Given", "arn:aws:iam::123456789012:role/mine", mutable=False)
     GpuEndpoint(stack, "Endpoint", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", "bkt"), "m/"), role=role)
     t = Template.from_stack(stack)
-    t.resource_count_is("AWS::IAM::Role", 0)
+    # Only the log-retention handler's role; no execution role.
+    roles = t.find_resources("AWS::IAM::Role")
+    assert [k for k in roles if not k.startswith("LogRetention")] == []
     t.has_resource_properties("AWS::SageMaker::Model", {"ExecutionRoleArn": "arn:aws:iam::123456789012:role/mine"})
 
 

@@ -12,13 +12,18 @@ from aws_cdk.assertions import Match, Template
 
 from tests.conftest import build
 
+KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
 VARIANTS = {
     "default": {},
     "sglang": {"engine": "sglang", "instance_type": "ml.g6e.2xlarge"},
     "vllm-multi-gpu": {"instance_type": "ml.p5.48xlarge", "engine_env": '{"SM_VLLM_ENABLE_PREFIX_CACHING": true}'},
     "given-prefix": {"model_s3_uri": "s3://my-models/custom/qwen/"},
-    "given-bucket": {"model_bucket": "my-models", "revision": "0123abcd"},
+    "given-bucket": {
+        "model_bucket": "my-models",
+        "revision": "0123abcd",
+        "model_kms_key_arn": KEY_ARN,
+    },
 }
 
 
@@ -84,11 +89,13 @@ def test_default_deployment(synthesized):
             "EnableNetworkIsolation": True,
             "PrimaryContainer": Match.object_like(
                 {
-                    "Environment": {
-                        "SM_VLLM_MODEL": "/opt/ml/model",
-                        "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
-                        "SM_VLLM_MAX_MODEL_LEN": "32768",
-                    },
+                    "Environment": Match.exact(
+                        {
+                            "SM_VLLM_MODEL": "/opt/ml/model",
+                            "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
+                            "SM_VLLM_MAX_MODEL_LEN": "32768",
+                        }
+                    ),
                     "ModelDataSource": {
                         "S3DataSource": {
                             "S3Uri": {
@@ -156,11 +163,13 @@ def test_sglang_variant(synthesized):
         {
             "PrimaryContainer": Match.object_like(
                 {
-                    "Environment": {
-                        "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
-                        "SM_SGLANG_TP_SIZE": "1",
-                        "SM_SGLANG_CONTEXT_LENGTH": "32768",
-                    },
+                    "Environment": Match.exact(
+                        {
+                            "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
+                            "SM_SGLANG_TP_SIZE": "1",
+                            "SM_SGLANG_CONTEXT_LENGTH": "32768",
+                        }
+                    ),
                     "Image": {"Fn::Join": ["", Match.array_with([Match.string_like_regexp(r"^/sglang:")])]},
                 }
             )
@@ -221,3 +230,43 @@ def test_every_region_in_the_dlc_table_is_in_the_template_mapping(synthesized):
 
     mapping = load(synthesized["default"])["Mappings"]["DlcRegistryAccounts"]
     assert {region: v["account"] for region, v in mapping.items()} == dlc_regions()
+
+
+def test_given_bucket_with_kms_key_lets_the_role_decrypt(synthesized):
+    t = Template.from_json(load(synthesized["given-bucket"]))
+    t.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Action": "kms:Decrypt",
+                                "Resource": KEY_ARN,
+                            }
+                        )
+                    ]
+                )
+            }
+        },
+    )
+
+
+def test_every_custom_resource_has_a_service_timeout(synthesized):
+    for name, outdir in synthesized.items():
+        custom = {k: r for k, r in load(outdir)["Resources"].items() if r["Type"].startswith("Custom::")}
+        assert custom, name
+        for logical_id, resource in custom.items():
+            timeout = resource["Properties"].get("ServiceTimeout")
+            assert isinstance(timeout, int) and 1 <= timeout <= 900, (name, logical_id)
+
+
+def test_summary_reports_what_was_synthesized(synthesized, capsys):
+    from llmops.summary import main
+
+    assert main([str(synthesized["sglang"])]) == 0
+    out = capsys.readouterr().out
+    assert "AwsSolutions: success, 0 findings" in out
+    assert "env SM_SGLANG_TP_SIZE='1'" in out
+    assert "variant AllTraffic: 1 x ml.g6e.2xlarge, AMI al2023-ami-sagemaker-inference-gpu-4-1" in out
