@@ -1,0 +1,36 @@
+"""One snapshot of the default template, as a tripwire for changes nobody meant to make.
+
+Regenerate after an intended change with `UPDATE_SNAPSHOTS=1 .venv/bin/python -m pytest tests/test_snapshot.py`
+and review the diff of tests/snapshots/default.template.json like code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from aws_cdk.assertions import Template
+
+from tests.conftest import stack_template
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "default.template.json"
+
+
+def normalized(template: Template) -> dict:
+    """The template without what changes on every CDK release: asset hashes and CDK metadata."""
+    data = template.to_json()
+    data.pop("Rules", None)
+    data.pop("Parameters", None)
+    data["Resources"] = {k: v for k, v in data["Resources"].items() if v["Type"] != "AWS::CDK::Metadata"}
+    text = json.dumps(data, indent=2, sort_keys=True)
+    return json.loads(re.sub(r'"[0-9a-f]{64}\.zip"', '"<asset>.zip"', text))
+
+
+def test_default_template_matches_the_snapshot():
+    current = normalized(stack_template())
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(current, indent=2, sort_keys=True) + "\n")
+    expected = json.loads(SNAPSHOT.read_text())
+    assert current == expected, "default template changed; if intended, regenerate (see module docstring)"
