@@ -93,23 +93,27 @@ def run(client, *args: str) -> int:
     return main(list(args), ecr_client=client)
 
 
+def resolve(client, instance_type: str, context_file, *extra: str, engine: str = "vllm", region: str = REGION) -> int:
+    args = [
+        "--engine",
+        engine,
+        "--instance-type",
+        instance_type,
+        "--region",
+        region,
+        "--context-file",
+        str(context_file),
+    ]
+    return run(client, *args, *extra)
+
+
 def test_prints_newest_compatible_tag_and_records_it(ecr, tmp_path, capsys):
     client, stubber = ecr
     stub_two_pages(stubber)
     context_file = tmp_path / "cdk.context.json"
     context_file.write_text(json.dumps({"other-lookup:account=1:region=us-west-2": ["x"], "zzz": 1}))
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.g6e.xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, "ml.g6e.xlarge", str(context_file))
 
     out, err = capsys.readouterr()
     assert rc == 0
@@ -128,17 +132,7 @@ def test_records_into_a_new_context_file(ecr, tmp_path, capsys):
     stub_two_pages(stubber, "sglang")
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "sglang",
-        "--instance-type",
-        "ml.g5.xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, "ml.g5.xlarge", str(context_file), engine="sglang")
 
     assert rc == 0
     assert capsys.readouterr().out == f"{NEWEST_CU130}\n"
@@ -150,18 +144,7 @@ def test_no_record_prints_only(ecr, tmp_path, capsys):
     stub_two_pages(stubber)
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.g6e.xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-        "--no-record",
-    )
+    rc = resolve(client, "ml.g6e.xlarge", str(context_file), "--no-record")
 
     assert rc == 0
     assert capsys.readouterr().out == f"{NEWEST_CU130}\n"
@@ -174,17 +157,7 @@ def test_blackwell_skips_cuda12_tags(ecr, tmp_path, capsys):
     stub_two_pages(stubber, second=[*PAGE_2, [newer_cu129]])
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.g7e.2xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, "ml.g7e.2xlarge", str(context_file))
 
     assert rc == 0
     assert capsys.readouterr().out == f"{NEWEST_CU130}\n"
@@ -195,17 +168,7 @@ def test_volta_skips_cuda13_tags_and_picks_newest_cuda12(ecr, tmp_path, capsys):
     client, stubber = ecr
     stub_two_pages(stubber)
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.p3.2xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(tmp_path / "cdk.context.json"),
-    )
+    rc = resolve(client, "ml.p3.2xlarge", str(tmp_path / "cdk.context.json"))
 
     assert rc == 0
     # 0.11.0-cu128 is the newest version the V100 can run (0.11.0-cu130 is skipped).
@@ -217,17 +180,7 @@ def test_volta_picks_post_release_over_its_base_version(ecr, tmp_path, capsys):
     without_cu128 = [tags for tags in PAGE_2 if tags != [NEWEST_CU128]]
     stub_two_pages(stubber, second=without_cu128)
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.p3.2xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(tmp_path / "cdk.context.json"),
-    )
+    rc = resolve(client, "ml.p3.2xlarge", str(tmp_path / "cdk.context.json"))
 
     assert rc == 0
     assert capsys.readouterr().out == f"{NEWEST_CU129}\n"
@@ -239,17 +192,7 @@ def test_no_compatible_tag_exits_1(ecr, tmp_path, capsys):
     stubber.add_response("describe_images", page("vllm", only_cuda12), expected_params("vllm"))
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.g7e.2xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, "ml.g7e.2xlarge", str(context_file))
 
     out, err = capsys.readouterr()
     assert rc == 1
@@ -271,17 +214,7 @@ def test_access_denied_exits_3_with_one_line(ecr, tmp_path, capsys):
     )
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        "ml.g6e.xlarge",
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, "ml.g6e.xlarge", str(context_file))
 
     out, err = capsys.readouterr()
     assert rc == 3
@@ -305,17 +238,7 @@ def test_unknown_instance_type_or_region_exits_2_without_calling_ecr(
     client, _ = ecr  # nothing stubbed: any ECR call would fail the Stubber's pending check or exit 3
     context_file = tmp_path / "cdk.context.json"
 
-    rc = run(
-        client,
-        "--engine",
-        "vllm",
-        "--instance-type",
-        instance_type,
-        "--region",
-        region,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, instance_type, str(context_file), region=region)
 
     out, err = capsys.readouterr()
     assert rc == 2
@@ -331,17 +254,7 @@ def test_recorded_tag_is_used_by_the_deployment_config(ecr, tmp_path, capsys):
     instance_type = context_with()["instance_type"]
     engine = context_with()["engine"]
 
-    rc = run(
-        client,
-        "--engine",
-        engine,
-        "--instance-type",
-        instance_type,
-        "--region",
-        REGION,
-        "--context-file",
-        str(context_file),
-    )
+    rc = resolve(client, instance_type, str(context_file), engine=engine)
     assert rc == 0
     capsys.readouterr()
 
