@@ -12,6 +12,8 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# Warnings without the construct's creation stack trace (a bare "program.js:1:NNNN" line otherwise).
+export CDK_DISABLE_STACK_TRACE := 1
 
 .PHONY: setup synth test lint format clean
 

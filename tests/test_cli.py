@@ -24,6 +24,7 @@ def cdk_synth(tmp_path, *args: str) -> subprocess.CompletedProcess:
         "CDK_DISABLE_VERSION_CHECK": "1",
         "AWS_EC2_METADATA_DISABLED": "true",
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+        "CDK_DISABLE_STACK_TRACE": "1",
     }
     return subprocess.run(
         [str(CDK), "synth", "--quiet", "--output", str(tmp_path / "cdk.out"), *args],
