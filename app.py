@@ -5,6 +5,8 @@ import os
 import sys
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+# Warnings without their construct's creation stack trace (a bare "program.js:1:NNNN" line otherwise).
+os.environ.setdefault("CDK_DISABLE_STACK_TRACE", "1")
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks

@@ -100,10 +100,10 @@ def plan_endpoint(
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda
-    shown = image.source_uri or f"{image.repository}:{image.tag}"
+    shown = image.describe()
     if not image.is_pinned:
         warnings.append(
-            f"image={shown!r} uses a floating tag: the image can change under a redeploy. Pin a semantic "
+            f"{shown} uses a floating tag: the image can change under a redeploy. Pin a semantic "
             "tag (X.Y.Z-gpu-py312-cuNNN-ubuntuA.B-sagemaker) or a digest; python -m llmops.resolve_image "
             "finds the newest one."
         )
@@ -116,14 +116,14 @@ def plan_endpoint(
             )
         elif cuda is not None and ami_cuda(ami)[0] < cuda[0]:
             errors.append(
-                f"inference_ami_version={ami!r} ships CUDA {fmt_cuda(ami_cuda(ami))} but image={shown!r} is "
+                f"inference_ami_version={ami!r} ships CUDA {fmt_cuda(ami_cuda(ami))} but {shown} is "
                 f"built for CUDA {fmt_cuda(cuda)}; allowed: {default_ami_for_cuda(cuda)} (or leave it unset)."
             )
     else:
         ami = default_ami_for_cuda(cuda)
         if cuda is None:
             warnings.append(
-                f"the CUDA level of image={shown!r} is unknown (no cuNNN in its tag), so SageMaker's default "
+                f"the CUDA level of {shown} is unknown (no cuNNN in its tag), so SageMaker's default "
                 "inference AMI is used; set inference_ami_version if the image needs a newer driver."
             )
 
@@ -131,12 +131,12 @@ def plan_endpoint(
         need = "a CUDA 13 (cu130) image" if instance.requires_cuda13 else "a CUDA 12 image (CUDA 13 dropped it)"
         errors.append(
             f"instance_type={instance_type!r} ({instance.gpu_model}, {instance.architecture}, compute capability "
-            f"{instance.compute_capability}) needs {need}, but image={shown!r} is built for CUDA {fmt_cuda(cuda)}."
+            f"{instance.compute_capability}) needs {need}, but {shown} is built for CUDA {fmt_cuda(cuda)}."
         )
     if instance is not None and instance.requires_cuda13 and cuda is None:
         warnings.append(
             f"instance_type={instance_type!r} is a {instance.architecture} GPU that needs CUDA 13; the CUDA "
-            f"level of image={shown!r} cannot be read from its tag."
+            f"level of {shown} cannot be read from its tag."
         )
 
     if volume_kms_key and instance is not None and instance.local_nvme:

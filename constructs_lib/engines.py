@@ -9,6 +9,7 @@ overridden by the free-form maps, under any of their aliases.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,7 +50,7 @@ class EngineSpec:
     model_path_key: str
     model_path_value: str
     derived_keys: Mapping[str, tuple[str, ...]]
-    reserved_keys: tuple[str, ...]
+    reserved_keys: Mapping[str, str]
     true_value: str
     false_value: str | None
 
@@ -63,8 +64,7 @@ class EngineSpec:
         for setting, aliases in self.derived_keys.items():
             for alias in aliases:
                 keys[alias] = f"derived from {setting}"
-        for key in self.reserved_keys:
-            keys[key] = "set by the container for SageMaker (port 8080)"
+        keys.update(self.reserved_keys)
         return keys
 
     def render_flag_value(self, value: Any) -> str | None:
@@ -77,7 +77,7 @@ class EngineSpec:
         if value is False:
             return self.false_value
         if isinstance(value, (dict, list)):
-            return json.dumps(value, separators=(",", ":"), sort_keys=True)
+            return compact_json(value)
         return str(value)
 
 
@@ -93,7 +93,7 @@ def _engines() -> dict[str, EngineSpec]:
             model_path_key=e["model_path"]["key"],
             model_path_value=e["model_path"]["value"],
             derived_keys={k: tuple(v) for k, v in e["derived_keys"].items()},
-            reserved_keys=tuple(e.get("reserved_keys", ())),
+            reserved_keys=dict(e.get("reserved_keys", {})),
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
         )
@@ -112,12 +112,17 @@ def get_engine(name: str) -> EngineSpec:
         raise ValueError(f"engine={name!r} is not a known engine; allowed: {', '.join(engine_names())}") from None
 
 
+def compact_json(value: Any) -> str:
+    """JSON without spaces; ValueError for NaN or infinities, which JSON cannot carry."""
+    return json.dumps(value, separators=(",", ":"), sort_keys=True, allow_nan=False)
+
+
 def render_plain_value(value: Any) -> str:
     """Plain (non-flag) environment variables: JSON scalars as text, containers as JSON."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
-        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+        return compact_json(value)
     return str(value)
 
 
@@ -162,6 +167,9 @@ def build_environment(
                 f"({protected_upper[key.upper()]}); set the typed parameter instead."
             )
             return False
+        if isinstance(value, float) and not math.isfinite(value):
+            problems.append(f"{map_name} key {key!r} has the value {value}; give a finite number.")
+            return False
         if value is None:
             problems.append(
                 f"{map_name} key {key!r} has the value null; give a string, number, boolean or JSON "
@@ -174,13 +182,26 @@ def build_environment(
         if not check_key("engine_env", key, value):
             continue
         # The entrypoints match the prefix case-sensitively: a lower-case key would be dropped silently.
-        if not key.startswith(engine.env_prefix):
+        if not key.startswith(engine.env_prefix) or key == engine.env_prefix:
             problems.append(
-                f"engine_env key {key!r} does not start with {engine.env_prefix!r} (upper case), the prefix "
-                f"engine {engine.name!r} turns into command-line flags; put other variables in container_env."
+                f"engine_env key {key!r} does not start with {engine.env_prefix!r} (upper case) followed by a flag "
+                f"name, the prefix engine {engine.name!r} turns into command-line flags; put other variables in "
+                "container_env."
             )
             continue
-        rendered = engine.render_flag_value(value)
+        # argparse accepts unambiguous abbreviations: --context-len would set --context-length.
+        abbreviated = [k for k in protected_upper if k.startswith(key.upper()) and k != key.upper()]
+        if abbreviated:
+            problems.append(
+                f"engine_env key {key!r} is an abbreviation the engine's argument parser would read as "
+                f"{abbreviated[0]!r} ({protected_upper[abbreviated[0]]}); set the typed parameter instead."
+            )
+            continue
+        try:
+            rendered = engine.render_flag_value(value)
+        except ValueError:
+            problems.append(f"engine_env key {key!r} holds a number that is not finite; give finite numbers.")
+            continue
         if rendered is not None:  # None: the flag is switched off by leaving the key out
             env[key] = rendered
 
@@ -192,7 +213,10 @@ def build_environment(
                 f"container_env key {key!r} starts with {engine.env_prefix!r}: engine flags belong in engine_env."
             )
             continue
-        env[key] = render_plain_value(value)
+        try:
+            env[key] = render_plain_value(value)
+        except ValueError:
+            problems.append(f"container_env key {key!r} holds a number that is not finite; give finite numbers.")
 
     for key, value in env.items():
         if len(value) > MAX_ENV_LENGTH:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 
 import aws_cdk as cdk
@@ -104,10 +104,20 @@ class ServingImage:
     account: str | None = None
     region: str | None = None
     source_uri: str | None = None
+    # Where the choice came from, for messages ("image", "the default image of engine vllm", ...).
+    origin: str = field(default="image", compare=False)
 
     @classmethod
-    def from_dlc(cls, engine: EngineSpec, tag: str | None = None) -> ServingImage:
-        return cls(repository=engine.repository, tag=tag or engine.default_tag)
+    def from_dlc(cls, engine: EngineSpec, tag: str | None = None, *, origin: str | None = None) -> ServingImage:
+        default_origin = "image" if tag else f"the default image of engine {engine.name}"
+        return cls(repository=engine.repository, tag=tag or engine.default_tag, origin=origin or default_origin)
+
+    def describe(self) -> str:
+        """How messages name this image: ``image='<uri>'`` or ``<origin> '<repo>:<tag>'``."""
+        if self.source_uri:
+            return f"image={self.source_uri!r}"
+        shown = f"{self.repository}{'@' + self.digest if self.digest else ':' + str(self.tag)}"
+        return f"image={shown!r}" if self.origin == "image" else f"{self.origin} {shown!r}"
 
     @classmethod
     def from_uri(cls, uri: str) -> ServingImage:

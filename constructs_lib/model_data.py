@@ -10,7 +10,30 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<prefix>.+)$")
+S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<prefix>.*)$")
+BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+BUCKET_RULE = "3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit"
+# IAM reads these in a resource ARN or an s3:prefix condition as patterns or variables: a prefix holding
+# them would widen the role's read access beyond the model.
+PREFIX_FORBIDDEN = ("*", "?", "${")
+
+
+def bucket_name_problem(name: str) -> str | None:
+    """Why ``name`` is not a valid S3 bucket name, or None."""
+    if not BUCKET_NAME.match(name) or ".." in name or ".-" in name or "-." in name or IPV4.match(name):
+        return f"{name!r} is not a valid S3 bucket name ({BUCKET_RULE}; not an IP address)"
+    return None
+
+
+def prefix_problem(prefix: str) -> str | None:
+    """Why ``prefix`` cannot be a model prefix, or None."""
+    if prefix.strip("/") == "":
+        return "the prefix is empty; the model must live under a prefix, not the bucket root"
+    bad = [c for c in PREFIX_FORBIDDEN if c in prefix]
+    if bad:
+        return f"the prefix {prefix!r} contains {', '.join(bad)}, which IAM would read as a wildcard or variable"
+    return None
 
 
 class ModelSource(Protocol):
@@ -34,13 +57,15 @@ def hub_prefix(repo_id: str, revision: str) -> str:
 
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
-    """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/")."""
+    """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/"); ValueError naming what is wrong."""
     m = S3_URI.match(uri)
-    if not m or m.group("prefix").strip("/") == "":
-        raise ValueError(
-            f"model_s3_uri={uri!r} is not an S3 prefix URI; expected s3://<bucket>/<prefix>/ "
-            "(a bucket name and a non-empty prefix)."
-        )
+    problem = (
+        "expected s3://<bucket>/<prefix>/"
+        if not m
+        else bucket_name_problem(m.group("bucket")) or prefix_problem(m.group("prefix"))
+    )
+    if problem:
+        raise ValueError(f"model_s3_uri={uri!r} is not a usable S3 model prefix: {problem}.")
     return m.group("bucket"), m.group("prefix").rstrip("/") + "/"
 
 
@@ -52,6 +77,9 @@ class S3ModelData:
     """
 
     def __init__(self, bucket: s3.IBucket, prefix: str) -> None:
+        problem = prefix_problem(prefix)
+        if problem:
+            raise ValueError(f"S3ModelData: {problem}.")
         self.bucket = bucket
         self.prefix = prefix.rstrip("/") + "/"
 

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         for plugin in json.loads(report.read_text()).get("pluginReports", []):
             print(
                 f"{plugin['pluginName']}: {plugin['conclusion']}, {len(plugin['violations'])} findings, "
-                f"{len(plugin['suppressedViolations'])} acknowledged with reasons ({report})"
+                f"{len(plugin.get('suppressedViolations', []))} acknowledged with reasons ({report})"
             )
     for path in templates:
         print(path)

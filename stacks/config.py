@@ -17,7 +17,7 @@ from typing import Any
 from constructs_lib.endpoint_plan import plan_endpoint
 from constructs_lib.engines import SECRET_HINT, engine_names, get_engine, looks_secret
 from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions, recorded_tag_key
-from constructs_lib.model_data import parse_s3_uri
+from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
@@ -29,9 +29,15 @@ UNECHOED_KEYS = {"engine_env", "container_env"}
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 REVISION = re.compile(r"^[\w][\w./-]{0,254}$")
-BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
+
+
+def is_cdk_key(key: str) -> bool:
+    """Keys CDK owns: feature flags, its own settings, and recorded lookups (ours included)."""
+    return (
+        key.startswith(("@aws-cdk/", "aws:", "aws-cdk:", "dlc-image-tag:")) or ":account=" in key or key in CDK_OWN_KEYS
+    )
 
 
 class ConfigError(ValueError):
@@ -107,6 +113,15 @@ def _number(low: float, high: float) -> Callable[[Any], float]:
     return parse
 
 
+def _bucket(raw: Any) -> str:
+    """an existing S3 bucket name"""
+    value = _text(raw)
+    problem = bucket_name_problem(value)
+    if problem:
+        raise ValueError(f"expected an existing S3 bucket name ({BUCKET_RULE}; not an IP address)")
+    return value
+
+
 def _choice(allowed: list[str]) -> Callable[[Any], str]:
     def parse(raw: Any) -> str:
         if raw not in allowed:
@@ -117,13 +132,25 @@ def _choice(allowed: list[str]) -> Callable[[Any], str]:
     return parse
 
 
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ValueError(f"the key(s) {', '.join(duplicates)} appear more than once; give each once")
+    return dict(pairs)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows; give a finite number")
+
+
 def _json_object(raw: Any) -> dict[str, Any]:
     """JSON object"""
     if isinstance(raw, str):
         if raw.strip() == "":
             return {}
         try:
-            raw = json.loads(raw)
+            raw = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
         except json.JSONDecodeError as e:
             raise ValueError(f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON object") from None
     if not isinstance(raw, dict):
@@ -134,10 +161,12 @@ def _json_object(raw: Any) -> dict[str, Any]:
 FIELDS: dict[str, Callable[[Any], Any]] = {
     "stack_name": _pattern(STACK_NAME, "a CloudFormation stack name (letters, digits, hyphens; starts with a letter)"),
     "model_id": _pattern(REPO_ID, "a Hugging Face repository id such as Qwen/Qwen3-4B-Instruct-2507"),
-    "revision": _pattern(REVISION, "a branch, tag or commit SHA"),
+    "revision": _pattern(REVISION, "a branch, tag or commit SHA (letters, digits, '.', '_', '-', '/')"),
     "model_s3_uri": _optional(_pattern(re.compile(r"^s3://.+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
-    "model_bucket": _optional(_pattern(BUCKET, "an existing S3 bucket name")),
-    "model_kms_key_arn": _optional(_pattern(KMS_KEY_ARN, "the ARN of the KMS key that encrypts the given bucket")),
+    "model_bucket": _optional(_bucket),
+    "model_kms_key_arn": _optional(
+        _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
+    ),
     "engine": _choice(engine_names()),
     "image": _optional(_text),
     "instance_type": _pattern(INSTANCE_TYPE, "a SageMaker instance type such as ml.g6.xlarge"),
@@ -193,14 +222,15 @@ class DeploymentConfig:
     def from_context(cls, context: Mapping[str, Any]) -> DeploymentConfig:
         """Parse and check every key; raise ``ConfigError`` naming each bad key, value and what is allowed."""
         problems: list[str] = []
-        ours = {k: v for k, v in context.items() if ":" not in k and not k.startswith("@") and k not in CDK_OWN_KEYS}
+        ours = {k: v for k, v in context.items() if not is_cdk_key(k)}
         for key in sorted(set(ours) - set(FIELDS)):
             near = get_close_matches(key, FIELDS, n=1, cutoff=0.6)
             hint = f"; did you mean {near[0]!r}?" if near else f"; known keys: {', '.join(sorted(FIELDS))}"
+            # The value is never echoed: a misspelt key may hold a pasted secret ("container-env={HF_TOKEN...").
             if looks_secret(key):
-                problems.append(f"{key}=<not echoed>: unknown context key; {SECRET_HINT}")
+                problems.append(f"{key}: unknown context key; {SECRET_HINT}")
             else:
-                problems.append(f"{key}={ours[key]!r}: unknown context key{hint}")
+                problems.append(f"{key}: unknown context key{hint}")
 
         values: dict[str, Any] = {}
         for key, parse in FIELDS.items():
@@ -251,7 +281,12 @@ class DeploymentConfig:
                             "(X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker); rerun python -m llmops.resolve_image "
                             f"or remove it with `npx cdk context --reset {key}`"
                         )
-                    image = ServingImage.from_dlc(engine, recorded)
+                    image = ServingImage.from_dlc(
+                        engine,
+                        recorded,
+                        origin=f"the tag recorded under {key} in cdk.context.json (to drop it: npx cdk context "
+                        f"--reset {key})",
+                    )
                     image_source = "recorded by llmops.resolve_image in cdk.context.json"
         except ValueError as e:
             problems.append(str(e))

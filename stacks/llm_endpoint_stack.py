@@ -31,11 +31,17 @@ class LlmEndpointStack(cdk.Stack):
             else:
                 bucket = ModelBucket(self, "ModelBucket").bucket
             model = S3ModelData(bucket, hub_prefix(config.model_id, config.revision))
+            where = (
+                f"the bucket {config.model_bucket}"
+                if config.model_bucket
+                else "the NEW, EMPTY bucket this stack creates"
+            )
             cdk.Annotations.of(self).add_warning_v2(
                 "llm:model-prefix",
-                f"The endpoint reads {config.model_id}@{config.revision} from the prefix "
-                f"{model.prefix} of the model bucket; it must hold the checkpoint (config.json, weights, "
-                "tokenizer) before the endpoint starts. Give -c model_s3_uri=s3://... to serve another prefix.",
+                f"The endpoint reads {config.model_id}@{config.revision} from {model.prefix} in {where}. The prefix "
+                "must hold the checkpoint (config.json, weights, tokenizer) before the endpoint starts, or the "
+                "deploy fails its health check after startup_timeout_s. Until the staging construct lands, deploy "
+                "with -c model_bucket=<bucket holding that prefix> or -c model_s3_uri=s3://<bucket>/<prefix>/.",
             )
 
         self.endpoint = GpuEndpoint(

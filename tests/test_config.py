@@ -63,12 +63,17 @@ def test_cli_text_values_are_coerced():
 
 def test_unknown_key_suggests_the_closest_valid_key():
     (problem,) = problems_of(max_num_seq="3")
-    assert problem == "max_num_seq='3': unknown context key; did you mean 'max_num_seqs'?"
+    assert problem == "max_num_seq: unknown context key; did you mean 'max_num_seqs'?"
 
 
 def test_unknown_key_without_close_match_lists_known_keys():
     (problem,) = problems_of(flavour="x")
-    assert problem.startswith("flavour='x': unknown context key; known keys: capacity_reservation_arn, ")
+    assert problem.startswith("flavour: unknown context key; known keys: capacity_reservation_arn, ")
+
+
+def test_misspelt_map_key_never_echoes_its_value():
+    (problem,) = problems_of(**{"container-env": '{"HF_TOKEN": "hf_SECRET123"}'})
+    assert problem == "container-env: unknown context key; did you mean 'container_env'?"
 
 
 def test_cdk_own_context_keys_are_not_ours_to_check():
@@ -76,6 +81,43 @@ def test_cdk_own_context_keys_are_not_ours_to_check():
     context.update({"@aws-cdk/core:newStyleStackSynthesis": True, "aws:cdk:enable-path-metadata": True})
     context["availability-zones:account=1:region=x"] = ["a"]
     assert DeploymentConfig.from_context(context).engine == "vllm"
+
+
+def test_other_keys_with_a_colon_are_not_silently_ignored():
+    (problem,) = problems_of(**{"foo:bar": "1"})
+    assert problem.startswith("foo:bar: unknown context key")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ('{"SM_VLLM_X": 1, "SM_VLLM_X": 2}', "the key(s) SM_VLLM_X appear more than once"),
+        ('{"SM_VLLM_X": NaN}', "NaN is not a number JSON allows"),
+        ('{"SM_VLLM_X": Infinity}', "Infinity is not a number JSON allows"),
+    ],
+)
+def test_json_maps_refuse_duplicates_and_non_numbers(raw, message):
+    (problem,) = problems_of(engine_env=raw)
+    assert problem.startswith("engine_env=<") and message in problem
+
+
+def test_overflowing_number_is_refused():
+    (problem,) = problems_of(engine_env='{"SM_VLLM_GPU_MEMORY_UTILIZATION": 1e999}')
+    assert "has the value inf; give a finite number" in problem
+
+
+@pytest.mark.parametrize("name", ["a..b", "192.168.1.1", "Bad_Bucket", "ab", "-abc"])
+def test_bucket_names_are_checked_before_cdk_sees_them(name):
+    (problem,) = problems_of(model_bucket=name)
+    assert problem.startswith(f"model_bucket={name!r}: expected an existing S3 bucket name (3-63 lower-case")
+    (problem,) = problems_of(model_s3_uri=f"s3://{name}/models/x/")
+    assert f"{name!r} is not a valid S3 bucket name" in problem
+
+
+@pytest.mark.parametrize("uri", ["s3://my-bucket/*", "s3://my-bucket/models/?/", "s3://my-bucket/${aws:username}/"])
+def test_prefix_wildcards_that_would_widen_iam_are_refused(uri):
+    (problem,) = problems_of(model_s3_uri=uri)
+    assert "which IAM would read as a wildcard or variable" in problem
 
 
 def test_wrong_engine_names_key_value_and_allowed():
@@ -101,7 +143,7 @@ def test_all_problems_are_reported_together():
     text = "\n".join(problems)
     assert len(problems) == 5
     for fragment in (
-        "max_num_seq=",
+        "max_num_seq:",
         "engine='foo'",
         "instance_count='two'",
         "startup_timeout_s='30'",
@@ -168,6 +210,8 @@ def test_model_source_options_exclude_each_other_and_are_checked():
     assert "give at most one" in problem
     (problem,) = problems_of(model_s3_uri="s3://bucket-a")
     assert problem.startswith("model_s3_uri=") and "expected s3://<bucket>/<prefix>/" in problem
+    (problem,) = problems_of(model_s3_uri="s3://bucket-a/")
+    assert "the prefix is empty" in problem
     assert load(model_s3_uri="s3://bucket-a/models/x").model_s3_uri == "s3://bucket-a/models/x"
 
 
@@ -205,7 +249,7 @@ def test_endpoint_name_and_reservation_arn_are_checked():
 
 def test_unknown_secret_looking_key_is_not_echoed():
     (problem,) = problems_of(HF_TOKEN="hf_abcdef123")
-    assert problem.startswith("HF_TOKEN=<not echoed>: unknown context key;")
+    assert problem.startswith("HF_TOKEN: unknown context key; Secrets never go into")
     assert "hf_abcdef123" not in problem
 
 
@@ -227,10 +271,30 @@ def test_model_kms_key_only_with_a_given_bucket():
     assert problem.startswith(f"model_kms_key_arn={arn!r}: only for a given bucket")
     assert load(model_bucket="my-models", model_kms_key_arn=arn).model_kms_key_arn == arn
     (problem,) = problems_of(model_bucket="my-models", model_kms_key_arn="alias/mine")
-    assert problem.startswith("model_kms_key_arn='alias/mine': expected the ARN of the KMS key")
+    assert problem.startswith(
+        "model_kms_key_arn='alias/mine': expected the key ARN arn:aws:kms:<region>:<account>:key/<key-id>"
+    )
 
 
 def test_endpoint_name_longer_than_63_characters_is_refused():
     name = "a" + "-" * 70 + "b"
     (problem,) = problems_of(endpoint_name=name)
     assert problem.startswith(f"endpoint_name={name!r} is not a valid SageMaker endpoint name")
+
+
+def test_a_conflict_with_a_recorded_tag_names_the_recorded_key_not_image():
+    from constructs_lib.images import recorded_tag_key
+
+    key = recorded_tag_key("vllm", "ml.g7e.2xlarge")
+    context = {**context_with(instance_type="ml.g7e.2xlarge"), key: "0.9.0-gpu-py312-cu128-ubuntu22.04-sagemaker"}
+    with pytest.raises(ConfigError) as info:
+        DeploymentConfig.from_context(context)
+    (problem,) = info.value.problems
+    assert f"the tag recorded under {key} in cdk.context.json" in problem
+    assert f"npx cdk context --reset {key}" in problem
+    assert "image=" not in problem
+
+
+def test_default_image_is_named_as_the_engine_default_in_warnings_and_errors():
+    (problem,) = problems_of(instance_type="ml.p3.2xlarge")
+    assert "the default image of engine vllm 'vllm:0.27.1-gpu-py312-cu130" in problem

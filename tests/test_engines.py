@@ -168,7 +168,56 @@ def test_invalid_names_null_values_and_size_limits():
 def test_lower_case_flag_keys_are_refused_because_the_entrypoint_would_drop_them():
     env, problems = env_for("vllm", engine_env={"sm_vllm_enable_prefix_caching": True})
     assert problems == [
-        "engine_env key 'sm_vllm_enable_prefix_caching' does not start with 'SM_VLLM_' (upper case), the prefix "
-        "engine 'vllm' turns into command-line flags; put other variables in container_env."
+        "engine_env key 'sm_vllm_enable_prefix_caching' does not start with 'SM_VLLM_' (upper case) followed by a "
+        "flag name, the prefix engine 'vllm' turns into command-line flags; put other variables in container_env."
     ]
     assert "sm_vllm_enable_prefix_caching" not in env
+
+
+@pytest.mark.parametrize(
+    ("engine", "key", "read_as"),
+    [
+        ("sglang", "SM_SGLANG_CONTEXT_LEN", "SM_SGLANG_CONTEXT_LENGTH"),
+        ("sglang", "SM_SGLANG_TP_SI", "SM_SGLANG_TP_SIZE"),
+        ("sglang", "SM_SGLANG_MAX_RUNNING", "SM_SGLANG_MAX_RUNNING_REQUESTS"),
+        ("vllm", "SM_VLLM_MAX_MODEL", "SM_VLLM_MAX_MODEL_LEN"),
+        ("vllm", "SM_VLLM_TENSOR_PARALLEL", "SM_VLLM_TENSOR_PARALLEL_SIZE"),
+    ],
+)
+def test_abbreviations_of_derived_flags_are_refused(engine, key, read_as):
+    env, problems = env_for(engine, tp=4, max_model_len=4096, max_num_seqs=4, engine_env={key: 9})
+    assert len(problems) == 1
+    assert (
+        f"engine_env key {key!r} is an abbreviation the engine's argument parser would read as {read_as!r}"
+        in (problems[0])
+    )
+    assert key not in env
+
+
+def test_flags_that_merely_share_a_prefix_word_are_fine():
+    env, problems = env_for("vllm", engine_env={"SM_VLLM_MAX_LORAS": 4, "SM_VLLM_MAX_NUM_BATCHED_TOKENS": 8192})
+    assert problems == []
+    assert env["SM_VLLM_MAX_LORAS"] == "4"
+
+
+@pytest.mark.parametrize(
+    ("engine", "key"), [("vllm", "SM_VLLM_PIPELINE_PARALLEL_SIZE"), ("sglang", "SM_SGLANG_PP_SIZE")]
+)
+def test_pipeline_parallelism_is_refused_in_standard_mode(engine, key):
+    _, problems = env_for(engine, engine_env={key: 2})
+    assert len(problems) == 1 and "pipeline parallelism would ask for more GPUs" in problems[0]
+
+
+def test_bare_prefix_is_not_a_flag():
+    _, problems = env_for("vllm", engine_env={"SM_VLLM_": 1})
+    assert len(problems) == 1 and "followed by a flag name" in problems[0]
+
+
+def test_non_finite_numbers_are_refused():
+    _, problems = env_for(
+        "vllm",
+        engine_env={"SM_VLLM_GPU_MEMORY_UTILIZATION": float("inf"), "SM_VLLM_HF_OVERRIDES": {"x": float("nan")}},
+        container_env={"SCALE": float("-inf")},
+    )
+    assert len(problems) == 3
+    assert all("finite" in p for p in problems)
