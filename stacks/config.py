@@ -116,8 +116,7 @@ def _number(low: float, high: float) -> Callable[[Any], float]:
 def _bucket(raw: Any) -> str:
     """an existing S3 bucket name"""
     value = _text(raw)
-    problem = bucket_name_problem(value)
-    if problem:
+    if bucket_name_problem(value):
         raise ValueError(f"expected an existing S3 bucket name ({BUCKET_RULE}; not an IP address)")
     return value
 
