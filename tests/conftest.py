@@ -45,3 +45,16 @@ def stack_template(**overrides: Any) -> Template:
 @pytest.fixture
 def template_for():
     return stack_template
+
+
+def load_lambda(name: str, module_name: str | None = None):
+    """``lambda/<name>/index.py`` as a fresh module (``lambda`` is a keyword, so it is not importable)."""
+    import importlib.util
+    import sys
+
+    module_name = module_name or f"lambda_{name}_index"
+    spec = importlib.util.spec_from_file_location(module_name, ROOT / "lambda" / name / "index.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
