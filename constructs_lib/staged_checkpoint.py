@@ -1,0 +1,458 @@
+"""``StagedCheckpoint``: a Hugging Face revision copied into S3 during the deployment, verified.
+
+How the deployment waits (PRODUCT.md section 8): CloudFormation gives a custom resource one hour,
+and the checkpoints that most need staging take longer. So the custom resource only plans and starts
+the copy (and follows short jobs to the end), while an ``AWS::CloudFormation::WaitCondition`` (up to
+12 hours) waits for the job's completion signal, sent by a function that EventBridge calls when the
+job changes state. The function re-reads the manifest before it signals success. The copy itself is
+spread over several Processing instances when the checkpoint is large.
+
+::
+
+    Custom::StagedCheckpoint --starts--> Processing job (N instances) --EventBridge--> signal function
+           |  (nothing to do: signals itself)                                          |
+           v                                                                           v
+    WaitConditionHandle <------------------------- PUT SUCCESS/FAILURE --------------------
+           |
+    WaitCondition --> (whatever depends on the checkpoint: the SageMaker Model)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from functools import cache
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct, IDependable
+
+from .images import ServingImage
+from .model_bucket import ModelBucket
+from .model_data import S3ModelData, prefix_problem
+from .nag import acknowledge_wildcard
+from .provider import HandlerProvider, python_function
+from .runtime_code import ROOT, bundled_asset_options, handler_code
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
+SHA = re.compile(r"^[0-9a-f]{40}$")
+# CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
+WAIT_LIMIT_S = 43200
+SIGNAL_MARGIN_S = 900
+HANDLER = "staged_checkpoint"
+PACKAGES = ("hfstage",)
+
+
+@cache
+def staging_defaults() -> dict:
+    return json.loads((Path(__file__).parent / "data" / "staging.json").read_text())
+
+
+def default_staging_image() -> ServingImage:
+    image = staging_defaults()["image"]
+    return ServingImage(repository=image["repository"], tag=image["tag"], origin="the staging image")
+
+
+def repo_prefix(prefix: str, repo_id: str) -> str:
+    """Where every revision of ``repo_id`` lives: ``<prefix><org>--<name>/``."""
+    return f"{prefix}{repo_id.replace('/', '--')}/"
+
+
+class StagedCheckpoint(Construct):
+    """A Hugging Face repository, pinned to a commit, streamed into S3 by a SageMaker Processing job.
+
+    Minimal use: ``StagedCheckpoint(self, "Checkpoint", repo_id="Qwen/Qwen3-8B")``, then pass it as the
+    ``model`` of ``GpuEndpoint``. Files land under ``s3://<bucket>/<prefix><org>--<name>/<sha>/`` with a
+    manifest written last; a second deployment of the same revision starts no job.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        repo_id: str,
+        revision: str = "main",
+        bucket: s3.IBucket | None = None,
+        prefix: str = "models/",
+        include: Sequence[str] = (),
+        exclude: Sequence[str] = (),
+        hf_token_secret: secretsmanager.ISecret | None = None,
+        instance_type: str | None = None,
+        max_instances: int | None = None,
+        bytes_per_instance: int | None = None,
+        volume_size_gb: int | None = None,
+        max_runtime: cdk.Duration | None = None,
+        image: ServingImage | None = None,
+        hub_endpoint: str | None = None,
+        handoff_after: cdk.Duration | None = None,
+    ) -> None:
+        """
+        :param repo_id: ``org/name`` on the Hub.
+        :param revision: branch, tag or commit SHA; resolved to a SHA when the resource is created or
+            updated. Default: main.
+        :param bucket: Default: a new bucket, kept on destroy, encrypted, SSL-only, private, aborting
+            incomplete multipart uploads after 3 days.
+        :param prefix: Default: ``models/``.
+        :param include: glob patterns of files to copy. Default: every file.
+        :param exclude: glob patterns of files to skip. Default: none.
+        :param hf_token_secret: a Secrets Manager secret holding a Hub token (the plain token, or JSON
+            with ``token`` or ``HF_TOKEN``), read at run time by ARN. Default: no token (public repos).
+        :param instance_type: Processing instance type. Default: ml.m5.2xlarge.
+        :param max_instances: most instances one job spreads the files over. Default: 4.
+        :param bytes_per_instance: bytes one instance should copy; the job gets missing bytes / this
+            instances, within max_instances. Default: 100 GiB.
+        :param volume_size_gb: Processing volume; the copy streams and writes nothing to it. Default: 30.
+        :param max_runtime: the job's limit; the wait condition waits this plus 15 minutes. At most
+            11 h 45 min. Default: 6 hours.
+        :param image: a CPU image with python3 and boto3. Default: the pinned AWS PyTorch CPU DLC in
+            data/staging.json.
+        :param hub_endpoint: Hub URL (a mirror). Default: https://huggingface.co.
+        :param handoff_after: how long the custom resource follows the job before leaving the wait to the
+            wait condition, 1-25 minutes. Default: 10 minutes.
+        """
+        super().__init__(scope, id)
+        defaults = staging_defaults()
+        self.repo_id = repo_id
+        self.requested_revision = revision
+        max_runtime = max_runtime or cdk.Duration.hours(6)
+        handoff_after = handoff_after or cdk.Duration.minutes(10)
+        instance_type = instance_type or defaults["instance_type"]
+        max_instances = defaults["max_instances"] if max_instances is None else max_instances
+        bytes_per_instance = bytes_per_instance or defaults["bytes_per_instance"]
+        volume_size_gb = volume_size_gb or defaults["volume_size_gb"]
+        _validate(
+            repo_id=repo_id,
+            revision=revision,
+            prefix=prefix,
+            max_instances=max_instances,
+            volume_size_gb=volume_size_gb,
+            max_runtime_s=max_runtime.to_seconds(),
+            handoff_s=handoff_after.to_seconds(),
+            instance_type=instance_type,
+        )
+        self.bucket = bucket if bucket is not None else ModelBucket(self, "Bucket").bucket
+        self.prefix = prefix
+        pinned = SHA.match(revision) is not None
+        # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
+        self._read_scope = S3ModelData(
+            self.bucket, f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id)
+        )
+        # One token ties the job names, the EventBridge rule and the wait condition to this revision:
+        # a new revision gets a new handle, as CloudFormation requires of a wait condition added in an update.
+        token = hashlib.sha256(
+            json.dumps([self.node.path, repo_id, revision, prefix, list(include), list(exclude)]).encode()
+        ).hexdigest()[:10]
+        self.job_name_prefix = f"hfstage-{token}-"
+        image = image or default_staging_image()
+
+        code = s3_assets.Asset(
+            self,
+            "WorkerCode",
+            path=str(ROOT / "hfstage"),
+            **bundled_asset_options(packages=PACKAGES, main="hfstage.worker:main"),
+        )
+        self.job_role = self._job_role(code, image, hf_token_secret)
+        provider = HandlerProvider.of(
+            self,
+            "StagedCheckpointProvider",
+            handler=HANDLER,
+            packages=PACKAGES,
+            timeout=cdk.Duration.minutes(5),
+            is_complete=True,
+            query_interval=cdk.Duration.seconds(30),
+            total_timeout=cdk.Duration.minutes(40),
+            memory_size=512,
+        )
+        self._grant_handler(provider.role, hf_token_secret, manage_jobs=True)
+        signal_function = self._signal_function()
+        self._grant_handler(signal_function.role, None, manage_jobs=False)
+
+        handle = cdk.CfnWaitConditionHandle(self, f"WaitHandle{token}")
+        rule = events.Rule(
+            self,
+            "JobStateChange",
+            description=f"Signals the staging of {repo_id}@{revision} when its Processing job ends",
+            event_pattern=events.EventPattern(
+                source=["aws.sagemaker"],
+                detail_type=["SageMaker Processing Job State Change"],
+                detail={
+                    "ProcessingJobName": [{"prefix": self.job_name_prefix}],
+                    "ProcessingJobStatus": ["Completed", "Failed", "Stopped"],
+                },
+            ),
+        )
+        rule.add_target(
+            targets.LambdaFunction(
+                signal_function,
+                event=events.RuleTargetInput.from_object(
+                    {
+                        "WaitHandle": handle.ref,
+                        "JobNamePrefix": self.job_name_prefix,
+                        "Event": events.EventField.from_path("$"),
+                    }
+                ),
+                retry_attempts=20,
+                max_event_age=cdk.Duration.hours(2),
+            )
+        )
+
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=provider.service_token,
+            resource_type="Custom::StagedCheckpoint",
+            # The Provider answers once is_complete hands off (at most handoff_after) plus one planning call.
+            service_timeout=cdk.Duration.seconds(handoff_after.to_seconds() + 900),
+            properties={
+                "RepoId": repo_id,
+                "Revision": revision,
+                "Bucket": self.bucket.bucket_name,
+                "Prefix": prefix,
+                "Include": list(include),
+                "Exclude": list(exclude),
+                "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
+                "HubEndpoint": hub_endpoint or "",
+                "ImageUri": image.image_uri(self),
+                "InstanceType": instance_type,
+                "MaxInstances": str(max_instances),
+                "BytesPerInstance": str(bytes_per_instance),
+                "VolumeSizeGb": str(volume_size_gb),
+                "MaxRuntimeSeconds": str(int(max_runtime.to_seconds())),
+                "RoleArn": self.job_role.role_arn,
+                "CodeUri": code.s3_object_url,
+                "JobNamePrefix": self.job_name_prefix,
+                "WaitHandle": handle.ref,
+                "HandoffSeconds": str(int(handoff_after.to_seconds())),
+            },
+        )
+        # The rule must exist before a job can end, and the roles must be complete before they are used.
+        self.resource.node.add_dependency(rule, self.job_role, provider.role, signal_function.role)
+        self.wait = cdk.CfnWaitCondition(
+            self,
+            f"Wait{token}",
+            handle=handle.ref,
+            count=1,
+            timeout=str(int(max_runtime.to_seconds()) + SIGNAL_MARGIN_S),
+        )
+        self.wait.node.add_dependency(self.resource)
+
+    # What GpuEndpoint needs of a model source.
+    @property
+    def s3_uri(self) -> str:
+        """The revision prefix ``s3://bucket/models/<org>--<name>/<sha>/`` (a token)."""
+        return self.resource.get_att_string("S3Uri")
+
+    @property
+    def object_arn_pattern(self) -> str:
+        return self._read_scope.object_arn_pattern
+
+    @property
+    def dependable(self) -> IDependable:
+        """What a consumer must wait for: the wait condition, which ends when every file is verified."""
+        return self.wait
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        return self._read_scope.grant_read(grantee)
+
+    @property
+    def revision(self) -> str:
+        """The commit SHA the revision resolved to (a token)."""
+        return self.resource.get_att_string("Revision")
+
+    @property
+    def manifest_uri(self) -> str:
+        return self.resource.get_att_string("ManifestUri")
+
+    # Construction helpers.
+    def _write_scope(self) -> str:
+        return self.bucket.arn_for_objects(f"{self._read_scope.prefix}*")
+
+    def _job_role(self, code: s3_assets.Asset, image: ServingImage, secret: secretsmanager.ISecret | None) -> iam.Role:
+        role = iam.Role(
+            self,
+            "JobRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"Staging job of {self.repo_id}: writes only under its prefix",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                resources=[self._write_scope()],
+            )
+        )
+        self._read_scope.grant_read(role)
+        if self.bucket.encryption_key is not None:
+            # Writing SSE-KMS objects (multipart included) needs exactly these two.
+            self.bucket.encryption_key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
+        # The worker's code: exactly one asset object.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject"],
+                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{code.s3_bucket_name}/{code.s3_object_key}"],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"],
+                resources=[f"arn:{cdk.Aws.PARTITION}:s3:::{code.s3_bucket_name}"],
+                conditions={"StringEquals": {"s3:prefix": code.s3_object_key}},
+            )
+        )
+        if secret is not None:
+            secret.grant_read(role)
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
+                resources=[image.repository_arn(self)],
+            )
+        )
+        role.add_to_policy(iam.PolicyStatement(actions=["ecr:GetAuthorizationToken"], resources=["*"]))
+        log_group_arn = cdk.Stack.of(self).format_arn(
+            service="logs",
+            resource="log-group",
+            resource_name="/aws/sagemaker/ProcessingJobs",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[log_group_arn, f"{log_group_arn}:log-stream:*"],
+            )
+        )
+        policy = role.node.find_child("DefaultPolicy")
+        acknowledge_wildcard(
+            policy,
+            resource=f"{log_group_arn}:log-stream:*",
+            reason="Processing jobs name their log streams <job-name>/<host>-<id> at run time; the role may write "
+            "streams of the ProcessingJobs log group only.",
+        )
+        acknowledge_wildcard(
+            policy,
+            resource="*",
+            reason="ecr:GetAuthorizationToken has no resource-level permissions; image pulls themselves are "
+            "limited to the staging image's repository.",
+        )
+        self._acknowledge_prefix(policy)
+        return role
+
+    def _acknowledge_prefix(self, policy: Construct) -> None:
+        acknowledge_wildcard(
+            policy,
+            resource=self._write_scope(),
+            reason="The objects of one Hugging Face repository's prefix (every file of the revision, named by the "
+            "Hub); nothing else in the bucket.",
+        )
+
+    def _grant_handler(self, role: iam.IRole, secret: secretsmanager.ISecret | None, *, manage_jobs: bool) -> None:
+        """What the custom resource handler (``manage_jobs``) or the signal function may do."""
+        self._read_scope.grant_read(role)
+        job_arn = cdk.Stack.of(self).format_arn(
+            service="sagemaker", resource="processing-job", resource_name=f"{self.job_name_prefix}*"
+        )
+        actions = ["sagemaker:DescribeProcessingJob"]
+        if manage_jobs:
+            actions += ["sagemaker:CreateProcessingJob", "sagemaker:StopProcessingJob", "sagemaker:AddTags"]
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["iam:PassRole"],
+                    resources=[self.job_role.role_arn],
+                    conditions={"StringEquals": {"iam:PassedToService": "sagemaker.amazonaws.com"}},
+                )
+            )
+            role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
+            if secret is not None:
+                secret.grant_read(role)
+        role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))
+        policy = role.node.find_child("DefaultPolicy")
+        acknowledge_wildcard(
+            policy,
+            resource=job_arn,
+            reason="Staging jobs are named <prefix><request hash> when they start; the prefix is unique to this "
+            "checkpoint, so only its own jobs match.",
+        )
+        acknowledge_wildcard(
+            policy,
+            resource=self._read_scope.object_arn_pattern,
+            reason="Reading the manifest and checking the files of one Hugging Face repository's prefix.",
+        )
+        if manage_jobs:
+            acknowledge_wildcard(
+                policy,
+                resource="*",
+                reason="sagemaker:ListProcessingJobs has no resource-level permissions; it finds this checkpoint's "
+                "running job (by name prefix) to stop it on delete.",
+            )
+
+    def _signal_function(self):
+        stack = cdk.Stack.of(self)
+        existing = stack.node.try_find_child("StagingSignal")
+        if existing is not None:
+            return existing.node.find_child("Function")
+        holder = Construct(stack, "StagingSignal")
+        role = iam.Role(
+            holder,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Signals staging wait conditions when a staging Processing job ends",
+        )
+        log_group = logs.LogGroup(
+            holder, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
+        )
+        log_group.grant_write(role)
+        return python_function(
+            holder,
+            "Function",
+            code=handler_code(HANDLER, packages=PACKAGES),
+            entry="on_job_state_change",
+            role=role,
+            log_group=log_group,
+            timeout=cdk.Duration.minutes(5),
+            memory_size=512,
+        )
+
+
+def _validate(
+    *,
+    repo_id: str,
+    revision: str,
+    prefix: str,
+    max_instances: int,
+    volume_size_gb: int,
+    max_runtime_s: float,
+    handoff_s: float,
+    instance_type: str,
+) -> None:
+    problems = []
+    if not REPO_ID.match(repo_id):
+        problems.append(f"repo_id={repo_id!r} is not a Hugging Face repository id; expected <org>/<name>")
+    if not revision or any(c.isspace() for c in revision) or ".." in revision:
+        problems.append(f"revision={revision!r} is not a branch, tag or commit SHA")
+    if problem := prefix_problem(prefix):
+        problems.append(f"prefix: {problem}")
+    elif not prefix.endswith("/"):
+        problems.append(f"prefix={prefix!r} must end with '/'")
+    if not 1 <= max_instances <= 100:
+        problems.append(f"max_instances={max_instances} is out of range; allowed: 1-100")
+    if not 1 <= volume_size_gb <= 16384:
+        problems.append(f"volume_size_gb={volume_size_gb} is out of range; allowed: 1-16384")
+    if not 60 <= max_runtime_s <= WAIT_LIMIT_S - SIGNAL_MARGIN_S:
+        problems.append(
+            f"max_runtime={int(max_runtime_s)} s is out of range; allowed: 60-{WAIT_LIMIT_S - SIGNAL_MARGIN_S} s "
+            "(a wait condition waits at most 12 hours)"
+        )
+    if not 60 <= handoff_s <= 1500:
+        problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")
+    if not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", instance_type):
+        problems.append(f"instance_type={instance_type!r} is not a SageMaker instance type (ml.<family>.<size>)")
+    if problems:
+        raise ValueError("StagedCheckpoint: " + "; ".join(problems))

@@ -1,0 +1,55 @@
+"""Stage a Hugging Face model revision into S3: streamed, verified, resumable, shardable over hosts.
+
+Standard library and boto3 only: this package runs inside a SageMaker Processing job on a stock CPU
+image, shipped as a zip (``python3 hfstage.zip --repo-id ... --destination s3://...``), and is bundled
+into the staging custom resource's Lambda. Imports inside the package are absolute (``hfstage.x``) so it
+works from a zip root, a Lambda asset and the repository alike.
+"""
+
+from hfstage.hub import (
+    EntryNotFound,
+    GatedRepo,
+    HubClient,
+    HubError,
+    HubFile,
+    RepoNotFound,
+    RepoRevision,
+    RevisionNotFound,
+    select_files,
+)
+from hfstage.manifest import (
+    MANIFEST_NAME,
+    METADATA_KEYS,
+    build_manifest,
+    manifest_matches,
+    missing_files,
+    object_matches,
+    read_manifest,
+    revision_prefix,
+)
+from hfstage.shard import assign, leader, read_hosts
+from hfstage.transfer import part_size_for
+
+__all__ = [
+    "MANIFEST_NAME",
+    "METADATA_KEYS",
+    "EntryNotFound",
+    "GatedRepo",
+    "HubClient",
+    "HubError",
+    "HubFile",
+    "RepoNotFound",
+    "RepoRevision",
+    "RevisionNotFound",
+    "assign",
+    "build_manifest",
+    "leader",
+    "manifest_matches",
+    "missing_files",
+    "object_matches",
+    "part_size_for",
+    "read_hosts",
+    "read_manifest",
+    "revision_prefix",
+    "select_files",
+]

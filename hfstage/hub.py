@@ -1,0 +1,253 @@
+"""A small Hugging Face Hub client: resolve a revision to a commit and its files, open a file's bytes.
+
+Standard library only. The token is sent only to the Hub's own origin: a redirect to another origin (the
+LFS/Xet CDN, with a signed URL) is followed without the ``Authorization`` header. Error messages are
+written for a person reading a failed deployment and never contain the token.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import http.client
+import json
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+USER_AGENT = "hfstage/1"
+MAX_REDIRECTS = 10
+# Error bodies are read only to be discarded; never read much of them.
+_ERROR_BODY_LIMIT = 64 * 1024
+TOKEN_HINT = "give a token with access through hf_token_secret_arn"
+
+
+class HubError(Exception):
+    """A Hub request failed. ``str(error)`` is user-facing, under 1 KB, and never contains the token."""
+
+    retryable = False
+
+
+class RepoNotFound(HubError):
+    pass
+
+
+class RevisionNotFound(HubError):
+    pass
+
+
+class GatedRepo(HubError):
+    pass
+
+
+class EntryNotFound(HubError):
+    """A file listed in the revision is not served by the Hub."""
+
+
+class HubUnavailable(HubError):
+    """A transient failure (connection error, timeout, 5xx, 429): worth retrying after ``retry_after`` seconds."""
+
+    retryable = True
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RangeIgnored(HubUnavailable):
+    """The server answered a ranged request with the whole file: restart the file from byte 0."""
+
+
+@dataclass(frozen=True)
+class HubFile:
+    path: str
+    size: int
+    blob_id: str
+    sha256: str | None = None  # LFS files only: the SHA-256 of the content
+
+    @property
+    def is_lfs(self) -> bool:
+        return self.sha256 is not None
+
+
+@dataclass(frozen=True)
+class RepoRevision:
+    repo_id: str
+    sha: str
+    files: tuple[HubFile, ...]
+
+
+def default_endpoint() -> str:
+    return (os.environ.get("HF_ENDPOINT") or DEFAULT_ENDPOINT).rstrip("/")
+
+
+def select_files(files: Iterable[HubFile], include: Sequence[str] = (), exclude: Sequence[str] = ()) -> list[HubFile]:
+    """Files whose path matches any ``include`` pattern (all when none) and no ``exclude`` pattern.
+
+    Patterns are shell globs matched against the whole path with ``fnmatch`` (so ``*`` also crosses
+    ``/``: ``original/*`` excludes everything below ``original/``).
+    """
+    chosen = []
+    for f in files:
+        if include and not any(fnmatch.fnmatchcase(f.path, p) for p in include):
+            continue
+        if any(fnmatch.fnmatchcase(f.path, p) for p in exclude):
+            continue
+        chosen.append(f)
+    return chosen
+
+
+def _origin(url: str) -> tuple[str, str, int]:
+    parts = urllib.parse.urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme, 0)
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Hand 3xx answers back to us: we follow redirects ourselves to control the headers sent."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+        return None
+
+
+def _retry_after(headers: Any) -> float | None:
+    value = headers.get("Retry-After") if headers is not None else None
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
+class HubClient:
+    def __init__(self, endpoint: str | None = None, token: str | None = None, timeout: float = 30.0) -> None:
+        self.endpoint = (endpoint or default_endpoint()).rstrip("/")
+        self._token = token or None
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._hub_origin = _origin(self.endpoint)
+
+    def __repr__(self) -> str:  # never shows the token
+        return f"HubClient(endpoint={self.endpoint!r}, token={'set' if self._token else 'none'})"
+
+    @property
+    def has_token(self) -> bool:
+        return self._token is not None
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    def _headers_for(self, url: str, extra: dict[str, str] | None) -> dict[str, str]:
+        headers = {"User-Agent": USER_AGENT, "Accept-Encoding": "identity"}
+        if self._token and _origin(url) == self._hub_origin:
+            headers["Authorization"] = f"Bearer {self._token}"
+        headers.update(extra or {})
+        return headers
+
+    def _request(self, url: str, what: str, repo_id: str, extra: dict[str, str] | None = None) -> Any:
+        """GET ``url``, following redirects; the open 2xx response, or a HubError."""
+        for _ in range(MAX_REDIRECTS + 1):
+            request = urllib.request.Request(url, headers=self._headers_for(url, extra), method="GET")
+            try:
+                return self._opener.open(request, timeout=self.timeout)
+            except urllib.error.HTTPError as error:
+                try:
+                    if 300 <= error.code < 400 and error.headers.get("Location"):
+                        url = urllib.parse.urljoin(url, error.headers["Location"])
+                        continue
+                    error.read(_ERROR_BODY_LIMIT)
+                except OSError:
+                    pass
+                finally:
+                    error.close()
+                raise self._error_for(error.code, error.headers, what, repo_id) from None
+            except (OSError, http.client.HTTPException) as error:
+                # URLError is an OSError; its reason may name the host but never carries headers.
+                reason = getattr(error, "reason", None) or error
+                raise HubUnavailable(f"{what}: connection to the Hub failed ({type(reason).__name__})") from None
+        raise HubError(f"{what}: more than {MAX_REDIRECTS} redirects")
+
+    def _error_for(self, status: int, headers: Any, what: str, repo_id: str) -> HubError:
+        code = (headers.get("X-Error-Code") or "") if headers is not None else ""
+        if status == 429 or status >= 500:
+            return HubUnavailable(f"{what}: the Hub answered HTTP {status}", _retry_after(headers))
+        if code == "GatedRepo" or status == 403:
+            if self._token:
+                return GatedRepo(
+                    f"{repo_id} is gated or private and the given token has no access to it (HTTP {status}): "
+                    f"accept the model's conditions on the Hub with that account, or {TOKEN_HINT}"
+                )
+            return GatedRepo(f"{repo_id} is gated or private: {TOKEN_HINT}")
+        if code == "RevisionNotFound":
+            return RevisionNotFound(f"{what}: no such revision (branch, tag or commit) in {repo_id}")
+        if code == "EntryNotFound":
+            return EntryNotFound(f"{what}: the Hub has no such file in {repo_id}")
+        if status == 401 and not self._token:
+            # The Hub answers 401 both for a repository that does not exist and for a private one.
+            return RepoNotFound(
+                f"{repo_id} was not found on {self.endpoint}, or it is gated or private: "
+                f"check the repository id, or {TOKEN_HINT}"
+            )
+        if status == 401:
+            return GatedRepo(f"{repo_id}: the Hub rejected the token (HTTP 401): {TOKEN_HINT}")
+        if status == 404 or code == "RepoNotFound":
+            return RepoNotFound(f"{repo_id} was not found on {self.endpoint}: check the repository id")
+        return HubError(f"{what}: the Hub answered HTTP {status}")
+
+    # -- API --------------------------------------------------------------------------------------------
+
+    def revision_info(self, repo_id: str, revision: str) -> RepoRevision:
+        """The commit SHA a branch, tag or SHA resolves to, and every file of that commit with its hashes."""
+        url = (
+            f"{self.endpoint}/api/models/{urllib.parse.quote(repo_id, safe='/')}"
+            f"/revision/{urllib.parse.quote(revision, safe='')}?blobs=true"
+        )
+        what = f"resolving {repo_id}@{revision}"
+        response = self._request(url, what, repo_id, {"Accept": "application/json"})
+        try:
+            body = json.loads(response.read())
+        except (OSError, ValueError) as error:
+            raise HubUnavailable(f"{what}: unreadable answer from the Hub ({type(error).__name__})") from None
+        finally:
+            response.close()
+        return parse_revision(repo_id, body)
+
+    def open_file(self, repo_id: str, sha: str, path: str, start: int = 0) -> Any:
+        """An open HTTP response streaming ``path`` at commit ``sha`` from byte ``start`` (``.read``, ``.close``).
+
+        Raises RangeIgnored when ``start > 0`` and the server sent the whole file instead of a 206.
+        """
+        url = (
+            f"{self.endpoint}/{urllib.parse.quote(repo_id, safe='/')}/resolve/"
+            f"{urllib.parse.quote(sha, safe='')}/{urllib.parse.quote(path, safe='/')}"
+        )
+        extra = {"Range": f"bytes={start}-"} if start > 0 else None
+        response = self._request(url, f"downloading {path}", repo_id, extra)
+        if start > 0 and response.status != 206:
+            response.close()
+            raise RangeIgnored(f"downloading {path}: the server ignored the Range request (HTTP {response.status})")
+        return response
+
+
+def parse_revision(repo_id: str, body: Any) -> RepoRevision:
+    """``GET /api/models/{repo}/revision/{rev}?blobs=true`` as a RepoRevision; HubError when malformed."""
+    try:
+        sha = body["sha"]
+        files = []
+        for sibling in body.get("siblings") or []:
+            lfs = sibling.get("lfs") or None
+            files.append(
+                HubFile(
+                    path=str(sibling["rfilename"]),
+                    size=int(lfs["size"] if lfs else sibling["size"]),
+                    blob_id=str(sibling["blobId"]),
+                    sha256=str(lfs.get("sha256") or lfs["oid"]) if lfs else None,
+                )
+            )
+    except (KeyError, TypeError, ValueError, AttributeError):
+        raise HubError(f"resolving {repo_id}: the Hub's answer lacks file sizes or hashes") from None
+    if not isinstance(sha, str) or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+        raise HubError(f"resolving {repo_id}: the Hub's answer has no commit SHA")
+    return RepoRevision(repo_id=repo_id, sha=sha, files=tuple(sorted(files, key=lambda f: f.path)))

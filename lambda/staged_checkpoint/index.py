@@ -1,0 +1,501 @@
+"""``Custom::StagedCheckpoint``: a Hugging Face revision staged into S3 by a SageMaker Processing job.
+
+Three entry points share this file (one asset):
+
+- ``on_event`` resolves the ref to a commit SHA, compares the plan with S3 (manifest and object
+  metadata) and starts a Processing job only when something is missing. When nothing is missing it
+  signals the deployment's wait condition itself.
+- ``is_complete`` follows the job for a while: a job that finishes in that window (most checkpoints)
+  is verified and signalled here; a longer one is handed to the wait condition, which CloudFormation
+  lets wait up to 12 hours, instead of holding this resource against its one-hour ceiling.
+- ``on_job_state_change`` receives the job's EventBridge state change, verifies the manifest and
+  signals success, or failure with the job's reason.
+
+The physical ID is the revision prefix ``s3://<bucket>/<prefix><org>--<name>/<sha>/``: a new revision
+is a replacement, an unchanged one a no-op. Delete stops this resource's running job and keeps the
+objects. The Hugging Face token is read from Secrets Manager here and never logged or returned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+import urllib.request
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from hfstage.hub import HubClient, HubError, HubFile, select_files
+from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
+from hfstage.worker import parse_token
+
+LOG = logging.getLogger()
+LOG.setLevel(logging.INFO)
+
+REASON_LIMIT = 1000  # bytes; CloudFormation shows at most 4 KB and a wait-condition reason should be short
+CODE_DIR = "/opt/ml/processing/input/code"
+RUNNING = ("InProgress", "Stopping")
+# How long is_complete follows a job before handing the wait to the wait condition. Must stay well
+# inside the Provider's total timeout (set by the construct), so that a slow job never fails here.
+DEFAULT_HANDOFF_S = 600
+
+
+class StagingError(Exception):
+    """A reason a person can act on; it becomes the CloudFormation failure message."""
+
+
+_clients: dict[str, Any] = {}
+
+
+def client(name: str) -> Any:
+    """One boto3 client per service for the life of the execution environment."""
+    if name not in _clients:
+        _clients[name] = boto3.client(name, config=Config(retries={"mode": "standard", "max_attempts": 8}))
+    return _clients[name]
+
+
+def short(text: str, limit: int = REASON_LIMIT) -> str:
+    data = text.encode()
+    if len(data) <= limit:
+        return text
+    return data[: limit - 3].decode(errors="ignore") + "..."
+
+
+def log(event: str, **fields: Any) -> None:
+    LOG.info(" ".join([f"event={event}", *(f"{k}={v}" for k, v in fields.items())]))
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resource's properties, typed. Only ARNs and names: the token itself is never a property."""
+
+    repo_id: str
+    revision: str
+    bucket: str
+    prefix: str
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    token_secret_arn: str | None
+    hub_endpoint: str | None
+    image_uri: str
+    instance_type: str
+    max_instances: int
+    bytes_per_instance: int
+    volume_size_gb: int
+    max_runtime_s: int
+    role_arn: str
+    code_uri: str
+    job_name_prefix: str
+    wait_handle: str | None
+    handoff_s: int
+    worker_args: tuple[str, ...]
+
+    @classmethod
+    def from_properties(cls, props: dict[str, Any]) -> Settings:
+        def patterns(key: str) -> tuple[str, ...]:
+            value = props.get(key) or []
+            return tuple(json.loads(value) if isinstance(value, str) else value)
+
+        return cls(
+            repo_id=props["RepoId"],
+            revision=props.get("Revision") or "main",
+            bucket=props["Bucket"],
+            prefix=props.get("Prefix", "models/"),
+            include=patterns("Include"),
+            exclude=patterns("Exclude"),
+            token_secret_arn=props.get("TokenSecretArn") or None,
+            hub_endpoint=props.get("HubEndpoint") or None,
+            image_uri=props["ImageUri"],
+            instance_type=props["InstanceType"],
+            max_instances=int(props.get("MaxInstances", 1)),
+            bytes_per_instance=int(props.get("BytesPerInstance", 100 * 2**30)),
+            volume_size_gb=int(props.get("VolumeSizeGb", 30)),
+            max_runtime_s=int(props["MaxRuntimeSeconds"]),
+            role_arn=props["RoleArn"],
+            code_uri=props["CodeUri"],
+            job_name_prefix=props["JobNamePrefix"],
+            wait_handle=props.get("WaitHandle") or None,
+            handoff_s=int(props.get("HandoffSeconds", DEFAULT_HANDOFF_S)),
+            worker_args=tuple(props.get("WorkerArgs") or ()),
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    sha: str
+    files: tuple
+    missing: tuple
+    prefix: str
+    manifest_ok: bool
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def missing_bytes(self) -> int:
+        return sum(f.size for f in self.missing)
+
+    @property
+    def complete(self) -> bool:
+        return self.manifest_ok and not self.missing
+
+
+def hub_token(settings: Settings, secrets: Any) -> str | None:
+    if not settings.token_secret_arn:
+        return None
+    where = f"the Hugging Face token secret {settings.token_secret_arn}"
+    try:
+        value = secrets.get_secret_value(SecretId=settings.token_secret_arn).get("SecretString") or ""
+    except ClientError as e:
+        raise StagingError(f"could not read {where} ({e.response['Error']['Code']})") from None
+    try:
+        return parse_token(value)
+    except ValueError as e:
+        raise StagingError(f"{where} is unusable: {e}") from None
+
+
+def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
+    """What the revision holds, and what of it is not yet (verified) in S3."""
+    try:
+        revision = hub.revision_info(settings.repo_id, settings.revision)
+    except HubError as e:
+        raise StagingError(str(e)) from e
+    files = tuple(select_files(revision.files, settings.include, settings.exclude))
+    if not files:
+        raise StagingError(
+            f"no file of {settings.repo_id}@{revision.sha} matches include={list(settings.include)} "
+            f"exclude={list(settings.exclude)} ({len(revision.files)} files in the revision)"
+        )
+    # Metadata of a gated repository is public; its files are not. Open the smallest file now, so that a
+    # missing token or unaccepted conditions fail the deployment here rather than in the job.
+    try:
+        hub.open_file(settings.repo_id, revision.sha, min(files, key=lambda f: f.size).path).close()
+    except HubError as e:
+        raise StagingError(str(e)) from e
+    prefix = revision_prefix(settings.prefix, settings.repo_id, revision.sha)
+    try:
+        try:
+            manifest = read_manifest(s3, settings.bucket, prefix)
+        except ValueError:
+            manifest = None  # unreadable: the job rewrites it
+        missing = tuple(missing_files(s3, settings.bucket, prefix, settings.repo_id, revision.sha, files))
+    except ClientError as e:
+        raise StagingError(s3_problem(e, settings.bucket, prefix, "the staging handler's role")) from None
+    return Plan(
+        sha=revision.sha,
+        files=files,
+        missing=missing,
+        prefix=prefix,
+        manifest_ok=manifest_matches(manifest, settings.repo_id, revision.sha, files),
+    )
+
+
+def s3_problem(error: ClientError, bucket: str, prefix: str, who: str) -> str:
+    """An S3 error as a reason naming the place and the permission, not just botocore's wording."""
+    code = error.response["Error"].get("Code", "error")
+    operation = getattr(error, "operation_name", "an S3 call")
+    hint = (
+        f"; {who} needs s3:ListBucket (prefix {prefix}) and s3:GetObject on it, and kms:Decrypt for an SSE-KMS bucket"
+        if code in ("AccessDenied", "403", "Forbidden", "AllAccessDisabled")
+        else ""
+    )
+    return short(f"could not read s3://{bucket}/{prefix} ({code} on {operation}){hint}")
+
+
+def instances_for(plan: Plan, settings: Settings) -> int:
+    """Enough instances that each copies about ``bytes_per_instance``, within the allowed maximum."""
+    wanted = -(-plan.missing_bytes // max(1, settings.bytes_per_instance))
+    return max(1, min(settings.max_instances, wanted, len(plan.missing) or 1))
+
+
+def job_name(settings: Settings, request_id: str) -> str:
+    """Unique per request, identical for a retried request (which then resumes the same job)."""
+    return f"{settings.job_name_prefix}{hashlib.sha256(request_id.encode()).hexdigest()[:10]}"[:63]
+
+
+def worker_arguments(settings: Settings, sha: str) -> list[str]:
+    args = [
+        "--repo-id",
+        settings.repo_id,
+        "--revision",
+        sha,
+        "--destination",
+        f"s3://{settings.bucket}/{settings.prefix}",
+    ]
+    # One flag per pattern: SageMaker allows 256 characters per container argument, not per list.
+    for pattern in settings.include:
+        args += ["--include", pattern]
+    for pattern in settings.exclude:
+        args += ["--exclude", pattern]
+    if settings.token_secret_arn:
+        args += ["--token-secret-arn", settings.token_secret_arn]
+    # The leader of a multi-instance job waits for the other hosts' files at most as long as the job may run.
+    args += ["--leader-wait-s", str(settings.max_runtime_s)]
+    return args + list(settings.worker_args)
+
+
+def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
+    code_file = settings.code_uri.rsplit("/", 1)[-1]
+    environment = {"PYTHONUNBUFFERED": "1", "HFSTAGE_TARGET": f"s3://{settings.bucket}/{plan.prefix}"}
+    if settings.hub_endpoint:
+        environment["HF_ENDPOINT"] = settings.hub_endpoint
+    return {
+        "ProcessingJobName": name,
+        "RoleArn": settings.role_arn,
+        "AppSpecification": {
+            "ImageUri": settings.image_uri,
+            "ContainerEntrypoint": ["python3", f"{CODE_DIR}/{code_file}"],
+            "ContainerArguments": worker_arguments(settings, plan.sha),
+        },
+        "ProcessingInputs": [
+            {
+                "InputName": "code",
+                "S3Input": {
+                    "S3Uri": settings.code_uri,
+                    "LocalPath": CODE_DIR,
+                    "S3DataType": "S3Prefix",
+                    "S3InputMode": "File",
+                    "S3DataDistributionType": "FullyReplicated",
+                },
+            }
+        ],
+        "ProcessingResources": {
+            "ClusterConfig": {
+                "InstanceCount": instances_for(plan, settings),
+                "InstanceType": settings.instance_type,
+                "VolumeSizeInGB": settings.volume_size_gb,
+            }
+        },
+        "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
+        "Environment": environment,
+        "Tags": [
+            {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
+            {"Key": "hf-revision", "Value": plan.sha},
+        ],
+    }
+
+
+def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
+    try:
+        sagemaker.create_processing_job(**request)
+    except ClientError as e:
+        error = e.response["Error"]
+        if error["Code"] == "ResourceInUse" or "already exists" in error.get("Message", ""):
+            log("job-resumed", job=request["ProcessingJobName"])  # a retried request: follow the same job
+            return
+        name = request["ProcessingJobName"]
+        message = error.get("Message", "")
+        raise StagingError(short(f"could not start the staging job {name}: {error['Code']}: {message}")) from e
+    log("job-started", job=request["ProcessingJobName"])
+
+
+def stop_jobs(sagemaker: Any, prefix: str, target: str | None) -> list[str]:
+    """Stop running jobs named ``prefix*`` that stage ``target`` (all of them when target is None)."""
+    stopped = []
+    for page in sagemaker.get_paginator("list_processing_jobs").paginate(NameContains=prefix):
+        for summary in page["ProcessingJobSummaries"]:
+            name = summary["ProcessingJobName"]
+            if not name.startswith(prefix) or summary["ProcessingJobStatus"] not in RUNNING:
+                continue
+            if target is not None:
+                environment = sagemaker.describe_processing_job(ProcessingJobName=name).get("Environment", {})
+                if environment.get("HFSTAGE_TARGET") != target:
+                    continue  # another revision's job, started by a replacement of this resource
+            try:
+                sagemaker.stop_processing_job(ProcessingJobName=name)
+            except ClientError as e:
+                if e.response["Error"]["Code"] != "ValidationException":  # already stopping or finished
+                    raise
+            log("job-stopped", job=name)
+            stopped.append(name)
+    return stopped
+
+
+def signal(url: str | None, *, success: bool, reason: str, unique_id: str, data: str = "") -> None:
+    """Send a wait-condition signal (a PUT of JSON to the handle's presigned URL)."""
+    if not url:
+        return
+    body = json.dumps(
+        {
+            "Status": "SUCCESS" if success else "FAILURE",
+            "Reason": short(reason),
+            "UniqueId": unique_id[:64],
+            "Data": short(data),
+        }
+    ).encode()
+    request = urllib.request.Request(url, data=body, method="PUT", headers={"Content-Type": ""})
+    for attempt in range(5):
+        try:
+            with urllib.request.urlopen(request, timeout=20) as response:
+                response.read()
+            log("signalled", success=success, unique_id=unique_id[:64])
+            return
+        except OSError as e:
+            if attempt == 4:
+                raise StagingError(f"could not signal the wait condition: {type(e).__name__}") from e
+            time.sleep(2**attempt)
+
+
+def verify_staged(s3: Any, bucket: str, prefix: str, repo_id: str, sha: str) -> int:
+    """Re-read the manifest and check every file it lists; the number of files, or StagingError."""
+    where = f"s3://{bucket}/{prefix}{MANIFEST_NAME}"
+    try:
+        manifest = read_manifest(s3, bucket, prefix)
+    except ValueError as e:
+        raise StagingError(f"the manifest {where} is unreadable: {e}") from e
+    except ClientError as e:
+        raise StagingError(s3_problem(e, bucket, prefix, "the staging handler's role")) from None
+    if manifest is None:
+        raise StagingError(f"the staging job ended but wrote no manifest at {where}")
+    if manifest.get("repo_id") != repo_id or manifest.get("revision") != sha:
+        raise StagingError(
+            f"the manifest {where} is for {manifest.get('repo_id')}@{manifest.get('revision')}, not {repo_id}@{sha}"
+        )
+    files = [
+        HubFile(path=f["path"], size=int(f["size"]), blob_id=f["blob_id"], sha256=f.get("sha256"))
+        for f in manifest.get("files", [])
+    ]
+    if not files:
+        raise StagingError(f"the manifest {where} lists no files")
+    try:
+        missing = missing_files(s3, bucket, prefix, repo_id, sha, files)
+    except ClientError as e:
+        raise StagingError(s3_problem(e, bucket, prefix, "the staging handler's role")) from None
+    if missing:
+        shown = ", ".join(f.path for f in missing[:5])
+        raise StagingError(f"{len(missing)} file(s) of the manifest {where} are missing or differ in S3: {shown}")
+    return len(files)
+
+
+def result(plan: Plan, settings: Settings, job: str) -> dict[str, Any]:
+    uri = f"s3://{settings.bucket}/{plan.prefix}"
+    return {
+        "PhysicalResourceId": uri,
+        "Data": {
+            "Revision": plan.sha,
+            "S3Uri": uri,
+            "Prefix": plan.prefix,
+            "ManifestUri": uri + MANIFEST_NAME,
+            "Files": str(len(plan.files)),
+            "TotalBytes": str(plan.total_bytes),
+            "JobName": job,
+            "StartedAt": str(int(time.time())),
+        },
+    }
+
+
+def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    request = event["RequestType"]
+    settings = Settings.from_properties(event["ResourceProperties"])
+    log("request", type=request, repo=settings.repo_id, revision=settings.revision)
+    if request == "Delete":
+        # The objects stay: they are the next deployment's checkpoint. Only compute is removed.
+        target = event.get("PhysicalResourceId", "")
+        stop_jobs(client("sagemaker"), settings.job_name_prefix, target if target.startswith("s3://") else None)
+        return {"PhysicalResourceId": event.get("PhysicalResourceId")}
+
+    hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
+    plan = make_plan(settings, hub, client("s3"))
+    log("plan", sha=plan.sha, files=len(plan.files), missing=len(plan.missing), manifest_ok=plan.manifest_ok)
+    if plan.complete:
+        signal(
+            settings.wait_handle,
+            success=True,
+            reason=f"{settings.repo_id}@{plan.sha} is already staged",
+            unique_id=plan.sha,
+            data=plan.sha,
+        )
+        return result(plan, settings, job="")
+    name = job_name(settings, event["RequestId"])
+    start_job(client("sagemaker"), job_request(settings, plan, name))
+    return result(plan, settings, job=name)
+
+
+def _job_failure(description: dict[str, Any]) -> str:
+    name = description["ProcessingJobName"]
+    status = description["ProcessingJobStatus"]
+    why = description.get("FailureReason") or description.get("ExitMessage") or "no reason given"
+    return short(
+        f"staging job {name} {status}: {why} (logs: CloudWatch log group /aws/sagemaker/ProcessingJobs, "
+        f"streams {name}/*)"
+    )
+
+
+def is_complete(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    if event["RequestType"] == "Delete":
+        return {"IsComplete": True}
+    data = event.get("Data") or {}
+    name = data.get("JobName")
+    if not name:
+        return {"IsComplete": True}
+    settings = Settings.from_properties(event["ResourceProperties"])
+    try:
+        return _follow_job(settings, data, name)
+    except StagingError:
+        raise  # the job itself ended (failed, or finished without a valid manifest): nothing left running
+    except Exception:
+        # A failed create gets no delete from the Provider framework: leave no job running behind it.
+        try:
+            stop_jobs(client("sagemaker"), name, None)
+        except ClientError as e:
+            log("stop-failed", job=name, error=e.response["Error"]["Code"])
+        raise
+
+
+def _follow_job(settings: Settings, data: dict[str, Any], name: str) -> dict[str, Any]:
+    description = client("sagemaker").describe_processing_job(ProcessingJobName=name)
+    status = description["ProcessingJobStatus"]
+    if status in RUNNING:
+        waited = time.time() - int(data.get("StartedAt", "0"))
+        if waited < settings.handoff_s:
+            return {"IsComplete": False}
+        log("handoff", job=name, waited_s=int(waited))  # the wait condition now waits for the job's signal
+        return {"IsComplete": True}
+    if status != "Completed":
+        reason = _job_failure(description)
+        signal(settings.wait_handle, success=False, reason=reason, unique_id=name)
+        raise StagingError(reason)
+    files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+    signal(settings.wait_handle, success=True, reason=f"staged {files} files", unique_id=name, data=data["Revision"])
+    return {"IsComplete": True}
+
+
+def _argument(arguments: list[str], flag: str) -> str | None:
+    return arguments[arguments.index(flag) + 1] if flag in arguments[:-1] else None
+
+
+def on_job_state_change(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """EventBridge target: ``{"WaitHandle": url, "JobNamePrefix": p, "Event": <state change>}``."""
+    detail = event["Event"]["detail"]
+    name = detail["ProcessingJobName"]
+    if not name.startswith(event["JobNamePrefix"]):
+        return {"signalled": False}
+    description = client("sagemaker").describe_processing_job(ProcessingJobName=name)
+    status = description["ProcessingJobStatus"]
+    if status in RUNNING:
+        return {"signalled": False}
+    if status != "Completed":
+        signal(event["WaitHandle"], success=False, reason=_job_failure(description), unique_id=name)
+        return {"signalled": True, "success": False}
+    arguments = description["AppSpecification"].get("ContainerArguments", [])
+    target = description.get("Environment", {}).get("HFSTAGE_TARGET", "")
+    bucket, _, prefix = target.removeprefix("s3://").partition("/")
+    repo_id, sha = _argument(arguments, "--repo-id"), _argument(arguments, "--revision")
+    try:
+        files = verify_staged(client("s3"), bucket, prefix, repo_id or "", sha or "")
+    except StagingError as e:
+        signal(event["WaitHandle"], success=False, reason=str(e), unique_id=name)
+        return {"signalled": True, "success": False}
+    signal(event["WaitHandle"], success=True, reason=f"staged {files} files", unique_id=name, data=sha or "")
+    return {"signalled": True, "success": True}
+
+
+if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+    logging.getLogger("botocore").setLevel(logging.WARNING)

@@ -1,0 +1,1 @@
+"""Local stand-ins for remote services, run as real HTTP servers by the tests and benchmarks."""

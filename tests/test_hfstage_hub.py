@@ -1,0 +1,181 @@
+"""The fake Hub behaves like the real one for ``huggingface_hub``; our HubClient reads it correctly."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from hfstage.hub import GatedRepo, HubClient, HubUnavailable, RepoNotFound, RevisionNotFound
+from tests.fakes.fake_hub import TEST_TOKEN, FakeHub, Synthetic
+from tests.fakes.fixtures import fake_hub  # noqa: F401
+
+MiB = 1024 * 1024
+FILES = {
+    "config.json": b'{"architectures": ["Demo"]}',
+    "model.safetensors": Synthetic(3 * MiB, seed=1),
+    "sub/dir/notes.txt": b"x" * 100,
+}
+
+
+@pytest.fixture
+def hub(fake_hub: FakeHub) -> FakeHub:  # noqa: F811
+    fake_hub.page_size = 2
+    fake_hub.add_repo("Org/Model", FILES, branches=("main",), tags=("v1.0",))
+    fake_hub.add_repo("Org/Gated", {"config.json": b"{}", "w.safetensors": b"abc"}, gated=True)
+    fake_hub.add_repo("Org/Private", {"config.json": b"{}"}, private=True)
+    return fake_hub
+
+
+# -- the fake against the real client ------------------------------------------------------------------
+
+
+def test_model_info_with_file_metadata(hub: FakeHub) -> None:
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=hub.endpoint).model_info("Org/Model", revision="main", files_metadata=True)
+    repo = hub.repos["Org/Model"]
+    assert info.sha == repo.sha
+    siblings = {s.rfilename: s for s in info.siblings}
+    assert set(siblings) == set(FILES)
+    weights = siblings["model.safetensors"]
+    assert weights.size == 3 * MiB and weights.lfs is not None
+    assert weights.lfs.sha256 == hashlib.sha256(FILES["model.safetensors"].to_bytes()).hexdigest()
+    config = siblings["config.json"]
+    data = FILES["config.json"]
+    assert config.lfs is None and config.blob_id == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_list_repo_tree_follows_link_pagination(hub: FakeHub) -> None:
+    from huggingface_hub import HfApi
+
+    entries = list(HfApi(endpoint=hub.endpoint).list_repo_tree("Org/Model", recursive=True))
+    assert [e.path for e in entries] == ["config.json", "model.safetensors", "sub", "sub/dir", "sub/dir/notes.txt"]
+    pages = [r for r in hub.requests if r.path.startswith("/api/models/Org/Model/tree/")]
+    assert len(pages) == 3  # two entries a page
+
+
+def test_hf_hub_download_small_and_lfs_files(hub: FakeHub, tmp_path) -> None:
+    from huggingface_hub import hf_hub_download
+
+    lfs = hf_hub_download("Org/Model", "model.safetensors", revision="v1.0", cache_dir=tmp_path, endpoint=hub.endpoint)
+    small = hf_hub_download("Org/Model", "config.json", cache_dir=tmp_path, endpoint=hub.endpoint)
+    assert Path(lfs).read_bytes() == FILES["model.safetensors"].to_bytes()
+    assert Path(small).read_bytes() == FILES["config.json"]
+    redirect = [r for r in hub.requests if r.file == "model.safetensors" and r.server == "hub"]
+    assert redirect and all(r.status == 302 for r in redirect)  # LFS content comes from the other origin
+    assert hub.requests_for("model.safetensors")[0].server == "cdn"
+
+
+def test_errors_map_to_huggingface_hub_exceptions(hub: FakeHub, tmp_path) -> None:
+    from huggingface_hub import HfApi, hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    api = HfApi(endpoint=hub.endpoint)
+    with pytest.raises(RepositoryNotFoundError):
+        api.model_info("Org/Nope")
+    with pytest.raises(RepositoryNotFoundError):
+        api.model_info("Org/Private")
+    with pytest.raises(RevisionNotFoundError):
+        api.model_info("Org/Model", revision="nope")
+    with pytest.raises(GatedRepoError):
+        hf_hub_download("Org/Gated", "w.safetensors", cache_dir=tmp_path, endpoint=hub.endpoint)
+    with pytest.raises(EntryNotFoundError):
+        hf_hub_download("Org/Model", "absent.bin", cache_dir=tmp_path, endpoint=hub.endpoint)
+    path = hf_hub_download("Org/Gated", "w.safetensors", cache_dir=tmp_path, endpoint=hub.endpoint, token=TEST_TOKEN)
+    assert Path(path).read_bytes() == b"abc"
+    assert not hub.authorization_reached_cdn()
+
+
+# -- our client ----------------------------------------------------------------------------------------
+
+
+def test_revision_info_resolves_refs_to_the_commit(hub: FakeHub) -> None:
+    client = HubClient(hub.endpoint)
+    repo = hub.repos["Org/Model"]
+    for ref in ("main", "v1.0", repo.sha):
+        revision = client.revision_info("Org/Model", ref)
+        assert revision.sha == repo.sha
+    assert [(f.path, f.size, f.blob_id, f.sha256) for f in revision.files] == [
+        (f.path, f.size, f.blob_id, f.sha256 or None) for f in repo.files.values()
+    ]
+    assert revision.files[1].is_lfs and not revision.files[0].is_lfs
+
+
+def test_refs_with_slashes_are_quoted(hub: FakeHub) -> None:
+    hub.add_repo("Org/Pr", {"a.txt": b"a"}, branches=("main", "refs/pr/1"))
+    assert HubClient(hub.endpoint).revision_info("Org/Pr", "refs/pr/1").sha == hub.repos["Org/Pr"].sha
+    assert any(r.path == "/api/models/Org/Pr/revision/refs/pr/1" for r in hub.requests)
+
+
+def test_open_file_ranges_and_redirects_without_the_token(hub: FakeHub) -> None:
+    client = HubClient(hub.endpoint, token=TEST_TOKEN)
+    sha = hub.repos["Org/Model"].sha
+    whole = FILES["model.safetensors"].to_bytes()
+    response = client.open_file("Org/Model", sha, "model.safetensors", start=MiB + 5)
+    try:
+        assert response.status == 206 and response.read() == whole[MiB + 5 :]
+    finally:
+        response.close()
+    assert hub.requests[-1].server == "cdn" and hub.requests[-1].range == f"bytes={MiB + 5}-"
+    assert not hub.authorization_reached_cdn()  # the CDN would have answered 400
+    assert any(r.server == "hub" and r.authorization for r in hub.requests)  # the Hub itself got the token
+    response = client.open_file("Org/Model", sha, "sub/dir/notes.txt")
+    assert response.read() == b"x" * 100
+    response.close()
+
+
+@pytest.mark.parametrize(
+    ("repo_id", "revision", "token", "error", "message"),
+    [
+        ("Org/Nope", "main", None, RepoNotFound, "Org/Nope was not found on http://127.0.0.1"),
+        ("Org/Nope", "main", TEST_TOKEN, RepoNotFound, "check the repository id"),
+        ("Org/Private", "main", None, RepoNotFound, "or it is gated or private: check the repository id, or give a"),
+        (
+            "Org/Model",
+            "no-such-branch",
+            None,
+            RevisionNotFound,
+            "no such revision (branch, tag or commit) in Org/Model",
+        ),
+    ],
+)
+def test_revision_info_errors(hub: FakeHub, repo_id, revision, token, error, message) -> None:
+    with pytest.raises(error) as caught:
+        HubClient(hub.endpoint, token=token).revision_info(repo_id, revision)
+    assert message in str(caught.value)
+    assert TEST_TOKEN not in str(caught.value) and len(str(caught.value)) < 1024
+
+
+def test_gated_files_need_a_token_with_access(hub: FakeHub) -> None:
+    revision = HubClient(hub.endpoint).revision_info("Org/Gated", "main")  # metadata is public, like the Hub's
+    with pytest.raises(GatedRepo, match="Org/Gated is gated or private: give a token with access through hf_token"):
+        HubClient(hub.endpoint).open_file("Org/Gated", revision.sha, "w.safetensors")
+    with pytest.raises(GatedRepo, match="the given token has no access") as caught:
+        HubClient(hub.endpoint, token="hf_wrong_token").open_file("Org/Gated", revision.sha, "w.safetensors")
+    assert "hf_wrong_token" not in str(caught.value)
+    response = HubClient(hub.endpoint, token=TEST_TOKEN).open_file("Org/Gated", revision.sha, "w.safetensors")
+    assert response.read() == b"abc"
+    response.close()
+
+
+def test_server_errors_are_retryable(hub: FakeHub) -> None:
+    sha = hub.repos["Org/Model"].sha
+    hub.fail("config.json", status=503, retry_after=2)
+    with pytest.raises(HubUnavailable) as caught:
+        HubClient(hub.endpoint).open_file("Org/Model", sha, "config.json")
+    assert caught.value.retryable and caught.value.retry_after == 2.0
+    response = HubClient(hub.endpoint).open_file("Org/Model", sha, "config.json")  # the fault was one-off
+    assert response.read() == FILES["config.json"]
+    response.close()
+
+
+def test_unreachable_hub_is_retryable() -> None:
+    with pytest.raises(HubUnavailable, match="connection to the Hub failed"):
+        HubClient("http://127.0.0.1:9", timeout=2).revision_info("Org/Model", "main")

@@ -1,0 +1,344 @@
+"""The staging worker's pure parts: part sizes, file selection, layout, manifest, sharding, tokens, packaging."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hfstage import (
+    MANIFEST_NAME,
+    HubFile,
+    assign,
+    build_manifest,
+    leader,
+    manifest_matches,
+    object_matches,
+    part_size_for,
+    read_hosts,
+    revision_prefix,
+    select_files,
+)
+from hfstage.events import EventLog
+from hfstage.transfer import MAX_PART, MAX_PARTS, MIN_PART, BufferPool, Verifier, backoff_delay
+from hfstage.worker import EXIT_USAGE, Failure, one_line, parse_args, parse_token
+
+MiB = 1024 * 1024
+GiB = 1024 * MiB
+ROOT = Path(__file__).resolve().parent.parent
+SHA = "0123456789abcdef0123456789abcdef01234567"
+
+
+def hub_file(path: str, size: int = 10, lfs: bool = False) -> HubFile:
+    return HubFile(path=path, size=size, blob_id="b" * 40, sha256=("c" * 64 if lfs else None))
+
+
+# -- part sizes ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("size", "preferred", "expected"),
+    [
+        (0, 64 * MiB, 64 * MiB),
+        (12 * MiB, 1 * MiB, 5 * MiB),  # 5 MiB floor
+        (12 * MiB, 5 * MiB, 5 * MiB),
+        (64 * MiB * MAX_PARTS, 64 * MiB, 64 * MiB),  # exactly 10,000 parts: unchanged
+        (64 * MiB * MAX_PARTS + 1, 64 * MiB, 65 * MiB),  # one byte more: next whole MiB
+        (1024 * GiB, 64 * MiB, 105 * MiB),  # 1 TiB: ceil(1 TiB / 10,000) rounded up to a MiB
+        (10 * GiB, 8 * GiB, MAX_PART),  # 5 GiB cap
+        (MAX_PART * MAX_PARTS, 64 * MiB, MAX_PART),  # the largest object S3 can assemble
+    ],
+)
+def test_part_size_for(size: int, preferred: int, expected: int) -> None:
+    part = part_size_for(size, preferred)
+    assert part == expected
+    assert MIN_PART <= part <= MAX_PART
+    assert -(-size // part) <= MAX_PARTS
+
+
+def test_part_size_for_refuses_what_s3_cannot_hold() -> None:
+    with pytest.raises(ValueError, match="10000 parts"):
+        part_size_for(MAX_PART * MAX_PARTS + 1, 64 * MiB)
+
+
+@given(st.integers(min_value=0, max_value=MAX_PART * MAX_PARTS), st.integers(min_value=1, max_value=6 * GiB))
+def test_part_size_for_always_within_s3_limits(size: int, preferred: int) -> None:
+    part = part_size_for(size, preferred)
+    assert MIN_PART <= part <= MAX_PART
+    assert -(-size // part) <= MAX_PARTS
+
+
+# -- selection, layout, manifest -----------------------------------------------------------------------
+
+
+def test_select_files_include_exclude() -> None:
+    files = [hub_file(p) for p in ("config.json", "model.safetensors", "original/consolidated.pth", "q4.gguf")]
+    assert [f.path for f in select_files(files)] == [f.path for f in files]
+    assert [f.path for f in select_files(files, include=["*.json", "*.safetensors"])] == [
+        "config.json",
+        "model.safetensors",
+    ]
+    assert [f.path for f in select_files(files, exclude=["original/*", "*.gguf"])] == [
+        "config.json",
+        "model.safetensors",
+    ]
+    assert select_files(files, include=["*.gguf"], exclude=["q4*"]) == []
+
+
+def test_revision_prefix() -> None:
+    assert revision_prefix("models/", "Org/Name", SHA) == f"models/Org--Name/{SHA}/"
+    assert revision_prefix("models", "Org/Name", SHA) == f"models/Org--Name/{SHA}/"
+    assert revision_prefix("", "gpt2", SHA) == f"gpt2/{SHA}/"
+    assert revision_prefix("/a/b/", "Org/Name", SHA) == f"a/b/Org--Name/{SHA}/"
+
+
+def test_manifest_schema_and_matching() -> None:
+    files = [hub_file("b.safetensors", 100, lfs=True), hub_file("a.json", 5)]
+    manifest = build_manifest("Org/Name", SHA, files, "2025-01-01T00:00:00Z", source="https://hub.example")
+    assert manifest == {
+        "schema_version": 1,
+        "source": "https://hub.example",
+        "repo_id": "Org/Name",
+        "revision": SHA,
+        "files": [
+            {"path": "a.json", "size": 5, "blob_id": "b" * 40},
+            {"path": "b.safetensors", "size": 100, "blob_id": "b" * 40, "sha256": "c" * 64},
+        ],
+        "total_bytes": 105,
+        "completed_at": "2025-01-01T00:00:00Z",
+    }
+    assert MANIFEST_NAME == ".hf-model-manifest.json"
+    assert manifest_matches(manifest, "Org/Name", SHA, list(reversed(files)))
+    assert not manifest_matches(None, "Org/Name", SHA, files)
+    assert not manifest_matches(manifest, "Org/Name", "f" * 40, files)
+    assert not manifest_matches(manifest, "Org/Name", SHA, files[:1])
+    assert not manifest_matches({**manifest, "schema_version": 2}, "Org/Name", SHA, files)
+
+
+def test_object_matches() -> None:
+    f = hub_file("w.safetensors", 100, lfs=True)
+    meta = {"hf-repo-id": "Org/Name", "hf-revision": SHA, "hf-blob-id": f.blob_id, "hf-sha256": f.sha256}
+    assert object_matches({"ContentLength": 100, "Metadata": meta}, f, "Org/Name", SHA)
+    assert object_matches(
+        {"ContentLength": 100, "Metadata": {k.upper(): v for k, v in meta.items()}}, f, "Org/Name", SHA
+    )
+    assert not object_matches({"ContentLength": 99, "Metadata": meta}, f, "Org/Name", SHA)
+    assert not object_matches({"ContentLength": 100, "Metadata": {**meta, "hf-revision": "x"}}, f, "Org/Name", SHA)
+    assert not object_matches({"ContentLength": 100, "Metadata": {**meta, "hf-blob-id": "x"}}, f, "Org/Name", SHA)
+    assert not object_matches({"ContentLength": 100, "Metadata": {**meta, "hf-sha256": "d" * 64}}, f, "Org/Name", SHA)
+    assert not object_matches({"ContentLength": 100}, f, "Org/Name", SHA)
+
+
+# -- sharding ------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=10**12), max_size=60),
+    hosts=st.lists(st.sampled_from([f"algo-{i}" for i in range(1, 9)]), min_size=1, max_size=8, unique=True),
+)
+def test_assign_every_file_once_and_balanced(sizes: list[int], hosts: list[str]) -> None:
+    files = [hub_file(f"f{i:03d}", size) for i, size in enumerate(sizes)]
+    plan = assign(files, hosts)
+    assert set(plan) == set(hosts)
+    shares = [f.path for share in plan.values() for f in share]
+    assert sorted(shares) == sorted(f.path for f in files)  # union is everything, nothing twice
+    loads = [sum(f.size for f in share) for share in plan.values()]
+    assert max(loads) - min(loads) <= max(sizes, default=0)
+    assert assign(list(reversed(files)), list(reversed(hosts))) == plan  # same plan on every host
+
+
+def test_assign_largest_first_ties_by_host_order() -> None:
+    files = [hub_file("a", 10), hub_file("b", 10), hub_file("c", 5), hub_file("d", 5)]
+    plan = assign(files, ["algo-2", "algo-1"])
+    assert {h: [f.path for f in fs] for h, fs in plan.items()} == {"algo-1": ["a", "c"], "algo-2": ["b", "d"]}
+    assert leader(["algo-2", "algo-1", "algo-3"]) == "algo-1"
+
+
+def test_read_hosts(tmp_path: Path) -> None:
+    assert read_hosts(str(tmp_path / "absent.json")) == ("local", ["local"])
+    config = tmp_path / "resourceconfig.json"
+    config.write_text('{"current_host": "algo-2", "hosts": ["algo-2", "algo-1"], "network_interface_name": "eth0"}')
+    assert read_hosts(str(config)) == ("algo-2", ["algo-1", "algo-2"])
+    config.write_text('{"current_host": "algo-3", "hosts": ["algo-1"]}')
+    with pytest.raises(ValueError, match="not one of hosts"):
+        read_hosts(str(config))
+    config.write_text("not json")
+    with pytest.raises(ValueError, match="cannot read"):
+        read_hosts(str(config))
+
+
+# -- transfer pieces -----------------------------------------------------------------------------------
+
+
+def test_buffer_pool_bounds_buffers_in_use() -> None:
+    pool = BufferPool(buffer_size=1024, count=2)
+    a, b = pool.acquire(1024), pool.acquire(100)
+    assert (len(a), len(b)) == (1024, 100)
+    import threading
+
+    got: list[bytearray] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire(1024)))
+    waiter.start()
+    waiter.join(0.3)
+    assert waiter.is_alive() and not got  # the third buffer waits for a release
+    pool.release(a)
+    waiter.join(2)
+    assert got and got[0] is a  # full-size buffers are reused
+    pool.release(b)
+    pool.release(got[0])
+    big = pool.acquire(10_000)  # larger than a slot: takes every slot
+    assert len(big) == 10_000 and pool.peak_in_use == 2
+
+
+def test_verifier_git_blob_and_lfs_sha256() -> None:
+    import hashlib
+
+    data = b"hello world\n"
+    blob = HubFile("a.txt", len(data), hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+    v = Verifier(blob)
+    v.update(data[:5])
+    mid = v.copy()
+    v.update(data[5:])
+    v.check()
+    mid.update(data[5:])
+    mid.check()  # a copy at a part boundary resumes the same hash
+    lfs = HubFile("w.bin", len(data), "x" * 40, hashlib.sha256(data).hexdigest())
+    bad = Verifier(lfs)
+    bad.update(data[:-1] + b"?")
+    with pytest.raises(Exception, match="does not match"):
+        bad.check()
+
+
+def test_backoff_grows_with_jitter_and_honours_retry_after() -> None:
+    delays = [backoff_delay(a, 1.0, 30.0) for a in (1, 2, 3, 4, 10)]
+    assert 0.5 <= delays[0] <= 1.0 and 1.0 <= delays[1] <= 2.0 and 2.0 <= delays[2] <= 4.0
+    assert 15.0 <= delays[4] <= 30.0
+    assert backoff_delay(1, 1.0, 30.0, retry_after=7) == 7
+    assert backoff_delay(1, 1.0, 30.0, retry_after=900) == 30.0
+
+
+# -- arguments, tokens, messages -----------------------------------------------------------------------
+
+
+def test_parse_args_patterns_and_destination() -> None:
+    args = parse_args(
+        [
+            "--repo-id=Org/Name",
+            "--destination=s3://my-bucket/models/",
+            "--include",
+            '["*.json", "*.safetensors"]',
+            "--include",
+            "tokenizer*",
+            "--exclude=original/*",
+        ]
+    )
+    assert (args.bucket, args.prefix, args.revision) == ("my-bucket", "models/", "main")
+    assert args.include == ["*.json", "*.safetensors", "tokenizer*"]
+    assert args.exclude == ["original/*"]
+    assert (args.part_size_mib, args.parts_in_flight, args.files_in_flight, args.max_attempts) == (64, 8, 4, 5)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--repo-id=Org/Name"], "--destination"),
+        (["--repo-id=bad id", "--destination=s3://bkt/p/"], "is not a repository id"),
+        (["--repo-id=Org/Name", "--destination=/local/dir"], "is not s3://"),
+        (["--repo-id=Org/Name", "--destination=s3://bkt/p/", "--part-size-mib=4"], "outside 5-5120"),
+        (["--repo-id=Org/Name", "--destination=s3://bkt/p/", "--parts-in-flight=0"], "at least 1"),
+        (["--repo-id=Org/Name", "--destination=s3://bkt/p/", "--include=[1]"], "JSON array of strings"),
+    ],
+)
+def test_parse_args_rejects(argv: list[str], message: str) -> None:
+    with pytest.raises(Failure, match="bad arguments") as caught:
+        parse_args(argv)
+    assert caught.value.code == EXIT_USAGE and message in caught.value.message
+
+
+@pytest.mark.parametrize(
+    ("secret", "token"),
+    [("hf_abc", "hf_abc"), (" hf_abc\n", "hf_abc"), ('{"token": "hf_x"}', "hf_x"), ('{"HF_TOKEN": "hf_y"}', "hf_y")],
+)
+def test_parse_token(secret: str, token: str) -> None:
+    assert parse_token(secret) == token
+
+
+@pytest.mark.parametrize("secret", ["", "  ", '{"other": "x"}', "{not json"])
+def test_parse_token_rejects_without_echoing(secret: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        parse_token(secret)
+    assert secret.strip() == "" or secret not in str(caught.value)
+
+
+def test_messages_are_one_short_line_and_redacted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert one_line("a\nb   c") == "a b c"
+    long = one_line("é" * 2000)
+    assert len(long.encode()) <= 1000 and long.endswith("...")
+    log = EventLog()
+    log.add_secret("hf_secret")
+    log.emit("test", url="https://x/?t=hf_secret", path="a b")
+    out = capsys.readouterr().out
+    assert "hf_secret" not in out and 'url="https://x/?t=***" path="a b"' in out
+
+
+def test_the_s3_client_reads_its_endpoint_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage.transfer import Settings
+    from hfstage.worker import make_s3_client
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL_S3", "http://127.0.0.1:4566")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    monkeypatch.delenv("AWS_IGNORE_CONFIGURED_ENDPOINT_URLS", raising=False)
+    client = make_s3_client(Settings(parts_in_flight=8, files_in_flight=4))
+    assert client.meta.endpoint_url == "http://127.0.0.1:4566"
+    assert client.meta.config.max_pool_connections >= 12
+
+
+# -- packaging -----------------------------------------------------------------------------------------
+
+
+def test_package_uses_only_stdlib_and_boto3() -> None:
+    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfstage"}
+    for source in (ROOT / "hfstage").glob("*.py"):
+        tree = ast.parse(source.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom):
+                assert node.level == 0, f"{source.name}: relative import"
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                assert name.split(".")[0] in allowed, f"{source.name} imports {name}"
+
+
+def test_zip_runs_with_a_top_level_main(tmp_path: Path) -> None:
+    """The Processing job runs ``python3 code.zip ...``: hfstage/ at the zip root beside a ``__main__.py``."""
+    archive = tmp_path / "hfstage.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for source in (ROOT / "hfstage").glob("*.py"):
+            z.write(source, f"hfstage/{source.name}")
+        z.writestr("__main__.py", "import sys\n\nfrom hfstage.worker import main\n\nsys.exit(main(sys.argv[1:]))\n")
+    run = subprocess.run(
+        [sys.executable, "-I", str(archive), "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+    )
+    assert run.returncode == 0, run.stderr
+    assert "--repo-id" in run.stdout and "--token-secret-arn" in run.stdout
+    bad = subprocess.run(
+        [sys.executable, "-I", str(archive), "--repo-id", "Org/Name"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and "bad arguments" in bad.stderr
+
+
+def test_llmops_stage_is_the_worker() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "llmops.stage", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+    assert run.returncode == 0 and "python -m llmops.stage" in run.stdout
