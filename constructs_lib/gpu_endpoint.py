@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -13,11 +14,25 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
+from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, STANDARD, resolve_scaling
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, get_engine
+from .hosting import (
+    LOG_RETENTION_FUNCTION_ID,
+    LOG_RETENTION_SERVICE_TIMEOUT_S,
+    execution_role,
+    grant_log_streams,
+    grant_model_and_image,
+    grant_registry_login_and_metrics,
+    retained_log_group,
+    sagemaker_scaling_role,
+    serving_model,
+)
 from .images import ServingImage
 from .model_data import ModelSource
-from .nag import acknowledge, acknowledge_wildcard
+
+# Re-exported: the log-retention constants were defined here first and are imported from here.
+__all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
 
 VARIANT_NAME = "AllTraffic"
 
@@ -57,7 +72,8 @@ class GpuEndpoint(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
     ) -> None:
         """
-        :param model: where the weights are (an S3 prefix); read access is granted to the role.
+        :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
+            source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
         :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
@@ -125,87 +141,23 @@ class GpuEndpoint(Construct):
         self.variant_name = VARIANT_NAME
         self.environment = plan.environment
 
-        # SageMaker writes to /aws/sagemaker/Endpoints/<name> whether or not the group exists. A
-        # LogGroup resource would be deleted by the rollback of a failed first deploy, taking the only
-        # explanation of the failure with it, and a retained one blocks the next deploy ("already
-        # exists"). LogRetention creates or adopts the group, sets its retention and keeps it.
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
-        self.log_retention = logs.LogRetention(
+        self.log_retention = retained_log_group(
             self, "LogRetention", log_group_name=self.log_group_name, retention=log_retention
         )
         self.log_group = logs.LogGroup.from_log_group_name(self, "Logs", self.log_group_name)
-        _harden_log_retention(self.log_retention)
 
-        self.role = role or iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"Execution role of SageMaker endpoint {name}",
-        )
-        model.grant_read(self.role)
-        iam.Grant.add_to_principal(
-            grantee=self.role,
-            actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
-            resource_arns=[image.repository_arn(self)],
-        )
-        iam.Grant.add_to_principal(grantee=self.role, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
-        iam.Grant.add_to_principal(
-            grantee=self.role,
-            actions=["cloudwatch:PutMetricData"],
-            resource_arns=["*"],
-            conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
-        )
-        log_streams_arn = cdk.Stack.of(self).format_arn(
-            service="logs",
-            resource="log-group",
-            resource_name=f"{self.log_group_name}:*",
-            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
-        )
-        iam.Grant.add_to_principal(
-            grantee=self.role,
-            actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
-            resource_arns=[log_streams_arn],
-        )
-        if role is None:
-            acknowledge_wildcard(
-                self.role,
-                resource="*",
-                reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level "
-                "permissions; image pulls are limited to the serving image's repository and metrics to the "
-                "/aws/sagemaker/Endpoints namespace by condition.",
-            )
-            acknowledge_wildcard(
-                self.role,
-                resource=model.object_arn_pattern,
-                reason="SageMaker downloads every object below the model prefix (S3Prefix model data); "
-                "the wildcard stops at that prefix.",
-            )
-            acknowledge_wildcard(
-                self.role,
-                resource=log_streams_arn,
-                reason="Log streams of this endpoint's own log group; SageMaker names a stream per "
-                "variant and instance at run time.",
-            )
+        self.role = role or execution_role(self, "Role", description=f"Execution role of SageMaker endpoint {name}")
+        owned = role is None
+        grant_model_and_image(self.role, scope=self, model=model, image=image, acknowledged=owned)
+        grant_registry_login_and_metrics(self.role, acknowledged=owned)
+        grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=owned)
         if volume_kms_key is not None:
             volume_kms_key.grant_encrypt_decrypt(self.role)
 
-        self.model = sagemaker.CfnModel(
-            self,
-            "Model",
-            execution_role_arn=self.role.role_arn,
-            enable_network_isolation=True,
-            primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-                image=image.image_uri(self),
-                environment=plan.environment,
-                model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
-                    s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
-                        s3_uri=model.s3_uri, s3_data_type="S3Prefix", compression_type="None"
-                    )
-                ),
-            ),
+        self.model = serving_model(
+            self, "Model", role=self.role, model=model, image_uri=image.image_uri(self), environment=plan.environment
         )
-        # The role's policy must exist before SageMaker validates the model's access.
-        self.model.node.add_dependency(self.role)
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
@@ -240,6 +192,8 @@ class GpuEndpoint(Construct):
         )
         self.endpoint.node.add_dependency(self.log_retention)
         self.node.default_child = self.endpoint
+        self.instance_count = instance_count
+        self.scalable_target: appscaling.ScalableTarget | None = None
 
     @property
     def endpoint_name(self) -> str:
@@ -248,6 +202,64 @@ class GpuEndpoint(Construct):
     @property
     def endpoint_arn(self) -> str:
         return self.endpoint.attr_endpoint_arn
+
+    def autoscale_instances(
+        self,
+        *,
+        max_capacity: int,
+        min_capacity: int | None = None,
+        target_invocations_per_instance: float | None = None,
+        scale_in_cooldown: cdk.Duration | None = None,
+        scale_out_cooldown: cdk.Duration | None = None,
+    ) -> appscaling.ScalableTarget:
+        """Scale the instance count between ``min_capacity`` and ``max_capacity`` with the traffic.
+
+        Registers ``endpoint/<name>/variant/AllTraffic`` (``sagemaker:variant:DesiredInstanceCount``)
+        with Application Auto Scaling, acting through its service-linked role for SageMaker, and tracks
+        ``SageMakerVariantInvocationsPerInstance`` (invocations per instance per minute). The target and
+        its policy depend on the endpoint, so ``cdk destroy`` removes them first.
+
+        :param max_capacity: most instances. ``instance_count`` must lie between the two capacities.
+        :param min_capacity: fewest instances, 1 or more (a standard endpoint cannot scale to zero;
+            inference components can). Default: 1.
+        :param target_invocations_per_instance: Default: 20 per minute, sized for LLM requests that take
+            seconds; tune it from ``metric_invocations()`` under real load.
+        :param scale_in_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).
+        :param scale_out_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).
+        """
+        plan = resolve_scaling(
+            deployment_mode=STANDARD,
+            instance_spec_gpu_count=self.instance.gpu_count if self.instance else None,
+            min_instances=min_capacity,
+            max_instances=max_capacity,
+            initial_instances=self.instance_count,
+            target_invocations_per_instance=target_invocations_per_instance,
+        )
+        errors = list(plan.errors)
+        if self.scalable_target is not None:
+            errors.append("autoscale_instances was already called; an endpoint variant has one scalable target.")
+        if errors:
+            raise ValueError(
+                f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1))
+            )
+        self.scalable_target = appscaling.ScalableTarget(
+            self,
+            "InstanceScaling",
+            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+            resource_id=f"endpoint/{self.endpoint_name}/variant/{self.variant_name}",
+            scalable_dimension="sagemaker:variant:DesiredInstanceCount",
+            min_capacity=plan.min_instances,
+            max_capacity=plan.max_instances,
+            role=sagemaker_scaling_role(self, "ScalingRole"),
+        )
+        self.scalable_target.scale_to_track_metric(
+            "InvocationsPerInstance",
+            target_value=plan.target_invocations_per_instance or DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE,
+            predefined_metric=appscaling.PredefinedMetric.SAGEMAKER_VARIANT_INVOCATIONS_PER_INSTANCE,
+            scale_in_cooldown=scale_in_cooldown,
+            scale_out_cooldown=scale_out_cooldown,
+        )
+        return self.scalable_target
 
     def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
         """Let ``grantee`` invoke the endpoint, with and without response streaming."""
@@ -289,28 +301,3 @@ class GpuEndpoint(Construct):
 
     def metric_gpu_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
         return self.metric("GPUMemoryUtilization", namespace="/aws/sagemaker/Endpoints", **kwargs)
-
-
-# The Lambda behind every LogRetention in a stack is one singleton with this construct id.
-LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
-LOG_RETENTION_SERVICE_TIMEOUT_S = 300
-
-
-def _harden_log_retention(retention: logs.LogRetention) -> None:
-    """Fail in minutes rather than an hour, and acknowledge what cdk-nag finds in CDK's own handler."""
-    resource = retention.node.default_child
-    resource.add_property_override("ServiceTimeout", LOG_RETENTION_SERVICE_TIMEOUT_S)
-    function = cdk.Stack.of(retention).node.try_find_child(LOG_RETENTION_FUNCTION_ID)
-    if function is None:  # pragma: no cover - CDK renamed its singleton; nag will then say so loudly
-        return
-    acknowledge(
-        function,
-        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-        "aws-cdk-lib's LogRetention handler: the basic execution policy only lets it write its own logs.",
-    )
-    acknowledge_wildcard(
-        function,
-        resource="*",
-        reason="aws-cdk-lib's LogRetention handler sets retention on log groups named at deploy time "
-        "(logs:PutRetentionPolicy/DeleteRetentionPolicy); CDK scopes it this way for every stack.",
-    )

@@ -458,3 +458,97 @@ def test_metric_helpers_use_the_endpoint_and_variant():
         dims = stack.resolve(metric.dimensions)
         assert dims["VariantName"] == "AllTraffic"
         assert dims["EndpointName"]["Fn::GetAtt"][1] == "EndpointName"
+
+
+# --- instance autoscaling (standard mode) ---
+
+SCALING_SLR = (
+    ":role/aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+
+
+def test_autoscale_instances_tracks_invocations_per_instance():
+    stack, endpoint = make(instance_count=2)
+    endpoint.autoscale_instances(min_capacity=1, max_capacity=4)
+    t = Template.from_stack(stack)
+    endpoint_id = next(iter(t.find_resources("AWS::SageMaker::Endpoint")))
+    (target_id, target), *rest = t.find_resources("AWS::ApplicationAutoScaling::ScalableTarget").items()
+    assert rest == []
+    props = target["Properties"]
+    assert props["ServiceNamespace"] == "sagemaker"
+    assert props["ScalableDimension"] == "sagemaker:variant:DesiredInstanceCount"
+    assert (props["MinCapacity"], props["MaxCapacity"]) == (1, 4)
+    # endpoint/<name>/variant/AllTraffic, the name read from the endpoint: created after it, deleted before it.
+    assert props["ResourceId"] == {
+        "Fn::Join": ["", ["endpoint/", {"Fn::GetAtt": [endpoint_id, "EndpointName"]}, "/variant/AllTraffic"]]
+    }
+    assert props["RoleARN"]["Fn::Join"][1][-1] == SCALING_SLR
+    assert [k for k in t.find_resources("AWS::IAM::Role") if "Scaling" in k] == []
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "ScalingTargetId": {"Ref": target_id},
+            "TargetTrackingScalingPolicyConfiguration": {
+                "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+                "TargetValue": 20,
+            },
+        },
+    )
+
+
+def test_autoscale_instances_options():
+    stack, endpoint = make()
+    endpoint.autoscale_instances(
+        max_capacity=3,
+        target_invocations_per_instance=45,
+        scale_in_cooldown=cdk.Duration.minutes(15),
+        scale_out_cooldown=cdk.Duration.minutes(2),
+    )
+    t = Template.from_stack(stack)
+    t.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 1, "MaxCapacity": 3})
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "TargetTrackingScalingPolicyConfiguration": Match.object_like(
+                {"TargetValue": 45, "ScaleInCooldown": 900, "ScaleOutCooldown": 120}
+            )
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance_count", "scaling", "message"),
+    [
+        (1, {"min_capacity": 0, "max_capacity": 2}, r"min_instances=0 is allowed only with scale_to_zero=true"),
+        (3, {"max_capacity": 2}, r"initial_instances=3 is outside min_instances=1 to max_instances=2"),
+        (1, {"min_capacity": 3, "max_capacity": 2}, r"max_instances=2 is below min_instances=3"),
+        (1, {"max_capacity": 2, "target_invocations_per_instance": 0}, r"target_invocations_per_instance=0 must be"),
+    ],
+)
+def test_autoscale_instances_guards(instance_count, scaling, message):
+    _, endpoint = make(instance_count=instance_count)
+    with pytest.raises(ValueError, match=rf"GpuEndpoint Test/Endpoint: \(1\) {message}"):
+        endpoint.autoscale_instances(**scaling)
+
+
+def test_autoscale_instances_once():
+    _, endpoint = make()
+    endpoint.autoscale_instances(max_capacity=2)
+    with pytest.raises(ValueError, match=r"autoscale_instances was already called"):
+        endpoint.autoscale_instances(max_capacity=3)
+
+
+def test_model_waits_for_the_model_source_dependable():
+    class StagedModel(S3ModelData):
+        def __init__(self, bucket, prefix, dependable):
+            super().__init__(bucket, prefix)
+            self.dependable = dependable
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    staging = cdk.CfnWaitConditionHandle(stack, "Staged")
+    GpuEndpoint(stack, "Endpoint", model=StagedModel(s3.Bucket.from_bucket_name(stack, "B", "bkt"), "m/", staging))
+    (model,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Model").values()
+    assert "Staged" in model["DependsOn"]

@@ -1,0 +1,356 @@
+"""Pure, synth-time checks for how an endpoint scales: instances, inference-component copies, scale-to-zero.
+
+No CDK import, so the app's configuration loader can call ``plan_scaling`` cheaply, before any
+construct exists; ``ComponentEndpoint``, ``InferenceComponent`` and ``GpuEndpoint.autoscale_instances``
+call ``resolve_scaling`` for the same checks and the defaults they build from.
+
+Defaults (each applies only when the value is not given):
+
+- ``scale_to_zero``: off.
+- ``min_instances``: 1; 0 with scale-to-zero.
+- ``initial_instances``: 1 (CloudFormation's ``InitialInstanceCount`` is at least 1, even on an
+  endpoint that may later scale to zero).
+- ``max_instances``: the larger of 1, ``min_instances`` and ``initial_instances``: no growth unless asked.
+- ``accelerators_per_copy``: the tensor parallel size, else every GPU of the instance.
+- ``min_copies``: 1; 0 with scale-to-zero. ``initial_copies``: 1. ``max_copies``: the larger of
+  ``min_copies``, ``initial_copies`` and 1: a fixed copy count unless asked.
+- ``target_concurrency``: 5 concurrent requests per copy, the value of AWS's own example for
+  ``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution`` (SageMaker developer guide,
+  "Define a scaling policy"). A starting point, not a measurement: tune it to the model.
+- ``min_memory_mb``: 1024 MB of host memory reserved per copy (see ``DEFAULT_MIN_MEMORY_MB``).
+- ``target_invocations_per_instance``: 20 invocations per instance per minute
+  (``SageMakerVariantInvocationsPerInstance``), sized for LLM requests that take seconds, not the
+  70 of AWS's example for millisecond models. Tune it as well.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+DEPLOYMENT_MODES = ("standard", "inference-component")
+STANDARD = "standard"
+INFERENCE_COMPONENT = "inference-component"
+# RoutingConfig.RoutingStrategy values this library sets (PREFIX_AWARE needs a config of its own).
+ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+DEFAULT_TARGET_CONCURRENCY = 5.0
+DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE = 20.0
+# ComputeResourceRequirements.MinMemoryRequiredInMb: host memory SageMaker reserves for a copy when it
+# places it (a scheduling reservation, not a limit; the weights live in GPU memory). The schema's floor
+# is 128 MB. Requests near the instance's memory are refused ("not enough hardware resources") although
+# the instance is healthy, so the default stays small instead of following the checkpoint's size.
+DEFAULT_MIN_MEMORY_MB = 1024
+MIN_MEMORY_MB_FLOOR = 128
+
+# Settings that only mean something in inference-component mode, and the one that only means
+# something in standard mode: given in the other mode they would be silently ignored.
+COMPONENT_ONLY = (
+    "accelerators_per_copy",
+    "min_copies",
+    "max_copies",
+    "initial_copies",
+    "target_concurrency",
+    "routing_strategy",
+    "min_memory_mb",
+)
+STANDARD_ONLY = ("target_invocations_per_instance",)
+
+
+@dataclass(frozen=True)
+class ScalingPlan:
+    """Resolved scaling settings (defaults applied) and the problems found, in the house style."""
+
+    deployment_mode: str
+    scale_to_zero: bool
+    min_instances: int
+    initial_instances: int
+    max_instances: int
+    accelerators_per_copy: int | None = None
+    min_copies: int | None = None
+    initial_copies: int | None = None
+    max_copies: int | None = None
+    target_concurrency: float | None = None
+    target_invocations_per_instance: float | None = None
+    routing_strategy: str | None = None
+    min_memory_mb: int | None = None
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def scales_instances(self) -> bool:
+        """Standard mode: whether Application Auto Scaling has a range of instance counts to work in."""
+        return self.deployment_mode == STANDARD and self.max_instances > self.min_instances
+
+    @property
+    def scales_copies(self) -> bool:
+        """Component mode: whether the copy count is registered with Application Auto Scaling."""
+        return (
+            self.deployment_mode == INFERENCE_COMPONENT
+            and self.min_copies is not None
+            and self.max_copies is not None
+            and (self.scale_to_zero or self.max_copies > self.min_copies)
+        )
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def resolve_scaling(
+    *,
+    deployment_mode: str = STANDARD,
+    instance_spec_gpu_count: int | None = None,
+    tensor_parallel_size: int | None = None,
+    accelerators_per_copy: int | None = None,
+    min_instances: int | None = None,
+    max_instances: int | None = None,
+    initial_instances: int | None = None,
+    min_copies: int | None = None,
+    max_copies: int | None = None,
+    initial_copies: int | None = None,
+    scale_to_zero: bool = False,
+    target_concurrency: float | None = None,
+    target_invocations_per_instance: float | None = None,
+    routing_strategy: str | None = None,
+    min_memory_mb: int | None = None,
+    check_copies: bool | None = None,
+) -> ScalingPlan:
+    """Apply the defaults (module docstring) and check every rule; all problems are collected.
+
+    ``check_copies``: whether the copy settings are checked. Default: in inference-component mode.
+    An endpoint that hosts components checks its own settings with ``check_copies=False``; each
+    component checks its copies against the endpoint's instances.
+    """
+    errors: list[str] = []
+    mode = deployment_mode
+    if mode not in DEPLOYMENT_MODES:
+        errors.append(f"deployment_mode={mode!r} is not a deployment mode; allowed: {', '.join(DEPLOYMENT_MODES)}.")
+    component_mode = mode == INFERENCE_COMPONENT
+    if check_copies is None:
+        check_copies = component_mode
+
+    given = {
+        "accelerators_per_copy": accelerators_per_copy,
+        "min_copies": min_copies,
+        "max_copies": max_copies,
+        "initial_copies": initial_copies,
+        "target_concurrency": target_concurrency,
+        "routing_strategy": routing_strategy,
+        "min_memory_mb": min_memory_mb,
+        "target_invocations_per_instance": target_invocations_per_instance,
+    }
+    if mode == STANDARD:
+        for key in COMPONENT_ONLY:
+            if given[key] is not None:
+                errors.append(
+                    f"{key}={given[key]!r} applies only with deployment_mode='inference-component' (this is "
+                    "deployment_mode='standard', where one model uses whole instances); leave it unset or switch modes."
+                )
+    elif component_mode:
+        for key in STANDARD_ONLY:
+            if given[key] is not None:
+                errors.append(
+                    f"{key}={given[key]!r} applies only with deployment_mode='standard'; with "
+                    "deployment_mode='inference-component' the copy count scales (target_concurrency) and SageMaker "
+                    "adds or removes instances for the copies (min_instances, max_instances)."
+                )
+    if scale_to_zero and not component_mode:
+        errors.append(
+            f"scale_to_zero=true needs deployment_mode='inference-component' (this is deployment_mode={mode!r}): "
+            "SageMaker scales an endpoint to zero instances only when it hosts inference components."
+        )
+
+    # --- instances ---
+    bad_instances = [
+        f"{key}={value!r} must be a whole number of instances, 0 or more."
+        for key, value in (
+            ("min_instances", min_instances),
+            ("max_instances", max_instances),
+            ("initial_instances", initial_instances),
+        )
+        if value is not None and (not _is_int(value) or value < 0)
+    ]
+    if bad_instances:
+        return ScalingPlan(mode, scale_to_zero, 1, 1, 1, errors=errors + bad_instances)
+
+    min_i = min_instances if min_instances is not None else (0 if scale_to_zero else 1)
+    init_i = initial_instances if initial_instances is not None else max(1, min_i)
+    max_i = max_instances if max_instances is not None else max(1, min_i, init_i)
+    if min_i == 0 and not scale_to_zero:
+        errors.append(
+            "min_instances=0 is allowed only with scale_to_zero=true (an endpoint at zero instances needs the "
+            "wake-up alarm that scale-to-zero adds); allowed: 1 or more, or set scale_to_zero."
+        )
+    if scale_to_zero and min_i != 0:
+        errors.append(
+            f"min_instances={min_i} contradicts scale_to_zero=true, which lets the endpoint release every "
+            "instance; allowed: 0, or leave it unset."
+        )
+    if init_i < 1:
+        errors.append(
+            f"initial_instances={init_i} must be at least 1: CloudFormation starts every endpoint with one or "
+            "more instances, even one that may later scale to zero."
+        )
+    if max_i < max(1, min_i):
+        errors.append(f"max_instances={max_i} is below min_instances={min_i}; allowed: {max(1, min_i)} or more.")
+    elif not min_i <= init_i <= max_i:
+        errors.append(
+            f"initial_instances={init_i} is outside min_instances={min_i} to max_instances={max_i}; allowed: a "
+            "value in that range (autoscaling would move it there at once)."
+        )
+
+    # --- copies (inference-component mode) ---
+    gpus = instance_spec_gpu_count
+    acc = min_c = init_c = max_c = memory = None
+    target_c = target_inv = None
+    if component_mode and check_copies:
+        acc = (
+            accelerators_per_copy
+            if accelerators_per_copy is not None
+            else (tensor_parallel_size if tensor_parallel_size is not None else gpus)
+        )
+        # Name the setting the value came from: a construct gives only the tensor parallel size.
+        acc_key = "accelerators_per_copy" if accelerators_per_copy is not None else "tensor_parallel_size"
+        if acc is not None and (not _is_int(acc) or acc < 1):
+            errors.append(f"{acc_key}={acc!r} must be a whole number of GPUs, 1 or more.")
+            acc = None
+        if acc is not None and gpus is not None and acc > gpus:
+            errors.append(
+                f"{acc_key}={acc} is more than the {gpus} GPU(s) of one instance; allowed: 1 to {gpus} "
+                "(a copy's GPUs are on one instance)."
+            )
+        if acc is not None and tensor_parallel_size is not None and acc != tensor_parallel_size:
+            errors.append(
+                f"accelerators_per_copy={acc} does not match tensor_parallel_size={tensor_parallel_size}; allowed: "
+                f"{tensor_parallel_size} (the engine shards the model over exactly the GPUs a copy is given), or "
+                "leave it unset."
+            )
+        bad_copies = False
+        for key, value in (("min_copies", min_copies), ("max_copies", max_copies), ("initial_copies", initial_copies)):
+            if value is not None and (not _is_int(value) or value < 0):
+                errors.append(f"{key}={value!r} must be a whole number of copies, 0 or more.")
+                bad_copies = True
+        if not bad_copies:
+            min_c = min_copies if min_copies is not None else (0 if scale_to_zero else 1)
+            init_c = initial_copies if initial_copies is not None else max(1, min_c)
+            max_c = max_copies if max_copies is not None else max(1, min_c, init_c)
+            if min_c == 0 and not scale_to_zero:
+                errors.append(
+                    "min_copies=0 is allowed only with scale_to_zero=true (without the wake-up alarm a component at "
+                    "zero copies never serves again); allowed: 1 or more, or set scale_to_zero."
+                )
+            if scale_to_zero and min_c != 0:
+                errors.append(f"min_copies={min_c} contradicts scale_to_zero=true; allowed: 0, or leave it unset.")
+            if max_c < 1:
+                errors.append(f"max_copies={max_c} must be at least 1, or the component can never serve.")
+            elif not min_c <= init_c <= max_c:
+                errors.append(
+                    f"copies must satisfy 0 <= min_copies <= initial_copies <= max_copies; got min_copies={min_c}, "
+                    f"initial_copies={init_c}, max_copies={max_c}."
+                )
+            if acc is not None and gpus is not None and max_i >= 1:
+                capacity = max_i * gpus
+                for key, copies in (("max_copies", max_c), ("initial_copies", init_c)):
+                    if copies * acc > capacity:
+                        errors.append(
+                            f"{key}={copies} copies x {acc} GPU(s) per copy need {copies * acc} GPUs, but "
+                            f"max_instances={max_i} x {gpus} GPU(s) per instance give {capacity}; allowed: "
+                            f"{key} up to {capacity // acc}, or raise max_instances to "
+                            f"{math.ceil(copies * acc / gpus)}."
+                        )
+        memory = min_memory_mb if min_memory_mb is not None else DEFAULT_MIN_MEMORY_MB
+        if not _is_int(memory) or memory < MIN_MEMORY_MB_FLOOR:
+            errors.append(
+                f"min_memory_mb={min_memory_mb!r} must be a whole number of MB, {MIN_MEMORY_MB_FLOOR} or more (host "
+                "memory reserved per copy; it does not limit what the copy uses)."
+            )
+        target_c = target_concurrency if target_concurrency is not None else DEFAULT_TARGET_CONCURRENCY
+        if not _positive(target_c):
+            errors.append(
+                f"target_concurrency={target_concurrency!r} must be a number above 0 (concurrent requests per copy "
+                "that autoscaling aims for)."
+            )
+    if mode == STANDARD:
+        target_inv = (
+            target_invocations_per_instance
+            if target_invocations_per_instance is not None
+            else DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE
+        )
+        if not _positive(target_inv):
+            errors.append(
+                f"target_invocations_per_instance={target_invocations_per_instance!r} must be a number above 0 "
+                "(invocations per instance per minute that autoscaling aims for)."
+            )
+    if routing_strategy is not None and routing_strategy not in ROUTING_STRATEGIES:
+        errors.append(
+            f"routing_strategy={routing_strategy!r} is not a routing strategy; allowed: "
+            f"{', '.join(ROUTING_STRATEGIES)}."
+        )
+
+    return ScalingPlan(
+        deployment_mode=mode,
+        scale_to_zero=scale_to_zero,
+        min_instances=min_i,
+        initial_instances=init_i,
+        max_instances=max_i,
+        accelerators_per_copy=acc,
+        min_copies=min_c,
+        initial_copies=init_c,
+        max_copies=max_c,
+        target_concurrency=target_c,
+        target_invocations_per_instance=target_inv,
+        routing_strategy=routing_strategy,
+        min_memory_mb=memory,
+        errors=errors,
+    )
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def plan_scaling(
+    *,
+    deployment_mode: str = STANDARD,
+    instance_spec_gpu_count: int | None = None,
+    tensor_parallel_size: int | None = None,
+    accelerators_per_copy: int | None = None,
+    min_instances: int | None = None,
+    max_instances: int | None = None,
+    initial_instances: int | None = None,
+    min_copies: int | None = None,
+    max_copies: int | None = None,
+    initial_copies: int | None = None,
+    scale_to_zero: bool = False,
+    target_concurrency: float | None = None,
+    target_invocations_per_instance: float | None = None,
+    routing_strategy: str | None = None,
+    min_memory_mb: int | None = None,
+) -> list[str]:
+    """Every problem with these scaling settings (empty when they are usable); None means "not given".
+
+    Rules: ``deployment_mode`` is standard or inference-component; scale-to-zero needs
+    inference-component mode and means ``min_instances`` 0 and ``min_copies`` 0, which nothing else
+    allows; ``initial_instances`` >= 1; ``min_instances`` <= ``initial_instances`` <= ``max_instances``
+    and ``max_instances`` >= 1; a copy's accelerators are at most one instance's GPUs and equal the
+    tensor parallel size; 0 <= ``min_copies`` <= ``initial_copies`` <= ``max_copies``, ``max_copies``
+    >= 1; ``max_copies`` (and ``initial_copies``) x accelerators fit in ``max_instances`` x GPUs per
+    instance; targets are numbers above 0; ``min_memory_mb`` >= 128; ``routing_strategy`` is
+    LEAST_OUTSTANDING_REQUESTS or RANDOM; settings of the other mode are refused rather than ignored.
+    """
+    return resolve_scaling(
+        deployment_mode=deployment_mode,
+        instance_spec_gpu_count=instance_spec_gpu_count,
+        tensor_parallel_size=tensor_parallel_size,
+        accelerators_per_copy=accelerators_per_copy,
+        min_instances=min_instances,
+        max_instances=max_instances,
+        initial_instances=initial_instances,
+        min_copies=min_copies,
+        max_copies=max_copies,
+        initial_copies=initial_copies,
+        scale_to_zero=scale_to_zero,
+        target_concurrency=target_concurrency,
+        target_invocations_per_instance=target_invocations_per_instance,
+        routing_strategy=routing_strategy,
+        min_memory_mb=min_memory_mb,
+    ).errors

@@ -1,0 +1,176 @@
+"""What every SageMaker hosting construct here shares: the execution role's grants, the Model, the
+log groups that outlive a failed deploy, and the role Application Auto Scaling acts with.
+
+``GpuEndpoint`` (one model on whole instances) and ``ComponentEndpoint``/``InferenceComponent``
+(models as components of an endpoint) build from these, so a fix to a grant or to the Model lands
+in both modes at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct, IDependable
+
+from .images import ServingImage
+from .model_data import ModelSource
+from .nag import acknowledge, acknowledge_wildcard
+
+# The Lambda behind every LogRetention in a stack is one singleton with this construct id.
+LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
+LOG_RETENTION_SERVICE_TIMEOUT_S = 300
+# Application Auto Scaling's service-linked role for SageMaker targets; naming it in RoleARN makes
+# Application Auto Scaling create it when the account lacks it (AWS::ApplicationAutoScaling::ScalableTarget,
+# RoleARN). Without it, aws-cdk-lib creates a role with no permissions for every target.
+SAGEMAKER_SCALING_ROLE = (
+    "aws-service-role/sagemaker.application-autoscaling.amazonaws.com/"
+    "AWSServiceRoleForApplicationAutoScaling_SageMakerEndpoint"
+)
+
+
+def retained_log_group(
+    scope: Construct, id: str, *, log_group_name: str, retention: logs.RetentionDays
+) -> logs.LogRetention:
+    """Create or adopt ``log_group_name``, set its retention and keep it when the stack goes.
+
+    SageMaker writes to its log groups whether or not they exist. A LogGroup resource would be
+    deleted by the rollback of a failed first deploy, taking the only explanation of the failure
+    with it, and a retained one blocks the next deploy ("already exists").
+    """
+    retention_resource = logs.LogRetention(scope, id, log_group_name=log_group_name, retention=retention)
+    harden_log_retention(retention_resource)
+    return retention_resource
+
+
+def harden_log_retention(retention: logs.LogRetention) -> None:
+    """Fail in minutes rather than an hour, and acknowledge what cdk-nag finds in CDK's own handler."""
+    resource = retention.node.default_child
+    resource.add_property_override("ServiceTimeout", LOG_RETENTION_SERVICE_TIMEOUT_S)
+    function = cdk.Stack.of(retention).node.try_find_child(LOG_RETENTION_FUNCTION_ID)
+    if function is None:  # pragma: no cover - CDK renamed its singleton; nag will then say so loudly
+        return
+    acknowledge(
+        function,
+        "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+        "aws-cdk-lib's LogRetention handler: the basic execution policy only lets it write its own logs.",
+    )
+    acknowledge_wildcard(
+        function,
+        resource="*",
+        reason="aws-cdk-lib's LogRetention handler sets retention on log groups named at deploy time "
+        "(logs:PutRetentionPolicy/DeleteRetentionPolicy); CDK scopes it this way for every stack.",
+    )
+
+
+def execution_role(scope: Construct, id: str, *, description: str) -> iam.Role:
+    """A role SageMaker assumes; it gets its permissions from the ``grant_*`` functions below."""
+    return iam.Role(scope, id, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), description=description)
+
+
+def grant_model_and_image(
+    role: iam.IRole, *, scope: Construct, model: ModelSource, image: ServingImage, acknowledged: bool
+) -> None:
+    """Read only the model prefix and pull only the image's repository."""
+    model.grant_read(role)
+    iam.Grant.add_to_principal(
+        grantee=role,
+        actions=["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"],
+        resource_arns=[image.repository_arn(scope)],
+    )
+    if acknowledged:
+        acknowledge_wildcard(
+            role,
+            resource=model.object_arn_pattern,
+            reason="SageMaker downloads every object below the model prefix (S3Prefix model data); "
+            "the wildcard stops at that prefix.",
+        )
+
+
+def grant_registry_login_and_metrics(role: iam.IRole, *, acknowledged: bool) -> None:
+    """The two actions without resource-level permissions, the metrics one limited by namespace."""
+    iam.Grant.add_to_principal(grantee=role, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
+    iam.Grant.add_to_principal(
+        grantee=role,
+        actions=["cloudwatch:PutMetricData"],
+        resource_arns=["*"],
+        conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+    )
+    if acknowledged:
+        acknowledge_wildcard(
+            role,
+            resource="*",
+            reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level "
+            "permissions; image pulls are limited to the serving image's repository and metrics to the "
+            "/aws/sagemaker/Endpoints namespace by condition.",
+        )
+
+
+def grant_log_streams(role: iam.IRole, *, scope: Construct, log_group_name: str, acknowledged: bool) -> str:
+    """Write streams of ``log_group_name`` only; returns the streams' ARN pattern."""
+    log_streams_arn = cdk.Stack.of(scope).format_arn(
+        service="logs",
+        resource="log-group",
+        resource_name=f"{log_group_name}:*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    iam.Grant.add_to_principal(
+        grantee=role,
+        actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
+        resource_arns=[log_streams_arn],
+    )
+    if acknowledged:
+        acknowledge_wildcard(
+            role,
+            resource=log_streams_arn,
+            reason="Log streams of this endpoint's own log group; SageMaker names a stream per "
+            "variant and instance at run time.",
+        )
+    return log_streams_arn
+
+
+def serving_model(
+    scope: Construct,
+    id: str,
+    *,
+    role: iam.IRole,
+    model: ModelSource,
+    image_uri: str,
+    environment: Mapping[str, str],
+) -> sagemaker.CfnModel:
+    """The SageMaker Model: weights from an uncompressed S3 prefix, network isolation on.
+
+    It waits for the role's policy (SageMaker checks its access when the model is created) and for
+    the model source's ``dependable``, when the source has one (a staging step that must finish first).
+    """
+    cfn_model = sagemaker.CfnModel(
+        scope,
+        id,
+        execution_role_arn=role.role_arn,
+        enable_network_isolation=True,
+        primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
+            image=image_uri,
+            environment=dict(environment),
+            model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
+                s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(
+                    s3_uri=model.s3_uri, s3_data_type="S3Prefix", compression_type="None"
+                )
+            ),
+        ),
+    )
+    cfn_model.node.add_dependency(role)
+    dependable: IDependable | None = getattr(model, "dependable", None)
+    if dependable is not None:
+        cfn_model.node.add_dependency(dependable)
+    return cfn_model
+
+
+def sagemaker_scaling_role(scope: Construct, id: str) -> iam.IRole:
+    """Application Auto Scaling's service-linked role for SageMaker, referenced (never created here)."""
+    arn = cdk.Stack.of(scope).format_arn(
+        service="iam", region="", resource="role", resource_name=SAGEMAKER_SCALING_ROLE
+    )
+    return iam.Role.from_role_arn(scope, id, arn, mutable=False)

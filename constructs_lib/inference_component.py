@@ -1,0 +1,567 @@
+"""``ComponentEndpoint`` and ``InferenceComponent``: models as inference components of one endpoint.
+
+Each component brings its own model, GPUs per copy and copy count; the endpoint brings the
+instances, which SageMaker adds and removes for the copies (managed instance scaling). Copies scale
+with Application Auto Scaling, and with ``scale_to_zero`` the whole endpoint can release every
+instance and wake again on the first request.
+
+Teardown order is part of the template: scaling policies and alarm -> scalable target -> component
+-> endpoint -> endpoint config, and component -> model, so ``cdk destroy`` deletes the components
+before the endpoint (SageMaker's DeleteEndpoint leaves components behind).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct, IValidation
+
+from .catalog import InstanceSpec
+from .component_plan import INFERENCE_COMPONENT, resolve_scaling
+from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
+from .engines import EngineSpec, build_environment, get_engine
+from .hosting import (
+    execution_role,
+    grant_log_streams,
+    grant_model_and_image,
+    grant_registry_login_and_metrics,
+    retained_log_group,
+    sagemaker_scaling_role,
+    serving_model,
+)
+from .images import ServingImage
+from .model_data import ModelSource
+
+VARIANT_NAME = "AllTraffic"
+DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
+# The wake-up alarm: one failed request in one minute is enough (AWS/SageMaker metrics are per minute).
+WAKE_ALARM_PERIOD = cdk.Duration.minutes(1)
+WAKE_COOLDOWN = cdk.Duration.seconds(60)
+
+
+def _fail(kind: str, node_path: str, errors: list[str]) -> None:
+    if errors:
+        raise ValueError(f"{kind} {node_path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
+
+
+class ComponentEndpoint(Construct):
+    """A SageMaker endpoint that hosts inference components: EndpointConfig (no model on the variant,
+    the execution role on the config, managed instance scaling) and Endpoint.
+
+    Minimal use::
+
+        endpoint = ComponentEndpoint(self, "Endpoint")
+        endpoint.add_component("Chat", model=S3ModelData(bucket, "models/x/"))
+
+    serves one copy of the model with the pinned vLLM image on one ml.g6.xlarge. Settings are validated
+    at synth time and all problems are reported together in one ``ValueError``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        instance_type: str = "ml.g6.xlarge",
+        gpu_count: int | None = None,
+        gpu_memory_gib: float | None = None,
+        initial_instances: int | None = None,
+        min_instances: int | None = None,
+        max_instances: int | None = None,
+        scale_to_zero: bool = False,
+        routing_strategy: str | None = None,
+        engine: str | EngineSpec = "vllm",
+        image: ServingImage | None = None,
+        inference_ami_version: str | None = None,
+        capacity_reservation_arn: str | None = None,
+        endpoint_name: str | None = None,
+        role: iam.IRole | None = None,
+        volume_kms_key: kms.IKey | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    ) -> None:
+        """
+        :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
+        :param gpu_count: GPUs per instance, with gpu_memory_gib for types the catalog lacks. Default: catalog.
+        :param gpu_memory_gib: memory per GPU in GiB. Default: from the catalog.
+        :param initial_instances: instances at creation, at least 1. Default: 1.
+        :param min_instances: fewest instances SageMaker keeps (``ManagedInstanceScaling``).
+            Default: 1; 0 with scale_to_zero (the only case 0 is allowed).
+        :param max_instances: most instances SageMaker may add for the components' copies.
+            Default: the larger of 1, the minimum and the initial count.
+        :param scale_to_zero: let the endpoint release every instance when idle; its components then
+            scale to zero copies and wake on the first request (which fails, as do all requests until
+            a copy is in service, several minutes later). Default: off.
+        :param routing_strategy: ``LEAST_OUTSTANDING_REQUESTS`` or ``RANDOM``. Default: SageMaker's own.
+        :param engine: the engine whose pinned image picks the default inference AMI. Default: vllm.
+        :param image: the image whose CUDA level picks the default inference AMI; components whose
+            images need a newer driver are refused. Default: the engine's pinned DLC image.
+        :param inference_ami_version: Default: derived from the image's CUDA level (CUDA 13 ->
+            al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
+        :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
+        :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
+        :param role: execution role (on the endpoint config; components use it by default). Default: a
+            role trusted by sagemaker.amazonaws.com; each component adds read access to its own model
+            prefix, pull access to its image's repository and write access to its own log group.
+        :param volume_kms_key: key for the ML storage volume. Default: AWS-managed encryption.
+            Rejected on instance types with local NVMe storage (hardware-encrypted).
+        :param log_retention: retention of the endpoint's log group, kept after the endpoint.
+            Default: one month.
+        """
+        super().__init__(scope, id)
+        engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
+        image = image or ServingImage.from_dlc(engine_spec)
+        name = endpoint_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
+
+        plan = plan_endpoint(
+            engine=engine_spec,
+            image=image,
+            instance_type=instance_type,
+            gpu_count=gpu_count,
+            gpu_memory_gib=gpu_memory_gib,
+            inference_ami_version=inference_ami_version,
+            capacity_reservation_arn=capacity_reservation_arn,
+            endpoint_name=None if cdk.Token.is_unresolved(name) else name,
+            volume_kms_key=volume_kms_key is not None,
+        )
+        scaling = resolve_scaling(
+            deployment_mode=INFERENCE_COMPONENT,
+            instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
+            min_instances=min_instances,
+            max_instances=max_instances,
+            initial_instances=initial_instances,
+            scale_to_zero=scale_to_zero,
+            routing_strategy=routing_strategy,
+            check_copies=False,
+        )
+        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors)
+        for warning in plan.warnings:
+            cdk.Annotations.of(self).add_warning_v2("llm:component-endpoint", warning)
+
+        self.instance_type = instance_type
+        self.instance: InstanceSpec = plan.instance
+        self.inference_ami_version = plan.inference_ami_version
+        self.scaling = scaling
+        self.scale_to_zero = scale_to_zero
+        self.variant_name = VARIANT_NAME
+        self.components: list[InferenceComponent] = []
+
+        self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
+        self.log_retention = retained_log_group(
+            self, "LogRetention", log_group_name=self.log_group_name, retention=log_retention
+        )
+
+        self.role = role or execution_role(self, "Role", description=f"Execution role of SageMaker endpoint {name}")
+        self.owns_role = role is None
+        grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role)
+        grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=self.owns_role)
+        if volume_kms_key is not None:
+            volume_kms_key.grant_encrypt_decrypt(self.role)
+
+        variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
+            variant_name=VARIANT_NAME,
+            instance_type=instance_type,
+            initial_instance_count=scaling.initial_instances,
+            managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
+                status="ENABLED",
+                min_instance_count=scaling.min_instances,
+                max_instance_count=scaling.max_instances,
+            ),
+            routing_config=(
+                sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy)
+                if routing_strategy
+                else None
+            ),
+            inference_ami_version=plan.inference_ami_version,
+            capacity_reservation_config=(
+                sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
+                    capacity_reservation_preference="capacity-reservations-only",
+                    ml_reservation_arn=capacity_reservation_arn,
+                )
+                if capacity_reservation_arn
+                else None
+            ),
+        )
+        # No ModelName on the variant and no EndpointConfigName (configs are immutable; a fixed name
+        # would block replacement). The model download and startup timeouts belong to each component's
+        # StartupParameters: the variant has no model of its own to download or start.
+        self.endpoint_config = sagemaker.CfnEndpointConfig(
+            self,
+            "Config",
+            production_variants=[variant],
+            execution_role_arn=self.role.role_arn,
+            kms_key_id=volume_kms_key.key_arn if volume_kms_key else None,
+        )
+        self.endpoint = sagemaker.CfnEndpoint(
+            self,
+            "Resource",
+            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            endpoint_name=name,
+        )
+        self.endpoint.node.add_dependency(self.log_retention)
+        # The role's policy must exist while the endpoint runs: deleted after it, created before it.
+        self.endpoint.node.add_dependency(self.role)
+        self.node.default_child = self.endpoint
+        self.node.add_validation(_CapacityCheck(self))
+
+    @property
+    def endpoint_name(self) -> str:
+        return self.endpoint.attr_endpoint_name
+
+    @property
+    def endpoint_arn(self) -> str:
+        return self.endpoint.attr_endpoint_arn
+
+    def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
+        """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""
+        return InferenceComponent(self, id, endpoint=self, model=model, **props)
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` invoke the endpoint (every component on it), with and without streaming."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+            resource_arns=[self.endpoint_arn],
+        )
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        namespace: str = "AWS/SageMaker",
+        statistic: str = "Average",
+        period: cdk.Duration | None = None,
+    ) -> cloudwatch.Metric:
+        """A CloudWatch metric of this endpoint's variant."""
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
+            statistic=statistic,
+            period=period or cdk.Duration.minutes(1),
+        )
+
+    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocations", statistic="Sum", **kwargs)
+
+    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)
+
+
+@jsii.implements(IValidation)
+class _CapacityCheck:
+    """All components' copies must fit on the endpoint's largest fleet (checked at synth)."""
+
+    def __init__(self, endpoint: ComponentEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def validate(self) -> list[str]:
+        endpoint = self.endpoint
+        if len(endpoint.components) < 2:  # one component is checked on its own when it is created
+            return []
+        gpus = endpoint.instance.gpu_count * endpoint.scaling.max_instances
+        errors = []
+        for label in ("max_copies", "initial_copies"):
+            needed = sum(getattr(c, label) * c.accelerators_per_copy for c in endpoint.components)
+            if needed > gpus:
+                parts = " + ".join(
+                    f"{c.node.id} {getattr(c, label)} x {c.accelerators_per_copy}" for c in endpoint.components
+                )
+                errors.append(
+                    f"the components' {label} need {parts} = {needed} GPUs together, but max_instances="
+                    f"{endpoint.scaling.max_instances} x {endpoint.instance.gpu_count} GPU(s) per instance give "
+                    f"{gpus}; lower their {label} or raise max_instances."
+                )
+        return errors
+
+
+class InferenceComponent(Construct):
+    """One model as an inference component of a ``ComponentEndpoint``: a SageMaker Model (uncompressed
+    S3 prefix, network-isolated) and an InferenceComponent with its own GPUs per copy and copy count,
+    optionally autoscaled and able to scale to zero.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint: ComponentEndpoint,
+        model: ModelSource,
+        engine: str | EngineSpec = "vllm",
+        image: ServingImage | None = None,
+        tensor_parallel_size: int | None = None,
+        max_model_len: int | None = None,
+        max_num_seqs: int | None = None,
+        engine_env: Mapping[str, Any] | None = None,
+        container_env: Mapping[str, Any] | None = None,
+        min_memory_mb: int | None = None,
+        initial_copies: int | None = None,
+        min_copies: int | None = None,
+        max_copies: int | None = None,
+        scale_to_zero: bool | None = None,
+        target_concurrency: float | None = None,
+        scale_in_cooldown: cdk.Duration | None = None,
+        scale_out_cooldown: cdk.Duration | None = None,
+        startup_timeout: cdk.Duration | None = None,
+        download_timeout: cdk.Duration | None = None,
+        component_name: str | None = None,
+        role: iam.IRole | None = None,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+    ) -> None:
+        """
+        :param endpoint: the endpoint that hosts this component.
+        :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
+            source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
+        :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
+        :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
+        :param tensor_parallel_size: GPUs one copy spans (``NumberOfAcceleratorDevicesRequired``), at most
+            the instance's GPUs. Default: every GPU of the instance.
+        :param max_model_len: longest sequence the engine accepts. Default: the engine's own.
+        :param max_num_seqs: concurrent sequences per copy. Default: the engine's own.
+        :param engine_env: extra engine flags (``SM_VLLM_...``). Default: none.
+        :param container_env: other container variables. Default: none.
+        :param min_memory_mb: host memory reserved per copy (``MinMemoryRequiredInMb``), a placement
+            reservation, not a limit. Default: 1024 MB; weights go to GPU memory, and a reservation near
+            the instance's memory is refused by SageMaker although the instance is healthy.
+        :param initial_copies: copies at creation (``RuntimeConfig.CopyCount``). Default: 1.
+        :param min_copies: fewest copies autoscaling keeps. Default: 1; 0 with scale_to_zero.
+        :param max_copies: most copies autoscaling adds. Default: the larger of 1, min and initial copies,
+            that is a fixed copy count without autoscaling.
+        :param scale_to_zero: scale to zero copies when idle and back to one copy on the first request
+            (an alarm on NoCapacityInvocationFailures drives a step policy). Default: the endpoint's setting.
+        :param target_concurrency: concurrent requests per copy that target tracking aims for
+            (``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution``). Default: 5.
+        :param scale_in_cooldown: Default: Application Auto Scaling's (300 s for SageMaker).
+        :param scale_out_cooldown: Default: Application Auto Scaling's (300 s for SageMaker).
+        :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
+        :param download_timeout: model download timeout, 60-3600 s. Default: 20 minutes.
+        :param component_name: the name clients pass as ``InferenceComponentName``. Default: a stable
+            name unique to this construct.
+        :param role: execution role of the model. Default: the endpoint's execution role.
+        :param log_retention: retention of the component's log group
+            ``/aws/sagemaker/InferenceComponents/<name>``, kept after the component. Default: one month.
+        """
+        super().__init__(scope, id)
+        engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
+        image = image or ServingImage.from_dlc(engine_spec)
+        startup_timeout = startup_timeout or DEFAULT_TIMEOUT
+        download_timeout = download_timeout or DEFAULT_TIMEOUT
+        scale_to_zero = endpoint.scale_to_zero if scale_to_zero is None else scale_to_zero
+        name = component_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
+        instance = endpoint.instance
+        unknown = not instance.in_catalog
+
+        # The image, engine flags, timeouts and the endpoint's AMI: the same checks as a standard endpoint.
+        # tensor_parallel_size is left out here: a copy may use fewer GPUs than the instance has.
+        plan = plan_endpoint(
+            engine=engine_spec,
+            image=image,
+            instance_type=endpoint.instance_type,
+            gpu_count=instance.gpu_count if unknown else None,
+            gpu_memory_gib=instance.gpu_memory_gib if unknown else None,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            engine_env=engine_env,
+            container_env=container_env,
+            inference_ami_version=endpoint.inference_ami_version,
+            startup_timeout_s=startup_timeout.to_seconds(),
+            download_timeout_s=download_timeout.to_seconds(),
+        )
+        scaling = resolve_scaling(
+            deployment_mode=INFERENCE_COMPONENT,
+            instance_spec_gpu_count=instance.gpu_count,
+            tensor_parallel_size=tensor_parallel_size,
+            min_instances=endpoint.scaling.min_instances,
+            max_instances=endpoint.scaling.max_instances,
+            initial_instances=endpoint.scaling.initial_instances,
+            min_copies=min_copies,
+            max_copies=max_copies,
+            initial_copies=initial_copies,
+            scale_to_zero=scale_to_zero,
+            target_concurrency=target_concurrency,
+            min_memory_mb=min_memory_mb,
+        )
+        errors = plan.errors + scaling.errors
+        if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not ENDPOINT_NAME.match(name)):
+            errors.append(
+                f"component_name={name!r} is not a valid inference component name; allowed: 1-63 letters, "
+                "digits and hyphens, starting and ending with a letter or digit."
+            )
+        _fail("InferenceComponent", self.node.path, errors)
+        for warning in plan.warnings:
+            cdk.Annotations.of(self).add_warning_v2("llm:inference-component", warning)
+
+        accelerators = scaling.accelerators_per_copy
+        environment, _ = build_environment(  # its problems are already in plan.errors
+            engine_spec,
+            tensor_parallel_size=accelerators,
+            max_model_len=max_model_len,
+            max_num_seqs=max_num_seqs,
+            engine_env=engine_env or {},
+            container_env=container_env or {},
+        )
+        self.endpoint = endpoint
+        self.engine = engine_spec
+        self.image = image
+        self.environment = environment
+        self.inference_component_name = name
+        self.accelerators_per_copy = accelerators
+        self.min_copies = scaling.min_copies
+        self.initial_copies = scaling.initial_copies
+        self.max_copies = scaling.max_copies
+        self.scale_to_zero = scale_to_zero
+        self.scalable_target: appscaling.ScalableTarget | None = None
+        self.wake_alarm: cloudwatch.Alarm | None = None
+
+        self.log_group_name = f"/aws/sagemaker/InferenceComponents/{name}"
+        self.log_retention = retained_log_group(
+            self, "LogRetention", log_group_name=self.log_group_name, retention=log_retention
+        )
+        self.role = role or endpoint.role
+        acknowledged = role is None and endpoint.owns_role
+        grant_model_and_image(self.role, scope=self, model=model, image=image, acknowledged=acknowledged)
+        if role is not None:
+            grant_registry_login_and_metrics(self.role, acknowledged=False)
+        grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=acknowledged)
+
+        self.model = serving_model(
+            self, "Model", role=self.role, model=model, image_uri=image.image_uri(self), environment=environment
+        )
+        self.component = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            endpoint_name=endpoint.endpoint_name,
+            inference_component_name=name,
+            variant_name=endpoint.variant_name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                model_name=self.model.attr_model_name,
+                compute_resource_requirements=(
+                    sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                        number_of_accelerator_devices_required=accelerators,
+                        min_memory_required_in_mb=scaling.min_memory_mb,
+                    )
+                ),
+                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+                    model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
+                    container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
+                ),
+            ),
+            runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
+                copy_count=scaling.initial_copies
+            ),
+        )
+        self.component.node.add_dependency(self.log_retention)
+        self.component.node.add_dependency(self.role)
+        self.node.default_child = self.component
+        endpoint.components.append(self)
+
+        if scaling.scales_copies:
+            self._autoscale(scaling.target_concurrency, scale_in_cooldown, scale_out_cooldown)
+
+    def _autoscale(
+        self,
+        target_concurrency: float,
+        scale_in_cooldown: cdk.Duration | None,
+        scale_out_cooldown: cdk.Duration | None,
+    ) -> None:
+        # The resource id names the component literally, so the dependency is declared: the target (and,
+        # through it, every policy) is created after the component and deleted before it.
+        self.scalable_target = appscaling.ScalableTarget(
+            self,
+            "CopyScaling",
+            service_namespace=appscaling.ServiceNamespace.SAGEMAKER,
+            resource_id=f"inference-component/{self.inference_component_name}",
+            scalable_dimension="sagemaker:inference-component:DesiredCopyCount",
+            min_capacity=self.min_copies,
+            max_capacity=self.max_copies,
+            role=sagemaker_scaling_role(self, "ScalingRole"),
+        )
+        self.scalable_target.node.add_dependency(self.component)
+        self.scalable_target.scale_to_track_metric(
+            "ConcurrentRequestsPerCopy",
+            target_value=target_concurrency,
+            predefined_metric=(
+                appscaling.PredefinedMetric.SAGEMAKER_INFERENCE_COMPONENT_CONCURRENT_REQUESTS_PER_COPY_HIGH_RESOLUTION
+            ),
+            scale_in_cooldown=scale_in_cooldown,
+            scale_out_cooldown=scale_out_cooldown,
+        )
+        if not self.scale_to_zero:
+            return
+        # Target tracking cannot leave zero copies (there is no per-copy value to track), so a step policy
+        # does, driven by the requests that find no capacity. ExactCapacity 1 rather than +1: the alarm stays
+        # in ALARM while the first copy starts (minutes), and a step policy keeps acting on every breach
+        # until the alarm is OK again, so +1 would add copies for each minute of the wake.
+        wake = appscaling.StepScalingAction(
+            self,
+            "WakeFromZero",
+            scaling_target=self.scalable_target,
+            adjustment_type=appscaling.AdjustmentType.EXACT_CAPACITY,
+            metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
+            cooldown=WAKE_COOLDOWN,
+        )
+        wake.add_adjustment(adjustment=1, lower_bound=0)
+        wake.node.add_dependency(self.component)
+        self.wake_alarm = cloudwatch.Alarm(
+            self,
+            "WakeAlarm",
+            metric=self.metric_no_capacity_invocation_failures(period=WAKE_ALARM_PERIOD),
+            threshold=1,
+            # >= 1, not > 1: a single request must wake the component.
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=1,
+            datapoints_to_alarm=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=f"Wakes inference component {self.inference_component_name} from zero copies "
+            "when a request finds no capacity.",
+        )
+        self.wake_alarm.add_alarm_action(cloudwatch_actions.ApplicationScalingAction(wake))
+
+    @property
+    def inference_component_arn(self) -> str:
+        return self.component.attr_inference_component_arn
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` invoke the endpoint this component runs on (with InferenceComponentName).
+
+        InvokeEndpoint authorizes on the endpoint, so the grant covers every component of it.
+        """
+        return self.endpoint.grant_invoke(grantee)
+
+    def metric(
+        self,
+        metric_name: str,
+        *,
+        namespace: str = "AWS/SageMaker",
+        statistic: str = "Average",
+        period: cdk.Duration | None = None,
+    ) -> cloudwatch.Metric:
+        """A CloudWatch metric of this component (dimension ``InferenceComponentName``)."""
+        return cloudwatch.Metric(
+            namespace=namespace,
+            metric_name=metric_name,
+            dimensions_map={"InferenceComponentName": self.inference_component_name},
+            statistic=statistic,
+            period=period or cdk.Duration.minutes(1),
+        )
+
+    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocations", statistic="Sum", **kwargs)
+
+    def metric_model_latency(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Model latency in microseconds (p90 by default)."""
+        return self.metric("ModelLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)
+
+    def metric_no_capacity_invocation_failures(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Requests that found no copy to serve them (the scale-to-zero wake-up signal)."""
+        return self.metric("NoCapacityInvocationFailures", statistic="Sum", **kwargs)
