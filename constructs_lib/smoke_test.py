@@ -1,0 +1,269 @@
+"""``EndpointSmokeTest``: a deployment is done when the model answers, not when the endpoint exists.
+
+A ``Custom::EndpointSmokeTest`` resource, served by ``lambda/endpoint_smoke_test`` through the stack's
+one ``HandlerProvider``, runs after the endpoint: it checks that the endpoint is ``InService`` on the
+config this deployment created (a silent rollback fails it), asks for a chat completion, whole and
+streamed, and fails the stack with the status code, the first bytes of the error body and the log group
+to open when the model does not answer. CloudFormation then rolls back: a new stack is removed, an
+update returns to the last configuration that passed.
+
+It runs again whenever one of its properties changes, and ``fingerprint`` makes the model's, the
+endpoint config's and the component's CloudFormation properties part of them, so a new image, instance
+type or environment re-runs it even when no name changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_iam as iam
+from constructs import Construct, IConstruct, IDependable
+
+from .provider import HandlerProvider
+
+if TYPE_CHECKING:
+    from .gpu_endpoint import GpuEndpoint
+
+RESOURCE_TYPE = "Custom::EndpointSmokeTest"
+PROVIDER_ID = "EndpointSmokeTestProvider"
+DEFAULT_PROMPT = "In one short sentence: what is Amazon S3?"
+MIN_BUDGET = cdk.Duration.minutes(1)
+MAX_BUDGET = cdk.Duration.minutes(45)
+# One handler run: two describes and two model calls of at most 90 s each, with room to spare.
+HANDLER_TIMEOUT = cdk.Duration.minutes(5)
+QUERY_INTERVAL = cdk.Duration.seconds(20)
+# The waiter outlives the longest budget: the handler, not the waiter, decides when time is up, so
+# the failure carries the handler's reason rather than "Operation timed out".
+TOTAL_TIMEOUT = cdk.Duration.minutes(MAX_BUDGET.to_minutes() + HANDLER_TIMEOUT.to_minutes() + 2)
+# CloudFormation's own limit for this resource: the budget, one more handler run past it, a poll.
+SERVICE_TIMEOUT_MARGIN = cdk.Duration.minutes(8)
+RESERVED_BODY_KEYS = ("messages", "stream")
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _Fingerprint:
+    """sha256 of the resolved values, computed at synth time so that late property changes count."""
+
+    def __init__(self, scope: IConstruct, values: Sequence[Any]) -> None:
+        self._scope = scope
+        self._values = tuple(values)
+
+    def produce(self) -> str:
+        stack = cdk.Stack.of(self._scope)
+        rendered = stack.resolve([_fingerprint_value(v) for v in self._values])
+        text = json.dumps(rendered, sort_keys=True, separators=(",", ":"), default=str)
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _fingerprint_value(value: Any) -> Any:
+    """A CfnResource counts with its type and properties; another construct with every CfnResource in it."""
+    if isinstance(value, cdk.CfnResource):
+        return {"Type": value.cfn_resource_type, "Properties": value._cfn_properties}
+    if isinstance(value, Construct):
+        resources = [c for c in value.node.find_all() if isinstance(c, cdk.CfnResource)]
+        return [_fingerprint_value(r) for r in resources]
+    return value
+
+
+class EndpointSmokeTest(Construct):
+    """Invoke the endpoint at the end of every deployment that changes it; fail the stack if it does not answer.
+
+    Minimal use: ``EndpointSmokeTest.for_endpoint(self, "SmokeTest", endpoint)``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        endpoint_name: str,
+        endpoint_config_name: str,
+        endpoint_arn: str,
+        inference_component_name: str | None = None,
+        inference_component_arn: str | None = None,
+        prompt: str = DEFAULT_PROMPT,
+        max_tokens: int = 64,
+        extra_body: Mapping[str, Any] | None = None,
+        expected_pattern: str | None = None,
+        budget: cdk.Duration | None = None,
+        stream: bool = True,
+        fingerprint: Sequence[Any] = (),
+        depends_on: Sequence[IDependable] = (),
+    ) -> None:
+        """
+        :param endpoint_name: the endpoint to invoke.
+        :param endpoint_config_name: the config this deployment created; the endpoint must run it.
+        :param endpoint_arn: the only endpoint the handler may describe and invoke.
+        :param inference_component_name: invoke this component and check that it is InService.
+            Default: invoke the endpoint's model directly.
+        :param inference_component_arn: required with ``inference_component_name``.
+        :param prompt: the user message (it appears in the template: no secrets). Default: a one-sentence
+            question about S3.
+        :param max_tokens: most tokens per answer. Default: 64.
+        :param extra_body: merged into the chat request (``temperature``, ``chat_template_kwargs``...);
+            ``None`` values remove defaults. Default: none.
+        :param expected_pattern: a Python regular expression the answer must contain (``re.search``).
+            Default: any non-empty answer passes.
+        :param budget: how long transient failures (model not ready, 5xx, throttling, no capacity yet)
+            are retried, 1 to 45 minutes. Default: 10 minutes.
+        :param stream: also check a streamed answer. Default: yes.
+        :param fingerprint: values whose change must re-run the test; a ``CfnResource`` counts with its
+            properties, another construct with every ``CfnResource`` in it. Read at synth time, so changes
+            made later count; escape-hatch overrides (``add_property_override``) do not, pass their values
+            here if they matter (most replace the model or config, whose new name re-runs the test anyway).
+            Default: none.
+        :param depends_on: what must be deployed first. Default: nothing beyond what the tokens imply.
+        """
+        super().__init__(scope, id)
+        budget = budget or cdk.Duration.minutes(10)
+        self._validate(
+            endpoint_name=endpoint_name,
+            endpoint_config_name=endpoint_config_name,
+            endpoint_arn=endpoint_arn,
+            inference_component_name=inference_component_name,
+            inference_component_arn=inference_component_arn,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            extra_body=extra_body,
+            expected_pattern=expected_pattern,
+            budget=budget,
+        )
+        self.provider = HandlerProvider.of(
+            self,
+            PROVIDER_ID,
+            handler="endpoint_smoke_test",
+            packages=["endpoint_client"],
+            is_complete=True,
+            timeout=HANDLER_TIMEOUT,
+            query_interval=QUERY_INTERVAL,
+            total_timeout=TOTAL_TIMEOUT,
+        )
+        invoked = [endpoint_arn] + ([inference_component_arn] if inference_component_arn else [])
+        role = self.provider.role
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["sagemaker:DescribeEndpoint"], resources=[endpoint_arn])
+        )
+        # InvokeEndpointWithResponseStream is authorized as sagemaker:InvokeEndpoint; both are named so
+        # the grant matches GpuEndpoint.grant_invoke. With a component, IAM checks the endpoint and the
+        # inference component (service authorization reference: InvokeEndpoint, resource types
+        # endpoint* and inference-component).
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"], resources=invoked
+            )
+        )
+        if inference_component_arn:
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:DescribeInferenceComponent"], resources=[inference_component_arn]
+                )
+            )
+
+        properties: dict[str, Any] = {
+            "EndpointName": endpoint_name,
+            "EndpointConfigName": endpoint_config_name,
+            "InferenceComponentName": inference_component_name,
+            "Prompt": prompt,
+            "MaxTokens": str(max_tokens),
+            "ExtraBody": cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else None,
+            "ExpectedPattern": expected_pattern,
+            "BudgetSeconds": str(int(budget.to_seconds())),
+            "Stream": "true" if stream else "false",
+            "Fingerprint": cdk.Lazy.string(_Fingerprint(self, fingerprint)),
+        }
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            properties={k: v for k, v in properties.items() if v is not None},
+            service_timeout=budget.plus(SERVICE_TIMEOUT_MARGIN),
+        )
+        # The handler's permissions must be in place before it runs.
+        self.resource.node.add_dependency(role)
+        for dependency in depends_on:
+            self.resource.node.add_dependency(dependency)
+        self.node.default_child = self.resource
+        self.budget = budget
+
+    @classmethod
+    def for_endpoint(cls, scope: Construct, id: str, endpoint: GpuEndpoint, **options: Any) -> EndpointSmokeTest:
+        """The smoke test of a :class:`GpuEndpoint`: runs after it, re-runs when its model or config changes."""
+        return cls(
+            scope,
+            id,
+            endpoint_name=endpoint.endpoint_name,
+            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
+            endpoint_arn=endpoint.endpoint_arn,
+            fingerprint=[endpoint.model, endpoint.endpoint_config, endpoint.endpoint, *options.pop("fingerprint", ())],
+            depends_on=[endpoint, *options.pop("depends_on", ())],
+            **options,
+        )
+
+    @property
+    def time_to_first_token_ms(self) -> str:
+        """Milliseconds to the first streamed token (the whole answer's latency when not streaming)."""
+        return self.resource.get_att_string("TimeToFirstTokenMs")
+
+    @property
+    def latency_ms(self) -> str:
+        """Milliseconds for the whole non-streamed answer."""
+        return self.resource.get_att_string("LatencyMs")
+
+    @property
+    def tokens_per_second(self) -> str:
+        """Decoding speed of the streamed answer (after its first token)."""
+        return self.resource.get_att_string("TokensPerSecond")
+
+    def _validate(
+        self,
+        *,
+        endpoint_name: str,
+        endpoint_config_name: str,
+        endpoint_arn: str,
+        inference_component_name: str | None,
+        inference_component_arn: str | None,
+        prompt: str,
+        max_tokens: int,
+        extra_body: Mapping[str, Any] | None,
+        expected_pattern: str | None,
+        budget: cdk.Duration,
+    ) -> None:
+        problems: list[str] = []
+        for name, value in (
+            ("endpoint_name", endpoint_name),
+            ("endpoint_config_name", endpoint_config_name),
+            ("endpoint_arn", endpoint_arn),
+        ):
+            if not value:
+                problems.append(f"{name} is required")
+        if bool(inference_component_name) != bool(inference_component_arn):
+            problems.append("inference_component_name and inference_component_arn go together: give both or neither")
+        if not cdk.Token.is_unresolved(prompt) and not prompt.strip():
+            problems.append("prompt must not be empty")
+        if not cdk.Token.is_unresolved(max_tokens) and (not isinstance(max_tokens, int) or max_tokens < 1):
+            problems.append(f"max_tokens={max_tokens!r} must be a whole number of at least 1")
+        for key in RESERVED_BODY_KEYS:
+            if extra_body and key in extra_body:
+                problems.append(f"extra_body must not set {key!r}: the smoke test sets it")
+        if expected_pattern is not None and not cdk.Token.is_unresolved(expected_pattern):
+            try:
+                re.compile(expected_pattern)
+            except re.error as e:
+                problems.append(f"expected_pattern={expected_pattern!r} is not a Python regular expression ({e})")
+        seconds = budget.to_seconds()
+        if not MIN_BUDGET.to_seconds() <= seconds <= MAX_BUDGET.to_seconds():
+            problems.append(
+                f"budget={seconds:.0f} s is outside {MIN_BUDGET.to_seconds():.0f}-{MAX_BUDGET.to_seconds():.0f} s "
+                "(CloudFormation waits at most one hour for a custom resource)"
+            )
+        if problems:
+            raise ValueError(
+                f"EndpointSmokeTest {self.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+            )

@@ -1,0 +1,205 @@
+"""Chat completions through ``sagemaker-runtime``, whole or streamed, with their timing.
+
+``invoke_chat`` calls ``InvokeEndpoint``; ``stream_chat`` calls ``InvokeEndpointWithResponseStream``,
+feeds each ``PayloadPart`` to an :class:`~endpoint_client.sse.SseDecoder` and hands every delta to a
+callback as it arrives. Both return an :class:`InvocationResult` or raise
+:class:`~endpoint_client.errors.InvocationError` with the failure classified for a retry decision.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .chat import Delta, parse_completion, parse_delta
+from .errors import ErrorInfo, InvocationError, classify
+from .sse import SseDecoder
+
+CONTENT_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class InvocationResult:
+    """What came back and how fast.
+
+    ``tokens`` is ``usage.completion_tokens`` when the engine reports it (``token_source="usage"``),
+    else the number of content and reasoning deltas (``"deltas"``; one per token for vLLM and SGLang)
+    or, for a non-streamed answer without usage, its whitespace-separated words (``"words"``).
+    """
+
+    content: str
+    reasoning: str
+    streamed: bool
+    latency_s: float
+    time_to_first_token_s: float | None
+    tokens: int
+    token_source: str
+    done: bool = True  # a streamed answer ended with data: [DONE]
+    finish_reason: str | None = None
+    deltas: int = 0
+
+    @property
+    def tokens_per_second(self) -> float:
+        """Decoding speed: after the first token for a stream, over the whole call otherwise."""
+        if self.streamed and self.time_to_first_token_s is not None and self.tokens > 1:
+            span = self.latency_s - self.time_to_first_token_s
+            if span > 0:
+                return (self.tokens - 1) / span
+        return self.tokens / self.latency_s if self.latency_s > 0 else 0.0
+
+
+def _request(endpoint_name: str, body: Mapping[str, Any], inference_component_name: str | None) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "EndpointName": endpoint_name,
+        "ContentType": CONTENT_TYPE,
+        "Body": json.dumps(body).encode("utf-8"),
+    }
+    if inference_component_name:
+        request["InferenceComponentName"] = inference_component_name
+    return request
+
+
+def invoke_chat(
+    client: Any,
+    endpoint_name: str,
+    body: Mapping[str, Any],
+    *,
+    inference_component_name: str | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> InvocationResult:
+    """One non-streamed chat completion (``body`` from :func:`~endpoint_client.chat.build_chat_request`)."""
+    started = clock()
+    try:
+        request = _request(endpoint_name, body, inference_component_name)
+        response = client.invoke_endpoint(Accept=CONTENT_TYPE, **request)
+        raw = response["Body"].read()
+        completion = parse_completion(raw)
+    except Exception as e:
+        raise _wrapped(e) from e
+    latency = clock() - started
+    tokens = completion.completion_tokens
+    source = "usage"
+    if tokens is None:
+        tokens, source = len((completion.reasoning + " " + completion.content).split()), "words"
+    return InvocationResult(
+        content=completion.content,
+        reasoning=completion.reasoning,
+        streamed=False,
+        latency_s=latency,
+        time_to_first_token_s=None,
+        tokens=tokens,
+        token_source=source,
+        finish_reason=completion.finish_reason,
+    )
+
+
+class _Accumulator:
+    """The answer so far, built from the events of one stream."""
+
+    def __init__(self, started: float, clock: Callable[[], float], on_delta: Callable[[Delta], None] | None):
+        self._started = started
+        self._clock = clock
+        self._on_delta = on_delta
+        self.first_token: float | None = None
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.deltas = 0
+        self.usage_tokens: int | None = None
+        self.finish_reason: str | None = None
+
+    def add(self, data: str) -> None:
+        delta = parse_delta(data)
+        if delta.usage is not None:
+            self.usage_tokens = _usage_tokens(delta.usage, self.usage_tokens)
+        if delta.finish_reason:
+            self.finish_reason = delta.finish_reason
+        if not (delta.content or delta.reasoning):
+            return
+        if self.first_token is None:
+            self.first_token = self._clock() - self._started
+        self.deltas += 1
+        self.content.append(delta.content)
+        self.reasoning.append(delta.reasoning)
+        if self._on_delta is not None:
+            self._on_delta(delta)
+
+
+def stream_chat(
+    client: Any,
+    endpoint_name: str,
+    body: Mapping[str, Any],
+    *,
+    inference_component_name: str | None = None,
+    on_delta: Callable[[Delta], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> InvocationResult:
+    """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
+
+    The stream is closed however this ends (an exception, or ``KeyboardInterrupt`` in the callback).
+    """
+    started = clock()
+    answer = _Accumulator(started, clock, on_delta)
+    decoder = SseDecoder()
+    stream = None
+    try:
+        response = client.invoke_endpoint_with_response_stream(
+            **_request(endpoint_name, body, inference_component_name)
+        )
+        stream = response["Body"]
+        for event in stream:
+            if "PayloadPart" not in event:
+                _raise_stream_failure(event)
+                continue
+            for sse in decoder.feed(event["PayloadPart"].get("Bytes", b"")):
+                answer.add(sse.data)
+            if decoder.done:
+                break
+        for sse in decoder.close():
+            answer.add(sse.data)
+    except (InvocationError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise _wrapped(e) from e
+    finally:
+        if stream is not None:
+            stream.close()
+    latency = clock() - started
+    if answer.usage_tokens is not None:
+        tokens, source = answer.usage_tokens, "usage"
+    else:
+        tokens, source = answer.deltas, "deltas"
+    return InvocationResult(
+        content="".join(answer.content),
+        reasoning="".join(answer.reasoning),
+        streamed=True,
+        latency_s=latency,
+        time_to_first_token_s=answer.first_token,
+        tokens=tokens,
+        token_source=source,
+        done=decoder.done,
+        finish_reason=answer.finish_reason,
+        deltas=answer.deltas,
+    )
+
+
+def _raise_stream_failure(event: Mapping[str, Any]) -> None:
+    """botocore raises stream errors as ``EventStreamError``; a parser that passes them on lands here."""
+    for code in ("ModelStreamError", "InternalStreamFailure"):
+        if code in event:
+            detail = event[code] if isinstance(event[code], dict) else {}
+            info = ErrorInfo(code=code, message=str(detail.get("Message", "")), transient=True)
+            raise InvocationError(info)
+
+
+def _usage_tokens(usage: Mapping[str, Any], previous: int | None) -> int | None:
+    value = usage.get("completion_tokens")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return previous
+
+
+def _wrapped(error: Exception) -> InvocationError:
+    return error if isinstance(error, InvocationError) else InvocationError(classify(error))

@@ -1,0 +1,465 @@
+"""Custom::EndpointSmokeTest: the last step of a deploy asks the model a question and checks the answer.
+
+``on_event`` validates the properties and records the start time; ``is_complete`` runs the checks,
+retrying transient failures with exponential backoff until ``BudgetSeconds`` is spent, and raises with
+a reason a person can act on. The checks, in order:
+
+1. ``DescribeEndpoint``: ``InService`` and running ``EndpointConfigName``, the config this deployment
+   created. Anything else after CloudFormation reported the endpoint done means SageMaker rolled the
+   update back (or someone changed the endpoint since): the test fails with both names.
+2. In component mode, ``DescribeInferenceComponent``: ``InService`` on this endpoint. A component scaled
+   to zero has no copy: the first requests fail with "no capacity" (``NoCapacityInvocationFailures``),
+   which is transient here, so a scale-out policy on that metric gets the budget to start a copy.
+3. A non-streamed chat completion: HTTP 200 and a non-empty ``choices[0].message.content`` (or
+   ``reasoning_content``), matching ``ExpectedPattern`` when one is given.
+4. Unless ``Stream`` is false, a streamed chat completion: at least one content (or reasoning) delta,
+   and the end of the stream. ``ExpectedPattern`` is not applied here: with sampling the two answers
+   differ, and one pattern check tells a working model from a broken one. A stream that ends without
+   ``data: [DONE]`` after yielding content passes, with ``note=stream_ended_without_done`` in the log
+   and ``StreamEndedWithDone=false``: the answer did come, token by token, and SageMaker ended the
+   response, which is what clients rely on. A stream without a single delta fails.
+
+Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
+throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
+Permanent (fails at once): the container's 4xx (a bad request does not get better), other validation
+errors, a failed or mismatched endpoint, an empty or unparseable answer, a pattern mismatch.
+
+Logs are ``key=value`` lines; they never contain the prompt, the answer or an error body (which can
+echo the request). The failure reason, which CloudFormation shows, carries the status code, the first
+bytes of the error body and the log group to open, in under 3 KB.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from endpoint_client import (
+    ErrorInfo,
+    InvocationError,
+    InvocationResult,
+    build_chat_request,
+    classify,
+    invoke_chat,
+    short_reason,
+    stream_chat,
+)
+
+PHYSICAL_ID_PREFIX = "smoke-"
+ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
+COMPONENT_LOG_GROUP = "/aws/sagemaker/InferenceComponents/{}"
+DEFAULT_BUDGET_S = 600.0
+# One model call may take this long; SageMaker itself gives a container 60 s for a non-streamed answer.
+CALL_TIMEOUT_S = 90
+# is_complete leaves the function when a backoff would not leave room for one more full attempt
+# (two calls and two describes); the Provider's waiter calls it again after its query interval.
+ATTEMPT_RESERVE_S = 2 * CALL_TIMEOUT_S + 20
+FIRST_BACKOFF_S = 2.0
+MAX_BACKOFF_S = 30.0
+
+TRANSIENT_ENDPOINT_STATUSES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
+TRANSIENT_COMPONENT_STATUSES = frozenset({"Creating", "Updating"})
+
+# Our own retry loop decides about retries: botocore makes exactly one attempt per model call.
+SAGEMAKER = boto3.client("sagemaker", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
+RUNTIME = boto3.client(
+    "sagemaker-runtime",
+    config=Config(connect_timeout=10, read_timeout=CALL_TIMEOUT_S, retries={"total_max_attempts": 1}),
+)
+
+
+# --- settings ---------------------------------------------------------------------------------------
+
+
+class SettingsError(ValueError):
+    """The resource's properties are unusable; nothing was called."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    endpoint_name: str
+    endpoint_config_name: str
+    prompt: str
+    max_tokens: int = 64
+    inference_component_name: str | None = None
+    extra_body: Mapping[str, Any] = field(default_factory=dict)
+    expected_pattern: str | None = None
+    budget_s: float = DEFAULT_BUDGET_S
+    stream: bool = True
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any]) -> Settings:
+        """CloudFormation hands every property over as a string; all problems are reported together."""
+        problems: list[str] = []
+
+        def text(key: str, required: bool = True) -> str | None:
+            value = props.get(key)
+            if value in (None, ""):
+                if required:
+                    problems.append(f"{key} is required")
+                return None
+            return str(value)
+
+        def number(key: str, default: float, kind: type) -> Any:
+            raw = props.get(key)
+            if raw in (None, ""):
+                return kind(default)
+            try:
+                value = kind(float(raw)) if kind is float else int(str(raw))
+            except ValueError:
+                problems.append(f"{key}={raw!r} is not a number")
+                return kind(default)
+            if value <= 0 or (kind is float and not math.isfinite(value)):
+                problems.append(f"{key}={raw!r} must be positive")
+            return value
+
+        endpoint = text("EndpointName")
+        config = text("EndpointConfigName")
+        prompt = text("Prompt")
+        component = text("InferenceComponentName", required=False)
+        pattern = text("ExpectedPattern", required=False)
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as e:
+                problems.append(f"ExpectedPattern {pattern!r} is not a regular expression ({e})")
+        extra: Any = props.get("ExtraBody") or {}
+        if isinstance(extra, str):
+            try:
+                extra = json.loads(extra)
+            except json.JSONDecodeError as e:
+                problems.append(f"ExtraBody is not JSON ({e.msg})")
+                extra = {}
+        if not isinstance(extra, dict):
+            problems.append("ExtraBody must be a JSON object")
+            extra = {}
+        stream = str(props.get("Stream", "true")).strip().lower()
+        if stream not in ("true", "false"):
+            problems.append(f"Stream={stream!r} must be true or false")
+        settings = cls(
+            endpoint_name=endpoint or "",
+            endpoint_config_name=config or "",
+            prompt=prompt or "",
+            max_tokens=number("MaxTokens", 64, int),
+            inference_component_name=component,
+            extra_body=extra,
+            expected_pattern=pattern,
+            budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
+            stream=stream != "false",
+        )
+        try:
+            build_chat_request("", extra=settings.extra_body)
+        except ValueError as e:
+            problems.append(f"ExtraBody: {e}")
+        if problems:
+            raise SettingsError("Smoke test properties are invalid: " + "; ".join(problems))
+        return settings
+
+    @property
+    def log_groups(self) -> list[str]:
+        groups = [ENDPOINT_LOG_GROUP.format(self.endpoint_name)]
+        if self.inference_component_name:
+            groups.append(COMPONENT_LOG_GROUP.format(self.inference_component_name))
+        return groups
+
+    @property
+    def subject(self) -> str:
+        if self.inference_component_name:
+            return f"endpoint {self.endpoint_name} (inference component {self.inference_component_name})"
+        return f"endpoint {self.endpoint_name}"
+
+
+# --- checks (pure) ----------------------------------------------------------------------------------
+
+
+class CheckFailure(Exception):
+    """One check failed. ``transient`` failures are retried within the budget."""
+
+    def __init__(self, check: str, detail: str, *, transient: bool, info: ErrorInfo | None = None) -> None:
+        super().__init__(f"{check}: {detail}")
+        self.check = check
+        self.detail = detail
+        self.transient = transient
+        self.info = info
+
+    @classmethod
+    def from_error(cls, check: str, info: ErrorInfo) -> CheckFailure:
+        return cls(check, info.describe(), transient=info.transient, info=info)
+
+
+class SmokeTestFailed(Exception):
+    """Raised to CloudFormation: the message is the resource's failure reason."""
+
+
+def check_endpoint(description: Mapping[str, Any], settings: Settings) -> None:
+    status = description.get("EndpointStatus")
+    if status != "InService":
+        detail = f"status is {status}, expected InService"
+        if description.get("FailureReason"):
+            detail += f" (FailureReason: {description['FailureReason']})"
+        raise CheckFailure("endpoint status", detail, transient=status in TRANSIENT_ENDPOINT_STATUSES)
+    running = description.get("EndpointConfigName")
+    if running != settings.endpoint_config_name:
+        raise CheckFailure(
+            "endpoint config",
+            f"the endpoint runs endpoint config {running}, but this deployment created "
+            f"{settings.endpoint_config_name}: SageMaker rolled the update back, or the endpoint was changed "
+            "outside this stack",
+            transient=False,
+        )
+
+
+def check_component(description: Mapping[str, Any], settings: Settings) -> None:
+    status = description.get("InferenceComponentStatus")
+    if status != "InService":
+        detail = f"status is {status}, expected InService"
+        if description.get("FailureReason"):
+            detail += f" (FailureReason: {description['FailureReason']})"
+        raise CheckFailure("inference component status", detail, transient=status in TRANSIENT_COMPONENT_STATUSES)
+    if description.get("EndpointName") != settings.endpoint_name:
+        raise CheckFailure(
+            "inference component",
+            f"it runs on endpoint {description.get('EndpointName')}, not {settings.endpoint_name}",
+            transient=False,
+        )
+
+
+def check_answer(result: InvocationResult, settings: Settings, check: str) -> None:
+    text = result.content or result.reasoning
+    if not text.strip():
+        raise CheckFailure(
+            check,
+            f"choices[0].message.content and reasoning_content are empty (finish_reason={result.finish_reason})",
+            transient=False,
+        )
+    if settings.expected_pattern and not re.search(settings.expected_pattern, text):
+        raise CheckFailure(
+            check,
+            f"the answer ({len(text)} characters) does not match ExpectedPattern {settings.expected_pattern!r}; "
+            f"python -m llmops.invoke --endpoint {settings.endpoint_name} shows what the model says",
+            transient=False,
+        )
+
+
+def check_stream(result: InvocationResult) -> None:
+    if result.deltas == 0:
+        ending = "with" if result.done else "without"
+        raise CheckFailure(
+            "streamed chat completion",
+            f"the stream ended {ending} [DONE] before a single content delta",
+            transient=False,
+        )
+
+
+def metrics(whole: InvocationResult, streamed: InvocationResult | None) -> dict[str, str]:
+    """The resource's attributes, as strings. Without a stream, the first token comes with the answer."""
+    timed = streamed or whole
+    first = timed.time_to_first_token_s if timed.time_to_first_token_s is not None else timed.latency_s
+    return {
+        "TimeToFirstTokenMs": str(round(first * 1000)),
+        "LatencyMs": str(round(whole.latency_s * 1000)),
+        "TokensPerSecond": f"{timed.tokens_per_second:.1f}",
+        "CompletionTokens": str(timed.tokens),
+        "StreamEndedWithDone": "true" if streamed is None or streamed.done else "false",
+    }
+
+
+def failure_reason(failure: CheckFailure, settings: Settings, *, elapsed_s: float, budget_spent: bool) -> str:
+    if budget_spent:
+        outcome = f"still failing after {elapsed_s:.0f} s, the smoke-test budget of {settings.budget_s:.0f} s is spent"
+    elif failure.info is not None and failure.info.status is not None and 400 <= failure.info.status < 500:
+        outcome = "not retried: a client error does not go away"
+    else:
+        outcome = "not retried"
+    head = f"Smoke test of {settings.subject} failed: {failure.check}: {failure.detail} ({outcome})."
+    groups = " and ".join(settings.log_groups)
+    noun = "groups" if len(settings.log_groups) > 1 else "group"
+    return short_reason(head, suffix=f" See CloudWatch log {noun} {groups}.")
+
+
+# --- running them -----------------------------------------------------------------------------------
+
+
+_NEEDS_QUOTES = re.compile(r'[\s="]')
+
+
+def log(event: str, **fields: Any) -> None:
+    """One ``key=value`` line (values with spaces are JSON-quoted). Never pass prompts or answers."""
+    parts = [f"event={event}"]
+    for key, value in fields.items():
+        if value is None:
+            continue
+        text = str(value)
+        parts.append(f"{key}={json.dumps(text) if not text or _NEEDS_QUOTES.search(text) else text}")
+    print(" ".join(parts), file=sys.stdout, flush=True)
+
+
+def _describe(call: Callable[..., dict], check: str, **kwargs: Any) -> dict:
+    try:
+        return call(**kwargs)
+    except (ClientError, BotoCoreError) as e:
+        raise CheckFailure.from_error(check, classify(e)) from e
+
+
+def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str, str]:
+    """One attempt at every check; raises :class:`CheckFailure` at the first that fails."""
+    endpoint = _describe(sagemaker.describe_endpoint, "DescribeEndpoint", EndpointName=settings.endpoint_name)
+    check_endpoint(endpoint, settings)
+    component = settings.inference_component_name
+    if component:
+        described = _describe(
+            sagemaker.describe_inference_component, "DescribeInferenceComponent", InferenceComponentName=component
+        )
+        check_component(described, settings)
+        copies = (described.get("RuntimeConfig") or {}).get("CurrentCopyCount")
+        if copies == 0:
+            log("note", note="component_scaled_to_zero", component=component)
+
+    body = build_chat_request(settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body)
+    try:
+        whole = invoke_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
+    except InvocationError as e:
+        raise CheckFailure.from_error("chat completion", e.info) from e
+    check_answer(whole, settings, "chat completion")
+    log("call_passed", call="invoke", latency_ms=round(whole.latency_s * 1000), tokens=whole.tokens)
+
+    streamed = None
+    if settings.stream:
+        body = build_chat_request(
+            settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body, stream=True
+        )
+        try:
+            streamed = stream_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
+        except InvocationError as e:
+            raise CheckFailure.from_error("streamed chat completion", e.info) from e
+        check_stream(streamed)
+        if not streamed.done:
+            log("note", note="stream_ended_without_done", deltas=streamed.deltas)
+        log(
+            "call_passed",
+            call="invoke_stream",
+            ttft_ms=round((streamed.time_to_first_token_s or 0) * 1000),
+            latency_ms=round(streamed.latency_s * 1000),
+            tokens=streamed.tokens,
+            token_source=streamed.token_source,
+        )
+    return metrics(whole, streamed)
+
+
+def run_with_retries(
+    settings: Settings,
+    started_at: float,
+    *,
+    sagemaker: Any,
+    runtime: Any,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    remaining_s: Callable[[], float] = lambda: math.inf,
+) -> dict[str, str] | None:
+    """The checks' data; ``None`` to be called again later; :class:`SmokeTestFailed` when it is over."""
+    delay = FIRST_BACKOFF_S
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            data = run_checks(settings, sagemaker=sagemaker, runtime=runtime)
+        except CheckFailure as failure:
+            elapsed = clock() - started_at
+            info = failure.info
+            log(
+                "check_failed",
+                endpoint=settings.endpoint_name,
+                check=failure.check,
+                transient=str(failure.transient).lower(),
+                code=info.code if info else None,
+                status=info.status if info else None,
+                attempt=attempt,
+                elapsed_s=round(elapsed),
+            )
+            left = settings.budget_s - elapsed
+            if not failure.transient or left <= 0:
+                reason = failure_reason(failure, settings, elapsed_s=elapsed, budget_spent=failure.transient)
+                raise SmokeTestFailed(reason) from None
+            wait = min(delay, left)
+            if remaining_s() - wait < ATTEMPT_RESERVE_S:
+                log("waiting", endpoint=settings.endpoint_name, elapsed_s=round(elapsed), next_poll="waiter")
+                return None
+            sleep(wait)
+            delay = min(delay * 2, MAX_BACKOFF_S)
+        else:
+            log("passed", endpoint=settings.endpoint_name, attempt=attempt, **{_snake(k): v for k, v in data.items()})
+            return data
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+
+
+# --- handlers ---------------------------------------------------------------------------------------
+
+
+def physical_id(event: Mapping[str, Any], settings: Settings) -> str:
+    """Stable: an update keeps the id it has, so CloudFormation never sees a replacement."""
+    if event["RequestType"] == "Update" and event.get("PhysicalResourceId"):
+        return event["PhysicalResourceId"]
+    return PHYSICAL_ID_PREFIX + settings.endpoint_name
+
+
+def on_event(event: dict, context: Any = None, *, clock: Callable[[], float] = time.time) -> dict:
+    request = event["RequestType"]
+    if request == "Delete":
+        log("delete", physical_id=event.get("PhysicalResourceId"))
+        return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    settings = Settings.from_properties(event["ResourceProperties"])
+    log(
+        "start",
+        request=request,
+        endpoint=settings.endpoint_name,
+        component=settings.inference_component_name,
+        budget_s=round(settings.budget_s),
+        stream=str(settings.stream).lower(),
+    )
+    return {"PhysicalResourceId": physical_id(event, settings), "Data": {"StartedAt": f"{clock():.3f}"}}
+
+
+def complete(
+    event: dict,
+    *,
+    sagemaker: Any = None,
+    runtime: Any = None,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    remaining_s: Callable[[], float] = lambda: math.inf,
+) -> dict:
+    if event["RequestType"] == "Delete":
+        return {"IsComplete": True}
+    settings = Settings.from_properties(event["ResourceProperties"])
+    started_raw = (event.get("Data") or {}).get("StartedAt")
+    started_at = float(started_raw) if started_raw else clock()
+    data = run_with_retries(
+        settings,
+        started_at,
+        sagemaker=sagemaker or SAGEMAKER,
+        runtime=runtime or RUNTIME,
+        clock=clock,
+        sleep=sleep,
+        remaining_s=remaining_s,
+    )
+    if data is None:
+        return {"IsComplete": False}
+    return {"IsComplete": True, "Data": data}
+
+
+def is_complete(event: dict, context: Any = None) -> dict:
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return complete(event, remaining_s=(lambda: remaining() / 1000) if remaining else (lambda: math.inf))

@@ -1,0 +1,502 @@
+"""A local SageMaker that the real boto3 clients talk to over HTTP: runtime invocations and two describes.
+
+``sagemaker-runtime`` (``endpoint_url=server.url``):
+
+- ``POST /endpoints/{name}/invocations``: an OpenAI chat completion, or a scripted error.
+- ``POST /endpoints/{name}/invocations-response-stream``: the answer as Server-Sent Events, cut into
+  ``PayloadPart`` messages at awkward places (inside a multi-byte character, between ``\\r`` and
+  ``\\n``), each message encoded here in the AWS event-stream binary format (prelude with lengths and
+  CRC32, headers, payload, message CRC32) and sent with chunked transfer encoding, the messages
+  themselves split across HTTP chunks, so that botocore's own event-stream parser does the reading.
+
+``sagemaker`` (JSON 1.1, ``X-Amz-Target``): ``DescribeEndpoint`` and ``DescribeInferenceComponent``.
+
+Behaviour is per endpoint: a queue of :class:`Reply` objects (one per invocation, then ``default``),
+endpoint and component status, the deployed config name, an inference component whose name must come
+in the ``X-Amzn-SageMaker-Inference-Component`` header, and a scale-to-zero component that answers
+"no capacity" until it has been asked a few times. Every request is recorded.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import random
+import re
+import struct
+import sys
+import threading
+import time
+import zlib
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
+DEFAULT_ANSWER = "Buckets hold the sky / objects drift in quiet rows / durable as stone 🪣"
+_TOKENS = re.compile(r"\S+\s*|\s+")
+_INVOKE_PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<kind>invocations|invocations-response-stream)$")
+
+
+# --- AWS event-stream encoding ---------------------------------------------------------------------
+
+_STRING_HEADER = 7
+
+
+def encode_event_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One event-stream message: prelude (total and header lengths, their CRC), headers, payload, CRC."""
+    encoded_headers = b""
+    for name, value in headers.items():
+        raw_name, raw_value = name.encode("utf-8"), value.encode("utf-8")
+        encoded_headers += struct.pack("!B", len(raw_name)) + raw_name
+        encoded_headers += struct.pack("!BH", _STRING_HEADER, len(raw_value)) + raw_value
+    total = 4 + 4 + 4 + len(encoded_headers) + len(payload) + 4
+    prelude = struct.pack("!II", total, len(encoded_headers))
+    prelude += struct.pack("!I", zlib.crc32(prelude))
+    message = prelude + encoded_headers + payload
+    return message + struct.pack("!I", zlib.crc32(message))
+
+
+def payload_part(data: bytes) -> bytes:
+    return encode_event_message(
+        {":event-type": "PayloadPart", ":content-type": "application/octet-stream", ":message-type": "event"},
+        data,
+    )
+
+
+def exception_event(code: str, message: str, error_code: str = "StreamBroken") -> bytes:
+    body = json.dumps({"Message": message, "ErrorCode": error_code}).encode("utf-8")
+    return encode_event_message(
+        {":exception-type": code, ":content-type": "application/json", ":message-type": "exception"}, body
+    )
+
+
+# --- scripted behaviour -----------------------------------------------------------------------------
+
+
+@dataclass
+class Reply:
+    """How the endpoint answers one invocation."""
+
+    content: str = DEFAULT_ANSWER
+    reasoning: str = ""
+    error: str | None = None  # SageMaker error code, e.g. ModelError, ValidationError, ThrottlingException
+    status: int = 200  # HTTP status of an error
+    message: str = ""  # SageMaker's message of an error
+    original_status: int | None = None  # ModelError: the container's status
+    original_body: str = ""  # ModelError: the container's body
+    raw_body: bytes | None = None  # a 200 whose body is exactly this (not a chat completion)
+    done: bool = True  # streamed: end with data: [DONE]
+    usage: bool = True  # report usage.completion_tokens
+    line_end: str = "\n"  # streamed: "\n", "\r\n" or "\r"
+    keep_alive: bool = True  # streamed: comment lines between events
+    stream_error: str | None = None  # streamed: an exception event (ModelStreamError) after the content
+    delay_s: float = 0.0  # before answering
+    token_delay_s: float = 0.0  # streamed: before each token
+    seed: int = 7  # where the stream is cut into parts
+
+    @classmethod
+    def model_error(cls, original_status: int, body: str) -> Reply:
+        """The container answered ``original_status``: SageMaker's ModelError (424) around its body."""
+        kind = "client" if original_status < 500 else "server"
+        message = (
+            f'Received {kind} error ({original_status}) from primary with message "{body}". See '
+            f"https://{REGION}.console.aws.amazon.com/cloudwatch/home?region={REGION}#logEventViewer:"
+            f"group=/aws/sagemaker/Endpoints/x in account {ACCOUNT} for more information."
+        )
+        return cls(error="ModelError", status=424, message=message, original_status=original_status, original_body=body)
+
+    @classmethod
+    def service_error(cls, code: str, message: str = "", status: int | None = None) -> Reply:
+        statuses = {
+            "ValidationError": 400,
+            "ModelNotReadyException": 429,
+            "ThrottlingException": 400,
+            "InternalFailure": 500,
+            "ServiceUnavailable": 503,
+        }
+        return cls(error=code, status=status or statuses.get(code, 400), message=message or code)
+
+
+@dataclass
+class Recorded:
+    kind: str  # invocations | invocations-response-stream | DescribeEndpoint | DescribeInferenceComponent
+    endpoint: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeEndpoint:
+    name: str
+    config_name: str = "config-1"
+    status: str = "InService"
+    failure_reason: str = ""
+    component: str | None = None
+    component_status: str = "InService"
+    copies: int = 1
+    no_capacity_answers: int = 0  # scale-to-zero: "no capacity" this many times, then a copy is up
+    default: Reply = field(default_factory=Reply)
+    replies: deque[Reply] = field(default_factory=deque)
+
+    @property
+    def arn(self) -> str:
+        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{self.name.lower()}"
+
+    @property
+    def component_arn(self) -> str:
+        return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-component/{self.component}"
+
+    def next_reply(self) -> Reply:
+        return self.replies.popleft() if self.replies else self.default
+
+
+class FakeSageMaker:
+    """Start with ``with FakeSageMaker() as fake:``; point clients at ``fake.url``."""
+
+    def __init__(self) -> None:
+        self.endpoints: dict[str, FakeEndpoint] = {}
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-sagemaker", daemon=True)
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeSageMaker:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> FakeSageMaker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.endpoints.clear()
+            self.requests.clear()
+
+    def add_endpoint(self, name: str, *replies: Reply, **settings: Any) -> FakeEndpoint:
+        endpoint = FakeEndpoint(name=name, **settings)
+        endpoint.replies.extend(replies)
+        with self._lock:
+            self.endpoints[name] = endpoint
+        return endpoint
+
+    def invocations(self, endpoint: str | None = None) -> list[Recorded]:
+        return [
+            r
+            for r in self.requests
+            if r.kind.startswith("invocations") and (endpoint is None or r.endpoint == endpoint)
+        ]
+
+    def record(self, entry: Recorded) -> None:
+        with self._lock:
+            self.requests.append(entry)
+
+    def endpoint(self, name: str) -> FakeEndpoint | None:
+        with self._lock:
+            return self.endpoints.get(name)
+
+
+# --- HTTP -------------------------------------------------------------------------------------------
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # a client went away (Ctrl-C, or a kept-alive connection closed at exit)
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeSageMaker
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # quiet test output
+        pass
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        target = headers.get("x-amz-target", "")
+        if target.startswith("SageMaker."):
+            self._control_plane(target.removeprefix("SageMaker."), raw, headers)
+            return
+        match = _INVOKE_PATH.match(self.path.split("?", 1)[0])
+        if not match:
+            self._json(404, {"message": f"no route for {self.path}"})
+            return
+        name, kind = unquote(match["name"]), match["kind"]
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw
+        self.owner.record(Recorded(kind, name, headers, body))
+        self._invoke(name, kind, headers)
+
+    # control plane
+
+    def _control_plane(self, operation: str, raw: bytes, headers: dict[str, str]) -> None:
+        request = json.loads(raw or b"{}")
+        if operation == "DescribeEndpoint":
+            name = request.get("EndpointName", "")
+            self.owner.record(Recorded(operation, name, headers, request))
+            endpoint = self.owner.endpoint(name)
+            if endpoint is None:
+                self._aws_error(400, "ValidationException", f'Could not find endpoint "{name}".', json_protocol=True)
+                return
+            answer = {
+                "EndpointName": endpoint.name,
+                "EndpointArn": endpoint.arn,
+                "EndpointConfigName": endpoint.config_name,
+                "EndpointStatus": endpoint.status,
+                "CreationTime": time.time(),
+                "LastModifiedTime": time.time(),
+            }
+            if endpoint.failure_reason:
+                answer["FailureReason"] = endpoint.failure_reason
+            self._json(200, answer, content_type="application/x-amz-json-1.1")
+        elif operation == "DescribeInferenceComponent":
+            name = request.get("InferenceComponentName", "")
+            owner = next((e for e in list(self.owner.endpoints.values()) if e.component == name), None)
+            self.owner.record(Recorded(operation, owner.name if owner else "", headers, request))
+            if owner is None:
+                message = f"Could not find inference component {name!r}."
+                self._aws_error(400, "ValidationException", message, json_protocol=True)
+                return
+            answer = {
+                "InferenceComponentName": name,
+                "InferenceComponentArn": owner.component_arn,
+                "EndpointName": owner.name,
+                "EndpointArn": owner.arn,
+                "VariantName": "AllTraffic",
+                "InferenceComponentStatus": owner.component_status,
+                "RuntimeConfig": {"DesiredCopyCount": owner.copies, "CurrentCopyCount": owner.copies},
+                "CreationTime": time.time(),
+                "LastModifiedTime": time.time(),
+            }
+            self._json(200, answer, content_type="application/x-amz-json-1.1")
+        else:
+            self._aws_error(400, "UnknownOperationException", operation, json_protocol=True)
+
+    # runtime
+
+    def _invoke(self, name: str, kind: str, headers: dict[str, str]) -> None:
+        endpoint = self.owner.endpoint(name)
+        if endpoint is None:
+            self._aws_error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
+            return
+        component = headers.get(COMPONENT_HEADER)
+        if endpoint.component and component != endpoint.component:
+            if component is None:
+                message = (
+                    "Inference Component Name header is required for endpoints to which you plan to deploy "
+                    "inference components. Please include Inference Component Name header or consider using "
+                    "SageMaker models."
+                )
+            else:
+                message = f"Inference Component {component} not found on endpoint {name}."
+            self._aws_error(400, "ValidationError", message)
+            return
+        if component and not endpoint.component:
+            self._aws_error(400, "ValidationError", "Inference Component Name header is not allowed for this endpoint.")
+            return
+        if endpoint.component and endpoint.copies == 0:
+            endpoint.no_capacity_answers -= 1
+            if endpoint.no_capacity_answers < 0:
+                endpoint.copies = 1
+            else:
+                message = (
+                    "Inference Component has no capacity to process this request. ApplicationAutoScaling may be "
+                    "in-progress (if configured) or try to increase the capacity by invoking "
+                    "UpdateInferenceComponentRuntimeConfig API."
+                )
+                self._aws_error(400, "ValidationError", message)
+                return
+        reply = endpoint.next_reply()
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if reply.error:
+            extra: dict[str, Any] = {}
+            if reply.error == "ModelError":
+                extra = {
+                    "OriginalStatusCode": reply.original_status,
+                    "OriginalMessage": reply.original_body,
+                    "LogStreamArn": f"arn:aws:logs:{REGION}:{ACCOUNT}:log-group:/aws/sagemaker/Endpoints/{name}",
+                    "ErrorCode": "CLIENT_ERROR_FROM_MODEL",
+                }
+            self._aws_error(reply.status, reply.error, reply.message, **extra)
+            return
+        if kind == "invocations":
+            self._complete(reply)
+        else:
+            self._stream(reply)
+
+    def _complete(self, reply: Reply) -> None:
+        if reply.raw_body is not None:
+            self._raw(200, reply.raw_body, "application/json")
+            return
+        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+        if reply.reasoning:
+            message["reasoning_content"] = reply.reasoning
+        tokens = _tokens(reply.reasoning) + _tokens(reply.content)
+        answer: dict[str, Any] = {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion",
+            "model": "/opt/ml/model",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+        }
+        if reply.usage:
+            answer["usage"] = {"prompt_tokens": 12, "completion_tokens": len(tokens), "total_tokens": 12 + len(tokens)}
+        self._json(200, answer)
+
+    def _stream(self, reply: Reply) -> None:
+        sse, starts = _sse_bytes(reply)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+        self.send_header("X-Amzn-SageMaker-Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        rng = random.Random(reply.seed)
+        position = 0
+        try:
+            while position < len(sse):
+                size = rng.choice((1, 2, 3, 5, 8, 13, 21))
+                part = sse[position : position + size]
+                if reply.token_delay_s and any(position <= s < position + size for s in starts):
+                    time.sleep(reply.token_delay_s)
+                self._write_split(payload_part(part), rng)
+                position += size
+            if reply.stream_error:
+                self._write_split(exception_event(reply.stream_error, "Model stream broke mid-answer."), rng)
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client stopped reading (Ctrl-C): nothing left to do
+
+    # HTTP helpers
+
+    def _write_split(self, message: bytes, rng: random.Random) -> None:
+        """Send one event-stream message as one or two HTTP chunks (botocore must reassemble them)."""
+        cut = rng.randrange(1, len(message)) if rng.random() < 0.5 else len(message)
+        for piece in (message[:cut], message[cut:]):
+            if piece:
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        self.wfile.flush()
+
+    def _raw(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("x-amzn-RequestId", "00000000-0000-0000-0000-000000000000")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+
+    def _json(self, status: int, payload: Any, content_type: str = "application/json", **headers: str) -> None:
+        self._raw(status, json.dumps(payload).encode("utf-8"), content_type, headers)
+
+    def _aws_error(self, status: int, code: str, message: str, *, json_protocol: bool = False, **members: Any) -> None:
+        if json_protocol:
+            self._json(status, {"__type": code, "message": message}, content_type="application/x-amz-json-1.1")
+        else:
+            body = {"message": message, **{k: v for k, v in members.items() if v is not None}}
+            self._raw(status, json.dumps(body).encode("utf-8"), "application/json", {"x-amzn-ErrorType": code})
+
+
+def _tokens(text: str) -> list[str]:
+    return _TOKENS.findall(text)
+
+
+def _sse_bytes(reply: Reply) -> tuple[bytes, list[int]]:
+    """The whole SSE body and the offsets where each token's event starts."""
+    end = reply.line_end
+    out = bytearray()
+    starts: list[int] = []
+
+    def event(payload: dict[str, Any] | str) -> None:
+        data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+        starts.append(len(out))
+        out.extend(f"data: {data}{end}{end}".encode())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            "id": "chatcmpl-fake",
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    event(chunk({"role": "assistant", "content": ""}))
+    tokens = 0
+    for kind, text in (("reasoning_content", reply.reasoning), ("content", reply.content)):
+        for token in _tokens(text):
+            if reply.keep_alive and tokens % 4 == 3:
+                out.extend(f": keep-alive{end}{end}".encode())
+            event(chunk({kind: token}))
+            tokens += 1
+    event(chunk({}, "stop"))
+    if reply.usage:
+        event({"id": "chatcmpl-fake", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": tokens}})
+    if reply.done:
+        event("[DONE]")
+    return bytes(out), starts
+
+
+# --- clients and handlers for tests -----------------------------------------------------------------
+
+CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+
+
+def client(service: str, url: str | None = None, **config: Any) -> Any:
+    """A real boto3 client for ``service`` at ``url`` (the fake), one attempt per call unless told."""
+    import boto3
+    from botocore.config import Config
+
+    settings = {"retries": {"total_max_attempts": 1}, "read_timeout": 20, **config}
+    return boto3.client(service, endpoint_url=url, region_name=REGION, config=Config(**settings), **CREDENTIALS)
+
+
+def load_handler(name: str) -> Any:
+    """A fresh import of ``lambda/<name>/index.py`` (``lambda`` is a keyword: no package import).
+
+    Its module-level boto3 clients are created now, from the environment: set ``AWS_DEFAULT_REGION``
+    and, to reach a fake, ``AWS_ENDPOINT_URL_SAGEMAKER``/``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` first.
+    """
+    path = Path(__file__).resolve().parents[2] / "lambda" / name / "index.py"
+    module_name = f"handler_{name}_{next(_handler_ids)}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses look their module up while it is being executed
+    spec.loader.exec_module(module)
+    return module
+
+
+_handler_ids = itertools.count()
