@@ -1,0 +1,277 @@
+"""``DeploymentPreflight``: fail a deployment in seconds, before any GPU is paid for, when it cannot work.
+
+A ``Custom::DeploymentPreflight`` resource, served by ``lambda/deployment_preflight`` (with the
+``preflight`` package bundled) through the stack's one ``DeploymentPreflightProvider``, runs after the
+weights are in S3 and before the SageMaker Model. It checks, all at once, and fails with one reason that
+lists every problem with its numbers (PRODUCT.md section 6):
+
+- ``s3``: config.json and a weight file under the prefix; the staging manifest there, every listed size
+  matching S3 (``allow_unverified_s3`` accepts a prefix without a manifest);
+- ``memory``: weights / TP + overhead + KV cache of ``max_num_seqs`` full-length sequences fit the GPUs;
+- ``tensor-parallel``: the tensor-parallel size divides the attention heads;
+- ``quota``: the Service Quotas value ``<instance type> for endpoint usage`` covers ``instances_needed``.
+
+Use ``checked_model`` as the endpoint's model: it is the same S3 prefix, and the Model waits for the
+preflight::
+
+    preflight = DeploymentPreflight(self, "Preflight", model=checkpoint, instance_type="ml.g6.xlarge",
+                                    max_model_len=32768)
+    GpuEndpoint(self, "Endpoint", model=preflight.checked_model, instance_type="ml.g6.xlarge", ...)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct, DependencyGroup, IDependable
+
+from preflight import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
+
+from .catalog import resolve_instance
+from .model_data import ModelSource, parse_s3_uri
+from .nag import acknowledge_wildcard
+from .provider import HandlerProvider
+
+RESOURCE_TYPE = "Custom::DeploymentPreflight"
+PROVIDER_ID = "DeploymentPreflightProvider"
+HANDLER = "deployment_preflight"
+CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+HANDLER_TIMEOUT = cdk.Duration.minutes(2)
+# One synchronous handler run, the Provider framework around it, and its retry of a crashed invocation.
+SERVICE_TIMEOUT = cdk.Duration.minutes(6)
+QUOTA_ACTIONS = ("servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas")
+# What each check would have caught: printed when it is skipped.
+SKIPPED_RISK = {
+    "s3": "a missing config.json, weight file or manifest, or a half-copied prefix, fails only when the "
+    "container starts",
+    "memory": "an out-of-memory or over-long context fails only after the endpoint is created (20+ minutes)",
+    "tensor-parallel": "a tensor-parallel size that does not divide the attention heads fails when the engine starts",
+    "quota": "a quota below the instances needed fails only when the endpoint is created",
+}
+
+
+class _CheckedModel:
+    """The same model source, ready only once the preflight has passed (implements ``ModelSource``)."""
+
+    def __init__(self, source: ModelSource, preflight: cdk.CustomResource) -> None:
+        self._source = source
+        self._dependable = DependencyGroup(preflight)
+
+    @property
+    def s3_uri(self) -> str:
+        return self._source.s3_uri
+
+    @property
+    def object_arn_pattern(self) -> str:
+        return self._source.object_arn_pattern
+
+    @property
+    def dependable(self) -> IDependable:
+        return self._dependable
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        return self._source.grant_read(grantee)
+
+
+class DeploymentPreflight(Construct):
+    """Checks a deployment's S3 prefix, GPU memory fit, tensor-parallel size and quota before it starts.
+
+    Minimal use: ``DeploymentPreflight(self, "Preflight", model=checkpoint, instance_type="ml.g6.xlarge")``;
+    then give ``preflight.checked_model`` to ``GpuEndpoint``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: ModelSource,
+        instance_type: str,
+        max_model_len: int | None = None,
+        gpu_count: int | None = None,
+        gpu_memory_gib: float | None = None,
+        tensor_parallel_size: int | None = None,
+        max_num_seqs: int = 1,
+        kv_cache_dtype: str = "auto",
+        gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+        instances_needed: int = 1,
+        allow_unverified_s3: bool = False,
+        skip_checks: Sequence[str] = (),
+    ) -> None:
+        """
+        :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
+            granted to the handler, and when it has a ``dependable`` (staging) the preflight waits for it.
+        :param instance_type: the endpoint's instance type, e.g. ``ml.g6.xlarge``.
+        :param max_model_len: context length that must fit. Default: the model's own limit
+            (``max_position_embeddings`` in config.json), which is what the engines use when none is set.
+        :param gpu_count: GPUs per instance, for types the catalog lacks. Default: from the catalog.
+        :param gpu_memory_gib: nominal memory per GPU, for types the catalog lacks. Default: from the catalog.
+        :param tensor_parallel_size: GPUs one model copy spans. Default: every GPU of the instance.
+        :param max_num_seqs: full-length sequences that must fit in the KV cache at once. This is not
+            the engine's ``max_num_seqs`` (most sequences are short). Default: 1, the engine's own start-up check.
+        :param kv_cache_dtype: one of ``auto``, ``fp8``, ``fp8_e4m3``, ``fp8_e5m2``, ``bfloat16``, ``float16``,
+            ``float32``. Default: ``auto``, the model's 16-bit dtype.
+        :param gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1]. Default: 0.9 (vLLM's).
+        :param instances_needed: instances the quota must allow (the maximum instance count in inference
+            component mode). Default: 1.
+        :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
+            a manifest that is there is still checked. Default: the manifest is required.
+        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``);
+            each skipped check is a synth warning. Default: every check runs.
+        """
+        super().__init__(scope, id)
+        skipped = tuple(dict.fromkeys(skip_checks))
+        gpus, gpu_memory = self._validate(
+            model=model,
+            instance_type=instance_type,
+            max_model_len=max_model_len,
+            gpu_count=gpu_count,
+            gpu_memory_gib=gpu_memory_gib,
+            tensor_parallel_size=tensor_parallel_size,
+            max_num_seqs=max_num_seqs,
+            kv_cache_dtype=kv_cache_dtype,
+            gpu_memory_utilization=gpu_memory_utilization,
+            instances_needed=instances_needed,
+            skip_checks=skipped,
+        )
+        tp = tensor_parallel_size or gpus
+        if skipped:
+            risks = "; ".join(f"{name}: {SKIPPED_RISK[name]}" for name in skipped)
+            cdk.Annotations.of(self).add_warning_v2(
+                "llm:preflight-skip", f"Preflight checks skipped ({', '.join(skipped)}). Without them, {risks}."
+            )
+        if allow_unverified_s3 and "s3" not in skipped:
+            cdk.Annotations.of(self).add_warning_v2(
+                "llm:preflight-unverified-s3",
+                "allow_unverified_s3: a prefix without the staging manifest is accepted, so file sizes are not "
+                "verified against a manifest (only config.json and a weight file are required).",
+            )
+
+        self.provider = HandlerProvider.of(
+            self, PROVIDER_ID, handler=HANDLER, packages=["preflight"], timeout=HANDLER_TIMEOUT
+        )
+        role = self.provider.role
+        model.grant_read(role)
+        role.add_to_principal_policy(iam.PolicyStatement(actions=list(QUOTA_ACTIONS), resources=["*"]))
+        policy = role.node.find_child("DefaultPolicy")
+        acknowledge_wildcard(
+            policy,
+            resource=model.object_arn_pattern,
+            reason="The preflight reads config.json, the staging manifest and the weight files' sizes under the "
+            "model's own prefix; nothing else in the bucket.",
+        )
+        acknowledge_wildcard(
+            policy,
+            resource="*",
+            reason="servicequotas:ListServiceQuotas and ListAWSDefaultServiceQuotas support no resource-level "
+            "permissions; the handler only reads SageMaker's '<instance type> for endpoint usage' quota.",
+        )
+
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            service_timeout=SERVICE_TIMEOUT,
+            properties={
+                "ModelS3Uri": model.s3_uri,
+                "InstanceType": instance_type,
+                "GpuCount": str(gpus),
+                "GpuMemoryGib": f"{gpu_memory:g}",
+                "TensorParallelSize": str(tp),
+                "MaxModelLen": str(max_model_len) if max_model_len is not None else "",
+                "MaxNumSeqs": str(max_num_seqs),
+                "KvCacheDtype": kv_cache_dtype,
+                "GpuMemoryUtilization": f"{gpu_memory_utilization:g}",
+                "InstancesNeeded": str(instances_needed),
+                "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
+                "SkipChecks": list(skipped),
+            },
+        )
+        # The handler's permissions must be in place before it runs, and the weights before it reads them.
+        self.resource.node.add_dependency(role)
+        dependable: IDependable | None = getattr(model, "dependable", None)
+        if dependable is not None:
+            self.resource.node.add_dependency(dependable)
+        self.node.default_child = self.resource
+        self.model = model
+        self.skipped_checks = skipped
+        self.tensor_parallel_size = tp
+
+    @property
+    def checked_model(self) -> ModelSource:
+        """The same S3 prefix as ``model``; whatever uses it (the SageMaker Model) waits for the preflight."""
+        return _CheckedModel(self.model, self.resource)
+
+    @property
+    def max_model_len_that_fits(self) -> str:
+        """The largest context one sequence can have on these GPUs (empty when the memory check is skipped)."""
+        return self.resource.get_att_string("MaxModelLenThatFits")
+
+    @property
+    def weights_gib_per_gpu(self) -> str:
+        return self.resource.get_att_string("WeightsGiBPerGpu")
+
+    @property
+    def kv_cache_gib_per_sequence(self) -> str:
+        """KV cache of one ``max_model_len`` sequence on one GPU."""
+        return self.resource.get_att_string("KvCacheGiBPerSequence")
+
+    @property
+    def quota_value(self) -> str:
+        """The ``<instance type> for endpoint usage`` quota (empty when the quota check is skipped)."""
+        return self.resource.get_att_string("QuotaValue")
+
+    def _validate(
+        self,
+        *,
+        model: ModelSource,
+        instance_type: str,
+        max_model_len: int | None,
+        gpu_count: int | None,
+        gpu_memory_gib: float | None,
+        tensor_parallel_size: int | None,
+        max_num_seqs: int,
+        kv_cache_dtype: str,
+        gpu_memory_utilization: float,
+        instances_needed: int,
+        skip_checks: Sequence[str],
+    ) -> tuple[int, float]:
+        """(GPUs per instance, memory per GPU); one ValueError naming every problem."""
+        problems: list[str] = []
+        if not cdk.Token.is_unresolved(model.s3_uri):
+            try:
+                parse_s3_uri(model.s3_uri)
+            except ValueError as e:
+                problems.append(str(e))
+        spec, instance_problems = resolve_instance(instance_type, gpu_count=gpu_count, gpu_memory_gib=gpu_memory_gib)
+        problems += instance_problems
+        gpus = spec.gpu_count if spec else 1
+        for name, value in (
+            ("max_model_len", max_model_len),
+            ("max_num_seqs", max_num_seqs),
+            ("instances_needed", instances_needed),
+            ("tensor_parallel_size", tensor_parallel_size),
+        ):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                problems.append(f"{name}={value!r} must be a whole number of at least 1")
+        if isinstance(tensor_parallel_size, int) and spec and tensor_parallel_size > gpus:
+            problems.append(
+                f"tensor_parallel_size={tensor_parallel_size} exceeds the {gpus} GPU(s) of {instance_type}; "
+                f"allowed: 1-{gpus}"
+            )
+        if kv_cache_dtype not in KV_CACHE_DTYPES:
+            problems.append(f"kv_cache_dtype={kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+        if not 0 < gpu_memory_utilization <= 1:
+            problems.append(f"gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1]")
+        unknown = [name for name in skip_checks if name not in CHECKS]
+        if unknown:
+            problems.append(f"skip_checks names unknown checks {unknown}; allowed: {', '.join(CHECKS)}")
+        if problems:
+            raise ValueError(
+                f"DeploymentPreflight {self.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
+            )
+        assert spec is not None
+        return spec.gpu_count, spec.gpu_memory_gib
