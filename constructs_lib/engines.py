@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -53,6 +53,12 @@ class EngineSpec:
     reserved_keys: Mapping[str, str]
     true_value: str
     false_value: str | None
+    # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
+    preflight_keys: Mapping[str, str] = field(default_factory=dict)
+
+    def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
+        """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name."""
+        return {setting: engine_env[key] for setting, key in self.preflight_keys.items() if key in engine_env}
 
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
@@ -96,6 +102,7 @@ def _engines() -> dict[str, EngineSpec]:
             reserved_keys=dict(e.get("reserved_keys", {})),
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
+            preflight_keys=dict(e.get("preflight_keys", {})),
         )
         for name, e in raw.items()
     }

@@ -8,28 +8,50 @@ accepted both as JSON values (from cdk.json) and as their text form.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
+from constructs_lib.component_plan import DEPLOYMENT_MODES, INFERENCE_COMPONENT, ROUTING_STRATEGIES, plan_scaling
 from constructs_lib.endpoint_plan import plan_endpoint
 from constructs_lib.engines import SECRET_HINT, engine_names, get_engine, looks_secret
 from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
+from preflight import KV_CACHE_DTYPES
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
 NONE_WORDS = {"", "null", "none"}
 DEFAULT_ENGINE = "vllm"
 # Free-form maps may hold a pasted secret by mistake: never repeat their raw text in an error.
-UNECHOED_KEYS = {"engine_env", "container_env"}
+# hf_token_secret_arn too: a token pasted where its secret's ARN belongs must not be printed back.
+UNECHOED_KEYS = {"engine_env", "container_env", "hf_token_secret_arn"}
 
 STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
 REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
 REVISION = re.compile(r"^[\w][\w./-]{0,254}$")
 INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
+COMPONENT_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+# Context keys handed to component_plan.plan_scaling under the same names.
+SCALING_KEYS = (
+    "scale_to_zero",
+    "min_instances",
+    "max_instances",
+    "accelerators_per_copy",
+    "min_copies",
+    "initial_copies",
+    "max_copies",
+    "target_concurrency",
+    "target_invocations_per_instance",
+    "routing_strategy",
+    "min_memory_mb",
+)
+# The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
+PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
@@ -113,6 +135,15 @@ def _number(low: float, high: float) -> Callable[[Any], float]:
     return parse
 
 
+def _boolean(raw: Any) -> bool:
+    """true | false"""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError("expected true or false")
+
+
 def _bucket(raw: Any) -> str:
     """an existing S3 bucket name"""
     value = _text(raw)
@@ -157,6 +188,34 @@ def _json_object(raw: Any) -> dict[str, Any]:
     return raw
 
 
+def _patterns(raw: Any) -> tuple[str, ...]:
+    """JSON array of glob patterns such as ["*.json", "*.safetensors"]"""
+    if isinstance(raw, str):
+        if raw.strip() == "":
+            return ()
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f'not valid JSON ({e.msg} at character {e.pos}); expected a JSON array such as ["*.json"]'
+            ) from None
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
+        raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
+    return tuple(raw)
+
+
+def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    def parse(raw: Any) -> tuple[str, ...]:
+        values = _patterns(raw)
+        wrong = [v for v in values if v not in allowed]
+        if wrong:
+            raise ValueError(f"unknown check(s) {', '.join(map(repr, wrong))}; allowed: {', '.join(allowed)}")
+        return values
+
+    parse.__doc__ = f"JSON array of check names ({', '.join(allowed)})"
+    return parse
+
+
 FIELDS: dict[str, Callable[[Any], Any]] = {
     "stack_name": _pattern(STACK_NAME, "a CloudFormation stack name (letters, digits, hyphens; starts with a letter)"),
     "model_id": _pattern(REPO_ID, "a Hugging Face repository id such as Qwen/Qwen3-4B-Instruct-2507"),
@@ -166,6 +225,36 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "model_kms_key_arn": _optional(
         _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
     ),
+    "hf_token_secret_arn": _optional(
+        _pattern(SECRET_ARN, "the ARN of a Secrets Manager secret holding a Hugging Face token (never the token)")
+    ),
+    "include": _patterns,
+    "exclude": _patterns,
+    "staging_instance_type": _pattern(INSTANCE_TYPE, "a SageMaker Processing instance type such as ml.m5.2xlarge"),
+    "staging_max_instances": _integer(1, 100),
+    "staging_max_runtime_s": _integer(600, 42300),
+    "deployment_mode": _choice(list(DEPLOYMENT_MODES)),
+    "scale_to_zero": _boolean,
+    "min_instances": _optional(_integer(0, 100)),
+    "max_instances": _optional(_integer(1, 100)),
+    "accelerators_per_copy": _optional(_integer(1, 64)),
+    "min_copies": _optional(_integer(0, 1000)),
+    "initial_copies": _optional(_integer(0, 1000)),
+    "max_copies": _optional(_integer(1, 1000)),
+    "target_concurrency": _optional(_number(0, 10_000)),
+    "target_invocations_per_instance": _optional(_number(0, 1_000_000)),
+    "routing_strategy": _optional(_choice(list(ROUTING_STRATEGIES))),
+    "min_memory_mb": _optional(_integer(128, 4_000_000)),
+    "component_name": _optional(_text),
+    "preflight_skip": _choices_list(PREFLIGHT_CHECKS),
+    "allow_unverified_s3": _boolean,
+    "preflight_sequences": _integer(1, 4096),
+    "smoke_test": _boolean,
+    "smoke_prompt": _pattern(re.compile(r"\S"), "a non-empty prompt"),
+    "smoke_max_tokens": _integer(1, 4096),
+    "smoke_inputs": _json_object,
+    "smoke_expected_pattern": _optional(_text),
+    "smoke_budget_s": _integer(60, 2700),
     "engine": _choice(engine_names()),
     "image": _optional(_text),
     "instance_type": _pattern(INSTANCE_TYPE, "a SageMaker instance type such as ml.g6.xlarge"),
@@ -185,6 +274,27 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
+    """The engine flags the memory-fit preflight reads must hold values it understands."""
+    problems = []
+    settings = engine.preflight_settings(engine_env)
+    keys = engine.preflight_keys
+    dtype = settings.get("kv_cache_dtype")
+    if dtype is not None and dtype not in KV_CACHE_DTYPES:
+        problems.append(
+            f"engine_env {keys['kv_cache_dtype']}={dtype!r}: the preflight cannot size this KV-cache dtype; "
+            f"allowed: {', '.join(KV_CACHE_DTYPES)}"
+        )
+    share = settings.get("gpu_memory_utilization")
+    number = isinstance(share, int | float) and not isinstance(share, bool)
+    # Infinities and NaN are reported by the engine-flag check already.
+    if share is not None and (not number or (math.isfinite(share) and not 0 < share <= 1)):
+        problems.append(
+            f"engine_env {keys['gpu_memory_utilization']}={share!r}: expected a number above 0 and at most 1"
+        )
+    return problems
+
+
 def describe_allowed(key: str) -> str:
     return FIELDS[key].__doc__ or ""
 
@@ -197,6 +307,34 @@ class DeploymentConfig:
     model_s3_uri: str | None
     model_bucket: str | None
     model_kms_key_arn: str | None
+    hf_token_secret_arn: str | None
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    staging_instance_type: str
+    staging_max_instances: int
+    staging_max_runtime_s: int
+    deployment_mode: str
+    scale_to_zero: bool
+    min_instances: int | None
+    max_instances: int | None
+    accelerators_per_copy: int | None
+    min_copies: int | None
+    initial_copies: int | None
+    max_copies: int | None
+    target_concurrency: float | None
+    target_invocations_per_instance: float | None
+    routing_strategy: str | None
+    min_memory_mb: int | None
+    component_name: str | None
+    preflight_skip: tuple[str, ...]
+    allow_unverified_s3: bool
+    preflight_sequences: int
+    smoke_test: bool
+    smoke_prompt: str
+    smoke_max_tokens: int
+    smoke_inputs: dict[str, Any]
+    smoke_expected_pattern: str | None
+    smoke_budget_s: int
     engine: str
     image: str | None
     instance_type: str
@@ -256,6 +394,11 @@ class DeploymentConfig:
                 f"model_kms_key_arn={values['model_kms_key_arn']!r}: only for a given bucket (model_bucket or "
                 "model_s3_uri); the bucket this stack creates uses S3-managed keys"
             )
+        if values.get("model_s3_uri") and (values.get("hf_token_secret_arn") or values.get("include")):
+            problems.append(
+                f"model_s3_uri={values['model_s3_uri']!r}: serves an existing prefix as it is, so hf_token_secret_arn "
+                "and include (which only apply to staging from the Hub) must not be given with it"
+            )
         if values.get("model_s3_uri"):
             try:
                 parse_s3_uri(values["model_s3_uri"])
@@ -290,6 +433,9 @@ class DeploymentConfig:
         except ValueError as e:
             problems.append(str(e))
 
+        component_mode = values.get("deployment_mode") == INFERENCE_COMPONENT
+        if component_mode and values.get("tensor_parallel_size") is None:
+            values["tensor_parallel_size"] = values.get("accelerators_per_copy")
         if "instance_type" in values:
             plan = plan_endpoint(
                 engine=engine,
@@ -298,7 +444,8 @@ class DeploymentConfig:
                 instance_count=values.get("instance_count", 1),
                 gpu_count=values.get("gpu_count"),
                 gpu_memory_gib=values.get("gpu_memory_gib"),
-                tensor_parallel_size=values.get("tensor_parallel_size"),
+                # A component's copy may use fewer GPUs than the instance has: plan_scaling checks it.
+                tensor_parallel_size=None if component_mode else values.get("tensor_parallel_size"),
                 max_model_len=values.get("max_model_len"),
                 max_num_seqs=values.get("max_num_seqs"),
                 # Engine flags can only be checked against a known engine.
@@ -311,6 +458,36 @@ class DeploymentConfig:
                 endpoint_name=values.get("endpoint_name"),
             )
             problems += plan.errors
+            if "deployment_mode" in values:
+                problems += plan_scaling(
+                    deployment_mode=values["deployment_mode"],
+                    instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
+                    tensor_parallel_size=values.get("tensor_parallel_size"),
+                    initial_instances=values.get("instance_count"),
+                    **{key: values.get(key) for key in SCALING_KEYS if key in values},
+                )
+        if values.get("component_name") is not None and not COMPONENT_NAME.match(values["component_name"]):
+            problems.append(
+                f"component_name={values['component_name']!r}: not a valid inference component name; allowed: "
+                "1-63 letters, digits and hyphens, starting and ending with a letter or digit"
+            )
+        if values.get("component_name") is not None and not component_mode:
+            problems.append(
+                f"component_name={values['component_name']!r}: only with deployment_mode=inference-component"
+            )
+        if "engine" in values:
+            problems += _preflight_engine_settings(get_engine(values["engine"]), values.get("engine_env") or {})
+        reserved = sorted({"messages", "stream"} & set(values.get("smoke_inputs") or {}))
+        if reserved:
+            problems.append(
+                f"smoke_inputs: sets {', '.join(reserved)}, which the smoke test sends itself; allowed: other "
+                'request fields such as {"chat_template_kwargs": {"enable_thinking": false}}'
+            )
+        if values.get("smoke_expected_pattern") is not None:
+            try:
+                re.compile(values["smoke_expected_pattern"])
+            except re.error as e:
+                problems.append(f"smoke_expected_pattern={values['smoke_expected_pattern']!r}: not a regex ({e})")
         if problems:
             raise ConfigError(problems)
         return cls(**values, serving_image=image, image_source=image_source)

@@ -5,9 +5,22 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from constructs_lib import GpuEndpoint, ModelBucket, S3ModelData, hub_prefix
+from constructs_lib import (
+    ComponentEndpoint,
+    EndpointSmokeTest,
+    GpuEndpoint,
+    InferenceComponent,
+    ModelBucket,
+    ModelSource,
+    S3ModelData,
+    StagedCheckpoint,
+)
+from constructs_lib.component_plan import INFERENCE_COMPONENT, resolve_scaling
+from constructs_lib.engines import get_engine
+from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
 
@@ -21,30 +34,108 @@ class LlmEndpointStack(cdk.Stack):
             **kwargs,
         )
         key = kms.Key.from_key_arn(self, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
+        self.checkpoint: StagedCheckpoint | None = None
         if config.model_s3_uri:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
-            if config.model_bucket:
-                bucket = s3.Bucket.from_bucket_attributes(
+            bucket = (
+                s3.Bucket.from_bucket_attributes(
                     self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
                 )
-            else:
-                bucket = ModelBucket(self, "ModelBucket").bucket
-            model = S3ModelData(bucket, hub_prefix(config.model_id, config.revision))
-            where = (
-                f"the bucket {config.model_bucket}"
                 if config.model_bucket
-                else "the NEW, EMPTY bucket this stack creates"
+                else ModelBucket(self, "ModelBucket").bucket
             )
-            cdk.Annotations.of(self).add_warning_v2(
-                "llm:model-prefix",
-                f"The endpoint reads {config.model_id}@{config.revision} from {model.prefix} in {where}. The prefix "
-                "must hold the checkpoint (config.json, weights, tokenizer) before the endpoint starts, or the "
-                "deploy fails its health check after startup_timeout_s. Until the staging construct lands, deploy "
-                "with -c model_bucket=<bucket holding that prefix> or -c model_s3_uri=s3://<bucket>/<prefix>/.",
+            secret = (
+                secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", config.hf_token_secret_arn)
+                if config.hf_token_secret_arn
+                else None
+            )
+            model = self.checkpoint = StagedCheckpoint(
+                self,
+                "Checkpoint",
+                repo_id=config.model_id,
+                revision=config.revision,
+                bucket=bucket,
+                include=config.include,
+                exclude=config.exclude,
+                hf_token_secret=secret,
+                instance_type=config.staging_instance_type,
+                max_instances=config.staging_max_instances,
+                max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
             )
 
-        self.endpoint = GpuEndpoint(
+        self.preflight = self._preflight(config, model)
+        model = self.preflight.checked_model  # the Model (or component) waits for the preflight
+
+        self.component: InferenceComponent | None = None
+        if config.deployment_mode == INFERENCE_COMPONENT:
+            self.endpoint = self._component_endpoint(config, model)
+        else:
+            self.endpoint = self._standard_endpoint(config, model)
+
+        self.smoke_test = self._smoke_test(config) if config.smoke_test else None
+
+        cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
+        cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
+        if self.component is not None:
+            cdk.CfnOutput(
+                self,
+                "InferenceComponentName",
+                value=self.component.inference_component_name,
+                description="Inference component to name in every invocation (InferenceComponentName)",
+            )
+        cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
+        if self.checkpoint is not None:
+            cdk.CfnOutput(
+                self,
+                "ModelRevision",
+                value=self.checkpoint.revision,
+                description=f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
+            )
+        cdk.CfnOutput(
+            self,
+            "ImageUri",
+            value=config.serving_image.image_uri(self),
+            description=f"Serving image ({config.image_source})",
+        )
+        if self.smoke_test is not None:
+            cdk.CfnOutput(
+                self,
+                "SmokeTimeToFirstTokenMs",
+                value=self.smoke_test.time_to_first_token_ms,
+                description="Smoke test after this deploy: milliseconds to the first streamed token",
+            )
+            cdk.CfnOutput(
+                self,
+                "SmokeLatencyMs",
+                value=self.smoke_test.latency_ms,
+                description="Smoke test after this deploy: milliseconds for the whole non-streamed answer",
+            )
+        body = '{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":64}'
+        cdk.CfnOutput(
+            self,
+            "InvokeCommand",
+            description="Invoke the endpoint with the AWS CLI",
+            value=cdk.Fn.join(
+                "",
+                [
+                    "aws sagemaker-runtime invoke-endpoint --region ",
+                    self.region,
+                    " --endpoint-name ",
+                    self.endpoint.endpoint_name,
+                    *(
+                        [" --inference-component-name ", self.component.inference_component_name]
+                        if self.component
+                        else []
+                    ),
+                    " --content-type application/json --cli-binary-format raw-in-base64-out",
+                    f" --body '{body}' /dev/stdout",
+                ],
+            ),
+        )
+
+    def _standard_endpoint(self, config: DeploymentConfig, model: ModelSource) -> GpuEndpoint:
+        endpoint = GpuEndpoint(
             self,
             "Endpoint",
             model=model,
@@ -65,30 +156,108 @@ class LlmEndpointStack(cdk.Stack):
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
         )
-
-        cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
-        cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
-        cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
-        cdk.CfnOutput(
-            self,
-            "ImageUri",
-            value=config.serving_image.image_uri(self),
-            description=f"Serving image ({config.image_source})",
+        scaling = resolve_scaling(
+            deployment_mode=config.deployment_mode,
+            instance_spec_gpu_count=endpoint.instance.gpu_count if endpoint.instance else None,
+            initial_instances=config.instance_count,
+            min_instances=config.min_instances,
+            max_instances=config.max_instances,
+            target_invocations_per_instance=config.target_invocations_per_instance,
         )
-        body = '{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":64}'
-        cdk.CfnOutput(
+        if scaling.scales_instances:
+            endpoint.autoscale_instances(
+                min_capacity=scaling.min_instances,
+                max_capacity=scaling.max_instances,
+                target_invocations_per_instance=scaling.target_invocations_per_instance,
+            )
+        return endpoint
+
+    def _component_endpoint(self, config: DeploymentConfig, model: ModelSource) -> ComponentEndpoint:
+        endpoint = ComponentEndpoint(
             self,
-            "InvokeCommand",
-            description="Invoke the endpoint with the AWS CLI",
-            value=cdk.Fn.join(
-                "",
-                [
-                    "aws sagemaker-runtime invoke-endpoint --region ",
-                    self.region,
-                    " --endpoint-name ",
-                    self.endpoint.endpoint_name,
-                    " --content-type application/json --cli-binary-format raw-in-base64-out",
-                    f" --body '{body}' /dev/stdout",
-                ],
-            ),
+            "Endpoint",
+            instance_type=config.instance_type,
+            gpu_count=config.gpu_count,
+            gpu_memory_gib=config.gpu_memory_gib,
+            initial_instances=config.instance_count,
+            min_instances=config.min_instances,
+            max_instances=config.max_instances,
+            scale_to_zero=config.scale_to_zero,
+            routing_strategy=config.routing_strategy,
+            engine=config.engine,
+            image=config.serving_image,
+            inference_ami_version=config.inference_ami_version,
+            capacity_reservation_arn=config.capacity_reservation_arn,
+            endpoint_name=config.endpoint_name,
+        )
+        self.component = endpoint.add_component(
+            "Model",
+            model=model,
+            engine=config.engine,
+            image=config.serving_image,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+            max_num_seqs=config.max_num_seqs,
+            engine_env=config.engine_env,
+            container_env=config.container_env,
+            min_memory_mb=config.min_memory_mb,
+            initial_copies=config.initial_copies,
+            min_copies=config.min_copies,
+            max_copies=config.max_copies,
+            target_concurrency=config.target_concurrency,
+            startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
+            download_timeout=cdk.Duration.seconds(config.download_timeout_s),
+            component_name=config.component_name,
+        )
+        return endpoint
+
+    def _smoke_test(self, config: DeploymentConfig) -> EndpointSmokeTest:
+        options = {
+            "prompt": config.smoke_prompt,
+            "max_tokens": config.smoke_max_tokens,
+            "extra_body": config.smoke_inputs or None,
+            "expected_pattern": config.smoke_expected_pattern,
+            "budget": cdk.Duration.seconds(config.smoke_budget_s),
+        }
+        if self.component is None:
+            return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
+        endpoint, component = self.endpoint, self.component
+        return EndpointSmokeTest(
+            self,
+            "SmokeTest",
+            endpoint_name=endpoint.endpoint_name,
+            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
+            endpoint_arn=endpoint.endpoint_arn,
+            inference_component_name=component.inference_component_name,
+            inference_component_arn=component.inference_component_arn,
+            fingerprint=[component.model, component.component, endpoint.endpoint_config, endpoint.endpoint],
+            depends_on=[endpoint, component],
+            **options,
+        )
+
+    def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
+        scaling = resolve_scaling(
+            deployment_mode=config.deployment_mode,
+            initial_instances=config.instance_count,
+            min_instances=config.min_instances,
+            max_instances=config.max_instances,
+            scale_to_zero=config.scale_to_zero,
+        )
+        memory = get_engine(config.engine).preflight_settings(config.engine_env)
+        return DeploymentPreflight(
+            self,
+            "Preflight",
+            model=model,
+            instance_type=config.instance_type,
+            gpu_count=config.gpu_count,
+            gpu_memory_gib=config.gpu_memory_gib,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+            max_num_seqs=config.preflight_sequences,
+            kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
+            gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+            # The quota must cover the most instances the endpoint may run, not only the first.
+            instances_needed=max(config.instance_count, scaling.max_instances),
+            allow_unverified_s3=config.allow_unverified_s3,
+            skip_checks=config.preflight_skip,
         )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -68,7 +69,7 @@ def test_unknown_key_suggests_the_closest_valid_key():
 
 def test_unknown_key_without_close_match_lists_known_keys():
     (problem,) = problems_of(flavour="x")
-    assert problem.startswith("flavour: unknown context key; known keys: capacity_reservation_arn, ")
+    assert problem.startswith("flavour: unknown context key; known keys: accelerators_per_copy, allow_unverified_s3, ")
 
 
 def test_misspelt_map_key_never_echoes_its_value():
@@ -298,3 +299,116 @@ def test_a_conflict_with_a_recorded_tag_names_the_recorded_key_not_image():
 def test_default_image_is_named_as_the_engine_default_in_warnings_and_errors():
     (problem,) = problems_of(instance_type="ml.p3.2xlarge")
     assert "the default image of engine vllm 'vllm:0.27.1-gpu-py312-cu130" in problem
+
+
+def test_staging_keys_parse_from_cdk_json_and_cli_text():
+    config = load()
+    assert config.include == () and config.exclude == ("original/*",)
+    assert config.hf_token_secret_arn is None
+    assert (config.staging_instance_type, config.staging_max_instances) == ("ml.m5.2xlarge", 4)
+    config = load(
+        include='["*.json", "*.safetensors"]',
+        exclude="[]",
+        hf_token_secret_arn="arn:aws:secretsmanager:eu-west-1:123456789012:secret:hf-token-AbCdEf",
+        staging_max_instances="10",
+        staging_max_runtime_s="36000",
+    )
+    assert config.include == ("*.json", "*.safetensors") and config.exclude == ()
+    assert config.hf_token_secret_arn.endswith(":secret:hf-token-AbCdEf")
+    assert (config.staging_max_instances, config.staging_max_runtime_s) == (10, 36000)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("include", "*.json", r"^include='\*\.json': not valid JSON .* expected a JSON array"),
+        ("include", '{"a": 1}', r"^include=.*expected a JSON array of non-empty glob patterns"),
+        ("exclude", '["ok", ""]', r"^exclude=.*non-empty glob patterns"),
+        ("staging_max_instances", "0", r"^staging_max_instances='0': out of range; allowed: 1 to 100"),
+        ("staging_max_runtime_s", "50000", r"^staging_max_runtime_s='50000': out of range; allowed: 600 to 42300"),
+        ("staging_instance_type", "m5.large", r"^staging_instance_type='m5.large': expected a SageMaker Processing"),
+    ],
+)
+def test_staging_keys_name_key_value_and_what_is_allowed(key, value, message):
+    (problem,) = problems_of(**{key: value})
+    assert re.match(message, problem), problem
+
+
+def test_a_token_pasted_as_the_secret_arn_is_refused_and_never_echoed():
+    token = "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+    (problem,) = problems_of(hf_token_secret_arn=token)
+    assert problem.startswith("hf_token_secret_arn=<") and "the ARN of a Secrets Manager secret" in problem
+    assert token not in problem
+
+
+def test_staging_options_do_not_combine_with_a_given_prefix():
+    (problem,) = problems_of(model_s3_uri="s3://my-models/custom/", include='["*.gguf"]')
+    assert "model_s3_uri='s3://my-models/custom/'" in problem and "include" in problem
+
+
+def test_component_mode_keys_parse():
+    config = load(
+        deployment_mode="inference-component",
+        scale_to_zero="true",
+        instance_type="ml.g6e.12xlarge",
+        accelerators_per_copy="2",
+        max_copies="2",
+        max_instances="1",
+        target_concurrency="4",
+        routing_strategy="LEAST_OUTSTANDING_REQUESTS",
+        component_name="qwen-chat",
+    )
+    assert config.deployment_mode == "inference-component" and config.scale_to_zero is True
+    assert config.tensor_parallel_size == 2  # a copy's GPUs are its tensor parallel size
+    assert (config.max_copies, config.max_instances, config.target_concurrency) == (2, 1, 4.0)
+    assert load().deployment_mode == "standard" and load().scale_to_zero is False
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"deployment_mode": "serverless"}, "deployment_mode='serverless': not allowed; allowed: standard, "),
+        ({"scale_to_zero": "yes"}, "scale_to_zero='yes': expected true or false"),
+        ({"scale_to_zero": "true"}, "scale_to_zero"),  # standard mode cannot scale to zero
+        ({"routing_strategy": "ROUND_ROBIN"}, "routing_strategy='ROUND_ROBIN': not allowed"),
+        (
+            {"deployment_mode": "inference-component", "instance_type": "ml.g6e.2xlarge", "accelerators_per_copy": "2"},
+            "accelerators_per_copy",
+        ),
+        ({"component_name": "x"}, "component_name='x': only with deployment_mode=inference-component"),
+        ({"deployment_mode": "inference-component", "component_name": "-bad-"}, "component_name='-bad-'"),
+    ],
+)
+def test_component_mode_guards_name_the_key(overrides, expected):
+    problems = problems_of(**overrides)
+    assert any(expected in p for p in problems), problems
+
+
+def test_component_mode_allows_fewer_gpus_per_copy_than_the_instance_has():
+    config = load(deployment_mode="inference-component", instance_type="ml.g6e.12xlarge", tensor_parallel_size="1")
+    assert config.tensor_parallel_size == 1
+    (problem,) = problems_of(instance_type="ml.g6e.12xlarge", tensor_parallel_size="1")
+    assert "tensor_parallel_size=1 does not match" in problem
+
+
+def test_smoke_keys_are_checked():
+    config = load(smoke_inputs='{"temperature": 0}', smoke_budget_s="900", smoke_test="false")
+    assert config.smoke_inputs == {"temperature": 0} and config.smoke_budget_s == 900 and not config.smoke_test
+    problems = problems_of(
+        smoke_inputs='{"stream": false, "messages": []}', smoke_expected_pattern="(", smoke_budget_s="5"
+    )
+    assert any(p.startswith("smoke_inputs: sets messages, stream, which the smoke test sends itself") for p in problems)
+    assert any(p.startswith("smoke_expected_pattern='(': not a regex") for p in problems)
+    assert any(p.startswith("smoke_budget_s='5': out of range; allowed: 60 to 2700") for p in problems)
+
+
+def test_preflight_keys_are_checked():
+    config = load(preflight_skip='["quota", "memory"]', allow_unverified_s3="true")
+    assert config.preflight_skip == ("quota", "memory") and config.allow_unverified_s3
+    problems = problems_of(
+        preflight_skip='["quotas"]',
+        engine_env='{"SM_VLLM_KV_CACHE_DTYPE": "int3", "SM_VLLM_GPU_MEMORY_UTILIZATION": 1.5}',
+    )
+    assert any(p.startswith("preflight_skip='[\"quotas\"]': unknown check(s) 'quotas'; allowed: s3,") for p in problems)
+    assert any("SM_VLLM_KV_CACHE_DTYPE='int3': the preflight cannot size" in p for p in problems)
+    assert any("SM_VLLM_GPU_MEMORY_UTILIZATION=1.5: expected a number above 0" in p for p in problems)

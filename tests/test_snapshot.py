@@ -25,7 +25,7 @@ def normalized(template: Template) -> dict:
     data.pop("Parameters", None)
     data["Resources"] = {k: v for k, v in data["Resources"].items() if v["Type"] != "AWS::CDK::Metadata"}
     text = json.dumps(data, indent=2, sort_keys=True)
-    return json.loads(re.sub(r'"[0-9a-f]{64}\.zip"', '"<asset>.zip"', text))
+    return json.loads(re.sub(r"[0-9a-f]{64}\.zip", "<asset>.zip", text))
 
 
 def test_default_template_matches_the_snapshot():

@@ -12,6 +12,7 @@ from aws_cdk.assertions import Match, Template
 
 from tests.conftest import build
 
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
 KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
 VARIANTS = {
@@ -19,6 +20,21 @@ VARIANTS = {
     "sglang": {"engine": "sglang", "instance_type": "ml.g6e.2xlarge"},
     "vllm-multi-gpu": {"instance_type": "ml.p5.48xlarge", "engine_env": '{"SM_VLLM_ENABLE_PREFIX_CACHING": true}'},
     "given-prefix": {"model_s3_uri": "s3://my-models/custom/qwen/"},
+    "component-scale-to-zero": {"deployment_mode": "inference-component", "scale_to_zero": "true"},
+    "component-packed": {
+        "deployment_mode": "inference-component",
+        "instance_type": "ml.g6e.12xlarge",
+        "accelerators_per_copy": "2",
+        "max_copies": "2",
+        "routing_strategy": "LEAST_OUTSTANDING_REQUESTS",
+    },
+    "standard-autoscaling": {"max_instances": "3", "target_invocations_per_instance": "30"},
+    "gated-subset": {
+        "model_id": "meta-llama/Llama-3.1-8B-Instruct",
+        "hf_token_secret_arn": SECRET_ARN,
+        "include": '["*.json", "*.safetensors"]',
+        "staging_max_instances": "8",
+    },
     "given-bucket": {
         "model_bucket": "my-models",
         "revision": "0123abcd",
@@ -98,12 +114,7 @@ def test_default_deployment(synthesized):
                     ),
                     "ModelDataSource": {
                         "S3DataSource": {
-                            "S3Uri": {
-                                "Fn::Join": [
-                                    "",
-                                    ["s3://", {"Ref": Match.any_value()}, "/models/Qwen--Qwen3-4B-Instruct-2507/main/"],
-                                ]
-                            },
+                            "S3Uri": {"Fn::GetAtt": [Match.string_like_regexp("^Checkpoint"), "S3Uri"]},
                             "S3DataType": "S3Prefix",
                             "CompressionType": "None",
                         }
@@ -116,7 +127,21 @@ def test_default_deployment(synthesized):
         "AWS::SageMaker::EndpointConfig",
         {"ProductionVariants": [Match.object_like({"InstanceType": "ml.g6.xlarge", "InitialInstanceCount": 1})]},
     )
-    assert set(t.find_outputs("*")) == {"EndpointName", "Region", "ModelDataUri", "ImageUri", "InvokeCommand"}
+    assert set(t.find_outputs("*")) == {
+        "EndpointName",
+        "Region",
+        "ModelDataUri",
+        "ModelRevision",
+        "ImageUri",
+        "InvokeCommand",
+        "SmokeTimeToFirstTokenMs",
+        "SmokeLatencyMs",
+    }
+    # The default deployment stages the model from the Hub into the bucket it creates.
+    t.has_resource_properties(
+        "Custom::StagedCheckpoint",
+        {"RepoId": "Qwen/Qwen3-4B-Instruct-2507", "Revision": "main", "Bucket": {"Ref": Match.any_value()}},
+    )
     invoke = json.dumps(t.find_outputs("InvokeCommand"))
     assert "aws sagemaker-runtime invoke-endpoint" in invoke and '\\"messages\\"' in invoke
 
@@ -193,9 +218,11 @@ def test_multi_gpu_variant_uses_every_gpu(synthesized):
     )
 
 
-def test_given_prefix_creates_no_bucket(synthesized):
+def test_given_prefix_creates_no_bucket_and_stages_nothing(synthesized):
     t = Template.from_json(load(synthesized["given-prefix"]))
     t.resource_count_is("AWS::S3::Bucket", 0)
+    t.resource_count_is("Custom::StagedCheckpoint", 0)
+    t.resource_count_is("AWS::CloudFormation::WaitCondition", 0)
     t.has_resource_properties(
         "AWS::SageMaker::Model",
         {
@@ -210,19 +237,12 @@ def test_given_bucket_uses_the_conventional_prefix(synthesized):
     t = Template.from_json(load(synthesized["given-bucket"]))
     t.resource_count_is("AWS::S3::Bucket", 0)
     t.has_resource_properties(
-        "AWS::SageMaker::Model",
-        {
-            "PrimaryContainer": Match.object_like(
-                {
-                    "ModelDataSource": {
-                        "S3DataSource": Match.object_like(
-                            {"S3Uri": "s3://my-models/models/Qwen--Qwen3-4B-Instruct-2507/0123abcd/"}
-                        )
-                    }
-                }
-            )
-        },
+        "Custom::StagedCheckpoint",
+        {"Bucket": "my-models", "Prefix": "models/", "RepoId": "Qwen/Qwen3-4B-Instruct-2507", "Revision": "0123abcd"},
     )
+    # Reads are scoped to the repository's prefix (the SHA is known only at deploy time for a ref).
+    policies = json.dumps(t.find_resources("AWS::IAM::Policy"))
+    assert "my-models/models/Qwen--Qwen3-4B-Instruct-2507/*" in policies
 
 
 def test_every_region_in_the_dlc_table_is_in_the_template_mapping(synthesized):
@@ -258,8 +278,9 @@ def test_every_custom_resource_has_a_service_timeout(synthesized):
         custom = {k: r for k, r in load(outdir)["Resources"].items() if r["Type"].startswith("Custom::")}
         assert custom, name
         for logical_id, resource in custom.items():
-            timeout = resource["Properties"].get("ServiceTimeout")
-            assert isinstance(timeout, int) and 1 <= timeout <= 900, (name, logical_id)
+            # A number, or its text (cdk.CustomResource renders text; CloudFormation accepts both).
+            timeout = int(resource["Properties"]["ServiceTimeout"])
+            assert 1 <= timeout < 3600, (name, logical_id)
 
 
 def test_summary_reports_what_was_synthesized(synthesized, capsys):
@@ -270,3 +291,157 @@ def test_summary_reports_what_was_synthesized(synthesized, capsys):
     assert "AwsSolutions: success, 0 findings" in out
     assert "env SM_SGLANG_TP_SIZE='1'" in out
     assert "variant AllTraffic: 1 x ml.g6e.2xlarge, AMI al2023-ami-sagemaker-inference-gpu-4-1" in out
+
+
+def test_gated_model_stages_a_subset_with_the_token_secret(synthesized):
+    t = Template.from_json(load(synthesized["gated-subset"]))
+    t.has_resource_properties(
+        "Custom::StagedCheckpoint",
+        {
+            "RepoId": "meta-llama/Llama-3.1-8B-Instruct",
+            "TokenSecretArn": SECRET_ARN,
+            "Include": ["*.json", "*.safetensors"],
+            "Exclude": ["original/*"],
+            "MaxInstances": "8",
+        },
+    )
+    secret_reads = [
+        s
+        for policy in t.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
+    ]
+    assert secret_reads and all(s["Resource"] == SECRET_ARN for s in secret_reads)
+
+
+def test_component_mode_with_scale_to_zero(synthesized):
+    t = Template.from_json(load(synthesized["component-scale-to-zero"]))
+    t.resource_count_is("AWS::SageMaker::InferenceComponent", 1)
+    (config,) = t.find_resources("AWS::SageMaker::EndpointConfig").values()
+    (variant,) = config["Properties"]["ProductionVariants"]
+    assert "ModelName" not in variant and "ExecutionRoleArn" in config["Properties"]
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1}
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"ScalableDimension": "sagemaker:inference-component:DesiredCopyCount", "MinCapacity": 0},
+    )
+    t.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "NoCapacityInvocationFailures", "ComparisonOperator": "GreaterThanOrEqualToThreshold"},
+    )
+    outputs = t.find_outputs("*")
+    assert "InferenceComponentName" in outputs
+    assert "--inference-component-name" in json.dumps(outputs["InvokeCommand"])
+
+
+def test_component_mode_packs_copies_of_a_share_of_the_gpus(synthesized):
+    t = Template.from_json(load(synthesized["component-packed"]))
+    t.has_resource_properties(
+        "AWS::SageMaker::InferenceComponent",
+        {
+            "Specification": Match.object_like(
+                {"ComputeResourceRequirements": Match.object_like({"NumberOfAcceleratorDevicesRequired": 2})}
+            ),
+            "RuntimeConfig": {"CopyCount": 1},
+        },
+    )
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "ProductionVariants": [
+                Match.object_like({"RoutingConfig": {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}})
+            ]
+        },
+    )
+
+
+def test_standard_mode_scales_instances_when_a_maximum_is_given(synthesized):
+    t = Template.from_json(load(synthesized["standard-autoscaling"]))
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"ScalableDimension": "sagemaker:variant:DesiredInstanceCount", "MinCapacity": 1, "MaxCapacity": 3},
+    )
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "TargetTrackingScalingPolicyConfiguration": Match.object_like(
+                {
+                    "TargetValue": 30,
+                    "PredefinedMetricSpecification": {"PredefinedMetricType": "SageMakerVariantInvocationsPerInstance"},
+                }
+            )
+        },
+    )
+    Template.from_json(load(synthesized["default"])).resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 0)
+
+
+def test_every_deployment_ends_with_a_smoke_test_of_what_it_deployed(synthesized):
+    for name in ("default", "component-scale-to-zero"):
+        t = Template.from_json(load(synthesized[name]))
+        (smoke_id,) = t.find_resources("Custom::EndpointSmokeTest")
+        smoke = t.find_resources("Custom::EndpointSmokeTest")[smoke_id]
+        (endpoint_id,) = t.find_resources("AWS::SageMaker::Endpoint")
+        assert endpoint_id in smoke["DependsOn"], name
+        props = smoke["Properties"]
+        assert props["EndpointConfigName"] == {
+            "Fn::GetAtt": [next(iter(t.find_resources("AWS::SageMaker::EndpointConfig"))), "EndpointConfigName"]
+        }
+        assert int(props["ServiceTimeout"]) < 3600
+        if name == "component-scale-to-zero":
+            (component_id,) = t.find_resources("AWS::SageMaker::InferenceComponent")
+            component = t.find_resources("AWS::SageMaker::InferenceComponent")[component_id]
+            assert props["InferenceComponentName"] == component["Properties"]["InferenceComponentName"]
+            assert component_id in smoke["DependsOn"]
+        else:
+            assert "InferenceComponentName" not in props
+
+
+def test_smoke_test_can_be_switched_off_and_takes_its_inputs_from_context():
+    from tests.conftest import stack_template
+
+    assert stack_template(smoke_test="false").find_resources("Custom::EndpointSmokeTest") == {}
+    t = stack_template(
+        smoke_inputs='{"chat_template_kwargs": {"enable_thinking": false}}',
+        smoke_expected_pattern="(?i)storage",
+        smoke_max_tokens="32",
+    )
+    t.has_resource_properties(
+        "Custom::EndpointSmokeTest",
+        {"ExpectedPattern": "(?i)storage", "MaxTokens": Match.any_value(), "ExtraBody": Match.any_value()},
+    )
+    (smoke,) = t.find_resources("Custom::EndpointSmokeTest").values()
+    assert json.loads(smoke["Properties"]["ExtraBody"]) == {"chat_template_kwargs": {"enable_thinking": False}}
+    assert str(smoke["Properties"]["MaxTokens"]) == "32"
+
+
+def test_preflight_runs_after_staging_and_before_the_model(synthesized):
+    for name in ("default", "component-scale-to-zero"):
+        t = Template.from_json(load(synthesized[name]))
+        (preflight_id,) = t.find_resources("Custom::DeploymentPreflight")
+        preflight = t.find_resources("Custom::DeploymentPreflight")[preflight_id]
+        (wait_id,) = t.find_resources("AWS::CloudFormation::WaitCondition")
+        assert wait_id in preflight["DependsOn"], name
+        (model,) = t.find_resources("AWS::SageMaker::Model").values()
+        assert preflight_id in model["DependsOn"], name
+    component = Template.from_json(load(synthesized["component-packed"]))
+    component.has_resource_properties(
+        "Custom::DeploymentPreflight",
+        {"InstanceType": "ml.g6e.12xlarge", "TensorParallelSize": "2", "InstancesNeeded": "1"},
+    )
+    scaled = Template.from_json(load(synthesized["standard-autoscaling"]))
+    scaled.has_resource_properties("Custom::DeploymentPreflight", {"InstancesNeeded": "3"})
+
+
+def test_preflight_reads_engine_memory_flags_and_context_skips():
+    from tests.conftest import stack_template
+
+    t = stack_template(
+        engine_env='{"SM_VLLM_KV_CACHE_DTYPE": "fp8", "SM_VLLM_GPU_MEMORY_UTILIZATION": 0.85}',
+        preflight_skip='["quota"]',
+        allow_unverified_s3="true",
+        preflight_sequences="4",
+    )
+    (props,) = [r["Properties"] for r in t.find_resources("Custom::DeploymentPreflight").values()]
+    assert props["KvCacheDtype"] == "fp8" and str(props["GpuMemoryUtilization"]) == "0.85"
+    assert props["AllowUnverifiedS3"] in ("true", True) and str(props["MaxNumSeqs"]) == "4"
+    assert "quota" in json.dumps(props["SkipChecks"])
