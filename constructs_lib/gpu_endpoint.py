@@ -20,6 +20,7 @@ from .engines import EngineSpec, get_engine
 from .hosting import (
     LOG_RETENTION_FUNCTION_ID,
     LOG_RETENTION_SERVICE_TIMEOUT_S,
+    EndpointVariantMixin,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -37,7 +38,7 @@ __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARI
 VARIANT_NAME = "AllTraffic"
 
 
-class GpuEndpoint(Construct):
+class GpuEndpoint(EndpointVariantMixin, Construct):
     """A SageMaker Model (uncompressed S3 prefix, network-isolated), EndpointConfig and Endpoint.
 
     Minimal use: ``GpuEndpoint(self, "Endpoint", model=S3ModelData(bucket, "models/x/"))`` serves the
@@ -260,37 +261,6 @@ class GpuEndpoint(Construct):
             scale_out_cooldown=scale_out_cooldown,
         )
         return self.scalable_target
-
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` invoke the endpoint, with and without response streaming."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-            resource_arns=[self.endpoint_arn],
-        )
-
-    def metric(
-        self,
-        metric_name: str,
-        *,
-        namespace: str = "AWS/SageMaker",
-        statistic: str = "Average",
-        period: cdk.Duration | None = None,
-    ) -> cloudwatch.Metric:
-        """A CloudWatch metric of this endpoint's variant."""
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
-            statistic=statistic,
-            period=period or cdk.Duration.minutes(1),
-        )
-
-    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocations", statistic="Sum", **kwargs)
-
-    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)
 
     def metric_model_latency(self, **kwargs: Any) -> cloudwatch.Metric:
         """Model latency in microseconds (p90 by default)."""

@@ -9,8 +9,10 @@ in both modes at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
@@ -174,3 +176,50 @@ def sagemaker_scaling_role(scope: Construct, id: str) -> iam.IRole:
         service="iam", region="", resource="role", resource_name=SAGEMAKER_SCALING_ROLE
     )
     return iam.Role.from_role_arn(scope, id, arn, mutable=False)
+
+
+def sagemaker_metric(
+    metric_name: str,
+    dimensions: Mapping[str, str],
+    *,
+    namespace: str = "AWS/SageMaker",
+    statistic: str = "Average",
+    period: cdk.Duration | None = None,
+) -> cloudwatch.Metric:
+    """A SageMaker CloudWatch metric with one-minute periods unless told otherwise."""
+    return cloudwatch.Metric(
+        namespace=namespace,
+        metric_name=metric_name,
+        dimensions_map=dict(dimensions),
+        statistic=statistic,
+        period=period or cdk.Duration.minutes(1),
+    )
+
+
+class EndpointVariantMixin:
+    """``grant_invoke`` and variant metrics for a construct with ``endpoint_arn``, ``endpoint_name`` and
+    ``variant_name`` (``GpuEndpoint``, ``ComponentEndpoint``)."""
+
+    endpoint_arn: str
+    endpoint_name: str
+    variant_name: str
+
+    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` invoke the endpoint (every component on it), with and without response streaming."""
+        return iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+            resource_arns=[self.endpoint_arn],
+        )
+
+    def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
+        """A CloudWatch metric of this endpoint's variant (``namespace``, ``statistic``, ``period``)."""
+        return sagemaker_metric(
+            metric_name, {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}, **kwargs
+        )
+
+    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocations", statistic="Sum", **kwargs)
+
+    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)

@@ -31,11 +31,13 @@ from .component_plan import INFERENCE_COMPONENT, resolve_scaling
 from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
+    EndpointVariantMixin,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
     retained_log_group,
+    sagemaker_metric,
     sagemaker_scaling_role,
     serving_model,
 )
@@ -54,7 +56,7 @@ def _fail(kind: str, node_path: str, errors: list[str]) -> None:
         raise ValueError(f"{kind} {node_path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
 
 
-class ComponentEndpoint(Construct):
+class ComponentEndpoint(EndpointVariantMixin, Construct):
     """A SageMaker endpoint that hosts inference components: EndpointConfig (no model on the variant,
     the execution role on the config, managed instance scaling) and Endpoint.
 
@@ -224,37 +226,6 @@ class ComponentEndpoint(Construct):
     def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
         """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""
         return InferenceComponent(self, id, endpoint=self, model=model, **props)
-
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` invoke the endpoint (every component on it), with and without streaming."""
-        return iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-            resource_arns=[self.endpoint_arn],
-        )
-
-    def metric(
-        self,
-        metric_name: str,
-        *,
-        namespace: str = "AWS/SageMaker",
-        statistic: str = "Average",
-        period: cdk.Duration | None = None,
-    ) -> cloudwatch.Metric:
-        """A CloudWatch metric of this endpoint's variant."""
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map={"EndpointName": self.endpoint_name, "VariantName": self.variant_name},
-            statistic=statistic,
-            period=period or cdk.Duration.minutes(1),
-        )
-
-    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocations", statistic="Sum", **kwargs)
-
-    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)
 
 
 @jsii.implements(IValidation)
@@ -538,22 +509,9 @@ class InferenceComponent(Construct):
         """
         return self.endpoint.grant_invoke(grantee)
 
-    def metric(
-        self,
-        metric_name: str,
-        *,
-        namespace: str = "AWS/SageMaker",
-        statistic: str = "Average",
-        period: cdk.Duration | None = None,
-    ) -> cloudwatch.Metric:
+    def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of this component (dimension ``InferenceComponentName``)."""
-        return cloudwatch.Metric(
-            namespace=namespace,
-            metric_name=metric_name,
-            dimensions_map={"InferenceComponentName": self.inference_component_name},
-            statistic=statistic,
-            period=period or cdk.Duration.minutes(1),
-        )
+        return sagemaker_metric(metric_name, {"InferenceComponentName": self.inference_component_name}, **kwargs)
 
     def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
         return self.metric("Invocations", statistic="Sum", **kwargs)
