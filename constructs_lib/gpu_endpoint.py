@@ -243,6 +243,12 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
             raise ValueError(
                 f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1))
             )
+        cdk.Annotations.of(self).add_warning_v2(
+            "llm:autoscaled-instance-type",
+            "The endpoint's instance count is autoscaled: SageMaker refuses an update that changes the instance "
+            "type of an autoscaled variant. To change instance_type later, deploy once without autoscaling "
+            "(no max_instances), then with the new instance type.",
+        )
         self.scalable_target = appscaling.ScalableTarget(
             self,
             "InstanceScaling",

@@ -435,6 +435,11 @@ class InferenceComponent(Construct):
         self.component.node.add_dependency(self.role)
         self.node.default_child = self.component
         endpoint.components.append(self)
+        # The endpoint's instances are GPUs paid for from the moment it is created: whatever puts or checks
+        # the weights (staging, preflight) must finish first, not only before this component.
+        dependable = getattr(model, "dependable", None)
+        if dependable is not None:
+            endpoint.endpoint.node.add_dependency(dependable)
 
         if scaling.scales_copies:
             self._autoscale(scaling.target_concurrency, scale_in_cooldown, scale_out_cooldown)

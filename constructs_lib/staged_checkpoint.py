@@ -147,12 +147,9 @@ class StagedCheckpoint(Construct):
         self._read_scope = S3ModelData(
             self.bucket, f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id)
         )
-        # One token ties the job names, the EventBridge rule and the wait condition to this revision:
-        # a new revision gets a new handle, as CloudFormation requires of a wait condition added in an update.
-        token = hashlib.sha256(
-            json.dumps([self.node.path, repo_id, revision, prefix, list(include), list(exclude)]).encode()
-        ).hexdigest()[:10]
-        self.job_name_prefix = f"hfstage-{token}-"
+        # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
+        # after an update must still stop the old revision's job) ...
+        self.job_family = f"hfstage-{hashlib.sha256(self.node.path.encode()).hexdigest()[:8]}-"
         image = image or default_staging_image()
 
         code = s3_assets.Asset(
@@ -176,6 +173,34 @@ class StagedCheckpoint(Construct):
         self._grant_handler(provider.role, hf_token_secret, manage_jobs=True)
         signal_function = self._signal_function()
         self._grant_handler(signal_function.role, None, manage_jobs=False)
+
+        properties = {
+            "RepoId": repo_id,
+            "Revision": revision,
+            "Bucket": self.bucket.bucket_name,
+            "Prefix": prefix,
+            "Include": list(include),
+            "Exclude": list(exclude),
+            "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
+            "HubEndpoint": hub_endpoint or "",
+            "ImageUri": image.image_uri(self),
+            "InstanceType": instance_type,
+            "MaxInstances": str(max_instances),
+            "BytesPerInstance": str(bytes_per_instance),
+            "VolumeSizeGb": str(volume_size_gb),
+            "MaxRuntimeSeconds": str(int(max_runtime.to_seconds())),
+            "RoleArn": self.job_role.role_arn,
+            "CodeUri": code.s3_object_url,
+            "HandoffSeconds": str(int(handoff_after.to_seconds())),
+        }
+        # ... and a token of every property. Any change of the resource (a new revision, patterns, image,
+        # worker code, limits) is an update that may start a job, so it gets a new wait-condition handle and
+        # wait condition (CloudFormation cannot update either, and a wait condition added in an update needs
+        # a new handle), and a job-name prefix of its own for the EventBridge rule.
+        token = hashlib.sha256(json.dumps(cdk.Stack.of(self).resolve(properties), sort_keys=True).encode()).hexdigest()[
+            :10
+        ]
+        self.job_name_prefix = f"{self.job_family}{token}-"
 
         handle = cdk.CfnWaitConditionHandle(self, f"WaitHandle{token}")
         rule = events.Rule(
@@ -213,27 +238,7 @@ class StagedCheckpoint(Construct):
             resource_type="Custom::StagedCheckpoint",
             # The Provider answers once is_complete hands off (at most handoff_after) plus one planning call.
             service_timeout=cdk.Duration.seconds(handoff_after.to_seconds() + 900),
-            properties={
-                "RepoId": repo_id,
-                "Revision": revision,
-                "Bucket": self.bucket.bucket_name,
-                "Prefix": prefix,
-                "Include": list(include),
-                "Exclude": list(exclude),
-                "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
-                "HubEndpoint": hub_endpoint or "",
-                "ImageUri": image.image_uri(self),
-                "InstanceType": instance_type,
-                "MaxInstances": str(max_instances),
-                "BytesPerInstance": str(bytes_per_instance),
-                "VolumeSizeGb": str(volume_size_gb),
-                "MaxRuntimeSeconds": str(int(max_runtime.to_seconds())),
-                "RoleArn": self.job_role.role_arn,
-                "CodeUri": code.s3_object_url,
-                "JobNamePrefix": self.job_name_prefix,
-                "WaitHandle": handle.ref,
-                "HandoffSeconds": str(int(handoff_after.to_seconds())),
-            },
+            properties={**properties, "JobNamePrefix": self.job_name_prefix, "WaitHandle": handle.ref},
         )
         # The rule must exist before a job can end, and the roles must be complete before they are used.
         self.resource.node.add_dependency(rule, self.job_role, provider.role, signal_function.role)
@@ -254,7 +259,8 @@ class StagedCheckpoint(Construct):
 
     @property
     def object_arn_pattern(self) -> str:
-        return self._read_scope.object_arn_pattern
+        """Every object below the resolved revision prefix (a token): what ``grant_read`` allows to get."""
+        return self.bucket.arn_for_objects(f"{self.resource.get_att_string('Prefix')}*")
 
     @property
     def dependable(self) -> IDependable:
@@ -262,7 +268,24 @@ class StagedCheckpoint(Construct):
         return self.wait
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
-        return self._read_scope.grant_read(grantee)
+        """Read the staged revision only: list under its prefix and get the objects below it.
+
+        The prefix is the resolved one (``models/<org>--<name>/<sha>/``, a token), so an endpoint serving
+        this revision cannot read other revisions of the repository.
+        """
+        prefix = self.resource.get_att_string("Prefix")
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:ListBucket"],
+            resource_arns=[self.bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+        )
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee, actions=["s3:GetObject"], resource_arns=[self.object_arn_pattern]
+        )
+        if self.bucket.encryption_key is not None:
+            self.bucket.encryption_key.grant_decrypt(grantee)
+        return grant
 
     @property
     def revision(self) -> str:
@@ -291,6 +314,14 @@ class StagedCheckpoint(Construct):
             )
         )
         self._read_scope.grant_read(role)
+        # Finding (and aborting) the multipart uploads a killed run left open under the prefix.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucketMultipartUploads"],
+                resources=[self.bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [self._read_scope.prefix, f"{self._read_scope.prefix}*"]}},
+            )
+        )
         if self.bucket.encryption_key is not None:
             # Writing SSE-KMS objects (multipart included) needs exactly these two.
             self.bucket.encryption_key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
@@ -357,7 +388,7 @@ class StagedCheckpoint(Construct):
         """What the custom resource handler (``manage_jobs``) or the signal function may do."""
         self._read_scope.grant_read(role)
         job_arn = cdk.Stack.of(self).format_arn(
-            service="sagemaker", resource="processing-job", resource_name=f"{self.job_name_prefix}*"
+            service="sagemaker", resource="processing-job", resource_name=f"{self.job_family}*"
         )
         actions = ["sagemaker:DescribeProcessingJob"]
         if manage_jobs:
@@ -370,6 +401,10 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
+            # A rollback's update is answered from the physical ID, without the Hub: it must know it is one.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
+            )
             if secret is not None:
                 secret.grant_read(role)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))

@@ -115,12 +115,15 @@ class BufferPool:
             self._in_use += slots
             self.peak_in_use = max(self.peak_in_use, self._in_use)
             reused = self._free.pop() if n == self.buffer_size and self._free else None
+            # Cached buffers count against the bound too: drop them rather than hold more than count in memory.
+            while self._free and len(self._free) + self._in_use > self.count:
+                self._free.pop()
         return reused if reused is not None else bytearray(n)
 
     def release(self, buffer: bytearray) -> None:
         with self._cond:
             self._in_use -= self._slots(len(buffer))
-            if len(buffer) == self.buffer_size and len(self._free) < self.count:
+            if len(buffer) == self.buffer_size and len(self._free) + self._in_use < self.count:
                 self._free.append(buffer)
             self._cond.notify_all()
 

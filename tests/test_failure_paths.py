@@ -42,6 +42,7 @@ from tests.harness import (
     ProcessingJobs,
     Response,
     ServiceQuotas,
+    Stacks,
     Timeouts,
     completes_after,
     fails_after,
@@ -156,6 +157,7 @@ class StagingDriver(Driver):
         # The handler's own clients (its retry settings), answered by a fake SageMaker and the moto S3 server.
         self.jobs = ProcessingJobs(self.module.client("sagemaker"), script=completes_after(3, then=self.run_job))
         self.s3_faults = Faults(self.module.client("s3"))
+        self.stacks = self.module._clients["cloudformation"] = Stacks()
         self.handoff_s = int(self.template_properties["HandoffSeconds"])
 
     def run_job(self, job) -> None:
@@ -706,3 +708,17 @@ def test_harness_reads_each_constructs_limits(deployed):
         smoke = Timeouts.from_template(deployed, "Custom::EndpointSmokeTest")
         assert smoke.total_timeout_s == smoke_test.TOTAL_TIMEOUT.to_seconds()
         assert smoke.query_interval_s == smoke_test.QUERY_INTERVAL.to_seconds()
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_rollback_of_an_update_needs_neither_the_hub_nor_a_job(driver):
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.stacks.status = "UPDATE_ROLLBACK_IN_PROGRESS"
+    driver.hub.repos.clear()  # the Hub may be why the update failed
+    rolled_back = cfn.update(driver.properties())
+    assert rolled_back.ok, rolled_back.reason
+    assert rolled_back.physical_id == created.physical_id
+    assert rolled_back.data["Revision"] == created.data["Revision"]
+    assert_well_behaved(cfn, created, rolled_back)

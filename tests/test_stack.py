@@ -445,3 +445,17 @@ def test_preflight_reads_engine_memory_flags_and_context_skips():
     assert props["KvCacheDtype"] == "fp8" and str(props["GpuMemoryUtilization"]) == "0.85"
     assert props["AllowUnverifiedS3"] in ("true", True) and str(props["MaxNumSeqs"]) == "4"
     assert "quota" in json.dumps(props["SkipChecks"])
+
+
+def test_no_gpu_endpoint_starts_before_staging_and_preflight_end(synthesized):
+    """Endpoint instances are billed from creation: in both modes they wait for the preflight."""
+    for name in ("default", "component-scale-to-zero"):
+        t = Template.from_json(load(synthesized[name]))
+        (endpoint,) = t.find_resources("AWS::SageMaker::Endpoint").values()
+        (preflight_id,) = t.find_resources("Custom::DeploymentPreflight")
+        depends = set(endpoint.get("DependsOn", []))
+        if name == "default":  # Endpoint -> Config -> Model -> Preflight
+            (config_id,) = t.find_resources("AWS::SageMaker::EndpointConfig")
+            assert config_id in json.dumps(endpoint["Properties"]), name
+        else:
+            assert preflight_id in depends, name

@@ -69,7 +69,7 @@ def test_custom_resource_properties_and_service_timeout():
             "MaxInstances": "4",
             "MaxRuntimeSeconds": "21600",
             "ServiceTimeout": "1500",  # hand-off (600 s) plus 15 minutes, far below CloudFormation's hour
-            "JobNamePrefix": Match.string_like_regexp(r"^hfstage-[0-9a-f]{10}-$"),
+            "JobNamePrefix": Match.string_like_regexp(r"^hfstage-[0-9a-f]{8}-[0-9a-f]{10}-$"),
             "WaitHandle": {"Ref": Match.string_like_regexp("^CheckpointWaitHandle")},
             "CodeUri": Match.any_value(),
             "ImageUri": {
@@ -152,6 +152,24 @@ def test_a_new_revision_gets_a_new_wait_condition_and_handle():
     assert ids("main").isdisjoint(ids("v2.0"))
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"max_runtime": cdk.Duration.hours(8)},  # the wait condition's Timeout cannot be updated
+        {"instance_type": "ml.c5.4xlarge"},  # any update may start a job that needs a fresh handle
+        {"include": ["*.gguf"]},
+    ],
+)
+def test_any_change_of_the_resource_gets_a_new_handle_and_wait_condition(change):
+    def ids(**props) -> set[str]:
+        t = template(**props)
+        return set(t.find_resources("AWS::CloudFormation::WaitCondition")) | set(
+            t.find_resources("AWS::CloudFormation::WaitConditionHandle")
+        )
+
+    assert ids().isdisjoint(ids(**change))
+
+
 def test_job_role_writes_only_under_the_repository_prefix():
     t = template()
     statements = policy_statements(t, "CheckpointJobRole")
@@ -162,7 +180,8 @@ def test_job_role_writes_only_under_the_repository_prefix():
         assert statement["Effect"] == "Allow"
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         assert not any(a in ("s3:*", "s3:DeleteObject", "*") for a in actions)
-    listing = [s for s in statements if s["Action"] == "s3:ListBucket" and "models/" in json.dumps(s)]
+    listing = [s for s in statements if "s3:ListBucket" in json.dumps(s["Action"]) and "models/" in json.dumps(s)]
+    assert "s3:ListBucketMultipartUploads" in json.dumps(listing)  # to abort uploads a killed run left open
     assert listing[0]["Condition"] == {
         "StringLike": {"s3:prefix": ["models/Qwen--Qwen3-8B/", "models/Qwen--Qwen3-8B/*"]}
     }
@@ -187,7 +206,8 @@ def test_job_role_reads_only_the_given_secret_and_provider_passes_only_the_job_r
     (role_arn,) = pass_role["Resource"]["Fn::GetAtt"][:1]
     assert role_arn.startswith("CheckpointJobRole")
     jobs = [s for s in provider if "sagemaker:CreateProcessingJob" in json.dumps(s["Action"])]
-    assert re.search(r"processing-job/hfstage-[0-9a-f]{10}-\*", json.dumps(jobs[0]["Resource"]))
+    # Every job this construct ever starts (an update's cleanup stops the previous revision's job).
+    assert re.search(r"processing-job/hfstage-[0-9a-f]{8}-\*", json.dumps(jobs[0]["Resource"]))
 
 
 def test_without_a_secret_no_role_can_read_secrets():
@@ -350,6 +370,9 @@ def test_grant_read_gives_a_role_read_access_to_the_prefix():
     checkpoint.grant_read(role)
     statements = policy_statements(Template.from_stack(stack), "Reader")
     (get,) = [s for s in statements if s["Action"] == "s3:GetObject"]
-    assert f"models/Qwen--Qwen3-8B/{SHA}/*" in json.dumps(get["Resource"])
+    # The resolved revision prefix (GetAtt Prefix), never the repository's other revisions.
+    assert '"Prefix"]' in json.dumps(get["Resource"]) and "Fn::GetAtt" in json.dumps(get["Resource"])
+    (listing,) = [s for s in statements if s["Action"] == "s3:ListBucket"]
+    assert "Fn::GetAtt" in json.dumps(listing["Condition"])
     assert checkpoint.object_arn_pattern and cdk.Token.is_unresolved(checkpoint.s3_uri)
     assert cdk.Token.is_unresolved(checkpoint.revision) and cdk.Token.is_unresolved(checkpoint.manifest_uri)

@@ -69,6 +69,13 @@ def receiver():
     r.close()
 
 
+class _NotRollingBack:
+    """DescribeStacks for a stack in a plain update (the rollback tests install a stubbed client instead)."""
+
+    def describe_stacks(self, StackName: str) -> dict:
+        return {"Stacks": [{"StackName": StackName, "StackStatus": "UPDATE_IN_PROGRESS"}]}
+
+
 @pytest.fixture
 def handler(s3, fake_hub, capsys):  # noqa: F811
     module = load_lambda("staged_checkpoint")
@@ -76,6 +83,7 @@ def handler(s3, fake_hub, capsys):  # noqa: F811
     stubber = Stubber(sagemaker)
     module._clients.clear()
     module._clients["sagemaker"] = sagemaker
+    module._clients["cloudformation"] = _NotRollingBack()
     module.test_stubber = stubber
     fake_hub.add_repo(REPO, FILES)
     with stubber:
@@ -485,3 +493,43 @@ def test_state_change_failed_signals_the_reason(handler, fake_hub, receiver):  #
 def test_state_change_of_another_checkpoints_job_is_ignored(handler, receiver):
     assert handler.on_job_state_change(state_change(receiver, "hfstage-ffffffffff-x")) == {"signalled": False}
     assert receiver.signals == []
+
+
+def test_update_during_a_rollback_is_answered_from_the_physical_id_without_the_hub(handler, fake_hub, receiver):  # noqa: F811
+    sha, uri = revision_uri(fake_hub)
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    with Stubber(cloudformation) as stub:
+        handler._clients["cloudformation"] = cloudformation
+        stub.add_response(
+            "describe_stacks",
+            {
+                "Stacks": [
+                    {
+                        "StackName": "LlmEndpoint",
+                        "CreationTime": "2026-11-29T00:00:00Z",
+                        "StackStatus": "UPDATE_ROLLBACK_IN_PROGRESS",
+                    }
+                ]
+            },
+        )
+        fake_hub.repos.clear()  # the Hub is not asked: it may be what failed
+        result = handler.on_event(
+            event("Update", properties(receiver), PhysicalResourceId=uri, OldResourceProperties=properties())
+        )
+    assert result["PhysicalResourceId"] == uri
+    assert result["Data"]["Revision"] == sha and result["Data"]["S3Uri"] == uri and result["Data"]["JobName"] == ""
+    assert receiver.signals == []  # that wait condition was satisfied long ago
+
+
+def test_update_when_the_stack_status_is_unreadable_plans_as_usual(handler, s3, fake_hub, receiver):  # noqa: F811
+    stage_by_hand(s3, fake_hub)
+    _, uri = revision_uri(fake_hub)
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    with Stubber(cloudformation) as stub:
+        handler._clients["cloudformation"] = cloudformation
+        stub.add_client_error("describe_stacks", "AccessDenied", "not authorized")
+        result = handler.on_event(
+            event("Update", properties(receiver), PhysicalResourceId=uri, OldResourceProperties=properties())
+        )
+    assert result["PhysicalResourceId"] == uri and result["Data"]["Files"] == "4"
+    assert [s["Status"] for s in receiver.signals] == ["SUCCESS"]

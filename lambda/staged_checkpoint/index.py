@@ -29,7 +29,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
@@ -391,6 +391,33 @@ def result(plan: Plan, settings: Settings, job: str) -> dict[str, Any]:
     }
 
 
+def rolling_back(stack_id: str) -> bool:
+    """Whether the stack is rolling an update back (the only Update that must not plan anew)."""
+    try:
+        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
+    except (ClientError, BotoCoreError) as e:
+        log("describe-stack-failed", error=type(e).__name__)
+        return False
+    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+
+
+def restored(physical: str) -> dict[str, Any]:
+    """The response for a revision prefix that was staged before: everything follows from its name."""
+    _, _, prefix = physical.removeprefix("s3://").partition("/")
+    sha = prefix.rstrip("/").rsplit("/", 1)[-1]
+    data = {
+        "Revision": sha,
+        "S3Uri": physical,
+        "Prefix": prefix,
+        "ManifestUri": physical + MANIFEST_NAME,
+        "Files": "",
+        "TotalBytes": "",
+        "JobName": "",
+        "StartedAt": str(int(time.time())),
+    }
+    return {"PhysicalResourceId": physical, "Data": data}
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -401,6 +428,12 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         stop_jobs(client("sagemaker"), settings.job_name_prefix, target if target.startswith("s3://") else None)
         return {"PhysicalResourceId": event.get("PhysicalResourceId")}
 
+    physical = event.get("PhysicalResourceId", "")
+    if request == "Update" and physical.startswith("s3://") and rolling_back(event.get("StackId", "")):
+        # CloudFormation restores the previous properties: that revision was staged and its wait condition
+        # satisfied. Answer from the physical ID, without the Hub (it may be what failed) and without a job.
+        log("rollback", physical=physical)
+        return restored(physical)
     hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
     plan = make_plan(settings, hub, client("s3"))
     log("plan", sha=plan.sha, files=len(plan.files), missing=len(plan.missing), manifest_ok=plan.manifest_ok)

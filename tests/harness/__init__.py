@@ -5,7 +5,18 @@ CloudFormation would (``on_event``, ``is_complete`` polling, physical IDs, timeo
 fake :class:`Clock`; :mod:`tests.harness.aws` injects faults into the handler's own boto3 clients.
 """
 
-from .aws import AwsError, FakeService, Faults, Job, ProcessingJobs, ServiceQuotas, completes_after, fails_after, stuck
+from .aws import (
+    AwsError,
+    FakeService,
+    Faults,
+    Job,
+    ProcessingJobs,
+    ServiceQuotas,
+    Stacks,
+    completes_after,
+    fails_after,
+    stuck,
+)
 from .cloudformation import (
     CREATE_FAILED_MARKER,
     RESPONSE_LIMIT,
@@ -31,6 +42,7 @@ __all__ = [
     "ProcessingJobs",
     "Response",
     "ServiceQuotas",
+    "Stacks",
     "Timeouts",
     "completes_after",
     "fails_after",

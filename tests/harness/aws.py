@@ -367,3 +367,16 @@ class ServiceQuotas(FakeService):
 
     def op_ListAWSDefaultServiceQuotas(self, params: dict[str, Any]) -> dict[str, Any]:
         return self._page(self.defaults, params)
+
+
+class Stacks:
+    """Stands in for the CloudFormation client (query protocol, which the JSON fakes do not speak): answers
+    DescribeStacks with ``status``, which the staging handler reads to tell a rollback from an update."""
+
+    def __init__(self, status: str = "UPDATE_IN_PROGRESS") -> None:
+        self.status = status
+        self.calls = 0
+
+    def describe_stacks(self, StackName: str) -> dict[str, Any]:
+        self.calls += 1
+        return {"Stacks": [{"StackName": StackName, "StackStatus": self.status}]}
