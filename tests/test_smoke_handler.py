@@ -132,7 +132,12 @@ def failure(handler, sagemaker, runtime, clock=None, **props) -> str:
         run(handler, sagemaker, runtime, clock, **props)
     reason = str(info.value)
     assert len(reason.encode("utf-8")) <= 3000
-    assert reason.endswith(f"See CloudWatch log group /aws/sagemaker/Endpoints/{ENDPOINT}.") or "log groups" in reason
+    groups = f"/aws/sagemaker/Endpoints/{ENDPOINT}"
+    if "InferenceComponentName" in props:
+        groups = f"groups {groups} and /aws/sagemaker/InferenceComponents/{props['InferenceComponentName']}"
+    else:
+        groups = f"group {groups}"
+    assert reason.endswith(f"See CloudWatch log {groups}."), reason
     return reason
 
 
