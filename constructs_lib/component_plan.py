@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 DEPLOYMENT_MODES = ("standard", "inference-component")
 STANDARD = "standard"
@@ -308,25 +309,9 @@ def _positive(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
-def plan_scaling(
-    *,
-    deployment_mode: str = STANDARD,
-    instance_spec_gpu_count: int | None = None,
-    tensor_parallel_size: int | None = None,
-    accelerators_per_copy: int | None = None,
-    min_instances: int | None = None,
-    max_instances: int | None = None,
-    initial_instances: int | None = None,
-    min_copies: int | None = None,
-    max_copies: int | None = None,
-    initial_copies: int | None = None,
-    scale_to_zero: bool = False,
-    target_concurrency: float | None = None,
-    target_invocations_per_instance: float | None = None,
-    routing_strategy: str | None = None,
-    min_memory_mb: int | None = None,
-) -> list[str]:
-    """Every problem with these scaling settings (empty when they are usable); None means "not given".
+def plan_scaling(**settings: Any) -> list[str]:
+    """Every problem with these scaling settings (empty when usable): ``resolve_scaling``'s arguments, None
+    meaning "not given".
 
     Rules: ``deployment_mode`` is standard or inference-component; scale-to-zero needs
     inference-component mode and means ``min_instances`` 0 and ``min_copies`` 0, which nothing else
@@ -337,20 +322,4 @@ def plan_scaling(
     instance; targets are numbers above 0; ``min_memory_mb`` >= 128; ``routing_strategy`` is
     LEAST_OUTSTANDING_REQUESTS or RANDOM; settings of the other mode are refused rather than ignored.
     """
-    return resolve_scaling(
-        deployment_mode=deployment_mode,
-        instance_spec_gpu_count=instance_spec_gpu_count,
-        tensor_parallel_size=tensor_parallel_size,
-        accelerators_per_copy=accelerators_per_copy,
-        min_instances=min_instances,
-        max_instances=max_instances,
-        initial_instances=initial_instances,
-        min_copies=min_copies,
-        max_copies=max_copies,
-        initial_copies=initial_copies,
-        scale_to_zero=scale_to_zero,
-        target_concurrency=target_concurrency,
-        target_invocations_per_instance=target_invocations_per_instance,
-        routing_strategy=routing_strategy,
-        min_memory_mb=min_memory_mb,
-    ).errors
+    return resolve_scaling(**settings).errors

@@ -21,6 +21,7 @@ from .hosting import (
     LOG_RETENTION_FUNCTION_ID,
     LOG_RETENTION_SERVICE_TIMEOUT_S,
     EndpointVariantMixin,
+    capacity_reservation,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -169,14 +170,7 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
             model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
             container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
             inference_ami_version=plan.inference_ami_version,
-            capacity_reservation_config=(
-                sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
-                    capacity_reservation_preference="capacity-reservations-only",
-                    ml_reservation_arn=capacity_reservation_arn,
-                )
-                if capacity_reservation_arn
-                else None
-            ),
+            capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
         )
         # No EndpointConfigName: configs are immutable, a fixed name would block replacement.
         self.endpoint_config = sagemaker.CfnEndpointConfig(

@@ -223,3 +223,12 @@ class EndpointVariantMixin:
 
     def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
         return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)
+
+
+def capacity_reservation(arn: str | None) -> sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty | None:
+    """A variant's capacity reservation: reserved capacity only, or None for on-demand capacity."""
+    if not arn:
+        return None
+    return sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
+        capacity_reservation_preference="capacity-reservations-only", ml_reservation_arn=arn
+    )

@@ -32,6 +32,7 @@ from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
     EndpointVariantMixin,
+    capacity_reservation,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -184,14 +185,7 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
                 else None
             ),
             inference_ami_version=plan.inference_ami_version,
-            capacity_reservation_config=(
-                sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
-                    capacity_reservation_preference="capacity-reservations-only",
-                    ml_reservation_arn=capacity_reservation_arn,
-                )
-                if capacity_reservation_arn
-                else None
-            ),
+            capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
         )
         # No ModelName on the variant and no EndpointConfigName (configs are immutable; a fixed name
         # would block replacement). The model download and startup timeouts belong to each component's
