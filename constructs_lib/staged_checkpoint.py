@@ -340,7 +340,7 @@ class StagedCheckpoint(Construct):
             )
         )
         if secret is not None:
-            secret.grant_read(role)
+            _grant_token(role, secret)
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"],
@@ -406,7 +406,7 @@ class StagedCheckpoint(Construct):
                 iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
             )
             if secret is not None:
-                secret.grant_read(role)
+                _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))
         policy = role.node.find_child("DefaultPolicy")
         acknowledge_wildcard(
@@ -453,6 +453,22 @@ class StagedCheckpoint(Construct):
             log_group=log_group,
             timeout=cdk.Duration.minutes(5),
             memory_size=512,
+        )
+
+
+def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
+    """Read the token secret, and decrypt it when a customer-managed key encrypts it.
+
+    ``Secret.grant_read`` grants the decrypt through the key's policy, which an imported key cannot take;
+    the role gets it instead, limited to decryption through Secrets Manager.
+    """
+    secret.grant_read(role)
+    if secret.encryption_key is not None:
+        iam.Grant.add_to_principal(
+            grantee=role,
+            actions=["kms:Decrypt"],
+            resource_arns=[secret.encryption_key.key_arn],
+            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}},
         )
 
 

@@ -228,6 +228,9 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "hf_token_secret_arn": _optional(
         _pattern(SECRET_ARN, "the ARN of a Secrets Manager secret holding a Hugging Face token (never the token)")
     ),
+    "hf_token_kms_key_arn": _optional(
+        _pattern(KMS_KEY_ARN, "the ARN of the customer-managed KMS key of the token secret (arn:aws:kms:...)")
+    ),
     "include": _patterns,
     "exclude": _patterns,
     "staging_instance_type": _pattern(INSTANCE_TYPE, "a SageMaker Processing instance type such as ml.m5.2xlarge"),
@@ -308,6 +311,7 @@ class DeploymentConfig:
     model_bucket: str | None
     model_kms_key_arn: str | None
     hf_token_secret_arn: str | None
+    hf_token_kms_key_arn: str | None
     include: tuple[str, ...]
     exclude: tuple[str, ...]
     staging_instance_type: str
@@ -393,6 +397,11 @@ class DeploymentConfig:
             problems.append(
                 f"model_kms_key_arn={values['model_kms_key_arn']!r}: only for a given bucket (model_bucket or "
                 "model_s3_uri); the bucket this stack creates uses S3-managed keys"
+            )
+        if values.get("hf_token_kms_key_arn") and not values.get("hf_token_secret_arn"):
+            problems.append(
+                f"hf_token_kms_key_arn={values['hf_token_kms_key_arn']!r}: only with hf_token_secret_arn (it is the "
+                "key that secret is encrypted with)"
             )
         if values.get("model_s3_uri") and (values.get("hf_token_secret_arn") or values.get("include")):
             problems.append(

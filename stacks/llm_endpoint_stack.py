@@ -46,7 +46,15 @@ class LlmEndpointStack(cdk.Stack):
                 else ModelBucket(self, "ModelBucket").bucket
             )
             secret = (
-                secretsmanager.Secret.from_secret_complete_arn(self, "HubToken", config.hf_token_secret_arn)
+                secretsmanager.Secret.from_secret_attributes(
+                    self,
+                    "HubToken",
+                    secret_complete_arn=config.hf_token_secret_arn,
+                    # A customer-managed key: whoever reads the secret may decrypt with it (grant_read does).
+                    encryption_key=kms.Key.from_key_arn(self, "HubTokenKey", config.hf_token_kms_key_arn)
+                    if config.hf_token_kms_key_arn
+                    else None,
+                )
                 if config.hf_token_secret_arn
                 else None
             )

@@ -412,3 +412,11 @@ def test_preflight_keys_are_checked():
     assert any(p.startswith("preflight_skip='[\"quotas\"]': unknown check(s) 'quotas'; allowed: s3,") for p in problems)
     assert any("SM_VLLM_KV_CACHE_DTYPE='int3': the preflight cannot size" in p for p in problems)
     assert any("SM_VLLM_GPU_MEMORY_UTILIZATION=1.5: expected a number above 0" in p for p in problems)
+
+
+def test_token_kms_key_only_with_a_token_secret():
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    (problem,) = problems_of(hf_token_kms_key_arn=key)
+    assert problem.startswith(f"hf_token_kms_key_arn={key!r}: only with hf_token_secret_arn")
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf"
+    assert load(hf_token_secret_arn=secret, hf_token_kms_key_arn=key).hf_token_kms_key_arn == key

@@ -32,6 +32,7 @@ VARIANTS = {
     "gated-subset": {
         "model_id": "meta-llama/Llama-3.1-8B-Instruct",
         "hf_token_secret_arn": SECRET_ARN,
+        "hf_token_kms_key_arn": KEY_ARN,
         "include": '["*.json", "*.safetensors"]',
         "staging_max_instances": "8",
     },
@@ -312,6 +313,17 @@ def test_gated_model_stages_a_subset_with_the_token_secret(synthesized):
         if "secretsmanager:GetSecretValue" in json.dumps(s["Action"])
     ]
     assert secret_reads and all(s["Resource"] == SECRET_ARN for s in secret_reads)
+    # A customer-managed key: each role that reads the secret may decrypt it, with that key only.
+    decrypts = [
+        s
+        for policy in t.find_resources("AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s["Resource"] == KEY_ARN
+    ]
+    assert len(decrypts) == len(secret_reads)
+    for statement in decrypts:
+        assert statement["Action"] == "kms:Decrypt"
+        assert "secretsmanager." in json.dumps(statement["Condition"]["StringEquals"]["kms:ViaService"])
 
 
 def test_component_mode_with_scale_to_zero(synthesized):
