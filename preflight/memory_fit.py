@@ -65,6 +65,11 @@ DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
 
 KV_DTYPE_BYTES = {"fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "bfloat16": 2, "float16": 2, "float32": 4}
 KV_CACHE_DTYPES = ("auto", *KV_DTYPE_BYTES)
+# How a user asks for an fp8 KV cache, whichever way the estimate was reached (deployment or plan command).
+FP8_KV_HINT = (
+    "an fp8 KV cache (kv-cache-dtype fp8: engine_env SM_<ENGINE>_KV_CACHE_DTYPE, or plan --kv-cache-dtype; "
+    "halves the KV cache: "
+)
 
 # Keys under which multimodal configs nest their language model (Llama 4, Gemma 3, Mistral 3: text_config).
 TEXT_CONFIG_KEYS = ("text_config", "llm_config", "language_config")
@@ -594,15 +599,16 @@ def _shortfall(fit: MemoryFit) -> str | None:
             f"usable memory) by {_gib(-budget)}, before any KV cache. Use {bigger}; or {quantized}."
         )
     fp8 = ""
+    fp8_how = FP8_KV_HINT
     if fit.kv_bytes_per_element > 1:
         fp8_sequences = budget // (sequence // fit.kv_bytes_per_element)
         if fit.max_num_seqs > 1:
-            fp8 = f"kv_cache_dtype=fp8 (halves the KV cache: {fp8_sequences} full-length sequences fit); "
+            fp8 = f"{fp8_how}{fp8_sequences} full-length sequences fit); "
         elif fp8_sequences >= 1:
-            fp8 = f"kv_cache_dtype=fp8 (halves the KV cache: {fit.max_model_len:,} tokens then fit); "
+            fp8 = f"{fp8_how}{fit.max_model_len:,} tokens then fit); "
         else:
             fp8_largest = _largest_context(fit.attention, tp, 1, budget, fit.context_limit)
-            fp8 = f"kv_cache_dtype=fp8 (halves the KV cache: max_model_len up to {fp8_largest:,}); "
+            fp8 = f"{fp8_how}max_model_len up to {fp8_largest:,}); "
     if fit.full_length_sequences < 1:
         return (
             f"KV cache does not fit: one {fit.max_model_len:,}-token sequence needs {_gib(sequence)} of KV cache per "

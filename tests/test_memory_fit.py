@@ -246,7 +246,7 @@ def test_dense_gqa_qwen3_8b():
     (problem,) = l4.problems
     assert "KV cache does not fit" in problem
     assert "max_model_len to at most 18,781" in problem
-    assert "kv_cache_dtype=fp8" in problem and "32,768 tokens then fit" in problem
+    assert "an fp8 KV cache (kv-cache-dtype fp8" in problem and "32,768 tokens then fit" in problem
 
     # TP 4: 8 KV heads / 4 = 2 per GPU -> 2 x 36 x 2 x 128 x 2 = 36,864 per token per GPU.
     x4 = fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE)

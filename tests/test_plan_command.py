@@ -82,7 +82,7 @@ def test_does_not_fit_exits_1_with_what_to_change(config_file, capsys):
     assert rc == 1
     assert "DOES NOT FIT" in out
     assert "Set max_model_len to at most 18,781" in out
-    assert "kv_cache_dtype=fp8" in out
+    assert "an fp8 KV cache (kv-cache-dtype fp8" in out
     # Types that fit, one per GPU model and count, smallest first; the 1 x L40S type is its smallest size.
     (suggestions,) = [line for line in out.splitlines() if line.startswith("instance types that fit")]
     assert "ml.g6e.xlarge (1 x NVIDIA L40S)" in suggestions

@@ -248,7 +248,7 @@ def test_model_that_does_not_fit_gives_the_numbers_and_the_largest_context(handl
     assert "KV cache does not fit: one 1,000,000-token sequence needs 305.18 GiB of KV cache per GPU" in message
     # 24 GB x 0.9 = 20.12 GiB, less 1.50 GiB overhead = 18.62 GiB for 320 KiB per token.
     assert "but 18.62 GiB is left after weights (0.00 GiB) and overhead (1.50 GiB)" in message
-    assert "Set max_model_len to at most 61,002; or kv_cache_dtype=fp8" in message
+    assert "Set max_model_len to at most 61,002; or an fp8 KV cache (kv-cache-dtype fp8: engine_env" in message
     assert "[s3]" not in message and "[quota]" not in message
 
 
