@@ -22,6 +22,7 @@ from .hosting import (
     LOG_RETENTION_SERVICE_TIMEOUT_S,
     EndpointVariantMixin,
     capacity_reservation,
+    config_and_endpoint,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -172,20 +173,13 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
         )
-        # No EndpointConfigName: configs are immutable, a fixed name would block replacement.
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
+        self.endpoint_config, self.endpoint = config_and_endpoint(
             self,
-            "Config",
-            production_variants=[variant],
-            kms_key_id=volume_kms_key.key_arn if volume_kms_key else None,
-        )
-        self.endpoint = sagemaker.CfnEndpoint(
-            self,
-            "Resource",
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            variant=variant,
             endpoint_name=name,
+            log_retention=self.log_retention,
+            volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
         )
-        self.endpoint.node.add_dependency(self.log_retention)
         self.node.default_child = self.endpoint
         self.instance_count = instance_count
         self.scalable_target: appscaling.ScalableTarget | None = None

@@ -232,3 +232,31 @@ def capacity_reservation(arn: str | None) -> sagemaker.CfnEndpointConfig.Capacit
     return sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
         capacity_reservation_preference="capacity-reservations-only", ml_reservation_arn=arn
     )
+
+
+def config_and_endpoint(
+    scope: Construct,
+    *,
+    variant: sagemaker.CfnEndpointConfig.ProductionVariantProperty,
+    endpoint_name: str,
+    log_retention: Construct,
+    volume_kms_key_arn: str | None = None,
+    execution_role_arn: str | None = None,
+) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
+    """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
+
+    No EndpointConfigName: configs are immutable, and a fixed name would block replacement. The endpoint
+    waits for its log group, which must exist (with its retention) before SageMaker writes to it.
+    """
+    config = sagemaker.CfnEndpointConfig(
+        scope,
+        "Config",
+        production_variants=[variant],
+        execution_role_arn=execution_role_arn,
+        kms_key_id=volume_kms_key_arn,
+    )
+    endpoint = sagemaker.CfnEndpoint(
+        scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name
+    )
+    endpoint.node.add_dependency(log_retention)
+    return config, endpoint

@@ -33,6 +33,7 @@ from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
     EndpointVariantMixin,
     capacity_reservation,
+    config_and_endpoint,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -187,23 +188,16 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
         )
-        # No ModelName on the variant and no EndpointConfigName (configs are immutable; a fixed name
-        # would block replacement). The model download and startup timeouts belong to each component's
+        # No ModelName on the variant. The model download and startup timeouts belong to each component's
         # StartupParameters: the variant has no model of its own to download or start.
-        self.endpoint_config = sagemaker.CfnEndpointConfig(
+        self.endpoint_config, self.endpoint = config_and_endpoint(
             self,
-            "Config",
-            production_variants=[variant],
-            execution_role_arn=self.role.role_arn,
-            kms_key_id=volume_kms_key.key_arn if volume_kms_key else None,
-        )
-        self.endpoint = sagemaker.CfnEndpoint(
-            self,
-            "Resource",
-            endpoint_config_name=self.endpoint_config.attr_endpoint_config_name,
+            variant=variant,
             endpoint_name=name,
+            log_retention=self.log_retention,
+            volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
+            execution_role_arn=self.role.role_arn,
         )
-        self.endpoint.node.add_dependency(self.log_retention)
         # The role's policy must exist while the endpoint runs: deleted after it, created before it.
         self.endpoint.node.add_dependency(self.role)
         self.node.default_child = self.endpoint

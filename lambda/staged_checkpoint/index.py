@@ -94,7 +94,6 @@ class Settings:
     job_name_prefix: str
     wait_handle: str | None
     handoff_s: int
-    worker_args: tuple[str, ...]
 
     @classmethod
     def from_properties(cls, props: dict[str, Any]) -> Settings:
@@ -122,7 +121,6 @@ class Settings:
             job_name_prefix=props["JobNamePrefix"],
             wait_handle=props.get("WaitHandle") or None,
             handoff_s=int(props.get("HandoffSeconds", DEFAULT_HANDOFF_S)),
-            worker_args=tuple(props.get("WorkerArgs") or ()),
         )
 
 
@@ -238,7 +236,7 @@ def worker_arguments(settings: Settings, sha: str) -> list[str]:
         args += ["--token-secret-arn", settings.token_secret_arn]
     # The leader of a multi-instance job waits for the other hosts' files at most as long as the job may run.
     args += ["--leader-wait-s", str(settings.max_runtime_s)]
-    return args + list(settings.worker_args)
+    return args
 
 
 def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
