@@ -139,6 +139,8 @@ class FakeRepo:
     refs: dict[str, str]
     gated: bool = False
     private: bool = False
+    tags: tuple[str, ...] = ()
+    downloads: int = 0
 
 
 @dataclass
@@ -223,7 +225,10 @@ class FakeHub:
         private: bool = False,
         branches: tuple[str, ...] = ("main",),
         tags: tuple[str, ...] = (),
+        model_tags: tuple[str, ...] = (),
+        downloads: int = 0,
     ) -> FakeRepo:
+        """``tags`` are git tags (refs); ``model_tags`` are the Hub's model tags (``GET /api/models?filter=``)."""
         fake_files = {}
         for path, content in sorted(files.items()):
             body = content if isinstance(content, Synthetic) else Blob(content)
@@ -232,7 +237,9 @@ class FakeHub:
         listing = "\n".join(f"{f.path} {f.blob_id}" for f in fake_files.values())
         sha = hashlib.sha1(f"{repo_id}\n{listing}".encode()).hexdigest()
         refs = {name: sha for name in (*branches, *tags)}
-        repo = FakeRepo(repo_id, fake_files, sha, refs, gated=gated, private=private)
+        repo = FakeRepo(
+            repo_id, fake_files, sha, refs, gated=gated, private=private, tags=model_tags, downloads=downloads
+        )
         with self._lock:
             self.repos[repo_id] = repo
             for f in fake_files.values():
@@ -339,6 +346,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._cdn(url.path)
             elif url.path.startswith("/api/models/"):
                 self._api(url.path[len("/api/models/") :])
+            elif url.path.rstrip("/") == "/api/models":
+                self._list_models()
             elif "/resolve/" in url.path:
                 self._resolve(url.path)
             else:
@@ -415,6 +424,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, "Not found", None)
 
+    def _list_models(self) -> None:
+        """``GET /api/models?filter=tag&sort=downloads&limit=N``: public repositories carrying every tag."""
+        wanted = set(self._query.get("filter", []))
+        limit = int(self._query.get("limit", ["1000"])[0])
+        found = [r for r in self.hub.repos.values() if not r.private and wanted <= set(r.tags)]
+        found.sort(key=lambda r: -r.downloads)
+        body = [{"id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads, "tags": list(r.tags)} for r in found]
+        self._send(200, {"Content-Type": "application/json"}, json.dumps(body[:limit]).encode())
+
     def _info(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
         blobs = self._query.get("blobs", ["false"])[0].lower() in ("1", "true")
         siblings = []
@@ -438,7 +456,7 @@ class _Handler(BaseHTTPRequestHandler):
             "disabled": False,
             "downloads": 0,
             "likes": 0,
-            "tags": [],
+            "tags": list(repo.tags),
             "library_name": "transformers",
             "siblings": siblings,
             "usedStorage": sum(f.size for f in repo.files.values()),
