@@ -178,7 +178,9 @@ def check_formats(
     return FormatCheck(formats, highest, problems, warnings, notes)
 
 
-def engine_format_settings(env_prefix: str, engine_env: Mapping[str, Any], keys: Mapping[str, str] | None = None) -> dict:
+def engine_format_settings(
+    env_prefix: str, engine_env: Mapping[str, Any], keys: Mapping[str, str] | None = None
+) -> dict:
     """The ``dtype`` and ``quantization`` an engine_env sets, if any (keys from the engine's data, else the prefix)."""
     flags = format_table()["engine_flags"]
     found: dict[str, str] = {}

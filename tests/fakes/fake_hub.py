@@ -82,11 +82,31 @@ class Blob:
         return self.data
 
 
+class Declared:
+    """A file that only has a size: listed with it (model info, tree), never served. For metadata-only
+    clients (``plan --model-id``) of checkpoints far too big to generate; its hashes are derived from the size."""
+
+    seed = -1
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def chunks(self, start: int = 0, end: int | None = None, chunk: int = CHUNK):
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+    def to_bytes(self) -> bytes:
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+
 _HASH_CACHE: dict[tuple[int, int, str], str] = {}
 _HASH_LOCK = threading.Lock()
 
 
-def _digest(content: Blob | Synthetic, algorithm: str) -> str:
+def _digest(content: Blob | Synthetic | Declared, algorithm: str) -> str:
+    if isinstance(content, Declared):
+        return hashlib.sha256(f"declared {content.size} {algorithm}".encode()).hexdigest()[
+            : 64 if algorithm == "sha256" else 40
+        ]
     key = (content.size, content.seed, algorithm) if isinstance(content, Synthetic) else None
     if key is not None:
         with _HASH_LOCK:
@@ -112,7 +132,7 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 @dataclass
 class FakeFile:
     path: str
-    content: Blob | Synthetic
+    content: Blob | Synthetic | Declared
     lfs: bool
     sha256: str = ""
     blob_id: str = ""
@@ -219,7 +239,7 @@ class FakeHub:
     def add_repo(
         self,
         repo_id: str,
-        files: dict[str, bytes | Synthetic],
+        files: dict[str, bytes | Synthetic | Declared],
         *,
         gated: bool = False,
         private: bool = False,
@@ -231,7 +251,7 @@ class FakeHub:
         """``tags`` are git tags (refs); ``model_tags`` are the Hub's model tags (``GET /api/models?filter=``)."""
         fake_files = {}
         for path, content in sorted(files.items()):
-            body = content if isinstance(content, Synthetic) else Blob(content)
+            body = content if isinstance(content, (Synthetic, Declared)) else Blob(content)
             lfs = body.size >= self.lfs_threshold or any(fnmatch.fnmatch(path, p) for p in self.lfs_patterns)
             fake_files[path] = FakeFile(path, body, lfs)
         listing = "\n".join(f"{f.path} {f.blob_id}" for f in fake_files.values())
