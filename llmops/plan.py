@@ -351,6 +351,10 @@ def suggestions(
 # -- output --------------------------------------------------------------------------------------------
 
 
+def _short_gpu(model: str) -> str:
+    return model.removeprefix("NVIDIA ").removesuffix(" Server Edition")
+
+
 def _money(value: float | None, digits: int) -> str:
     return UNKNOWN if value is None else f"{value:,.{digits}f}"
 
@@ -359,7 +363,7 @@ def ranking_table(candidates: list[Candidate], *, region: str, max_model_len: in
     rows = [
         (
             c.instance_type,
-            f"{c.gpu_count} x {c.gpu_model.removeprefix('NVIDIA ').removesuffix(' Server Edition')} {c.gpu_memory_gib:g} GB",
+            f"{c.gpu_count} x {_short_gpu(c.gpu_model)} {c.gpu_memory_gib:g} GB",
             str(c.tensor_parallel_size),
             f"{c.largest_context:,}",
             f"{c.full_length_sequences:,}",
