@@ -47,6 +47,7 @@ from preflight import (
     tp_divides_heads,
 )
 from preflight.formats import FormatCheck, check_checkpoint
+from preflight.memory_fit import largest_context_for
 from preflight.weights import SAFETENSORS_INDEX
 
 MANIFEST = ".hf-model-manifest.json"
@@ -210,7 +211,8 @@ class Candidate:
     gpu_model: str
     gpu_memory_gib: float
     tensor_parallel_size: int
-    largest_context: int
+    largest_context: int  # one sequence
+    context_for_all_sequences: int  # each of max_num_seqs sequences at once
     full_length_sequences: int
     margin: str  # "fits", "tight" or "no"
     headroom: float  # share of the engine's memory left after the required KV cache (negative: short)
@@ -265,6 +267,7 @@ def evaluate(
         gpu_memory_gib=spec.gpu_memory_gib,
         tensor_parallel_size=fit.tensor_parallel_size,
         largest_context=largest,
+        context_for_all_sequences=largest_context_for(fit, fit.max_num_seqs),
         full_length_sequences=fit.full_length_sequences,
         margin=margin,
         headroom=round(headroom, 4),
@@ -320,19 +323,20 @@ def suggestions(
                 f"an fp8 KV cache (engine_env SM_<ENGINE>_KV_CACHE_DTYPE=fp8, or --kv-cache-dtype fp8 here) halves "
                 f"the KV cache: then {fitting[0].instance_type} fits ({len(fitting)} type(s) in all)"
             )
-    # Types where the weights fit and the format runs: the longest context one sequence can have there.
+    # Types where the weights fit and the format runs: the longest context every sequence can have there.
+    sequences = settings["max_num_seqs"]
     shorter = [
         c
         for c in candidates
-        if c.largest_context > 0
+        if c.context_for_all_sequences > 0
         and not any(r.startswith(("weights do not fit", "tensor_parallel")) for r in c.reasons)
         and not any("compute capability" in r for r in c.reasons)
     ]
     if shorter:
-        best = max(shorter, key=lambda c: (c.largest_context, -(c.usd_per_hour or 0)))
+        best = max(shorter, key=lambda c: (c.context_for_all_sequences, -(c.usd_per_hour or 0)))
         found.append(
-            f"a shorter context: max_model_len up to {best.largest_context:,} fits on {best.instance_type} "
-            f"({best.gpu_count} x {best.gpu_model})"
+            f"a shorter context: max_model_len up to {best.context_for_all_sequences:,} fits on "
+            f"{best.instance_type} ({best.gpu_count} x {best.gpu_model}) for {sequences} sequence(s) at once"
         )
     if variants:
         found.append(

@@ -362,6 +362,15 @@ def _largest_context(layout: AttentionLayout, tp: int, elem_bytes: int, budget: 
     return (budget - windowed * layout.window) // full
 
 
+def largest_context_for(fit: MemoryFit, sequences: int) -> int:
+    """The longest context that ``sequences`` sequences can each have at once within the fit's KV budget."""
+    per_sequence = max(fit.kv_budget_bytes_per_gpu, 0) // max(sequences, 1)
+    found = _largest_context(
+        fit.attention, fit.tensor_parallel_size, fit.kv_bytes_per_element, per_sequence, fit.context_limit
+    )
+    return found if fit.context_limit is None else min(found, fit.context_limit)
+
+
 def context_limit(cfg: Mapping[str, Any]) -> int | None:
     value = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
