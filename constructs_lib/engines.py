@@ -41,6 +41,37 @@ def looks_secret(key: str) -> bool:
     )
 
 
+# Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
+NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization"})
+
+
+def number_in_text(value: Any) -> float | None:
+    """A number given as a JSON number or as its text ("0.9", " 8192 "); None for anything else.
+
+    Environment maps are text (SageMaker's Environment is a string map, CreateModel API reference),
+    so a number written "0.9" is the same setting as 0.9. Booleans are not numbers.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def boolean_in_text(value: Any) -> bool | None:
+    """A boolean given as JSON true/false or as the text "true"/"false" (any case); None otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     name: str
@@ -57,8 +88,21 @@ class EngineSpec:
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
-        """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name."""
-        return {setting: engine_env[key] for setting, key in self.preflight_keys.items() if key in engine_env}
+        """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
+
+        Values come typed: the GPU memory share as a float whether it was written ``0.9`` or ``"0.9"``
+        (every public SageMaker example writes environment values as text); a value that is not a
+        number stays as given, for the caller to report.
+        """
+        settings: dict[str, Any] = {}
+        for setting, key in self.preflight_keys.items():
+            if key in engine_env:
+                value = engine_env[key]
+                if setting in NUMERIC_PREFLIGHT_SETTINGS:
+                    number = number_in_text(value)
+                    value = value if number is None else number
+                settings[setting] = value
+        return settings
 
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
