@@ -86,6 +86,10 @@ class EngineSpec:
     false_value: str | None
     # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
+    # Variables the app always sets and the free-form maps may not change: name -> (value, why).
+    fixed_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # The engine flag that lets it import Python code from the checkpoint; None when it has none.
+    remote_code_flag: str | None = None
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
@@ -115,6 +119,7 @@ class EngineSpec:
             for alias in aliases:
                 keys[alias] = f"derived from {setting}"
         keys.update(self.reserved_keys)
+        keys.update({name: f"set by the app: {why}" for name, (_, why) in self.fixed_env.items()})
         return keys
 
     def render_flag_value(self, value: Any) -> str | None:
@@ -147,6 +152,8 @@ def _engines() -> dict[str, EngineSpec]:
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
             preflight_keys=dict(e.get("preflight_keys", {})),
+            fixed_env={k: (v["value"], v["why"]) for k, v in e.get("fixed_env", {}).items()},
+            remote_code_flag=e.get("remote_code_flag"),
         )
         for name, e in raw.items()
     }
@@ -189,6 +196,7 @@ def build_environment(
     """The container's Environment map and a list of problems with the free-form maps."""
     problems: list[str] = []
     env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
+    env.update({name: value for name, (value, _) in engine.fixed_env.items()})
     derived = {
         "tensor_parallel_size": tensor_parallel_size,
         "max_model_len": max_model_len,
@@ -277,3 +285,20 @@ def build_environment(
     if len(env) > MAX_ENV_ENTRIES:
         problems.append(f"the container environment has {len(env)} entries; SageMaker allows {MAX_ENV_ENTRIES}.")
     return env, problems
+
+
+def environment_warnings(engine: EngineSpec, engine_env: Mapping[str, Any]) -> list[str]:
+    """What ``engine_env`` allows that the user should know at synth time."""
+    flag = engine.remote_code_flag
+    if flag is None or flag not in engine_env:
+        return []
+    value = engine_env[flag]
+    # A bare flag (empty value) or true switches it on in every image version; false leaves it out.
+    if boolean_in_text(value) is False:
+        return []
+    return [
+        f"engine_env {flag} lets the engine import and run the Python files of the checkpoint (the modeling_*.py "
+        "and configuration_*.py that config.json's auto_map names) inside the serving container, with the "
+        "endpoint role's permissions. Set it only for a repository and revision you have read; staging copies "
+        "those files only when include names them or include is empty."
+    ]

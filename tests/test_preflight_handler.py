@@ -434,3 +434,10 @@ def test_update_keeps_the_physical_id_and_a_retried_create_gets_the_same_one(han
         )
     )
     assert updated["PhysicalResourceId"] == first and updated["Data"]["MaxModelLen"] == "16384"
+
+
+def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3):  # noqa: F811
+    stage(s3, extra={"requirements.txt": b"flash-attn\n", "model.py": b"import os\n"})
+    applied(handler, quota(value=2))
+    notes = handler.on_event(event())["Data"]["Notes"]
+    assert f"{URI} holds model.py, requirements.txt: the vLLM image's standard-supervisor" in notes

@@ -44,6 +44,7 @@ from preflight import (
     select_weight_files,
     tp_divides_heads,
 )
+from preflight.checkpoint_code import code_files_note
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
 
@@ -538,6 +539,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
     checks = settings.checks
     if {"s3", "memory", "tensor-parallel"} & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix)
+        # A warning, not a failure: the user may have staged them on purpose (include names them).
+        report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
         if "s3" in checks:
             report.add("s3", check_s3(checkpoint, allow_unverified=settings.allow_unverified_s3))
         report.data["S3Verified"] = "true" if checkpoint.manifest and "s3" in checks else "false"
