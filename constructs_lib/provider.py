@@ -87,6 +87,11 @@ class HandlerProvider(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Runs the {handler} custom resource handler",
         )
+        # Every handler tells a rollback's Update (old properties, UPDATE_ROLLBACK_IN_PROGRESS) from a user's
+        # by the stack's status (aws-cdk #17040): its own stack only.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
+        )
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
         self.log_group.grant_write(self.role)
         settings = {

@@ -371,7 +371,8 @@ class ServiceQuotas(FakeService):
 
 class Stacks:
     """Stands in for the CloudFormation client (query protocol, which the JSON fakes do not speak): answers
-    DescribeStacks with ``status``, which the staging handler reads to tell a rollback from an update."""
+    DescribeStacks with ``status``, which every handler reads to tell a rollback from an update. The
+    harness's :class:`~tests.harness.cloudformation.CloudFormation` keeps ``status`` current when given it."""
 
     def __init__(self, status: str = "UPDATE_IN_PROGRESS") -> None:
         self.status = status
