@@ -8,12 +8,15 @@ the endpoint put back (aws-cdk #17040; CloudFormation's custom resource request 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests import test_failure_paths as paths
 from tests.fakes.fake_runtime import Reply
 from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
-from tests.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, assert_well_behaved
+from tests.harness import RESPONSE_LIMIT, fails_after
+from tests.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, StagingDriver, assert_well_behaved
 
 # The harness's fixtures, shared with test_failure_paths.
 clock, deployed, driver, fake_sagemaker = paths.clock, paths.deployed, paths.driver, paths.fake_sagemaker
@@ -117,3 +120,25 @@ def test_preflight_plain_update_still_fails_on_throttling(driver):
     driver.quotas.throttle("ListServiceQuotas")
     updated = cfn.update(driver.changed_properties())
     assert not updated.ok and "[quota] Service Quotas throttled" in updated.message
+
+
+# --- staging ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_failure_shows_the_workers_exit_message_first(driver):
+    """SageMaker returns /opt/ml/output/message as ExitMessage; FailureReason is only its own summary."""
+    worker = "3 of 4 files failed; the others are staged and a rerun copies only what is missing"
+    driver.jobs.script = fails_after(2, "AlgorithmError: see job logs", exit_message=worker)
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert not created.ok
+    assert re.search(r"Failed: 3 of 4 files failed.* \| SageMaker: AlgorithmError: see job logs", created.message)
+    assert len(created.body) < RESPONSE_LIMIT
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_failure_with_the_same_text_twice_shows_it_once(driver):
+    driver.jobs.script = fails_after(2, "ClientError: gated repository", exit_message="ClientError: gated repository")
+    created = driver.cloudformation().create(driver.properties())
+    assert created.message.count("gated repository") == 1

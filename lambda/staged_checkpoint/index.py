@@ -452,7 +452,12 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 def _job_failure(description: dict[str, Any]) -> str:
     name = description["ProcessingJobName"]
     status = description["ProcessingJobStatus"]
-    why = description.get("FailureReason") or description.get("ExitMessage") or "no reason given"
+    # The worker's own reason is /opt/ml/output/message, which SageMaker returns as ExitMessage (up to 1 KB);
+    # FailureReason is SageMaker's (botocore sagemaker model, DescribeProcessingJobResponse). Ours first.
+    exit_message = (description.get("ExitMessage") or "").strip()
+    failure = (description.get("FailureReason") or "").strip()
+    reasons = [exit_message] + ([failure] if failure and failure not in exit_message else [])
+    why = " | SageMaker: ".join(r for r in reasons if r) or "no reason given"
     return short(
         f"staging job {name} {status}: {why} (logs: CloudWatch log group /aws/sagemaker/ProcessingJobs, "
         f"streams {name}/*)"
