@@ -15,7 +15,7 @@ import pytest
 from tests import test_failure_paths as paths
 from tests.fakes.fake_runtime import Reply
 from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
-from tests.harness import RESPONSE_LIMIT, fails_after
+from tests.harness import RESPONSE_LIMIT, fails_after, stuck
 from tests.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, StagingDriver, assert_well_behaved
 
 # The harness's fixtures, shared with test_failure_paths.
@@ -142,3 +142,26 @@ def test_staging_failure_with_the_same_text_twice_shows_it_once(driver):
     driver.jobs.script = fails_after(2, "ClientError: gated repository", exit_message="ClientError: gated repository")
     created = driver.cloudformation().create(driver.properties())
     assert created.message.count("gated repository") == 1
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_a_job_that_cannot_be_watched_is_handed_to_the_wait_condition(driver):
+    """Throttled or 5xx for the whole window: the job runs on, and its EventBridge signal ends the wait."""
+    driver.jobs.script = stuck
+    driver.jobs.inject("DescribeProcessingJob", "ServiceUnavailable", "try later", times=None)
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    assert created.data["JobName"] in driver.running()
+    assert driver.handoff_s <= created.elapsed_s <= driver.handoff_s + driver.timeouts.query_interval_s
+    assert_well_behaved(cfn, created)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_a_job_briefly_unknown_after_create_is_followed(driver):
+    """DescribeProcessingJob right after CreateProcessingJob may not find the job yet."""
+    driver.jobs.inject(
+        "DescribeProcessingJob", "ValidationException", "Could not find requested job with name x", times=2
+    )
+    created = driver.cloudformation().create(driver.properties())
+    assert created.ok and created.polls >= 3, created.reason
