@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from constructs_lib.preflight_check import CHECKS as CONSTRUCT_CHECKS
 from tests.conftest import load_lambda
 from tests.fakes.fixtures import BUCKET, s3  # noqa: F401
+from tests.harness import Stacks
 
 PREFIX = "models/acme--tiny-llm/0123456789abcdef0123456789abcdef01234567/"
 URI = f"s3://{BUCKET}/{PREFIX}"
@@ -39,6 +40,7 @@ def handler(s3):  # noqa: F811
     quotas = boto3.client("service-quotas", region_name="us-east-1")
     module._clients.clear()
     module._clients["service-quotas"] = quotas
+    module._clients["cloudformation"] = Stacks()  # a plain update; the rollback tests set its status
     with Stubber(quotas) as stubber:
         module.quota_stub = stubber
         yield module
