@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk import aws_s3 as s3_lib
 from aws_cdk.assertions import Template
 
@@ -18,12 +19,19 @@ T4 = {"InstanceType": "ml.g4dn.xlarge", "GpuMemoryGib": "16", "Engine": "vllm", 
 T4_QUOTA = "ml.g4dn.xlarge for endpoint usage"
 
 
-def test_bfloat16_checkpoint_on_a_t4_is_refused_with_the_nearest_instance(handler, s3):  # noqa: F811
+@pytest.mark.parametrize(("instance_type", "capability"), [("ml.g4dn.xlarge", "7.5"), ("ml.p3.2xlarge", "7.0")])
+def test_bfloat16_checkpoint_on_a_t4_or_v100_is_refused_with_the_nearest_instance(
+    handler,  # noqa: F811
+    s3,  # noqa: F811
+    instance_type,
+    capability,
+):
     stage(s3)  # config.json says torch_dtype bfloat16
-    applied(handler, quota(T4_QUOTA))
-    message = refused(handler, properties(**T4, FormatAlternatives=json.dumps({"8.0": "ml.g6.xlarge"})))
+    applied(handler, quota(f"{instance_type} for endpoint usage"))
+    gpu = {"InstanceType": instance_type, "GpuMemoryGib": "16", "Engine": "vllm", "ComputeCapability": capability}
+    message = refused(handler, properties(**gpu, FormatAlternatives=json.dumps({"8.0": "ml.g6.xlarge"})))
     assert "[format] bfloat16 weights and compute need compute capability 8.0 or newer with vllm" in message
-    assert "ml.g4dn.xlarge (compute capability 7.5)" in message
+    assert f"{instance_type} (compute capability {capability})" in message
     assert "the nearest instance type that can: ml.g6.xlarge" in message
     assert "[memory]" not in message and "[quota]" not in message
 
