@@ -149,6 +149,12 @@ def test_quantized_checkpoints_against_the_gpu(env, capsys):
     assert plan("--model-id", "Qwen/Qwen3-8B-FP8", "--instance-type", "ml.g5.xlarge", "--max-model-len", "8192") == 0
     out = capsys.readouterr().out
     assert "weight format: bfloat16, fp8 with vllm: OK" in out and "Marlin" in out
+    args = ("--model-id", "Qwen/Qwen3-8B-FP8", "--instance-type", "ml.g5.xlarge", "--max-model-len", "8192", "--json")
+    assert plan(*args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["fits"] and report["instance"]["compute_capability"] == "8.6"
+    assert report["weight_format"]["formats"] == ["bfloat16", "fp8"] and report["weight_format"]["warnings"]
+    assert report["memory"]["attention"]["kv_heads"] == 8 and report["candidate"]["margin"] in ("fits", "tight")
     assert plan("--model-id", "Qwen/Qwen3-8B-AWQ", "--instance-type", "ml.p3.2xlarge", "--max-model-len", "4096") == 1
     out = capsys.readouterr().out
     assert "AWQ 4-bit weights need compute capability 7.5 or newer" in out and "ml.g4dn.2xlarge" in out
@@ -190,3 +196,24 @@ def test_flags_that_need_a_model_id_or_an_instance_type(env, capsys):
     assert plan("--model-id", "Qwen/Qwen3-8B", "--tensor-parallel-size", "2", "--max-model-len", "8") == 2
     assert "argument --tensor-parallel-size: only with --instance-type" in capsys.readouterr().err
     assert plan("--model-id", "Qwen/Qwen3-8B", "--engine", "tgi", "--max-model-len", "8") == 2
+
+
+def test_the_token_can_come_from_secrets_manager_by_arn(env, monkeypatch, capsys):
+    import boto3
+    from moto import mock_aws
+
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    with mock_aws():
+        arn = boto3.client("secretsmanager").create_secret(Name="hf", SecretString=TEST_TOKEN)["ARN"]
+        args = ("--model-id", "acme/gated-8b", "--max-model-len", "8192", "--region", "us-east-1")
+        assert plan(*args, "--hf-token-secret-arn", arn) == 0
+        missing = arn.replace(":secret:hf", ":secret:nope")
+        assert plan(*args, "--hf-token-secret-arn", missing) == 3
+    out, err = capsys.readouterr()
+    assert "cannot read the Hub token secret" in err
+    assert TEST_TOKEN not in out + err
