@@ -180,15 +180,20 @@ def _size_rank(instance_type: str) -> int:
     return int(match[1] or 1) if match else 0
 
 
-def instances_that_fit(config: dict[str, Any], weight_bytes: int, **settings: Any) -> list[InstanceSpec]:
+def instances_that_fit(
+    config: dict[str, Any], weight_bytes: int, *, engine: str = DEFAULT_ENGINE, **settings: Any
+) -> list[InstanceSpec]:
     """Catalog instance types on which the model fits with tensor parallel = all GPUs, smallest first.
 
-    One type per GPU model and count (the smallest host), ordered by total GPU memory.
+    One type per GPU model and count (the smallest host), ordered by total GPU memory; types whose GPUs
+    cannot run the checkpoint's weight format for ``engine`` are left out.
     """
     found: dict[tuple[str, int], InstanceSpec] = {}
     for instance_type in known_instance_types():
         spec = lookup_instance(instance_type)
         if spec is None or tp_divides_heads(config, spec.gpu_count):
+            continue
+        if not check_checkpoint(config, engine=engine, compute_capability=spec.compute_capability).ok:
             continue
         fit = estimate_memory_fit(
             config, weight_bytes=weight_bytes, gpu_count=spec.gpu_count, gpu_memory_gib=spec.gpu_memory_gib, **settings
@@ -576,7 +581,11 @@ def _detailed(
         tensor_parallel_size=args.tensor_parallel_size or spec.gpu_count,
     )
     fits = fit.fits and formats.ok
-    better = [] if fits else instances_that_fit(source.config, source.weight_bytes, **settings)[:SUGGESTIONS]
+    better = (
+        []
+        if fits
+        else instances_that_fit(source.config, source.weight_bytes, engine=args.engine, **settings)[:SUGGESTIONS]
+    )
     if args.json:
         report = {
             "instance": asdict(spec),

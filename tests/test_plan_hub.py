@@ -170,6 +170,8 @@ def test_bfloat16_on_t4_and_v100_is_refused_in_the_detailed_report(env, capsys):
         assert "weight format: bfloat16 with vllm: NO" in out
         assert "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" in out
         assert "the nearest instance type that can:" in out
+        (better,) = [line for line in out.splitlines() if line.startswith("instance types that fit")]
+        assert "ml.g4dn" not in better and "ml.p3" not in better  # only GPUs that run bfloat16
 
 
 def test_nothing_fits_says_what_would(env, capsys):
