@@ -158,6 +158,8 @@ def test_quantized_checkpoints_against_the_gpu(env, capsys):
     assert plan("--model-id", "Qwen/Qwen3-8B-AWQ", "--instance-type", "ml.p3.2xlarge", "--max-model-len", "4096") == 1
     out = capsys.readouterr().out
     assert "AWQ 4-bit weights need compute capability 7.5 or newer" in out and "ml.g4dn.2xlarge" in out
+    (better,) = [line for line in out.splitlines() if line.startswith("instance types that fit")]
+    assert "ml.g4dn.xlarge (1 x NVIDIA T4)" in better and "ml.p3" not in better  # V100s fit, but cannot run AWQ
     assert plan("--model-id", "acme/mxfp4-8b", "--max-model-len", "8192", "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert not [c for c in report["instances"] if c["instance_type"].startswith(("ml.g4dn", "ml.p3"))]
