@@ -42,7 +42,11 @@ def cost_lines(variant: dict, region: str) -> list[str]:
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)
     hours = hours_per_month()
-    source = f" ({cost.date}; {cost.source})" if cost.known else " (no sourced price for this type and region)"
+    source = (
+        f" (price of {cost.date}, sourced in constructs_lib/data/sagemaker_prices.json)"
+        if cost.known
+        else " (no sourced price for this type and region)"
+    )
     scaling = variant.get("ManagedInstanceScaling") or {}
     low, high = _count(scaling.get("MinInstanceCount")), _count(scaling.get("MaxInstanceCount"))
     if scaling.get("Status") == "ENABLED" and low is not None and high is not None:
