@@ -214,3 +214,30 @@ def check_checkpoint(
     return check_formats(
         formats, compute_capability=compute_capability, engine=engine, gpu=gpu, alternatives=alternatives
     )
+
+
+def check_deployment(
+    config: Mapping[str, Any],
+    *,
+    engine: str,
+    compute_capability: str,
+    dtype: str = "",
+    quantization: str = "",
+    gpu: str = "this GPU",
+    alternatives_json: str = "",
+) -> tuple[list[str], list[str]]:
+    """(problems, warnings and notes) for the preflight's properties as CloudFormation passes them (text)."""
+    try:
+        alternatives = json.loads(alternatives_json) if alternatives_json else {}
+    except json.JSONDecodeError:
+        alternatives = {}
+    check = check_checkpoint(
+        config,
+        engine=engine,
+        compute_capability=compute_capability or None,
+        dtype=dtype or None,
+        quantization=quantization or None,
+        gpu=gpu,
+        alternatives=alternatives if isinstance(alternatives, dict) else {},
+    )
+    return check.problems, check.warnings + check.notes

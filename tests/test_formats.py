@@ -158,3 +158,18 @@ def test_synth_warns_for_fp8_on_a10g_and_passes_without_a_stated_format():
     assert not [e for e in result.errors if "QUANTIZATION" in e]
     assert any("SM_VLLM_QUANTIZATION=fp8" in w and "Marlin" in w for w in result.warnings)
     assert not [e for e in plan("ml.g4dn.xlarge", {"SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096"}).errors if "format" in e]
+
+
+def test_the_preflight_properties_arrive_as_text():
+    from preflight.formats import check_deployment
+
+    problems, _ = check_deployment(
+        BF16, engine="vllm", compute_capability="7.5", alternatives_json='{"8.0": "ml.g5.xlarge"}'
+    )
+    assert "nearest instance type that can: ml.g5.xlarge" in problems[0]
+    problems, _ = check_deployment(BF16, engine="vllm", compute_capability="7.5", alternatives_json="{not json")
+    assert problems and "nearest" not in problems[0]
+    assert check_deployment(BF16, engine="vllm", compute_capability="") == (
+        [],
+        ["bfloat16 weights and compute: the GPU's compute capability is unknown, not checked"],
+    )

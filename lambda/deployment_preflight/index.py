@@ -53,7 +53,7 @@ from preflight import (
     tp_divides_heads,
 )
 from preflight.checkpoint_code import code_files_note
-from preflight.formats import check_checkpoint
+from preflight.formats import check_deployment
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
 
@@ -256,21 +256,16 @@ FORMAT_PROPERTIES = {
 
 
 def check_format(config: Mapping[str, Any], settings: Settings) -> tuple[list[str], list[str]]:
-    """(problems, warnings) of config.json's weight format on this instance's GPU."""
-    try:
-        alternatives = json.loads(settings.format_alternatives) if settings.format_alternatives else {}
-    except json.JSONDecodeError:
-        alternatives = {}
-    check = check_checkpoint(
+    """(problems, notes) of config.json's weight format on this instance's GPU."""
+    return check_deployment(
         config,
         engine=settings.engine,
-        compute_capability=settings.compute_capability or None,
-        dtype=settings.dtype or None,
-        quantization=settings.quantization or None,
+        compute_capability=settings.compute_capability,
+        dtype=settings.dtype,
+        quantization=settings.quantization,
         gpu=settings.instance_type,
-        alternatives=alternatives if isinstance(alternatives, dict) else {},
+        alternatives_json=settings.format_alternatives,
     )
-    return check.problems, check.warnings + check.notes
 
 
 def _names(raw: Any) -> set[str]:
