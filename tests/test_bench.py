@@ -24,7 +24,7 @@ from tests.fakes.serve_runtime import answer_text
 ROOT = Path(__file__).resolve().parent.parent
 FIRST_TOKEN_S = 0.3
 TOKEN_S = 0.03
-TOKENS = 8  # answer_text(7) is 7 words and a full stop: the fake streams 8 content events
+TOKENS = 8  # answer_text(8) is 8 words, the last with a full stop: the fake streams 8 content events
 
 
 def within(value: float, expected: float, tolerance: float = 0.10) -> bool:
@@ -91,7 +91,7 @@ def test_bad_arguments_exit_2():
 
 def run_baseline(fake, tmp_path) -> dict:
     """The same requests with no configured delay: what the transport alone adds."""
-    fake.add_endpoint("baseline", default=Reply(content=answer_text(TOKENS - 1), keep_alive=False))
+    fake.add_endpoint("baseline", default=Reply(content=answer_text(TOKENS), keep_alive=False))
     path = tmp_path / "baseline.json"
     args = ["--endpoint", "baseline", "--concurrency", "1", "--requests", "4", "--input-tokens", "32"]
     args += ["--json", str(path), "--no-progress"]
@@ -132,7 +132,7 @@ def timing_problems(report: dict, baseline: dict) -> list[str]:
 
 def test_reported_latencies_match_the_configured_delays_and_errors_are_counted_by_kind(fake, tmp_path):
     fake.reset()
-    reply = Reply(content=answer_text(TOKENS - 1), first_token_delay_s=FIRST_TOKEN_S, token_delay_s=TOKEN_S)
+    reply = Reply(content=answer_text(TOKENS), first_token_delay_s=FIRST_TOKEN_S, token_delay_s=TOKEN_S)
     # Over the run's 12 invocations: 4, 8, 12 throttled; 5, 10 a container 500; 7 breaks mid-stream.
     inject = {"ThrottlingException": 4, "ModelError:500": 5, "ModelStreamError": 7}
     fake.add_endpoint("bench", default=reply, inject=inject)
