@@ -147,6 +147,30 @@ def test_an_error_reaches_the_page_as_an_event(playground, fake):
     assert "outcome=error code=ModelError" in playground.test_log.getvalue()
 
 
+def test_stop_during_the_wait_for_the_first_token_shuts_the_sagemaker_stream(playground, fake):
+    import threading
+
+    fake.add_endpoint(ENDPOINT, default=Reply(first_token_delay_s=5.0))
+    answer: dict[str, object] = {}
+    chat = threading.Thread(
+        target=lambda: answer.update(
+            zip(
+                ("status", "stream"), call(playground, "POST", "/api/chat", {"id": "a4", "messages": USER}), strict=True
+            )
+        )
+    )
+    chat.start()
+    wait_for(lambda: playground.in_flight() == 1 and fake.invocations(ENDPOINT), timeout=5)
+    time.sleep(0.1)  # the response headers are in: the server is blocked reading the stream
+    stopped_at = time.monotonic()
+    assert call(playground, "POST", "/api/stop", {"id": "a4"}) == (200, b'{"stopped": true}')
+    chat.join(timeout=3)
+    assert not chat.is_alive() and time.monotonic() - stopped_at < 1.0  # not the 5 s until the first token
+    assert answer["stream"].decode().strip() == 'data: {"type": "stopped"}'
+    assert playground.in_flight() == 0 and "outcome=stopped" in playground.test_log.getvalue()
+    assert call(playground, "POST", "/api/stop", {"id": "a4"}) == (200, b'{"stopped": false}')
+
+
 def test_command_refuses_a_port_in_use(playground):
     err = io.StringIO()
     code = main(["--endpoint", ENDPOINT, "--port", str(playground.port)], runtime_client=object(), stderr=err)
