@@ -30,7 +30,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -168,8 +168,6 @@ class FakeEndpoint:
 def injected_reply(kind: str, base: Reply) -> Reply:
     """A failure of one kind: ``ModelError:<status>`` (the container's status), ``ModelStreamError`` or
     ``InternalStreamFailure`` (after the content, mid-stream), else a SageMaker error code."""
-    from dataclasses import replace
-
     if kind.startswith("ModelError"):
         status = int(kind.partition(":")[2] or 500)
         return Reply.model_error(status, '{"error": "injected"}')
@@ -409,6 +407,7 @@ class _Handler(BaseHTTPRequestHandler):
         position = 0
         first = reply.token_delay_s if reply.first_token_delay_s is None else reply.first_token_delay_s
         began = time.monotonic()
+        token_at = {start: index for index, start in enumerate(starts)}
         try:
             while position < len(sse):
                 size = rng.choice((1, 2, 3, 5, 8, 13, 21))
@@ -416,9 +415,9 @@ class _Handler(BaseHTTPRequestHandler):
                     # A token's delay comes before the part that starts its event: no part reaches into the
                     # next token's event, so each token is complete when its delay begins.
                     size = min([size, *(s - position for s in starts if position < s < position + size)])
-                    if position in starts:
+                    if position in token_at:
                         # On a clock, as an engine emits them: token i is due at first + i * token delay.
-                        due = began + first + starts.index(position) * reply.token_delay_s
+                        due = began + first + token_at[position] * reply.token_delay_s
                         time.sleep(max(0.0, due - time.monotonic()))
                 part = sse[position : position + size]
                 self._write_split(payload_part(part), rng)
