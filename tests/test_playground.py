@@ -160,12 +160,12 @@ def test_stop_during_the_wait_for_the_first_token_shuts_the_sagemaker_stream(pla
         )
     )
     chat.start()
-    wait_for(lambda: playground.in_flight() == 1 and fake.invocations(ENDPOINT), timeout=5)
-    time.sleep(0.1)  # the response headers are in: the server is blocked reading the stream
+    # The response headers are in: the server is blocked reading the stream for the first token.
+    wait_for(lambda: any(a.body is not None for a in list(playground.answers.values())), timeout=5)
     stopped_at = time.monotonic()
     assert call(playground, "POST", "/api/stop", {"id": "a4"}) == (200, b'{"stopped": true}')
     chat.join(timeout=3)
-    assert not chat.is_alive() and time.monotonic() - stopped_at < 1.0  # not the 5 s until the first token
+    assert not chat.is_alive() and time.monotonic() - stopped_at < 2.0  # not the 5 s until the first token
     assert answer["stream"].decode().strip() == 'data: {"type": "stopped"}'
     assert playground.in_flight() == 0 and "outcome=stopped" in playground.test_log.getvalue()
     assert call(playground, "POST", "/api/stop", {"id": "a4"}) == (200, b'{"stopped": false}')
@@ -290,8 +290,8 @@ def test_the_page_streams_an_answer_shows_its_timing_and_stop_cancels_on_the_ser
     assert playground.in_flight() == 1
     browser.find_element(By.ID, "stop").click()
     stopped_at = time.monotonic()
-    wait_for(lambda: playground.in_flight() == 0 and fake.cut_streams == 1, timeout=3)
-    assert time.monotonic() - stopped_at < 1.5  # well before the 20 s this answer would take
+    wait_for(lambda: playground.in_flight() == 0 and fake.cut_streams == 1, timeout=5)
+    assert time.monotonic() - stopped_at < 2.5  # far before the 20 s this answer would take
     wait_for(lambda: "stopped after" in last_answer(browser)[1], timeout=3)
     assert len(last_answer(browser)[0].split()) < 50
     assert browser.find_element(By.ID, "send").is_displayed()
