@@ -206,3 +206,23 @@ def test_ctrl_c_stops_the_run_and_leaves_a_partial_report(fake, tmp_path):
     assert level["interrupted"] is True and level["errors"] == {}
     assert 2 <= level["completed"] < 200 and level["completed"] == level["requests"]
     assert "2 (stopped)" in out.decode()
+
+
+def test_a_run_where_nothing_succeeds_exits_1_with_the_errors(fake):
+    fake.reset()  # no endpoint: SageMaker's ValidationError for every request
+    out = io.StringIO()
+    args = ["--endpoint", "missing", "--concurrency", "2", "--requests", "3", "--input-tokens", "4", "--no-progress"]
+    code = bench.main(args, runtime_client=client("sagemaker-runtime", fake.url), stdout=out, stderr=io.StringIO())
+    assert code == 1
+    assert "0/3" in out.getvalue() and "errors at concurrency 2: ValidationError 3" in out.getvalue()
+
+
+def test_the_standalone_fake_refuses_a_bad_injection():
+    import argparse
+
+    from tests.fakes.serve_runtime import _inject
+
+    assert _inject("ModelError:503=4") == ("ModelError:503", 4)
+    for bad in ("ThrottlingException", "ThrottlingException=0", "=3"):
+        with pytest.raises(argparse.ArgumentTypeError, match="KIND=N"):
+            _inject(bad)
