@@ -126,6 +126,11 @@ def resolve_formats(
     return tuple(found)
 
 
+def minimum_for(row: Mapping[str, Any], engine: str) -> str:
+    """The row's minimum compute capability for ``engine`` (an engine may need more than the row's default)."""
+    return str((row.get("engine_min_compute_capability") or {}).get(engine) or row["min_compute_capability"])
+
+
 def check_formats(
     formats: tuple[str, ...],
     *,
@@ -133,11 +138,14 @@ def check_formats(
     engine: str,
     gpu: str = "this GPU",
     alternatives: Mapping[str, str] | None = None,
+    auto_dtype: str | None = None,
 ) -> FormatCheck:
     """Check ``formats`` against a GPU of ``compute_capability`` for ``engine``.
 
     ``alternatives`` maps a minimum compute capability ('8.0') to the nearest instance type that has it;
-    a problem names it. Unknown compute capability: nothing is refused, a note says so.
+    a problem names it. Unknown compute capability: nothing is refused, a note says so. ``auto_dtype``: the
+    compute dtype when it comes from config.json (no dtype flag): an engine that resolves its ``auto`` dtype
+    to one the GPU supports (the row's ``auto_fallback``) runs it in that dtype, checked in its place.
     """
     table = format_table()["formats"]
     cc = capability(compute_capability)
@@ -153,18 +161,27 @@ def check_formats(
         if engine not in row["engines"]:
             notes.append(f"{row['label']}: no source for engine {engine!r} in the format table, not checked")
             continue
-        need = capability(row["min_compute_capability"])
+        need_text = minimum_for(row, engine)
+        need = capability(need_text)
         assert need is not None
-        minimums.append(need)
         if cc is None:
+            minimums.append(need)
             notes.append(f"{row['label']}: the GPU's compute capability is unknown, not checked")
             continue
         where = f"{gpu} (compute capability {_text(cc)})"
+        fallback = row.get("auto_fallback")
+        if cc < need and name == auto_dtype and fallback and engine in fallback["engines"]:
+            warnings.append(f"{row['label']} on {where}: {fallback['text']}. Source: {fallback['sources'][0]}")
+            row = table[fallback["to"]]
+            need_text = minimum_for(row, engine)
+            need = capability(need_text)
+            assert need is not None
+        minimums.append(need)
         if cc < need:
-            nearest = (alternatives or {}).get(row["min_compute_capability"])
+            nearest = (alternatives or {}).get(need_text)
             fix = f"; the nearest instance type that can: {nearest}" if nearest else ""
             problems.append(
-                f"{row['label']} need compute capability {row['min_compute_capability']} or newer with {engine}; "
+                f"{row['label']} need compute capability {need_text} or newer with {engine}; "
                 f"{where} cannot run them: {row['below_min']}{fix}. Source: {row['sources'][0]}"
             )
             continue
@@ -196,6 +213,7 @@ def required_capabilities() -> list[str]:
     """Every distinct minimum compute capability in the table, ascending (for nearest-instance lookups)."""
     rows = format_table()["formats"].values()
     found = {r["min_compute_capability"] for r in rows}
+    found |= {v for r in rows for v in (r.get("engine_min_compute_capability") or {}).values()}
     return sorted(found, key=lambda t: capability(t) or (0, 0))
 
 
@@ -211,8 +229,16 @@ def check_checkpoint(
 ) -> FormatCheck:
     """The deploy-time check: config.json's dtype and quantization (the engine's flags win) against the GPU."""
     formats = resolve_formats(config, dtype=dtype, quantization=quantization)
+    # No dtype flag (or "auto"): the compute dtype is config.json's, which the engine may resolve to another.
+    stated = resolve_formats(dtype=dtype) if dtype else ()
+    auto_dtype = None if stated else checkpoint_dtype(config)
     return check_formats(
-        formats, compute_capability=compute_capability, engine=engine, gpu=gpu, alternatives=alternatives
+        formats,
+        compute_capability=compute_capability,
+        engine=engine,
+        gpu=gpu,
+        alternatives=alternatives,
+        auto_dtype=auto_dtype,
     )
 
 

@@ -64,11 +64,15 @@ def test_quantization_formats_are_read_from_config(quant, expected):
     assert quantization_format({"text_config": {"quantization_config": quant}}) == expected
 
 
-def test_bfloat16_on_t4_and_v100_is_refused_with_the_reason_and_the_nearest_instance():
+def test_bfloat16_asked_for_on_t4_and_v100_is_refused_with_the_reason_and_the_nearest_instance():
     for instance_type, cc in (("ml.g4dn.xlarge", "7.5"), ("ml.p3.2xlarge", "7.0")):
         spec = lookup_instance(instance_type)
         check = check_checkpoint(
-            BF16, engine="vllm", compute_capability=spec.compute_capability, alternatives=nearest_capable(spec)
+            BF16,
+            engine="vllm",
+            compute_capability=spec.compute_capability,
+            dtype="bfloat16",  # the engine's dtype flag: vLLM's check_if_supports_dtype raises
+            alternatives=nearest_capable(spec),
         )
         assert not check.ok
         (problem,) = check.problems
@@ -78,6 +82,33 @@ def test_bfloat16_on_t4_and_v100_is_refused_with_the_reason_and_the_nearest_inst
     # Serving it in float16 (the engine's dtype flag) is the documented way out.
     assert check_checkpoint(BF16, engine="vllm", compute_capability="7.5", dtype="float16").ok
     assert check_checkpoint(BF16, engine="vllm", compute_capability="8.0").ok
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("dtype", [None, "auto"])
+def test_a_bfloat16_checkpoint_with_dtype_auto_runs_in_float16_below_ampere_with_a_warning(engine, dtype):
+    # vLLM's _resolve_auto_dtype falls back to float16 on a GPU without bfloat16 (CudaPlatformBase.supported_dtypes);
+    # SGLang's model runner switches to float16 below sm80. Refusing would turn away a deployment that starts.
+    t4 = check_checkpoint(BF16, engine=engine, compute_capability="7.5", dtype=dtype)
+    assert t4.ok, t4.problems
+    (warning,) = t4.warnings
+    assert "float16" in warning and "overflow" in warning and "compute capability 7.5" in warning
+    assert t4.min_compute_capability == ("7.5" if engine == "sglang" else "7.0")  # float16's row, now checked
+    assert check_checkpoint(BF16, engine=engine, compute_capability="8.0", dtype=dtype).warnings == []
+
+
+def test_volta_is_refused_for_sglang_in_any_16_bit_dtype_and_served_by_vllm_in_float16():
+    # SGLang's model runner: "SGLang only supports sm75 and above."
+    for config in (BF16, {**BF16, "torch_dtype": "float16"}):
+        v100 = check_checkpoint(
+            config, engine="sglang", compute_capability="7.0", alternatives={"7.5": "ml.g4dn.xlarge"}
+        )
+        (problem,) = v100.problems
+        assert "float16 weights and compute need compute capability 7.5 or newer with sglang" in problem
+        assert "SGLang only supports sm75 and above" in problem and "ml.g4dn.xlarge" in problem
+    assert check_checkpoint(BF16, engine="vllm", compute_capability="7.0").ok
+    # An engine without a sourced fallback (LMI) is still refused, rather than guessed.
+    assert not check_checkpoint(BF16, engine="lmi", compute_capability="7.5").ok
 
 
 def test_fp8_on_a10g_runs_weight_only_and_says_so_and_fp8_on_volta_is_refused():
@@ -119,7 +150,7 @@ def test_nvfp4_below_blackwell_is_a_warning():
 
 def test_what_the_table_cannot_judge_is_a_note_not_a_refusal():
     awq = {"torch_dtype": "float16", "quantization_config": {"quant_method": "awq"}}
-    sglang = check_checkpoint(awq, engine="sglang", compute_capability="7.0")
+    sglang = check_checkpoint(awq, engine="sglang", compute_capability="7.5")  # (7.0: SGLang refuses any dtype)
     assert sglang.ok and "no source for engine 'sglang'" in sglang.notes[0]
     unknown_gpu = check_formats(("bfloat16",), compute_capability=None, engine="vllm")
     assert unknown_gpu.ok and "compute capability is unknown" in unknown_gpu.notes[0]
@@ -164,10 +195,12 @@ def test_the_preflight_properties_arrive_as_text():
     from preflight.formats import check_deployment
 
     problems, _ = check_deployment(
-        BF16, engine="vllm", compute_capability="7.5", alternatives_json='{"8.0": "ml.g5.xlarge"}'
+        BF16, engine="vllm", compute_capability="7.5", dtype="bfloat16", alternatives_json='{"8.0": "ml.g5.xlarge"}'
     )
     assert "nearest instance type that can: ml.g5.xlarge" in problems[0]
-    problems, _ = check_deployment(BF16, engine="vllm", compute_capability="7.5", alternatives_json="{not json")
+    problems, _ = check_deployment(
+        BF16, engine="vllm", compute_capability="7.5", dtype="bfloat16", alternatives_json="{not json"
+    )
     assert problems and "nearest" not in problems[0]
     assert check_deployment(BF16, engine="vllm", compute_capability="") == (
         [],

@@ -20,7 +20,7 @@ T4_QUOTA = "ml.g4dn.xlarge for endpoint usage"
 
 
 @pytest.mark.parametrize(("instance_type", "capability"), [("ml.g4dn.xlarge", "7.5"), ("ml.p3.2xlarge", "7.0")])
-def test_bfloat16_checkpoint_on_a_t4_or_v100_is_refused_with_the_nearest_instance(
+def test_bfloat16_asked_for_on_a_t4_or_v100_is_refused_with_the_nearest_instance(
     handler,  # noqa: F811
     s3,  # noqa: F811
     instance_type,
@@ -29,11 +29,21 @@ def test_bfloat16_checkpoint_on_a_t4_or_v100_is_refused_with_the_nearest_instanc
     stage(s3)  # config.json says torch_dtype bfloat16
     applied(handler, quota(f"{instance_type} for endpoint usage"))
     gpu = {"InstanceType": instance_type, "GpuMemoryGib": "16", "Engine": "vllm", "ComputeCapability": capability}
-    message = refused(handler, properties(**gpu, FormatAlternatives=json.dumps({"8.0": "ml.g6.xlarge"})))
+    alternatives = json.dumps({"8.0": "ml.g6.xlarge"})
+    message = refused(handler, properties(**gpu, Dtype="bfloat16", FormatAlternatives=alternatives))
     assert "[format] bfloat16 weights and compute need compute capability 8.0 or newer with vllm" in message
     assert f"{instance_type} (compute capability {capability})" in message
     assert "the nearest instance type that can: ml.g6.xlarge" in message
     assert "[memory]" not in message and "[quota]" not in message
+
+
+def test_a_bfloat16_checkpoint_without_a_dtype_flag_starts_in_float16_on_a_t4_with_a_note(handler, s3):  # noqa: F811
+    # vLLM resolves dtype auto to float16 on a GPU without bfloat16 (_resolve_auto_dtype): not a refusal.
+    stage(s3)
+    applied(handler, quota(T4_QUOTA))
+    result = handler.on_event(event(props=properties(**T4)))
+    assert "format" in result["Data"]["ChecksRun"]
+    assert "serves this bfloat16 checkpoint in float16" in result["Data"]["Notes"]
 
 
 def test_the_engine_dtype_flag_wins_and_float16_passes(handler, s3):  # noqa: F811
