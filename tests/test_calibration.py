@@ -79,6 +79,11 @@ def test_kv_cache_capacity_within_15_percent(case):
     assert abs(error(case)) <= TOLERANCE, f"{case['id']}: {error(case):+.1%}"
 
 
+def test_every_case_is_a_row_of_its_own_in_the_table():
+    rows = table().splitlines()[2:]
+    assert len(rows) == len(CASES) == len(set(rows))  # two runs of one model differ by a flag the row shows
+
+
 def table() -> str:
     lines = [
         "| case | GPUs, vLLM flags | predicted tokens | reported tokens | error |",
@@ -86,7 +91,9 @@ def table() -> str:
     ]
     for case in CASES:
         reported, printed = reported_tokens(case)
-        flags = f"TP {case['tensor_parallel_size']}, util {case['gpu_memory_utilization']:g}"
+        flags = (
+            f"TP {case['tensor_parallel_size']}, util {case['gpu_memory_utilization']:g}, len {case['max_model_len']:,}"
+        )
         lines.append(
             f"| [{case['model'].split('/')[-1]}]({case['source']}) | {case['gpus']} x {case['gpu']}, {flags} | "
             f"{predicted_tokens(case):,} | {reported:,}{'' if printed else ' (from GiB)'} | {error(case):+.1%} |"
