@@ -12,8 +12,10 @@ Like a signed CDN URL, the CDN server rejects a request that also carries an ``A
 (and records it), so a client that leaks the token to another origin fails loudly.
 
 Faults can be injected per file path: wrong bytes, HTTP errors for the first N requests, a connection
-dropped after K bytes, a slow stream. Every request is recorded. Big files can be synthetic: generated
-from a seed and an offset, never held in memory.
+dropped after K bytes, a slow stream. Hub-wide, ``connection_bytes_per_s`` paces every connection (a CDN
+edge's per-connection rate) and ``ignore_range`` answers ranged requests with the whole file. Every
+request is recorded, and the content bytes sent per file are counted (``bytes_sent``). Big files can be
+synthetic: generated from a seed and an offset, never held in memory.
 """
 
 from __future__ import annotations
@@ -172,6 +174,10 @@ class FakeHub:
     lfs_patterns: tuple[str, ...] = LFS_PATTERNS
     page_size: int = 50
     cdn_rejects_authorization: bool = True
+    # Like a CDN edge: each connection's body streams at about this many bytes per second (0: unlimited).
+    connection_bytes_per_s: float = 0.0
+    # A server that answers every ``Range`` request with the whole file (200), as RFC 9110 section 14.2 allows.
+    ignore_range: bool = False
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -183,6 +189,7 @@ class FakeHub:
         self._threads: list[threading.Thread] = []
         self.endpoint = ""
         self.cdn_endpoint = ""
+        self.body_bytes_sent: dict[str, int] = {}  # path -> content bytes written to clients (GET bodies)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -291,6 +298,14 @@ class FakeHub:
     def requests_for(self, file: str, method: str = "GET") -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.file == file and r.method == method]
+
+    def bytes_sent(self, file: str) -> int:
+        with self._lock:
+            return self.body_bytes_sent.get(file, 0)
+
+    def _count_sent(self, file: str, n: int) -> None:
+        with self._lock:
+            self.body_bytes_sent[file] = self.body_bytes_sent.get(file, 0) + n
 
     def authorization_reached_cdn(self) -> bool:
         with self._lock:
@@ -531,7 +546,7 @@ class _Handler(BaseHTTPRequestHandler):
         size = f.size
         start, end = 0, size
         status = 200
-        wanted = self.headers.get("Range")
+        wanted = None if self.hub.ignore_range else self.headers.get("Range")
         if wanted and wanted.startswith("bytes="):
             first, _, last = wanted[len("bytes=") :].partition("-")
             start = int(first) if first else 0
@@ -554,7 +569,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         flip_at = size // 2
         sent = 0
-        chunk_size = 64 * 1024 if slow else CHUNK
+        rate = self.hub.connection_bytes_per_s
+        chunk_size = 64 * 1024 if slow or rate else CHUNK
+        began = time.monotonic()
         for chunk in f.content.chunks(start, end, chunk_size):
             if corrupt is not None and start + sent <= flip_at < start + sent + len(chunk):
                 data = bytearray(chunk)
@@ -562,12 +579,18 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = memoryview(bytes(data))
             if drop is not None and sent + len(chunk) > drop.after_bytes:
                 self.wfile.write(chunk[: max(0, drop.after_bytes - sent)])
+                self.hub._count_sent(f.path, max(0, drop.after_bytes - sent))
                 self._drop()
                 return
             self.wfile.write(chunk)
             sent += len(chunk)
+            self.hub._count_sent(f.path, len(chunk))
             if slow is not None and sent > slow.after_bytes:
                 time.sleep(len(chunk) / slow.bytes_per_s)
+            if rate:  # paced against the connection's start, so sleep granularity does not slow it further
+                ahead = began + sent / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
 
     def _drop(self) -> None:
         self.wfile.flush()
