@@ -645,13 +645,13 @@ class FileStager:
                 for part in page.get("Parts") or []:
                     number = int(part["PartNumber"])
                     size = min(part_size, file.size - (number - 1) * part_size)
-                    if number > total_parts or int(part["Size"]) != size or not part.get("ChecksumCRC32"):
-                        continue  # another part size, or no checksum: fetched and uploaded again
-                    state.parts[number] = {
-                        "PartNumber": number,
-                        "ETag": part["ETag"],
-                        "ChecksumCRC32": part["ChecksumCRC32"],
-                    }
+                    if number > total_parts or int(part["Size"]) != size:
+                        continue  # another part size (another --part-size-mib): fetched and uploaded again
+                    # S3 checked each part's CRC32 on arrival, computed by the killed run from the bytes it
+                    # hashed; CompleteMultipartUpload needs it again (given for CRC32 uploads, ListParts docs).
+                    state.parts[number] = {"PartNumber": number, "ETag": part["ETag"]}
+                    if part.get("ChecksumCRC32"):
+                        state.parts[number]["ChecksumCRC32"] = part["ChecksumCRC32"]
             missing = [n for n in range(1, resume.part + 1) if n not in state.parts]
             if missing:
                 problem = f"part {missing[0]} before the checkpoint is not in S3"

@@ -152,6 +152,7 @@ class Fault:
     after_bytes: int = 0
     bytes_per_s: float = 0.0
     methods: tuple[str, ...] = ("GET",)
+    range: str | None = None  # only requests with this Range header (None: any)
 
 
 @dataclass
@@ -163,6 +164,7 @@ class Recorded:
     status: int
     range: str | None
     authorization: bool
+    finished: float = 0.0  # time.monotonic() when the body was sent (0: not yet, or no body)
 
 
 @dataclass
@@ -264,13 +266,16 @@ class FakeHub:
         """Serve ``path`` with one byte flipped (same length) ``times`` times (None: always)."""
         self._add_fault(path, Fault("corrupt", times))
 
-    def drop_after(self, path: str, after_bytes: int, times: int = 1) -> None:
-        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times."""
-        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes))
+    def drop_after(self, path: str, after_bytes: int, times: int = 1, range: str | None = None) -> None:
+        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (only for requests
+        with the Range header ``range``, when given)."""
+        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes, range=range))
 
-    def slow(self, path: str, bytes_per_s: float, after_bytes: int = 0, times: int | None = None) -> None:
+    def slow(
+        self, path: str, bytes_per_s: float, after_bytes: int = 0, times: int | None = None, range: str | None = None
+    ) -> None:
         """Stream ``path`` at full speed for ``after_bytes`` bytes, then at about ``bytes_per_s``."""
-        self._add_fault(path, Fault("slow", times, bytes_per_s=bytes_per_s, after_bytes=after_bytes))
+        self._add_fault(path, Fault("slow", times, bytes_per_s=bytes_per_s, after_bytes=after_bytes, range=range))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -280,9 +285,11 @@ class FakeHub:
         with self._lock:
             self._faults.setdefault(path, []).append(fault)
 
-    def _take_fault(self, path: str, kinds: tuple[str, ...], method: str) -> Fault | None:
+    def _take_fault(self, path: str, kinds: tuple[str, ...], method: str, range: str | None = None) -> Fault | None:
         with self._lock:
             for fault in self._faults.get(path, []):
+                if fault.range is not None and fault.range != range:
+                    continue
                 if fault.kind in kinds and method in fault.methods and (fault.times is None or fault.times > 0):
                     if fault.times is not None:
                         fault.times -= 1
@@ -557,8 +564,9 @@ class _Handler(BaseHTTPRequestHandler):
             status = 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{size}"}
         corrupt = self.hub._take_fault(f.path, ("corrupt",), self.command) if self.command == "GET" else None
-        drop = self.hub._take_fault(f.path, ("drop",), self.command) if self.command == "GET" else None
-        slow = self.hub._take_fault(f.path, ("slow",), self.command) if self.command == "GET" else None
+        asked = self.headers.get("Range")
+        drop = self.hub._take_fault(f.path, ("drop",), self.command, asked) if self.command == "GET" else None
+        slow = self.hub._take_fault(f.path, ("slow",), self.command, asked) if self.command == "GET" else None
         self._record.status = status
         self.send_response(status)
         for name, value in {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}.items():
@@ -591,6 +599,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ahead = began + sent / rate - time.monotonic()
                 if ahead > 0:
                     time.sleep(ahead)
+        self._record.finished = time.monotonic()
 
     def _drop(self) -> None:
         self.wfile.flush()
