@@ -258,6 +258,9 @@ class _Upload:
     checkpoint_key: str | None = None  # its marker upload's key ...
     checkpoint_upload: str | None = None  # ... and id
     single_stream: bool = False  # the server ignored a Range request: one stream for this file
+    file: HubFile | None = None
+    total_parts: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one checkpoint writer at a time
 
 
 @dataclass(frozen=True)
@@ -450,6 +453,7 @@ class FileStager:
             state.parts.clear()
             state.hashes = {0: Verifier(file, resumable=True)}
         total_parts = -(-file.size // part_size)
+        state.file, state.total_parts = file, total_parts
         uploaded = 0  # leading parts in S3
         while uploaded < total_parts and uploaded + 1 in state.parts:
             uploaded += 1
@@ -489,7 +493,6 @@ class FileStager:
         """Read the file from ``first_part`` on over one connection (``response``, if open already), hashing
         it, and upload each part as soon as it is read."""
         offset = (first_part - 1) * part_size
-        total_parts = -(-file.size // part_size)
         state.failed = None
         futures: dict[int, Future[dict[str, Any]]] = {}
         if response is None:
@@ -512,7 +515,6 @@ class FileStager:
                 state.hashes[part_number] = verifier.copy()
                 futures[part_number] = self.uploads.submit(self._upload_part, key, state, part_number, buffer)
                 part_number += 1
-                self._checkpoint(file, state, total_parts)
             else:
                 self._expect_end(response, file)
         finally:
@@ -521,7 +523,6 @@ class FileStager:
         errors = [f.exception() for f in futures.values() if f.exception() is not None]
         if errors:
             raise errors[0]
-        self._checkpoint(file, state, total_parts)
 
     def _parallel_parts(
         self, file: HubFile, key: str, part_size: int, state: _Upload, verifier: Verifier, first_part: int
@@ -588,7 +589,6 @@ class FileStager:
                 state.hashes[next_hash] = verifier.copy()
                 uploading[next_hash] = self.uploads.submit(self._upload_part, key, state, next_hash, buffer)
                 next_hash += 1
-                self._checkpoint(file, state, total_parts)
         finally:
             abort.set()
             for number, future in fetching.items():
@@ -599,7 +599,6 @@ class FileStager:
         errors = [f.exception() for f in uploading.values() if f.exception() is not None]
         if errors:
             raise errors[0]
-        self._checkpoint(file, state, total_parts)
 
     def _fetch_range(
         self, file: HubFile, url: str, response: Any, buffer: bytearray, start: int, n: int, abort: threading.Event
@@ -667,25 +666,27 @@ class FileStager:
         self.log.emit("resume_upload", path=file.path, parts_in_s3=len(state.parts), checkpoint=resume.part)
         return state
 
-    def _checkpoint(self, file: HubFile, state: _Upload, total_parts: int) -> None:
+    def _checkpoint(self, state: _Upload) -> None:
         """Save the hash state at the highest part boundary below which every part is in S3 (not the last
-        one: the upload is completed next)."""
-        boundary = state.checkpoint
-        while boundary + 1 in state.parts and boundary + 1 in state.hashes:
-            boundary += 1
-        if boundary in (state.checkpoint, total_parts) or state.upload_id is None:
-            return
-        saved = state.hashes[boundary].saved_state()
-        if saved is None:
-            return
-        key = checkpoint_key(self.prefix, file.path, state.upload_id, boundary, saved)
-        try:
-            marker = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE)
-        except (ClientError, BotoCoreError) as error:
-            self.log.emit("warning", reason=describe_client_error(error, f"saving a checkpoint of {file.path}"))
-            return
-        self._drop_checkpoint(state)
-        state.checkpoint, state.checkpoint_key, state.checkpoint_upload = boundary, key, marker["UploadId"]
+        one: the upload is completed next). Called by each part's upload once the part is in S3."""
+        with state.lock:
+            boundary = state.checkpoint
+            while boundary + 1 in state.parts and boundary + 1 in state.hashes:
+                boundary += 1
+            if boundary in (state.checkpoint, state.total_parts) or state.upload_id is None or state.file is None:
+                return
+            saved = state.hashes[boundary].saved_state()
+            if saved is None:
+                return
+            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved)
+            try:
+                marker = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE)
+            except (ClientError, BotoCoreError) as error:
+                reason = describe_client_error(error, f"saving a checkpoint of {state.file.path}")
+                self.log.emit("warning", reason=reason)
+                return
+            self._drop_checkpoint(state)
+            state.checkpoint, state.checkpoint_key, state.checkpoint_upload = boundary, key, marker["UploadId"]
 
     def _drop_checkpoint(self, state: _Upload) -> None:
         if state.checkpoint_key is None:
@@ -720,8 +721,7 @@ class FileStager:
             )
             self.progress.uploaded(key[len(self.prefix) :], len(buffer))
             part = {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
-            state.parts[part_number] = part  # seen by the checkpoint at once
-            return part
+            state.parts[part_number] = part
         except (ClientError, BotoCoreError) as error:
             state.failed = s3_error(error, f"UploadPart {part_number} of s3://{self.bucket}/{key}")
             raise state.failed from None
@@ -730,6 +730,8 @@ class FileStager:
             raise
         finally:  # after state.failed is set, so that the reader sees the failure when it gets this buffer
             self.pool.release(buffer)
+        self._checkpoint(state)
+        return part
 
     @staticmethod
     def _collect(futures: dict[int, Future[dict[str, Any]]], state: _Upload) -> None:
