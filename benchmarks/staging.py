@@ -82,14 +82,15 @@ def child_worker_profile(stats_file: str, argv: list[str]) -> int:
     lock = threading.Lock()
     original_run = threading.Thread.run
 
+    # Each thread's own CPU time (not wall time: a thread blocked on a socket would dominate).
     def profiled_run(self: threading.Thread) -> None:
-        profile = cProfile.Profile()
+        profile = cProfile.Profile(time.thread_time)
         with lock:
             profiles.append(profile)
         profile.runcall(original_run, self)
 
     threading.Thread.run = profiled_run  # type: ignore[method-assign]
-    main_profile = cProfile.Profile()
+    main_profile = cProfile.Profile(time.thread_time)
     code = main_profile.runcall(child_worker, stats_file, argv)
     stats = pstats.Stats(main_profile, stream=(out := io.StringIO()))
     for profile in profiles:
@@ -319,14 +320,18 @@ def single_file(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-        def timed(name: str, *extra: str, child: str = "worker") -> None:
+        def timed(name: str, *extra: str, child: str = "worker", to: str = "", child_env: Any = None) -> None:
             before = hub.bytes_sent(path)
             steal = steal_seconds()
-            stats = run_child(env, child, f"--destination=s3://{BUCKET}/{name}/", *flags, *extra, time_rss=True)
+            where = f"--destination=s3://{BUCKET}/{to or name}/"
+            stats = run_child(child_env or env, child, where, *flags, *extra, time_rss=True)
             stats["hub_bytes"] = hub.bytes_sent(path) - before
             stats["steal_s"] = steal_seconds() - steal
             results[name] = stats
 
+        timed("start-up only (2-byte file)", "--include=config.json", to="startup")
+        if args.before_root:  # the same run with an older hfstage (one stream per file, no --ranges-per-file)
+            timed("before: one stream", child_env={**env, "BENCH_HFSTAGE_ROOT": args.before_root}, to="before")
         timed("one-stream", "--ranges-per-file=1")
         timed("parallel", f"--ranges-per-file={args.parts_in_flight}")
 
@@ -349,10 +354,13 @@ def single_file(args: argparse.Namespace) -> int:
             os.unlink(stats_file)
         fetched_before_kill = hub.bytes_sent(path) - before
         open_after_kill = sink.stats()["open_uploads"]
-        timed("resumed", f"--ranges-per-file={args.parts_in_flight}")
+        timed("resumed", f"--ranges-per-file={args.parts_in_flight}", to="resume")
         results["resumed"]["fetched_before_kill"] = fetched_before_kill
         results["resumed"]["open_after_kill"] = open_after_kill
         if args.profile:
+            if args.before_root:
+                before_env = {**env, "BENCH_HFSTAGE_ROOT": args.before_root}
+                timed("profile-before", child="worker-profile", child_env=before_env, to="profile-before")
             timed("profile-one-stream", "--ranges-per-file=1", child="worker-profile")
             timed("profile-parallel", f"--ranges-per-file={args.parts_in_flight}", child="worker-profile")
         final = sink.stats()
@@ -362,11 +370,14 @@ def single_file(args: argparse.Namespace) -> int:
         shutil.rmtree(tmp_root, ignore_errors=True)
 
     print()
+    startup_cpu = results.pop("start-up only (2-byte file)")["cpu_s"]
+    print(f"CPU-s/GB: the worker's CPU time less that of a run copying one 2-byte file ({startup_cpu:.2f} s), per GB")
     print(f"{'':30}{'MB/s':>9}{'seconds':>9}{'peak RSS MiB':>14}{'CPU s':>8}{'CPU-s/GB':>10}{'Hub MiB':>10}")
     for name, stats in results.items():
         print(
             f"{name:30}{size / 1e6 / stats['wall_s']:9.0f}{stats['wall_s']:9.2f}{stats['max_rss_kib'] / 1024:14.0f}"
-            f"{stats['cpu_s']:8.1f}{stats['cpu_s'] / (size / 1e9):10.2f}{stats['hub_bytes'] / MiB:10.0f}"
+            f"{stats['cpu_s']:8.1f}{(stats['cpu_s'] - startup_cpu) / (size / 1e9):10.2f}"
+            f"{stats['hub_bytes'] / MiB:10.0f}"
         )
     one, par, res = results["one-stream"], results["parallel"], results["resumed"]
     bound = args.part_size_mib * args.parts_in_flight + 200
@@ -383,10 +394,13 @@ def single_file(args: argparse.Namespace) -> int:
         f"fetched twice {wasted / MiB:.0f} MiB = {wasted / part:.1f} parts "
         f"(goal: under one part per part in flight, {args.parts_in_flight})"
     )
-    for name in ("profile-one-stream", "profile-parallel"):
+    for line in res["output"].splitlines():
+        if any(f" event={name} " in line for name in ("resumable", "resume_upload", "resume_discarded", "resume")):
+            print("  resumed run: " + line.split(" ", 1)[-1])
+    for name in ("profile-before", "profile-one-stream", "profile-parallel"):
         if name in results:
             text = results[name]["output"]
-            print(f"\n{name}: top functions by own time (all threads)")
+            print(f"\n{name}: top functions by own CPU time (all threads, seconds)")
             print(text.split("PROFILE-BEGIN", 1)[-1].split("PROFILE-END", 1)[0].rstrip())
     print(
         f"\nsink: {final['requests'].get('UploadPart', 0)} parts, {final['open_uploads']} uploads left open, "
@@ -404,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-file", action="store_true", help="only the one-large-file runs (and resume)")
     parser.add_argument("--connection-mb-s", type=float, default=40.0, help="per-connection pace, --single-file")
     parser.add_argument("--profile", action="store_true", help="--single-file: also profile the worker")
+    parser.add_argument("--before-root", help="--single-file: a folder holding an older hfstage/ to compare")
     args = parser.parse_args(argv)
     if args.single_file:
         return single_file(args)

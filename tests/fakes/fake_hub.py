@@ -578,7 +578,7 @@ class _Handler(BaseHTTPRequestHandler):
         flip_at = size // 2
         sent = 0
         rate = self.hub.connection_bytes_per_s
-        chunk_size = 64 * 1024 if slow or rate else CHUNK
+        chunk_size = 64 * 1024 if slow else CHUNK
         began = time.monotonic()
         for chunk in f.content.chunks(start, end, chunk_size):
             if corrupt is not None and start + sent <= flip_at < start + sent + len(chunk):
