@@ -376,6 +376,7 @@ class FileStager:
                     self.progress.position(file.path, 0)
                 except RangeIgnored as error:
                     reason, retry_after = str(error), None
+                    self._drop_checkpoint(state)  # the file starts again from byte 0, in the same upload
                     state.parts.clear()
                     state.hashes = {0: Verifier(file, resumable=True)}
                     state.single_stream = True
@@ -812,12 +813,14 @@ def reclaim_uploads(
     checkpoint there is aborted. ``resume=False`` aborts them all."""
     uploads: list[dict[str, Any]] = []
     markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes]]] = []
+    mine = {_short_digest(key[len(prefix) :]) for key in keys}  # other hosts' checkpoints are theirs
     try:
         for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix):
             for upload in page.get("Uploads") or []:
                 parsed = parse_checkpoint_key(prefix, upload.get("Key", ""))
                 if parsed is not None:
-                    markers.append((upload, parsed))
+                    if parsed[0] in mine:
+                        markers.append((upload, parsed))
                 elif upload.get("Key") in keys:
                     uploads.append(upload)
     except (ClientError, BotoCoreError) as error:

@@ -180,3 +180,32 @@ def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
     assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
     assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
     assert s3.open_uploads() == [] and prefix + MANIFEST_NAME in s3.list_keys()
+
+
+def test_reclaim_keeps_the_latest_checkpointed_upload_of_each_own_file_and_aborts_the_rest(s3: S3Env) -> None:  # noqa: F811
+    import io
+
+    from hfstage.events import EventLog
+    from hfstage.transfer import checkpoint_key, reclaim_uploads
+
+    prefix = "models/Org--Gguf/" + "a" * 40 + "/"
+    client = s3.client
+
+    def upload(key: str) -> str:
+        return client.create_multipart_upload(Bucket=s3.bucket, Key=key)["UploadId"]
+
+    state = hashstate.ResumableHash("sha256").state()
+    kept = upload(prefix + "a.gguf")
+    upload(checkpoint_key(prefix, "a.gguf", kept, 2, state))
+    upload(checkpoint_key(prefix, "a.gguf", kept, 3, state))  # the later one of the same upload wins
+    stale = upload(prefix + "a.gguf")  # a second upload of the same file, without a checkpoint
+    bare = upload(prefix + "b.gguf")  # no checkpoint: nothing to resume from
+    other_host = upload(prefix + "c.gguf")
+    upload(checkpoint_key(prefix, "c.gguf", other_host, 1, state))  # another host's file: left alone
+    found = reclaim_uploads(client, s3.bucket, prefix, {prefix + "a.gguf", prefix + "b.gguf"}, EventLog(io.StringIO()))
+    assert list(found) == [prefix + "a.gguf"]
+    assert found[prefix + "a.gguf"].upload_id == kept and found[prefix + "a.gguf"].part == 3
+    left = {(u["Key"], u["UploadId"]) for u in s3.open_uploads()}
+    assert (prefix + "a.gguf", kept) in left and (prefix + "a.gguf", stale) not in left
+    assert (prefix + "b.gguf", bare) not in left and (prefix + "c.gguf", other_host) in left
+    assert sorted(parse_checkpoint_key(prefix, k)[2] for k, _ in left if CHECKPOINT_DIR in k) == [1, 3]
