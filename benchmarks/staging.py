@@ -579,8 +579,12 @@ def main(argv: list[str] | None = None) -> int:
         limit = "the worker's pipeline (neither the servers nor the CPUs are saturated)"
     print(f"limiting side: {limit}")
     print(
-        "one large file streams over one connection (its SHA-256 is computed in order), so its rate is that of "
-        "a single stream; several files stream in parallel"
+        "a large file is fetched as several byte ranges at once (hashed in order); --single-file measures that "
+        "against one stream on a Hub that paces each connection"
+    )
+    print(
+        f"worker CPU per GB (including start-up): {worker['cpu_s'] / (total / 1e9):.2f} CPU-s/GB on the shards, "
+        f"{single['cpu_s'] / (big / 1e9):.2f} on the one large file"
     )
     print(
         f"worker summary: files={summary.get('files')} uploaded={summary.get('uploaded')} "
