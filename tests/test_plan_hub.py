@@ -75,8 +75,13 @@ def hub():
 
 @pytest.fixture
 def env(hub, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
     monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    # huggingface_hub reads HF_HOME once, at import (constants.py), and an earlier test may have imported it:
+    # without this the fake Hub's config.json files land in the real ~/.cache/huggingface.
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     for name in ("HF_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
         monkeypatch.delenv(name, raising=False)
     return hub
@@ -103,8 +108,9 @@ def test_ranks_every_type_that_fits_cheapest_first_with_fit_columns_and_prices(e
     assert "?: no sourced on-demand price for us-east-1" in out
 
 
-def test_json_has_the_same_ranking_and_why_the_others_do_not_fit(env, capsys):
+def test_json_has_the_same_ranking_and_why_the_others_do_not_fit(env, capsys, tmp_path):
     assert plan("--model-id", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--json", "--region", "eu-west-1") == 0
+    assert list((tmp_path / "hf" / "hub").rglob("config.json"))  # the test's own cache, not the user's
     report = json.loads(capsys.readouterr().out)
     assert report["region"] == "eu-west-1" and report["weight_bytes"] == 16_400_000_000
     first = report["instances"][0]
