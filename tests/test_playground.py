@@ -171,6 +171,16 @@ def test_stop_during_the_wait_for_the_first_token_shuts_the_sagemaker_stream(pla
     assert call(playground, "POST", "/api/stop", {"id": "a4"}) == (200, b'{"stopped": false}')
 
 
+def test_the_urllib3_the_stop_relies_on_is_pinned():
+    import urllib3.response
+
+    # Answer._shut() calls HTTPResponse.shutdown() (urllib3 2.3+); with an older urllib3 it is skipped silently and
+    # a stop waits for SageMaker's next byte. botocore allows 1.x, so requirements.txt pins a version that has it.
+    pins = dict(line.split("==", 1) for line in (ROOT / "requirements.txt").read_text().splitlines() if "==" in line)
+    assert tuple(int(part) for part in pins["urllib3"].split(".")[:2]) >= (2, 3)
+    assert callable(getattr(urllib3.response.HTTPResponse, "shutdown", None))
+
+
 def test_command_refuses_a_port_in_use(playground):
     err = io.StringIO()
     code = main(["--endpoint", ENDPOINT, "--port", str(playground.port)], runtime_client=object(), stderr=err)
