@@ -243,8 +243,12 @@ def evaluate(
     region: str,
     settings: dict[str, Any],
     tensor_parallel_size: int | None = None,
+    gpu_label: str | None = None,
 ) -> tuple[Candidate, MemoryFit, FormatCheck]:
-    """Memory fit and weight format of the model on ``spec`` (tensor parallel: all GPUs unless given)."""
+    """Memory fit and weight format of the model on ``spec`` (tensor parallel: all GPUs unless given).
+
+    ``gpu_label`` names the GPU in format warnings. Default: the instance type and its GPU model.
+    """
     fit = estimate_memory_fit(
         config,
         weight_bytes=weight_bytes,
@@ -257,7 +261,7 @@ def evaluate(
         config,
         engine=engine,
         compute_capability=spec.compute_capability,
-        gpu=f"{spec.instance_type} ({spec.gpu_model})",
+        gpu=gpu_label or f"{spec.instance_type} ({spec.gpu_model})",
         alternatives=nearest_capable(spec, region) if spec.in_catalog else None,
     )
     margin, headroom = margin_of(fit, formats)
@@ -293,7 +297,12 @@ def rank(
         spec = lookup_instance(instance_type)
         if spec is None:
             continue
-        found.append(evaluate(config, weight_bytes, spec, engine=engine, region=region, settings=settings)[0])
+        # Format warnings name the GPU model only: the ranking prints each once, not once per instance size.
+        found.append(
+            evaluate(
+                config, weight_bytes, spec, engine=engine, region=region, settings=settings, gpu_label=spec.gpu_model
+            )[0]
+        )
     return sorted(
         found,
         key=lambda c: (

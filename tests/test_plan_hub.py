@@ -173,6 +173,14 @@ def test_quantized_checkpoints_against_the_gpu(env, capsys):
     assert not [c for c in report["instances"] if c["instance_type"].startswith(("ml.g4dn", "ml.p3"))]
 
 
+def test_the_ranking_prints_each_format_warning_once_per_gpu_model(env, capsys):
+    assert plan("--model-id", "Qwen/Qwen3-8B-FP8", "--max-model-len", "4096") == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning: FP8")]
+    gpus = [line.split(" on ", 1)[1].split(" (compute capability")[0] for line in warnings]
+    assert "NVIDIA A10G" in gpus and "NVIDIA T4" in gpus  # Marlin weight-only FP8 below Ada
+    assert len(gpus) == len(set(gpus))  # not once per ml.g5 / ml.g4dn size
+
+
 def test_bfloat16_on_t4_runs_in_float16_with_vllm_and_volta_is_refused_for_sglang(env, capsys):
     args = ("--model-id", "Qwen/Qwen3-8B", "--max-model-len", "4096", "--instance-type")
     assert plan(*args, "ml.g4dn.12xlarge") == 0
