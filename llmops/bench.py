@@ -427,11 +427,14 @@ def main(
     if extra is not None and not isinstance(extra, dict):
         return fail(EXIT_USAGE, "--extra must be a JSON object")
     try:
+        # Each level gets prompts of its own: a prompt sent again at the next level would hit the engine's
+        # prefix cache (on by default in vLLM V1) and understate that level's time to first token.
+        sent = args.requests * len(args.concurrency)
         if args.prompts:
             entries = load_prompts(args.prompts)
         else:
-            entries = [{"prompt": p} for p in synthetic_prompts(args.requests, args.input_tokens, args.seed)]
-        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(args.requests)]
+            entries = [{"prompt": p} for p in synthetic_prompts(sent, args.input_tokens, args.seed)]
+        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent)]
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
     if args.plot:
@@ -452,8 +455,9 @@ def main(
     levels: list[dict[str, Any]] = []
     samples: list[Sample] = []
     interrupted = False
-    for concurrency in args.concurrency:
+    for number, concurrency in enumerate(args.concurrency):
         level = Level(concurrency)
+        level_bodies = bodies[number * args.requests : (number + 1) * args.requests]
         bar = _progress(args.requests, concurrency, stderr, disabled=args.no_progress)
         failed: Counter[str] = Counter()
 
@@ -464,7 +468,7 @@ def main(
             bar.update(1)
 
         try:
-            run_level(runtime_client, args.endpoint, args.inference_component, level, bodies, stop, on_done)
+            run_level(runtime_client, args.endpoint, args.inference_component, level, level_bodies, stop, on_done)
         except KeyboardInterrupt:
             interrupted = True
         finally:
