@@ -59,6 +59,7 @@ def test_fp8_on_a10g_passes_with_a_note_and_an_unknown_engine_is_not_checked(han
     a10g = {"InstanceType": "ml.g5.xlarge", "Engine": "vllm", "ComputeCapability": "8.6"}
     result = handler.on_event(event(props=properties(**a10g)))
     assert result["PhysicalResourceId"].startswith("preflight-")
+    assert "Marlin" in result["Data"]["Notes"] and "weight-only" in result["Data"]["Notes"]  # the note it promises
     # Without an engine (a construct used on its own), nothing is refused for the format.
     applied(handler, quota(T4_QUOTA))
     handler.on_event(event(props=properties(InstanceType="ml.g4dn.xlarge", GpuMemoryGib="16")))
