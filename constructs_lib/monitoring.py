@@ -329,10 +329,12 @@ def smoke_text(smoke_test: Any | None) -> cloudwatch.TextWidget | None:
 class _DashboardOwner:
     dashboard: cloudwatch.Dashboard | None = None
 
-    def _new_dashboard(self, rows: Sequence[Sequence[cloudwatch.IWidget]]) -> cloudwatch.Dashboard:
+    def _new_dashboard(
+        self, rows: Sequence[Sequence[cloudwatch.IWidget | None]], scope: Construct | None
+    ) -> cloudwatch.Dashboard:
         if self.dashboard is not None:
             raise ValueError(f"{self.node.path}: add_dashboard was already called")  # type: ignore[attr-defined]
-        self.dashboard = cloudwatch.Dashboard(self, "Dashboard")  # type: ignore[arg-type]
+        self.dashboard = cloudwatch.Dashboard(scope or self, "Dashboard")  # type: ignore[arg-type]
         for row in rows:
             widgets = [w for w in row if w is not None]
             if widgets:
@@ -444,9 +446,13 @@ class MonitoredEndpoint(_DashboardOwner):
         self.update_policy = policy
         return policy
 
-    def add_dashboard(self, *, smoke_test: Any | None = None) -> cloudwatch.Dashboard:
+    def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
         """A dashboard of this endpoint: invocations and errors, latency, GPU, CPU/memory/disk, instances,
-        the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures."""
+        the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures.
+
+        :param scope: where the ``Dashboard`` goes. Default: this construct. A dashboard showing a smoke test
+            that depends on this construct must go elsewhere (the stack), or the two depend on each other.
+        """
         dims = self._dims()
         calls = invocation_metrics(dims)
         alarms = list(getattr(self, "alarms", []))
@@ -484,7 +490,8 @@ class MonitoredEndpoint(_DashboardOwner):
                     cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=16, height=6) if alarms else None,
                     smoke_text(smoke_test),
                 ],
-            ]
+            ],
+            scope,
         )
 
 
@@ -626,9 +633,10 @@ class MonitoredComponentEndpoint(_DashboardOwner):
             component.add_alarms(thresholds, topic=topic)
         return self.alarms
 
-    def add_dashboard(self, *, smoke_test: Any | None = None) -> cloudwatch.Dashboard:
+    def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
         """A dashboard of the endpoint (GPU, CPU, disk, GPU reservation, instances) and of each component
-        added so far (invocations and errors, latency, GPU of its copies, copies, requests finding no copy)."""
+        added so far (invocations and errors, latency, GPU of its copies, copies, requests finding no copy).
+        ``scope`` as for ``GpuEndpoint.add_dashboard``."""
         dims = self._dims()
         rows: list[list[Any]] = [
             [
@@ -688,7 +696,7 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                 smoke_text(smoke_test),
             ]
         )
-        return self._new_dashboard(rows)
+        return self._new_dashboard(rows, scope)
 
 
 def _check(construct: Any, problems: list[str]) -> None:
