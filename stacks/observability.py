@@ -99,14 +99,14 @@ def add_observability(
         thresholds = thresholds_of(vars(config))
         alarms = guarded.add_alarms(thresholds, topic=topic.topic)
         cdk.CfnOutput(stack, "AlarmTopicArn", value=topic.topic.topic_arn, description="SNS topic of the alarms")
-        if gpu_memory_share is not None and thresholds.gpu_memory_percent is not None:
-            if gpu_memory_share * 100 >= thresholds.gpu_memory_percent:
-                cdk.Annotations.of(guarded).add_warning_v2(
-                    "llm:gpu-memory-alarm",
-                    f"The engine reserves {gpu_memory_share:g} of GPU memory, at or above alarm_gpu_memory_percent="
-                    f"{thresholds.gpu_memory_percent:g}: the GPU memory alarm would always fire (and roll back "
-                    "every update). Raise the threshold or set it to null.",
-                )
+        limit = thresholds.gpu_memory_percent
+        if gpu_memory_share is not None and limit is not None and gpu_memory_share * 100 >= limit:
+            cdk.Annotations.of(guarded).add_warning_v2(
+                "llm:gpu-memory-alarm",
+                f"The engine reserves {gpu_memory_share:g} of GPU memory, at or above alarm_gpu_memory_percent="
+                f"{limit:g}: the GPU memory alarm would always fire (and roll back every update). Raise the "
+                "threshold or set it to null.",
+            )
     guarded.apply_update_policy(policy, rollback_on=alarms)
     if config.dashboard:
         # In the stack: the smoke test depends on the endpoint construct and the dashboard shows the smoke test.
