@@ -276,7 +276,8 @@ def serving_alarms(
 def grant_describe_alarms(role: iam.IRole, alarms: Sequence[cloudwatch.IAlarm]) -> None:
     """SageMaker reads the rollback alarms as the execution role: "Ensure that your IAM execution role has
     permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify"
-    (sagemaker/latest/dg/deployment-guardrails-configuration)."""
+    (sagemaker/latest/dg/deployment-guardrails-configuration). Scoped to the alarms' ARNs: only composite
+    alarms need DescribeAlarms on "*" (CloudWatch API reference, DescribeAlarms), and these are metric alarms."""
     if alarms:
         iam.Grant.add_to_principal(
             grantee=role, actions=["cloudwatch:DescribeAlarms"], resource_arns=[a.alarm_arn for a in alarms]
