@@ -249,6 +249,7 @@ class LlmEndpointStack(cdk.Stack):
             endpoint_arn=endpoint.endpoint_arn,
             inference_component_name=component.inference_component_name,
             inference_component_arn=component.inference_component_arn,
+            model_name=component.model.attr_model_name,  # a rolled-back rolling update keeps the old model
             fingerprint=[component.model, component.component, endpoint.endpoint_config, endpoint.endpoint],
             depends_on=[endpoint, component],
             **options,

@@ -95,6 +95,10 @@ def test_component_mode_has_the_rolling_policy_on_the_component(synthesized):
     }
     assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 4
     assert the(t, "Custom::DeploymentPreflight")["UpdateInstances"] == "0"
+    # The smoke test checks the component runs this deploy's model: a rolled-back rolling update does not.
+    (model,) = resources(t, "AWS::SageMaker::Model")
+    assert the(t, "Custom::EndpointSmokeTest")["ModelName"] == {"Fn::GetAtt": [model, "ModelName"]}
+    assert "ModelName" not in the(synthesized["default"], "Custom::EndpointSmokeTest")
 
 
 def test_alarms_and_dashboard_can_be_left_out(synthesized):
