@@ -11,6 +11,21 @@ from collections import Counter
 from pathlib import Path
 
 
+def update_policy(config: dict) -> str:
+    """One line for a DeploymentConfig: how traffic or copies move and how many alarms roll it back."""
+    alarms = len(config.get("AutoRollbackConfiguration", {}).get("Alarms", []))
+    if "BlueGreenUpdatePolicy" in config:
+        traffic = config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
+        step = traffic.get("CanarySize") or traffic.get("LinearStepSize")
+        kind = f"blue/green {traffic['Type']}" + (f" by {step['Value']} instance(s)" if step else "")
+        wait = traffic.get("WaitIntervalInSeconds")
+    else:
+        rolling = config.get("RollingUpdatePolicy", {})
+        kind = f"rolling by {rolling.get('MaximumBatchSize', {}).get('Value')} copies"
+        wait = rolling.get("WaitIntervalInSeconds")
+    return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
+
+
 def describe(template: dict) -> list[str]:
     resources = template.get("Resources", {})
     counts = Counter(r["Type"] for r in resources.values())
@@ -36,6 +51,10 @@ def describe(template: dict) -> list[str]:
             lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
+        if res["Type"] in ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent") and props.get(
+            "DeploymentConfig"
+        ):
+            lines.append(f"  update policy: {update_policy(props['DeploymentConfig'])}")
         if res["Type"] == "AWS::SageMaker::EndpointConfig":
             for variant in props.get("ProductionVariants", []):
                 lines.append(

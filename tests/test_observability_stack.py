@@ -111,7 +111,21 @@ def test_alarms_and_dashboard_can_be_left_out(synthesized):
 
 
 def test_a_gpu_memory_threshold_below_the_engines_reservation_warns():
-    app = build(engine_env='{"SM_VLLM_GPU_MEMORY_UTILIZATION": 0.96}')
+    app = build(engine_env='{"SM_VLLM_GPU_MEMORY_UTILIZATION": "0.96"}')
     (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
     Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("GPU memory alarm would always fire"))
     Template.from_stack(stack).resource_count_is("AWS::CloudWatch::Alarm", 4)
+
+
+def test_summary_prints_each_update_policy(synthesized):
+    from llmops.summary import describe
+
+    assert "  update policy: blue/green ALL_AT_ONCE, bake 300 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["default"]
+    )
+    assert "  update policy: blue/green CANARY by 1 instance(s), bake 300 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["canary-email"]
+    )
+    assert "  update policy: rolling by 1 copies, bake 120 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["component"]
+    )
