@@ -423,3 +423,12 @@ def test_extra_instances_during_an_update():
     assert UpdatePolicy("all-at-once").extra_instances_during_update(3) == 3
     assert UpdatePolicy("none").extra_instances_during_update(2) == 2  # SageMaker's default is blue/green too
     assert UpdatePolicy("rolling").extra_instances_during_update(2) == 0
+
+
+def test_component_policy_none_sets_no_deployment_config():
+    stack, _, component = component_endpoint()
+    component.add_alarms()
+    component.apply_update_policy(UpdatePolicy("none"))
+    (props,) = of_type(Template.from_stack(stack).to_json(), "AWS::SageMaker::InferenceComponent").values()
+    assert "DeploymentConfig" not in props
+    assert component.update_policy.kind == "none"
