@@ -57,8 +57,8 @@ class AlarmThresholds:
 
     :param errors_5xx_percent: share of requests answered 5xx, in percent, in 2 of 3 minutes. Default: 5.
     :param p99_latency_ms: p99 ``ModelLatency`` in milliseconds, for 3 minutes in a row. ModelLatency covers
-        the whole answer of a non-streamed request, so size it for the longest answer you expect.
-        Default: 30000 (30 s).
+        the whole answer of a non-streamed request, so size it for the longest answer you expect; what it
+        measures for a streamed response (first chunk or end) is not documented. Default: 30000 (30 s).
     :param gpu_memory_percent: GPU memory in use, percent of all GPUs, for 5 minutes in a row. vLLM
         reserves ``gpu_memory_utilization`` (0.9 by default) of each GPU at start-up and SGLang a similar
         share, so a healthy engine sits near that value: keep the threshold above it. Default: 95.
