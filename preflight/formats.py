@@ -7,7 +7,10 @@ capability:
 
 - below ``min_compute_capability`` the engine cannot run it: a *problem* (plan, synth and preflight refuse);
 - between that and ``native_compute_capability`` the engine runs a fallback kernel: a *warning* that says
-  which (vLLM's Marlin weight-only path for FP8 on Ampere, for example).
+  which (vLLM's Marlin weight-only path for FP8 on Ampere, for example);
+- a compute dtype read from config.json (no dtype flag) below the minimum, on an engine that resolves its
+  ``auto`` dtype to one the GPU has (the row's ``auto_fallback``: vLLM and SGLang serve bfloat16 as float16
+  before Ampere): a *warning*, and the fallback dtype's row is checked instead.
 
 A row applies only to the engines it lists; for any other engine the format is not checked, and the
 result says so. Code never branches on an engine name: the rows name engines as data.
