@@ -18,6 +18,14 @@ from typing import Any
 
 from .catalog import DATA_DIR
 
+# X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker: the DLC's semantic SageMaker tags (vLLM, SGLang).
+DEFAULT_TAG_PATTERN = re.compile(
+    r"^(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)-gpu-py(?P<python>\d+)-cu(?P<cuda>\d{3,4})"
+    r"-ubuntu(?P<ubuntu>\d+\.\d+)-sagemaker$"
+)
+DEFAULT_TAG_FORMAT = "X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker"
+STREAM_FORMATS = ("sse", "jsonlines")
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SageMaker's limits on a container's Environment map (CreateModel API reference).
 MAX_ENV_ENTRIES = 100
@@ -55,6 +63,18 @@ class EngineSpec:
     false_value: str | None
     # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
+    # Which image tags are pins, and how their engine version sorts (named groups ``version`` and ``cuda``).
+    tag_pattern: re.Pattern[str] = DEFAULT_TAG_PATTERN
+    tag_format: str = DEFAULT_TAG_FORMAT
+    # How a streamed answer is framed: "sse" (data: lines, [DONE]) or "jsonlines" (one JSON chunk a line).
+    stream_format: str = "sse"
+    # Variables set unless the user sets the same key; the user's value then passes through unchanged.
+    default_env: Mapping[str, str] = field(default_factory=dict)
+    # Whether the engine reads flags through argparse, which takes unambiguous abbreviations.
+    flag_abbreviations: bool = True
+    # Keys that bound the engine's own model-loading wait, and that wait when none is set (None: no such wait).
+    loading_timeout_keys: tuple[str, ...] = ()
+    loading_timeout_default_s: int | None = None
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name."""
@@ -103,9 +123,21 @@ def _engines() -> dict[str, EngineSpec]:
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
             preflight_keys=dict(e.get("preflight_keys", {})),
+            tag_pattern=re.compile(e["tag_pattern"]) if "tag_pattern" in e else DEFAULT_TAG_PATTERN,
+            tag_format=e.get("tag_format", DEFAULT_TAG_FORMAT),
+            stream_format=e.get("stream_format", "sse"),
+            default_env=dict(e.get("default_env", {})),
+            flag_abbreviations=e.get("flag_abbreviations", True),
+            loading_timeout_keys=tuple(e.get("model_loading_timeout", {}).get("keys", ())),
+            loading_timeout_default_s=e.get("model_loading_timeout", {}).get("image_default_s"),
         )
         for name, e in raw.items()
     }
+
+
+def all_tag_patterns() -> list[re.Pattern[str]]:
+    """The pinned-tag pattern of every engine (an image given by URI may belong to any of them)."""
+    return list({e.tag_pattern.pattern: e.tag_pattern for e in _engines().values()}.values())
 
 
 def engine_names() -> list[str]:
@@ -131,6 +163,36 @@ def render_plain_value(value: Any) -> str:
     if isinstance(value, (dict, list)):
         return compact_json(value)
     return str(value)
+
+
+def loading_timeout_problems(engine: EngineSpec, env: Mapping[str, str], startup_timeout_s: float) -> list[str]:
+    """The engine's model-loading wait must end inside SageMaker's container health-check timeout.
+
+    Past ContainerStartupHealthCheckTimeoutInSeconds SageMaker fails the endpoint whatever the engine is
+    still doing, so a longer loading timeout only hides a load that cannot finish in time.
+    """
+    if not engine.loading_timeout_keys:
+        return []
+    given = {key: env[key] for key in engine.loading_timeout_keys if key in env}
+    waits = dict(given) or {
+        f"the image's default ({engine.loading_timeout_keys[-1]})": engine.loading_timeout_default_s
+    }
+    problems = []
+    for key, value in waits.items():
+        try:
+            seconds = float(str(value).strip())
+        except ValueError:
+            problems.append(f"{key}={value!r} is not a number of seconds.")
+            continue
+        if seconds > startup_timeout_s:
+            shown = f"{key}={value}" if key in given else f"{key} of {value} s"
+            problems.append(
+                f"{shown} is longer than startup_timeout_s={startup_timeout_s:.0f} (the endpoint's container "
+                f"health-check timeout): SageMaker would fail the endpoint before {engine.name} gives up loading. "
+                f"Set {engine.loading_timeout_keys[0]} to at most {startup_timeout_s:.0f} (engine_env), or raise "
+                "startup_timeout_s (at most 3600)."
+            )
+    return problems
 
 
 def build_environment(
@@ -197,7 +259,9 @@ def build_environment(
             )
             continue
         # argparse accepts unambiguous abbreviations: --context-len would set --context-length.
-        abbreviated = [k for k in protected_upper if k.startswith(key.upper()) and k != key.upper()]
+        abbreviated = [
+            k for k in protected_upper if engine.flag_abbreviations and k.startswith(key.upper()) and k != key.upper()
+        ]
         if abbreviated:
             problems.append(
                 f"engine_env key {key!r} is an abbreviation the engine's argument parser would read as "
@@ -224,6 +288,11 @@ def build_environment(
             env[key] = render_plain_value(value)
         except ValueError:
             problems.append(f"container_env key {key!r} holds a number that is not finite; give finite numbers.")
+
+    given = {k.upper() for k in env}
+    for key, value in engine.default_env.items():
+        if key.upper() not in given:
+            env[key] = value
 
     for key, value in env.items():
         if len(value) > MAX_ENV_LENGTH:

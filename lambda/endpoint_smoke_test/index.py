@@ -45,6 +45,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from endpoint_client import (
+    STREAM_FORMATS,
     ErrorInfo,
     InvocationError,
     InvocationResult,
@@ -96,6 +97,7 @@ class Settings:
     expected_pattern: str | None = None
     budget_s: float = DEFAULT_BUDGET_S
     stream: bool = True
+    stream_format: str = "sse"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> Settings:
@@ -146,6 +148,10 @@ class Settings:
         stream = str(props.get("Stream", "true")).strip().lower()
         if stream not in ("true", "false"):
             problems.append(f"Stream={stream!r} must be true or false")
+        # The engine's framing of a streamed answer (engines.json stream_format): SSE or JSON Lines (LMI).
+        stream_format = str(props.get("StreamFormat") or "sse")
+        if stream_format not in STREAM_FORMATS:
+            problems.append(f"StreamFormat={stream_format!r} must be one of {', '.join(STREAM_FORMATS)}")
         settings = cls(
             endpoint_name=endpoint or "",
             endpoint_config_name=config or "",
@@ -156,6 +162,7 @@ class Settings:
             expected_pattern=pattern,
             budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
             stream=stream != "false",
+            stream_format=stream_format,
         )
         try:
             build_chat_request("", extra=settings.extra_body)
@@ -339,7 +346,13 @@ def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str,
             settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body, stream=True
         )
         try:
-            streamed = stream_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
+            streamed = stream_chat(
+                runtime,
+                settings.endpoint_name,
+                body,
+                inference_component_name=component,
+                stream_format=settings.stream_format,
+            )
         except InvocationError as e:
             raise CheckFailure.from_error("streamed chat completion", e.info) from e
         check_stream(streamed)
