@@ -98,7 +98,9 @@ def plan_endpoint(
     )
     errors += env_problems
     if startup_timeout_s is not None and TIMEOUT_RANGE[0] <= startup_timeout_s <= TIMEOUT_RANGE[1]:
-        errors += loading_timeout_problems(engine, environment, startup_timeout_s)
+        timeout_errors, timeout_warnings = loading_timeout_problems(engine, environment, startup_timeout_s)
+        errors += timeout_errors
+        warnings += timeout_warnings
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda

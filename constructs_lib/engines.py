@@ -24,7 +24,6 @@ DEFAULT_TAG_PATTERN = re.compile(
     r"-ubuntu(?P<ubuntu>\d+\.\d+)-sagemaker$"
 )
 DEFAULT_TAG_FORMAT = "X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker"
-STREAM_FORMATS = ("sse", "jsonlines")
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SageMaker's limits on a container's Environment map (CreateModel API reference).
@@ -165,34 +164,53 @@ def render_plain_value(value: Any) -> str:
     return str(value)
 
 
-def loading_timeout_problems(engine: EngineSpec, env: Mapping[str, str], startup_timeout_s: float) -> list[str]:
-    """The engine's model-loading wait must end inside SageMaker's container health-check timeout.
+def loading_timeout_problems(
+    engine: EngineSpec, env: Mapping[str, str], startup_timeout_s: float
+) -> tuple[list[str], list[str]]:
+    """Errors and warnings: the engine's model-loading wait against SageMaker's health-check timeout.
 
-    Past ContainerStartupHealthCheckTimeoutInSeconds SageMaker fails the endpoint whatever the engine is
-    still doing, so a longer loading timeout only hides a load that cannot finish in time.
+    Past ContainerStartupHealthCheckTimeoutInSeconds SageMaker fails the endpoint whatever the engine
+    is still doing, so a loading timeout the user sets above it contradicts it (an error). The image's
+    own default above it is only a warning: public examples run that way, and a load that finishes in
+    time works; one that does not fails at the health-check timeout rather than at the engine's.
     """
     if not engine.loading_timeout_keys:
-        return []
+        return [], []
+    errors: list[str] = []
+    warnings: list[str] = []
+    limit = f"startup_timeout_s={startup_timeout_s:.0f} (the endpoint's container health-check timeout)"
+    advice = (
+        f"set {engine.loading_timeout_keys[0]} to at most {startup_timeout_s:.0f} in engine_env, or raise "
+        "startup_timeout_s (at most 3600)."
+    )
     given = {key: env[key] for key in engine.loading_timeout_keys if key in env}
-    waits = dict(given) or {
-        f"the image's default ({engine.loading_timeout_keys[-1]})": engine.loading_timeout_default_s
-    }
-    problems = []
-    for key, value in waits.items():
-        try:
-            seconds = float(str(value).strip())
-        except ValueError:
-            problems.append(f"{key}={value!r} is not a number of seconds.")
-            continue
-        if seconds > startup_timeout_s:
-            shown = f"{key}={value}" if key in given else f"{key} of {value} s"
-            problems.append(
-                f"{shown} is longer than startup_timeout_s={startup_timeout_s:.0f} (the endpoint's container "
-                f"health-check timeout): SageMaker would fail the endpoint before {engine.name} gives up loading. "
-                f"Set {engine.loading_timeout_keys[0]} to at most {startup_timeout_s:.0f} (engine_env), or raise "
-                "startup_timeout_s (at most 3600)."
+    for key, value in given.items():
+        seconds = number_in_text(value)
+        if seconds is None:
+            errors.append(f"{key}={value!r} is not a number of seconds.")
+        elif seconds > startup_timeout_s:
+            errors.append(
+                f"{key}={value} is longer than {limit}: SageMaker would fail the endpoint before {engine.name} "
+                f"gives up loading; {advice}"
             )
-    return problems
+    default = engine.loading_timeout_default_s
+    if not given and default is not None and default > startup_timeout_s:
+        warnings.append(
+            f"{engine.name} waits up to {default} s for the model to load (the image's "
+            f"{engine.loading_timeout_keys[-1]}), longer than {limit}; a slow load fails at the health check. "
+            f"To make the two agree, {advice}"
+        )
+    return errors, warnings
+
+
+def number_in_text(value: Any) -> float | None:
+    """A number given as a JSON number or as text ("1200"); None for anything else."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        return None
 
 
 def build_environment(

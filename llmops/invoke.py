@@ -1,6 +1,7 @@
 """Ask a deployed model something and watch the answer arrive, with its time to first token and speed.
 
     python -m llmops.invoke --endpoint NAME "Write a haiku about S3"
+    python -m llmops.invoke --endpoint NAME --engine lmi "Write a haiku about S3"
     echo "Write a haiku about S3" | python -m llmops.invoke --endpoint NAME --no-stream -
 
 The answer goes to stdout as it streams; reasoning (if the model emits any) and the timing line go to
@@ -16,6 +17,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from constructs_lib.engines import engine_names, get_engine
 from endpoint_client import (
     Delta,
     InvocationError,
@@ -74,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", help="a system message before the prompt")
     parser.add_argument("--extra", help="JSON object merged into the request body, e.g. '{\"temperature\": 0.2}'")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    parser.add_argument(
+        "--engine",
+        choices=engine_names(),
+        default="vllm",
+        help="the engine the endpoint serves with; it decides how a stream is framed (default: vllm)",
+    )
     return parser
 
 
@@ -141,6 +149,7 @@ def main(
                     body,
                     inference_component_name=args.inference_component,
                     on_delta=printer,
+                    stream_format=get_engine(args.engine).stream_format,
                 )
             else:
                 result = invoke_chat(
