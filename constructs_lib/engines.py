@@ -185,7 +185,7 @@ def loading_timeout_problems(
     )
     given = {key: env[key] for key in engine.loading_timeout_keys if key in env}
     for key, value in given.items():
-        seconds = number_in_text(value)
+        seconds = _seconds_in_text(value)
         if seconds is None:
             errors.append(f"{key}={value!r} is not a number of seconds.")
         elif seconds > startup_timeout_s:
@@ -203,7 +203,7 @@ def loading_timeout_problems(
     return errors, warnings
 
 
-def number_in_text(value: Any) -> float | None:
+def _seconds_in_text(value: Any) -> float | None:
     """A number given as a JSON number or as text ("1200"); None for anything else."""
     if isinstance(value, bool):
         return None
