@@ -5,8 +5,11 @@ SageMaker LMI (DJL Serving) streams a chat completion as ``application/jsonlines
 sentinel; the stream ends when the response does, after an empty line
 (deepjavalibrary/djl-serving, engines/python/setup/djl_python/async_utils.py ``_create_output`` and
 ``lmi_vllm/request_response_utils.py`` ``vllm_stream_output_formatter``; serving/docs/lmi/user_guides/
-chat_input_output_schema.md). Payload parts split the stream anywhere, as with SSE, so lines are
-reassembled across parts and bytes go through one incremental UTF-8 decoder.
+chat_input_output_schema.md). An error after the stream started arrives as a last line
+``{"code": 424, "error": "..."}`` without a newline (engines/python/src/main/java/ai/djl/python/engine/
+Request.java ``addResponse``), which the chat layer reports as an error event. Payload parts split the
+stream anywhere, as with SSE, so lines are reassembled across parts and bytes go through one
+incremental UTF-8 decoder.
 
 :class:`JsonLinesDecoder` has the interface of :class:`~endpoint_client.sse.SseDecoder` (``feed``,
 ``close``, ``done``, ``truncated``, ``events_seen``), returning each non-blank line as an

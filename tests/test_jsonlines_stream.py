@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from endpoint_client import JsonLinesDecoder, SseDecoder, new_decoder, parse_delta, stream_chat
+from endpoint_client import JsonLinesDecoder, MalformedResponse, SseDecoder, new_decoder, parse_delta, stream_chat
 from llmops.invoke import main
 from tests.fakes.fake_runtime import DEFAULT_ANSWER, FakeSageMaker, Reply, client
 from tests.test_invoke_integration import ENDPOINT, PROMPT, deploy
@@ -65,6 +65,16 @@ def test_a_stream_cut_inside_its_last_line_is_truncated_not_done(contents, cuts,
 def test_a_last_line_without_its_newline_still_counts():
     lines, decoder = decode([b'{"a": 1}\n{"b":', b" 2}"])
     assert lines == ['{"a": 1}', '{"b": 2}'] and decoder.done
+
+
+def test_an_error_after_the_stream_started_is_its_last_line_without_a_newline():
+    # DJL Serving's Request.addResponse appends {"code":...,"error":...} as the final content.
+    body = json.dumps(chunk("Buckets")).encode() + b"\n" + b'{"code":424,"error":"engine died"}'
+    lines, decoder = decode(cut(body, [5, 60, 90]))
+    assert parse_delta(lines[0]).content == "Buckets" and decoder.done
+    with pytest.raises(MalformedResponse, match="the stream carried an error event") as info:
+        parse_delta(lines[1])
+    assert "engine died" in info.value.excerpt
 
 
 def test_an_emoji_cut_into_single_bytes_and_a_byte_order_mark():
