@@ -65,6 +65,7 @@ def test_derived_keys_model_path_and_async_defaults():
         "OPTION_ROLLING_BATCH": "disable",
         "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
         "SERVING_FAIL_FAST": "true",
+        "HF_HUB_OFFLINE": "1",
     }
 
 
