@@ -17,7 +17,9 @@ a reason a person can act on. The checks, in order:
    differ, and one pattern check tells a working model from a broken one. A stream that ends without
    ``data: [DONE]`` after yielding content passes, with ``note=stream_ended_without_done`` in the log
    and ``StreamEndedWithDone=false``: the answer did come, token by token, and SageMaker ended the
-   response, which is what clients rely on. A stream without a single delta fails.
+   response, which is what clients rely on. A stream without a single delta fails. ``StreamFormat``
+   names the engine's framing: ``sse`` (the default) or ``jsonlines`` (LMI: one chunk a line, no
+   ``[DONE]``; a last line cut off mid-way counts as a stream that did not end).
 
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
