@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import InstanceSpec, resolve_instance
-from .engines import EngineSpec, build_environment, loading_timeout_problems
+from .engines import EngineSpec, build_environment, environment_warnings, loading_timeout_problems
 from .images import ServingImage, ami_cuda, default_ami_for_cuda, known_ami_versions
 
 # SageMaker's bounds for ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds.
@@ -101,6 +101,7 @@ def plan_endpoint(
         timeout_errors, timeout_warnings = loading_timeout_problems(engine, environment, startup_timeout_s)
         errors += timeout_errors
         warnings += timeout_warnings
+    warnings += environment_warnings(engine, engine_env or {})
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda

@@ -17,6 +17,13 @@ def describe(template: dict) -> list[str]:
     lines = [
         f"  {len(resources)} resources: " + ", ".join(f"{t.split('::', 1)[1]} x{c}" for t, c in sorted(counts.items()))
     ]
+    # With inference components, containers are isolated only when the endpoint config says so as well.
+    component_mode = counts["AWS::SageMaker::InferenceComponent"] > 0
+    endpoint_isolated = all(
+        r.get("Properties", {}).get("EnableNetworkIsolation") is True
+        for r in resources.values()
+        if r["Type"] == "AWS::SageMaker::EndpointConfig"
+    )
     for res in resources.values():
         props = res.get("Properties", {})
         if res["Type"] == "AWS::SageMaker::Model":
@@ -25,7 +32,8 @@ def describe(template: dict) -> list[str]:
             if isinstance(image, dict):
                 image = "<DLC registry>/" + str(image["Fn::Join"][1][-1]).split("/", 1)[-1]
             lines.append(f"  image: {image}")
-            lines.append(f"  network isolation: {props.get('EnableNetworkIsolation')}")
+            isolated = props.get("EnableNetworkIsolation") is True and (endpoint_isolated or not component_mode)
+            lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
         if res["Type"] == "AWS::SageMaker::EndpointConfig":

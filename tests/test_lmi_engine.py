@@ -65,7 +65,11 @@ def test_derived_keys_model_path_and_async_defaults():
         "OPTION_ROLLING_BATCH": "disable",
         "OPTION_ENTRYPOINT": "djl_python.lmi_vllm.vllm_async_service",
         "SERVING_FAIL_FAST": "true",
+        "STANDARD_AUTO_INSTALL_REQ": "false",
         "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
     }
 
 
@@ -84,6 +88,7 @@ def test_derived_keys_model_path_and_async_defaults():
         ("OPTION_MODEL_ID", "engine_env", "staged S3 prefix"),
         ("OPTION_MODEL", "engine_env", "staged S3 prefix"),
         ("OPTION_PIPELINE_PARALLEL_DEGREE", "engine_env", "pipeline parallelism"),
+        ("HF_HUB_OFFLINE", "container_env", "set by the app"),
     ],
 )
 def test_derived_keys_and_their_aliases_are_refused_in_the_free_maps(key, where, why):
@@ -110,6 +115,16 @@ def test_async_defaults_yield_to_the_users_value_which_passes_through_unchanged(
     # DJL passes 'true'/'false' on as --flag/--no-flag: a JSON boolean is written as that text, never dropped.
     assert env["OPTION_ENFORCE_EAGER"] == "true"
     assert env["OPTION_ENTRYPOINT"] == "djl_python.lmi_vllm.vllm_async_service"
+
+
+def test_trusting_remote_code_warns_at_synth():
+    plan = plan_endpoint(
+        engine=LMI,
+        image=ServingImage.from_dlc(LMI),
+        instance_type="ml.g6e.2xlarge",
+        engine_env={"OPTION_TRUST_REMOTE_CODE": "true"},
+    )
+    assert any(w.startswith("engine_env OPTION_TRUST_REMOTE_CODE lets the engine import") for w in plan.warnings)
 
 
 def test_engine_flags_need_the_option_prefix_and_no_abbreviation_check_applies():
