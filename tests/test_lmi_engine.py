@@ -16,8 +16,9 @@ from aws_cdk.assertions import Annotations, Match
 
 from constructs_lib.catalog import resolve_instance
 from constructs_lib.endpoint_plan import plan_endpoint
-from constructs_lib.engines import build_environment, get_engine
-from constructs_lib.images import ServingImage, cuda_of_tag, default_ami_for_cuda, recorded_tag_key
+from constructs_lib.engines import build_environment, engine_names, get_engine
+from constructs_lib.images import ServingImage, cuda_of_tag, default_ami_for_cuda, recorded_tag_key, version_key
+from endpoint_client import STREAM_FORMATS
 from llmops.resolve_image import compatible_tags
 from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
@@ -49,6 +50,16 @@ def test_lmi_image_is_the_newest_pinned_djl_inference_tag_and_runs_on_cuda_13():
     for tag in ("0.36.0-lmi20.0.0-cu128-v1.0", "0.36.0-cpu-full", "0.33.0-tensorrtllm0.21.0-cu128"):
         assert not LMI.tag_pattern.match(tag)
     assert not ServingImage.from_dlc(LMI, "0.36.0-lmi20.0.0-cu128-v1.0").is_pinned
+
+
+@pytest.mark.parametrize("name", engine_names())
+def test_every_engines_data_is_usable(name):
+    engine = get_engine(name)
+    assert engine.stream_format in STREAM_FORMATS
+    assert {"version", "cuda"} <= set(engine.tag_pattern.groupindex)
+    assert engine.tag_pattern.match(engine.default_tag), "the default tag must be a pin"
+    assert version_key(engine.default_tag, engine.tag_pattern) is not None
+    assert set(engine.default_env).isdisjoint(engine.protected_keys())
 
 
 def test_derived_keys_model_path_and_async_defaults():
