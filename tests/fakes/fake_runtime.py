@@ -508,20 +508,25 @@ def _jsonlines_bytes(reply: Reply) -> tuple[bytes, list[int]]:
 
     DJL Serving strips vLLM's ``data: `` and sends each chunk with a newline; the ``[DONE]`` event
     becomes the empty last chunk (djl_python/lmi_vllm/request_response_utils.py
-    ``vllm_stream_output_formatter``, djl_python/async_utils.py ``_create_output``). ``done=False``
-    cuts the stream inside its last line.
+    ``vllm_stream_output_formatter``, djl_python/async_utils.py ``_create_output``). Offsets are the
+    token lines', as for SSE. ``done=False`` cuts the stream inside its last line.
     """
-    sse, _ = _sse_bytes(Reply(**{**reply.__dict__, "done": False, "keep_alive": False, "line_end": "\n"}))
+    sse, sse_starts = _sse_bytes(Reply(**{**reply.__dict__, "done": False, "keep_alive": False, "line_end": "\n"}))
+    token_events = set(sse_starts)
     out = bytearray()
     starts: list[int] = []
-    for event in sse.decode("utf-8").split("\n\n"):
-        if event.startswith("data: "):
+    line_start = 0
+    offset = 0
+    for event in sse.split(b"\n\n")[:-1]:
+        if offset in token_events:
             starts.append(len(out))
-            out.extend(event.removeprefix("data: ").encode("utf-8") + reply.line_end.encode())
+        line_start = len(out)
+        out.extend(event.removeprefix(b"data: ") + reply.line_end.encode())
+        offset += len(event) + 2
     if reply.done:
         out.extend(reply.line_end.encode())
     else:
-        del out[-(len(out) - starts[-1]) // 2 :]
+        del out[line_start + (len(out) - line_start) // 2 :]
     return bytes(out), starts
 
 
