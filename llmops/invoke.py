@@ -17,7 +17,6 @@ import json
 import sys
 from typing import Any, TextIO
 
-from constructs_lib.engines import engine_names, get_engine
 from endpoint_client import (
     Delta,
     InvocationError,
@@ -26,6 +25,7 @@ from endpoint_client import (
     invoke_chat,
     stream_chat,
 )
+from llmops.engine_streams import engine_option, stream_formats
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -78,12 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", help="a system message before the prompt")
     parser.add_argument("--extra", help="JSON object merged into the request body, e.g. '{\"temperature\": 0.2}'")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
-    parser.add_argument(
-        "--engine",
-        choices=engine_names(),
-        default="vllm",
-        help="the engine the endpoint serves with; it decides how a stream is framed (default: vllm)",
-    )
+    engine_option(parser)
     return parser
 
 
@@ -151,7 +146,7 @@ def main(
                     body,
                     inference_component_name=args.inference_component,
                     on_delta=printer,
-                    stream_format=get_engine(args.engine).stream_format,
+                    stream_format=stream_formats()[args.engine],
                 )
             else:
                 result = invoke_chat(

@@ -159,3 +159,40 @@ def test_invoke_with_engine_lmi_streams_the_answer(fake):
     # The default engine (vLLM) reads SSE: LMI's lines give it nothing to print.
     code = main(["--endpoint", ENDPOINT, PROMPT], runtime_client=runtime, stdout=io.StringIO(), stderr=err)
     assert code == 1 and "answered with empty content" in err.getvalue()
+
+
+def test_bench_with_engine_lmi_reads_the_jsonlines_stream(fake):
+    from llmops import bench
+
+    fake.reset()
+    fake.add_endpoint(ENDPOINT, default=Reply(stream_format="jsonlines"))
+    args = ["--endpoint", ENDPOINT, "--engine", "lmi", "--concurrency", "2", "--requests", "4"]
+    args += ["--input-tokens", "4", "--no-progress", "--output-tokens", "16"]
+    out = io.StringIO()
+    code = bench.main(args, runtime_client=client("sagemaker-runtime", fake.url), stdout=out, stderr=io.StringIO())
+    assert code == 0, out.getvalue()
+    assert "4/4" in out.getvalue() and "errors" not in out.getvalue()
+
+
+def test_playground_relays_an_lmi_stream(fake):
+    import http.client
+
+    from llmops.playground import TOKEN_HEADER, Playground
+
+    fake.reset()
+    fake.add_endpoint(ENDPOINT, default=Reply(stream_format="jsonlines"))
+    runtime = client("sagemaker-runtime", fake.url)
+    with Playground(runtime, ENDPOINT, port=0, log=io.StringIO(), stream_format="jsonlines") as server:
+        body = json.dumps({"id": "l1", "messages": [{"role": "user", "content": PROMPT}]}).encode()
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        connection.request(
+            "POST",
+            "/api/chat",
+            body,
+            {"Content-Type": "application/json", TOKEN_HEADER: server.secret, "Host": f"127.0.0.1:{server.port}"},
+        )
+        stream = connection.getresponse().read().decode()
+        connection.close()
+    events = [json.loads(line[6:]) for line in stream.split("\n\n") if line.startswith("data: ")]
+    assert "".join(e["content"] for e in events if e["type"] == "delta") == DEFAULT_ANSWER
+    assert events[-1]["type"] == "done"

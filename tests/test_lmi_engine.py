@@ -62,6 +62,13 @@ def test_every_engines_data_is_usable(name):
     assert set(engine.default_env).isdisjoint(engine.protected_keys())
 
 
+def test_the_commands_read_the_same_stream_formats_without_loading_the_cdk():
+    from llmops.engine_streams import stream_formats
+
+    assert stream_formats() == {name: get_engine(name).stream_format for name in engine_names()}
+    assert stream_formats()["lmi"] == "jsonlines"
+
+
 def test_derived_keys_model_path_and_async_defaults():
     env, problems = build_environment(
         LMI, tensor_parallel_size=4, max_model_len=16384, max_num_seqs=32, engine_env={}, container_env={}
