@@ -166,7 +166,8 @@ def test_preflight_reads_lmis_memory_flags():
     template = stack_template(
         engine="lmi",
         instance_type="ml.g6e.2xlarge",
-        engine_env=json.dumps({"OPTION_GPU_MEMORY_UTILIZATION": 0.85, "OPTION_KV_CACHE_DTYPE": "fp8"}),
+        # Written as text, the way every public example writes it.
+        engine_env=json.dumps({"OPTION_GPU_MEMORY_UTILIZATION": "0.85", "OPTION_KV_CACHE_DTYPE": "fp8"}),
     )
     template.has_resource_properties(
         "Custom::DeploymentPreflight", Match.object_like({"GpuMemoryUtilization": "0.85", "KvCacheDtype": "fp8"})
