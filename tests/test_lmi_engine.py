@@ -174,6 +174,22 @@ def test_preflight_reads_lmis_memory_flags():
     )
 
 
+def test_weight_formats_lmi_states_are_checked_against_the_gpu():
+    # LMI names the dtype bf16 and runtime quantization OPTION_QUANTIZE (vllm_user_guide.md).
+    with pytest.raises(ConfigError, match=r"engine_env OPTION_DTYPE=bf16: .*ml.g4dn.12xlarge"):
+        DeploymentConfig.from_context(
+            context_with(engine="lmi", instance_type="ml.g4dn.12xlarge", engine_env='{"OPTION_DTYPE": "bf16"}')
+        )
+    plan = plan_endpoint(
+        engine=LMI,
+        image=ServingImage.from_dlc(LMI),
+        instance_type="ml.g5.2xlarge",
+        engine_env={"OPTION_QUANTIZE": "fp8"},
+    )
+    assert plan.errors == []
+    assert any(w.startswith("engine_env OPTION_QUANTIZE=fp8: ") for w in plan.warnings)
+
+
 # --- pinned tags and resolve_image -------------------------------------------------------------------
 
 LMI_TAGS = [
