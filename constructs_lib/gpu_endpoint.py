@@ -78,7 +78,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
         :param instance_count: instances behind the endpoint. Default: 1.

@@ -290,7 +290,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         :param endpoint: the endpoint that hosts this component.
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param tensor_parallel_size: GPUs one copy spans (``NumberOfAcceleratorDevicesRequired``), at most
             the instance's GPUs. Default: every GPU of the instance.

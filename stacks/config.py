@@ -18,7 +18,7 @@ from typing import Any
 from constructs_lib.component_plan import DEPLOYMENT_MODES, INFERENCE_COMPONENT, ROUTING_STRATEGIES, plan_scaling
 from constructs_lib.endpoint_plan import plan_endpoint
 from constructs_lib.engines import SECRET_HINT, engine_names, get_engine, looks_secret
-from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions, recorded_tag_key
+from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
 from preflight import KV_CACHE_DTYPES
 
@@ -456,10 +456,10 @@ class DeploymentConfig:
                 key = recorded_tag_key(engine.name, values["instance_type"])
                 recorded = context.get(key)
                 if recorded is not None:
-                    if not isinstance(recorded, str) or not SEMANTIC_TAG.match(recorded):
+                    if not isinstance(recorded, str) or not engine.tag_pattern.match(recorded):
                         raise ValueError(
                             f"{key}={recorded!r} in cdk.context.json is not a pinned DLC tag "
-                            "(X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker); rerun python -m llmops.resolve_image "
+                            f"({engine.tag_format}); rerun python -m llmops.resolve_image "
                             f"or remove it with `npx cdk context --reset {key}`"
                         )
                     image = ServingImage.from_dlc(

@@ -238,6 +238,7 @@ class LlmEndpointStack(cdk.Stack):
             "extra_body": config.smoke_inputs or None,
             "expected_pattern": config.smoke_expected_pattern,
             "budget": cdk.Duration.seconds(config.smoke_budget_s),
+            "stream_format": get_engine(config.engine).stream_format,
         }
         if self.component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)

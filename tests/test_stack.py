@@ -41,6 +41,13 @@ VARIANTS = {
         "revision": "0123abcd",
         "model_kms_key_arn": KEY_ARN,
     },
+    # The LMI engine in component mode: cfn-lint and cdk-nag over its template too.
+    "lmi-component": {
+        "engine": "lmi",
+        "instance_type": "ml.g6e.12xlarge",
+        "max_model_len": "16384",
+        "deployment_mode": "inference-component",
+    },
 }
 
 

@@ -17,7 +17,9 @@ a reason a person can act on. The checks, in order:
    differ, and one pattern check tells a working model from a broken one. A stream that ends without
    ``data: [DONE]`` after yielding content passes, with ``note=stream_ended_without_done`` in the log
    and ``StreamEndedWithDone=false``: the answer did come, token by token, and SageMaker ended the
-   response, which is what clients rely on. A stream without a single delta fails.
+   response, which is what clients rely on. A stream without a single delta fails. ``StreamFormat``
+   names the engine's framing: ``sse`` (the default) or ``jsonlines`` (LMI: one chunk a line, no
+   ``[DONE]``; a last line cut off mid-way counts as a stream that did not end).
 
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
@@ -51,6 +53,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from endpoint_client import (
+    STREAM_FORMATS,
     ErrorInfo,
     InvocationError,
     InvocationResult,
@@ -108,6 +111,7 @@ class Settings:
     expected_pattern: str | None = None
     budget_s: float = DEFAULT_BUDGET_S
     stream: bool = True
+    stream_format: str = "sse"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> Settings:
@@ -158,6 +162,10 @@ class Settings:
         stream = str(props.get("Stream", "true")).strip().lower()
         if stream not in ("true", "false"):
             problems.append(f"Stream={stream!r} must be true or false")
+        # The engine's framing of a streamed answer (engines.json stream_format): SSE or JSON Lines (LMI).
+        stream_format = str(props.get("StreamFormat") or "sse")
+        if stream_format not in STREAM_FORMATS:
+            problems.append(f"StreamFormat={stream_format!r} must be one of {', '.join(STREAM_FORMATS)}")
         settings = cls(
             endpoint_name=endpoint or "",
             endpoint_config_name=config or "",
@@ -169,6 +177,7 @@ class Settings:
             expected_pattern=pattern,
             budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
             stream=stream != "false",
+            stream_format=stream_format,
         )
         try:
             build_chat_request("", extra=settings.extra_body)
@@ -362,7 +371,13 @@ def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str,
             settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body, stream=True
         )
         try:
-            streamed = stream_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
+            streamed = stream_chat(
+                runtime,
+                settings.endpoint_name,
+                body,
+                inference_component_name=component,
+                stream_format=settings.stream_format,
+            )
         except InvocationError as e:
             raise CheckFailure.from_error("streamed chat completion", e.info) from e
         check_stream(streamed)
