@@ -313,17 +313,24 @@ class StagedCheckpoint(Construct):
         )
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
                 resources=[self._write_scope()],
             )
         )
         self._read_scope.grant_read(role)
-        # Finding (and aborting) the multipart uploads a killed run left open under the prefix.
+        # Finding (and aborting) the multipart uploads a killed run left open under the prefix. No s3:prefix
+        # condition: S3 does not supply that key for ListBucketMultipartUploads (Service Authorization Reference,
+        # Amazon S3), so it would always deny; the worker asks with Prefix= and aborts only keys it owns.
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[self.bucket.bucket_arn])
+        )
+        # Processing jobs publish their metrics (SageMaker developer guide, "CreateProcessingJob API: Execution
+        # Role Permissions"); limited to the processing namespace.
         role.add_to_policy(
             iam.PolicyStatement(
-                actions=["s3:ListBucketMultipartUploads"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [self._read_scope.prefix, f"{self._read_scope.prefix}*"]}},
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/ProcessingJobs"}},
             )
         )
         if self.bucket.encryption_key is not None:
@@ -374,8 +381,8 @@ class StagedCheckpoint(Construct):
         acknowledge_wildcard(
             policy,
             resource="*",
-            reason="ecr:GetAuthorizationToken has no resource-level permissions; image pulls themselves are "
-            "limited to the staging image's repository.",
+            reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level permissions; "
+            "image pulls are limited to the staging image's repository, metrics to the ProcessingJobs namespace.",
         )
         self._acknowledge_prefix(policy)
         return role
@@ -466,14 +473,28 @@ def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
     ``Secret.grant_read`` grants the decrypt through the key's policy, which an imported key cannot take;
     the role gets it instead, limited to decryption through Secrets Manager.
     """
-    secret.grant_read(role)
+    # GetSecretValue only: nothing calls DescribeSecret (tests/test_iam_calls.py).
+    iam.Grant.add_to_principal(
+        grantee=role, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
+    )
     if secret.encryption_key is not None:
+        # Secrets Manager decrypts in the secret's own region, which may not be the stack's: the worker and the
+        # handler call the region named in the ARN.
+        region = secret_region(secret.secret_arn)
         iam.Grant.add_to_principal(
             grantee=role,
             actions=["kms:Decrypt"],
             resource_arns=[secret.encryption_key.key_arn],
-            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}},
+            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
         )
+
+
+def secret_region(secret_arn: str) -> str:
+    """The region in a literal secret ARN; the stack's region for a token or an ARN without one."""
+    if cdk.Token.is_unresolved(secret_arn):
+        return cdk.Aws.REGION
+    parts = secret_arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else cdk.Aws.REGION
 
 
 def _validate(

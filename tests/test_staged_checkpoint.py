@@ -180,11 +180,10 @@ def test_job_role_writes_only_under_the_repository_prefix():
         assert statement["Effect"] == "Allow"
         actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
         assert not any(a in ("s3:*", "s3:DeleteObject", "*") for a in actions)
-    listing = [s for s in statements if "s3:ListBucket" in json.dumps(s["Action"]) and "models/" in json.dumps(s)]
-    assert "s3:ListBucketMultipartUploads" in json.dumps(listing)  # to abort uploads a killed run left open
-    assert listing[0]["Condition"] == {
-        "StringLike": {"s3:prefix": ["models/Qwen--Qwen3-8B/", "models/Qwen--Qwen3-8B/*"]}
-    }
+    # To abort uploads a killed run left open. No s3:prefix condition: S3 does not supply that key for
+    # ListBucketMultipartUploads, so the condition would always deny (the worker filters by key itself).
+    (uploads,) = [s for s in statements if s["Action"] == "s3:ListBucketMultipartUploads"]
+    assert "Condition" not in uploads and "models/" not in json.dumps(uploads["Resource"])
 
 
 def test_pinned_sha_narrows_every_grant_to_the_revision_prefix():
