@@ -19,6 +19,7 @@ spread over several Processing instances when the checkpoint is large.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -62,6 +63,19 @@ def staging_defaults() -> dict:
 def default_staging_image() -> ServingImage:
     image = staging_defaults()["image"]
     return ServingImage(repository=image["repository"], tag=image["tag"], origin="the staging image")
+
+
+def staging_image_past_end_of_patch(today: datetime.date | None = None) -> str | None:
+    """A warning when the pinned staging image no longer gets security patches (DLC support policy)."""
+    image = staging_defaults()["image"]
+    end = datetime.date.fromisoformat(image["eop"])
+    if (today or datetime.date.today()) <= end:
+        return None
+    return (
+        f"the staging image {image['repository']}:{image['tag']} reached End of Patch on {end} (DLC support "
+        "policy): it gets no more security fixes. Pin a supported CPU DLC in constructs_lib/data/staging.json, "
+        "or pass image=."
+    )
 
 
 def repo_prefix(prefix: str, repo_id: str) -> str:
@@ -154,7 +168,10 @@ class StagedCheckpoint(Construct):
         # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
         # after an update must still stop the old revision's job) ...
         self.job_family = f"hfstage-{hashlib.sha256(self.node.path.encode()).hexdigest()[:8]}-"
-        image = image or default_staging_image()
+        if image is None:
+            image = default_staging_image()
+            if warning := staging_image_past_end_of_patch():
+                cdk.Annotations.of(self).add_warning_v2("llm:staging-image-eop", warning)
 
         code = s3_assets.Asset(
             self,

@@ -75,7 +75,7 @@ def test_custom_resource_properties_and_service_timeout():
             "ImageUri": {
                 "Fn::Join": [
                     "",
-                    Match.array_with(["/pytorch-training:2.8.0-cpu-py312-ubuntu22.04-sagemaker"]),
+                    Match.array_with(["/pytorch:2.13.0-cpu-amzn2023-sagemaker"]),
                 ]
             },
         },
@@ -375,3 +375,16 @@ def test_grant_read_gives_a_role_read_access_to_the_prefix():
     assert "Fn::GetAtt" in json.dumps(listing["Condition"])
     assert checkpoint.object_arn_pattern and cdk.Token.is_unresolved(checkpoint.s3_uri)
     assert cdk.Token.is_unresolved(checkpoint.revision) and cdk.Token.is_unresolved(checkpoint.manifest_uri)
+
+
+def test_the_pinned_staging_image_is_in_patch_support_and_warns_after_it():
+    import datetime
+
+    from constructs_lib.staged_checkpoint import staging_defaults, staging_image_past_end_of_patch
+
+    image = staging_defaults()["image"]
+    assert image["repository"] == "pytorch" and image["tag"].startswith("2.13.0-cpu-")
+    end = datetime.date.fromisoformat(image["eop"])
+    assert staging_image_past_end_of_patch(end) is None
+    warning = staging_image_past_end_of_patch(end + datetime.timedelta(days=1))
+    assert warning.startswith(f"the staging image pytorch:{image['tag']} reached End of Patch on {end}")
