@@ -111,6 +111,7 @@ class StagedCheckpoint(Construct):
         image: ServingImage | None = None,
         hub_endpoint: str | None = None,
         handoff_after: cdk.Duration | None = None,
+        bucket_owner: str | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub.
@@ -135,6 +136,9 @@ class StagedCheckpoint(Construct):
         :param image: a CPU image with python3 and boto3. Default: the pinned AWS PyTorch CPU DLC in
             data/staging.json.
         :param hub_endpoint: Hub URL (a mirror). Default: https://huggingface.co.
+        :param bucket_owner: the account that must own ``bucket``: every S3 grant of the job, the handler and the
+            readers carries ``s3:ResourceAccount``. Default: the stack's account for the bucket this construct
+            creates, no condition for a given bucket.
         :param handoff_after: how long the custom resource follows the job before leaving the wait to the
             wait condition, 1-25 minutes. Default: 10 minutes.
         """
@@ -159,11 +163,15 @@ class StagedCheckpoint(Construct):
             instance_type=instance_type,
         )
         self.bucket = bucket if bucket is not None else ModelBucket(self, "Bucket").bucket
+        if bucket is None and bucket_owner is None:
+            bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
         pinned = SHA.match(revision) is not None
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
         self._read_scope = S3ModelData(
-            self.bucket, f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id)
+            self.bucket,
+            f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id),
+            owner_account=bucket_owner,
         )
         # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
         # after an update must still stop the old revision's job) ...
@@ -299,10 +307,13 @@ class StagedCheckpoint(Construct):
             grantee=grantee,
             actions=["s3:ListBucket"],
             resource_arns=[self.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}, **self._read_scope.owner_condition()},
         )
         grant = iam.Grant.add_to_principal(
-            grantee=grantee, actions=["s3:GetObject"], resource_arns=[self.object_arn_pattern]
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.object_arn_pattern],
+            conditions=self._read_scope.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
             self.bucket.encryption_key.grant_decrypt(grantee)
@@ -332,6 +343,7 @@ class StagedCheckpoint(Construct):
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
                 resources=[self._write_scope()],
+                conditions=self._read_scope.owner_condition() or None,
             )
         )
         self._read_scope.grant_read(role)
@@ -339,7 +351,11 @@ class StagedCheckpoint(Construct):
         # condition: S3 does not supply that key for ListBucketMultipartUploads (Service Authorization Reference,
         # Amazon S3), so it would always deny; the worker asks with Prefix= and aborts only keys it owns.
         role.add_to_policy(
-            iam.PolicyStatement(actions=["s3:ListBucketMultipartUploads"], resources=[self.bucket.bucket_arn])
+            iam.PolicyStatement(
+                actions=["s3:ListBucketMultipartUploads"],
+                resources=[self.bucket.bucket_arn],
+                conditions=self._read_scope.owner_condition() or None,
+            )
         )
         # Processing jobs publish their metrics (SageMaker developer guide, "CreateProcessingJob API: Execution
         # Role Permissions"); limited to the processing namespace.
