@@ -445,10 +445,6 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
-            # A rollback's update is answered from the physical ID, without the Hub: it must know it is one.
-            role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
-            )
             if secret is not None:
                 _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))

@@ -51,7 +51,7 @@ SCALING_KEYS = (
     "min_memory_mb",
 )
 # The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
-PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
