@@ -93,7 +93,8 @@ def grant_model_and_image(
 
 
 # Namespaces SageMaker publishes a hosted container's metrics under: endpoint instances, and per inference
-# component in component mode (SageMaker developer guide, "Amazon SageMaker AI metrics in Amazon CloudWatch").
+# component in component mode (SageMaker developer guide, "Amazon SageMaker AI enhanced metrics for inference
+# endpoints": utilization metrics of inference components are in /aws/sagemaker/InferenceComponents).
 ENDPOINT_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 
 
