@@ -33,6 +33,7 @@ from .hosting import (
 )
 from .images import ServingImage
 from .model_data import ModelSource
+from .monitoring import MonitoredEndpoint
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -40,7 +41,7 @@ __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARI
 VARIANT_NAME = "AllTraffic"
 
 
-class GpuEndpoint(EndpointVariantMixin, Construct):
+class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
     """A SageMaker Model (uncompressed S3 prefix, network-isolated), EndpointConfig and Endpoint.
 
     Minimal use: ``GpuEndpoint(self, "Endpoint", model=S3ModelData(bucket, "models/x/"))`` serves the
@@ -142,6 +143,7 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
         self.instance = plan.instance
         self.tensor_parallel_size = plan.tensor_parallel_size
         self.variant_name = VARIANT_NAME
+        self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
         self.environment = plan.environment
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"

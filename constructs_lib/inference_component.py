@@ -46,6 +46,7 @@ from .hosting import (
 )
 from .images import ServingImage
 from .model_data import ModelSource
+from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -59,7 +60,7 @@ def _fail(kind: str, node_path: str, errors: list[str]) -> None:
         raise ValueError(f"{kind} {node_path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
 
 
-class ComponentEndpoint(EndpointVariantMixin, Construct):
+class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Construct):
     """A SageMaker endpoint that hosts inference components: EndpointConfig (no model on the variant,
     the execution role on the config, managed instance scaling) and Endpoint.
 
@@ -158,6 +159,7 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
         self.scaling = scaling
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
+        self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
         self.components: list[InferenceComponent] = []
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
@@ -251,7 +253,7 @@ class _CapacityCheck:
         return errors
 
 
-class InferenceComponent(Construct):
+class InferenceComponent(MonitoredComponent, Construct):
     """One model as an inference component of a ``ComponentEndpoint``: a SageMaker Model (uncompressed
     S3 prefix, network-isolated) and an InferenceComponent with its own GPUs per copy and copy count,
     optionally autoscaled and able to scale to zero.

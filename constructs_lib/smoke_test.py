@@ -87,6 +87,7 @@ class EndpointSmokeTest(Construct):
         endpoint_arn: str,
         inference_component_name: str | None = None,
         inference_component_arn: str | None = None,
+        model_name: str | None = None,
         prompt: str = DEFAULT_PROMPT,
         max_tokens: int = 64,
         extra_body: Mapping[str, Any] | None = None,
@@ -103,6 +104,8 @@ class EndpointSmokeTest(Construct):
         :param inference_component_name: invoke this component and check that it is InService.
             Default: invoke the endpoint's model directly.
         :param inference_component_arn: required with ``inference_component_name``.
+        :param model_name: the component's model this deployment created; the component must run it (a rolling
+            update rolled back by an alarm leaves the old model InService). Default: not checked.
         :param prompt: the user message (it appears in the template: no secrets). Default: a one-sentence
             question about S3.
         :param max_tokens: most tokens per answer. Default: 64.
@@ -169,6 +172,7 @@ class EndpointSmokeTest(Construct):
             "EndpointName": endpoint_name,
             "EndpointConfigName": endpoint_config_name,
             "InferenceComponentName": inference_component_name,
+            "ModelName": model_name,
             "Prompt": prompt,
             "MaxTokens": str(max_tokens),
             "ExtraBody": cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else None,

@@ -22,6 +22,8 @@ from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
 from preflight import KV_CACHE_DTYPES
 
+from .observability import observability_fields, observability_problems
+
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
 NONE_WORDS = {"", "null", "none"}
@@ -276,6 +278,19 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "download_timeout_s": _integer(60, 3600),
     "endpoint_name": _optional(_text),
 }
+# Dashboard, alarms and update policy (stacks/observability.py), parsed with the parsers above.
+FIELDS.update(
+    observability_fields(
+        {
+            "optional": _optional,
+            "choice": _choice,
+            "integer": _integer,
+            "number": _number,
+            "boolean": _boolean,
+            "pattern": _pattern,
+        }
+    )
+)
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
@@ -360,6 +375,18 @@ class DeploymentConfig:
     startup_timeout_s: int
     download_timeout_s: int
     endpoint_name: str | None
+    update_policy: str | None
+    update_step_size: int
+    update_wait_s: int
+    update_termination_wait_s: int | None
+    update_timeout_s: int | None
+    alarms: bool
+    alarm_email: str | None
+    alarm_5xx_percent: float | None
+    alarm_p99_latency_ms: float | None
+    alarm_gpu_memory_percent: float | None
+    alarm_no_capacity: bool
+    dashboard: bool
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
     image_source: str = "engine default"
@@ -507,6 +534,7 @@ class DeploymentConfig:
                 re.compile(values["smoke_expected_pattern"])
             except re.error as e:
                 problems.append(f"smoke_expected_pattern={values['smoke_expected_pattern']!r}: not a regex ({e})")
+        problems += observability_problems(values)
         if problems:
             raise ConfigError(problems)
         return cls(**values, serving_image=image, image_source=image_source)

@@ -25,6 +25,7 @@ from constructs_lib.model_bucket import app_bucket_name
 from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
+from .observability import add_observability, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -91,6 +92,16 @@ class LlmEndpointStack(cdk.Stack):
             self.endpoint = self._standard_endpoint(config, model)
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
+        # Alarms (topic), update policy with auto-rollback, dashboard: stacks/observability.py.
+        memory = get_engine(config.engine).preflight_settings(config.engine_env)
+        add_observability(
+            self,
+            config,
+            endpoint=self.endpoint,
+            component=self.component,
+            smoke_test=self.smoke_test,
+            gpu_memory_share=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        )
 
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
         cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
@@ -247,6 +258,7 @@ class LlmEndpointStack(cdk.Stack):
             endpoint_arn=endpoint.endpoint_arn,
             inference_component_name=component.inference_component_name,
             inference_component_arn=component.inference_component_arn,
+            model_name=component.model.attr_model_name,  # a rolled-back rolling update keeps the old model
             fingerprint=[component.model, component.component, endpoint.endpoint_config, endpoint.endpoint],
             depends_on=[endpoint, component],
             **options,
@@ -275,6 +287,12 @@ class LlmEndpointStack(cdk.Stack):
             gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
             # The quota must cover the most instances the endpoint may run, not only the first.
             instances_needed=max(config.instance_count, scaling.max_instances),
+            # A blue/green update runs a second fleet beside the first (a rolling component update does not).
+            update_instances=0
+            if config.deployment_mode == INFERENCE_COMPONENT
+            else update_policy_of(vars(config)).extra_instances_during_update(
+                max(config.instance_count, scaling.max_instances)
+            ),
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
             engine=config.engine,

@@ -69,7 +69,7 @@ def test_unknown_key_suggests_the_closest_valid_key():
 
 def test_unknown_key_without_close_match_lists_known_keys():
     (problem,) = problems_of(flavour="x")
-    assert problem.startswith("flavour: unknown context key; known keys: accelerators_per_copy, allow_unverified_s3, ")
+    assert problem.startswith("flavour: unknown context key; known keys: accelerators_per_copy, alarm_5xx_percent, ")
 
 
 def test_misspelt_map_key_never_echoes_its_value():

@@ -139,6 +139,8 @@ def test_default_deployment(synthesized):
         "InvokeCommand",
         "SmokeTimeToFirstTokenMs",
         "SmokeLatencyMs",
+        "DashboardUrl",
+        "AlarmTopicArn",
     }
     # The default deployment stages the model from the Hub into the bucket it creates.
     t.has_resource_properties(

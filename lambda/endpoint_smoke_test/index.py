@@ -103,6 +103,7 @@ class Settings:
     prompt: str
     max_tokens: int = 64
     inference_component_name: str | None = None
+    model_name: str | None = None  # the component's model this deployment created
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     expected_pattern: str | None = None
     budget_s: float = DEFAULT_BUDGET_S
@@ -163,6 +164,7 @@ class Settings:
             prompt=prompt or "",
             max_tokens=number("MaxTokens", 64, int),
             inference_component_name=component,
+            model_name=text("ModelName", required=False),
             extra_body=extra,
             expected_pattern=pattern,
             budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
@@ -237,6 +239,16 @@ def check_component(description: Mapping[str, Any], settings: Settings) -> None:
         if description.get("FailureReason"):
             detail += f" (FailureReason: {description['FailureReason']})"
         raise CheckFailure("inference component status", detail, transient=status in TRANSIENT_COMPONENT_STATUSES)
+    running = (description.get("Specification") or {}).get("ModelName")
+    if settings.model_name and running and running != settings.model_name:
+        # A rolling update that an alarm rolled back leaves the component InService on its old model.
+        raise CheckFailure(
+            "inference component model",
+            f"the component runs model {running}, but this deployment created {settings.model_name}: SageMaker "
+            "rolled the update back (an alarm fired during the rolling update), or the component was changed "
+            "outside this stack",
+            transient=False,
+        )
     if description.get("EndpointName") != settings.endpoint_name:
         raise CheckFailure(
             "inference component",

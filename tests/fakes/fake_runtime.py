@@ -141,6 +141,7 @@ class FakeEndpoint:
     failure_reason: str = ""
     component: str | None = None
     component_status: str = "InService"
+    component_model: str | None = None  # DescribeInferenceComponent's Specification.ModelName
     copies: int = 1
     no_capacity_answers: int = 0  # scale-to-zero: "no capacity" this many times, then a copy is up
     # Injected failures by kind: {kind: n} fails every n-th invocation (1-based) with that kind; see injected_reply.
@@ -318,6 +319,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "VariantName": "AllTraffic",
                 "InferenceComponentStatus": owner.component_status,
                 "RuntimeConfig": {"DesiredCopyCount": owner.copies, "CurrentCopyCount": owner.copies},
+                **({"Specification": {"ModelName": owner.component_model}} if owner.component_model else {}),
                 "CreationTime": time.time(),
                 "LastModifiedTime": time.time(),
             }
