@@ -16,7 +16,13 @@ from tests import test_failure_paths as paths
 from tests.fakes.fake_runtime import Reply
 from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
 from tests.harness import RESPONSE_LIMIT, fails_after, stuck
-from tests.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, StagingDriver, assert_well_behaved
+from tests.test_failure_paths import (
+    SMOKE_ENDPOINT,
+    PreflightDriver,
+    SmokeDriver,
+    StagingDriver,
+    assert_well_behaved,
+)
 
 # The harness's fixtures, shared with test_failure_paths.
 clock, deployed, driver, fake_sagemaker = paths.clock, paths.deployed, paths.driver, paths.fake_sagemaker
@@ -165,3 +171,31 @@ def test_staging_a_job_briefly_unknown_after_create_is_followed(driver):
     )
     created = driver.cloudformation().create(driver.properties())
     assert created.ok and created.polls >= 3, created.reason
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_a_rolled_back_update_leaves_no_job_running(driver):
+    """New patterns, same revision (same prefix): the update's job copies under the live prefix until stopped."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.jobs.script = stuck
+    patterns = ["original/*", "tokenizer.json"]  # another selection: the manifest no longer matches
+    updated = cfn.update(driver.properties(Exclude=patterns, JobNamePrefix="hfstage-0123456789-updated-"))
+    assert updated.ok and updated.physical_id == created.physical_id
+    assert driver.running() == [updated.data["JobName"]]  # handed to the wait condition
+    rolled_back = cfn.rollback()  # a later resource failed
+    assert rolled_back.ok and cfn.status == "UPDATE_ROLLBACK_COMPLETE", rolled_back.reason
+    assert driver.running() == []
+    assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_rollback_spares_the_restored_properties_job(driver):
+    driver.jobs.script = stuck
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())  # still copying, handed to its wait condition
+    assert created.ok
+    assert not cfn.update(driver.properties(RepoId="acme/not-there")).ok  # fails in on_event: no job
+    assert cfn.rollback().ok
+    assert driver.running() == [created.data["JobName"]]

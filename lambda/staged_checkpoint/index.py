@@ -416,6 +416,22 @@ def restored(physical: str) -> dict[str, Any]:
     return {"PhysicalResourceId": physical, "Data": data}
 
 
+def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: str) -> None:
+    """Stop the job the failed update started: it would copy on for hours, under the live prefix.
+
+    In the rollback's Update, ``OldResourceProperties`` are the failed update's, so its ``JobNamePrefix``
+    names that job (a new prefix per change of properties); a job of the restored properties is spared.
+    Nothing here fails the rollback: a job that cannot be stopped is logged.
+    """
+    failed_prefix = (event.get("OldResourceProperties") or {}).get("JobNamePrefix") or ""
+    if not failed_prefix or failed_prefix == settings.job_name_prefix:
+        return
+    try:
+        stop_jobs(client("sagemaker"), failed_prefix, physical)
+    except (ClientError, BotoCoreError) as e:
+        log("stop-failed", job_prefix=failed_prefix, error=type(e).__name__)
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -431,6 +447,7 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         # CloudFormation restores the previous properties: that revision was staged and its wait condition
         # satisfied. Answer from the physical ID, without the Hub (it may be what failed) and without a job.
         log("rollback", physical=physical)
+        stop_rolled_back_job(event, settings, physical)
         return restored(physical)
     hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
     plan = make_plan(settings, hub, client("s3"))
