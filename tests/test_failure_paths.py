@@ -502,9 +502,9 @@ def test_staging_a_new_revision_replaces_and_the_old_delete_spares_the_new_job(d
     cfn = driver.cloudformation()
     old = cfn.create(driver.properties())
     assert old.ok and old.physical_id.startswith(f"s3://{BUCKET}/models/acme--tiny-llm/")
-    driver.hub.add_repo(REPO, {**FILES, "config.json": b'{"model_type": "llama", "num_hidden_layers": 3}'})
+    repo = driver.hub.add_repo(REPO, {**FILES, "config.json": b'{"model_type": "llama", "num_hidden_layers": 3}'})
     driver.jobs.script = stuck
-    new = cfn.update(driver.properties(MaxInstances="2"))
+    new = cfn.update(driver.properties(Revision=repo.sha, MaxInstances="2"))  # a new revision stages
     assert new.ok and new.physical_id != old.physical_id
     assert new.cleanup is not None and new.cleanup.ok
     assert new.cleanup.request["PhysicalResourceId"] == old.physical_id

@@ -252,7 +252,7 @@ def test_update_to_a_new_revision_changes_the_physical_id(handler, s3, fake_hub,
     result = handler.on_event(
         event(
             "Update",
-            properties(receiver, InstanceType="ml.m5.4xlarge"),
+            properties(receiver, Revision=new_sha, InstanceType="ml.m5.4xlarge"),  # a new revision stages
             PhysicalResourceId=old_uri,
             OldResourceProperties=properties(receiver),
         )

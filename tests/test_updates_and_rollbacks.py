@@ -14,9 +14,11 @@ import pytest
 
 from tests import test_failure_paths as paths
 from tests.fakes.fake_runtime import Reply
-from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
+from tests.fakes.fixtures import BUCKET, fake_hub, s3  # noqa: F401 - fixtures the drivers use
 from tests.harness import RESPONSE_LIMIT, fails_after, stuck
 from tests.test_failure_paths import (
+    FILES,
+    REPO,
     SMOKE_ENDPOINT,
     PreflightDriver,
     SmokeDriver,
@@ -199,3 +201,42 @@ def test_staging_rollback_spares_the_restored_properties_job(driver):
     assert not cfn.update(driver.properties(RepoId="acme/not-there")).ok  # fails in on_event: no job
     assert cfn.rollback().ok
     assert driver.running() == [created.data["JobName"]]
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unrelated_change_restages_nothing_and_needs_no_hub(driver):
+    """A new worker image or instance type: the branch is not resolved again, the served commit stays."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.hub.add_repo(REPO, {**FILES, "README.md": b"# main moved on"})  # main now names another commit
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(InstanceType="ml.m5.4xlarge", ImageUri="example.com/staging:2"))
+    assert updated.ok, updated.reason
+    assert updated.physical_id == created.physical_id and updated.cleanup is None
+    assert updated.data["Revision"] == created.data["Revision"]
+    assert updated.data["Files"] == created.data["Files"] and updated.data["TotalBytes"] == created.data["TotalBytes"]
+    assert driver.jobs.created == jobs  # no job
+    assert_well_behaved(cfn, created, updated)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_new_patterns_still_stage(driver):
+    cfn = driver.cloudformation()
+    assert cfn.create(driver.properties()).ok
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(Exclude=["original/*", "tokenizer.json"]))
+    assert updated.ok and driver.jobs.created == jobs + 1, updated.reason
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unrelated_change_restages_what_s3_lost(driver):
+    """The prefix no longer matches its manifest: the update plans with the Hub and copies again."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok
+    prefix = created.data["Prefix"]
+    driver.s3.client.delete_object(Bucket=BUCKET, Key=prefix + "config.json")
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(InstanceType="ml.m5.4xlarge"))
+    assert updated.ok and driver.jobs.created == jobs + 1, updated.reason

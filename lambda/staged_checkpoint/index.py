@@ -432,6 +432,45 @@ def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: st
         log("stop-failed", job_prefix=failed_prefix, error=type(e).__name__)
 
 
+# What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
+STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude")
+
+
+def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
+    """The answer to an update that changes nothing staged, from the physical ID and S3 alone; else None.
+
+    Without the Hub, a branch such as ``main`` is not resolved again, so an unrelated change cannot move
+    the served commit. The prefix is verified against its manifest first (S3 only): when that fails, the
+    update plans and stages as usual. The update's new wait condition is signalled here.
+    """
+    try:
+        old = Settings.from_properties(event.get("OldResourceProperties") or {})
+    except (KeyError, TypeError, ValueError):
+        return None
+    if any(getattr(old, key) != getattr(settings, key) for key in STAGED_BY):
+        return None
+    answer = restored(physical)
+    data = answer["Data"]
+    if not physical.startswith(f"s3://{settings.bucket}/"):
+        return None
+    try:
+        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+        manifest = read_manifest(client("s3"), settings.bucket, data["Prefix"]) or {}
+    except (StagingError, ClientError, BotoCoreError, ValueError) as e:
+        log("unchanged-but-unverified", physical=physical, error=type(e).__name__)
+        return None
+    data.update(Files=str(files), TotalBytes=str(manifest.get("total_bytes", "")))
+    log("unchanged", physical=physical, files=files)
+    signal(
+        settings.wait_handle,
+        success=True,
+        reason=f"{settings.repo_id}@{data['Revision']} is already staged; nothing staged changed",
+        unique_id=data["Revision"],
+        data=data["Revision"],
+    )
+    return answer
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -449,6 +488,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         log("rollback", physical=physical)
         stop_rolled_back_job(event, settings, physical)
         return restored(physical)
+    if request == "Update" and physical.startswith("s3://"):
+        unchanged = unchanged_answer(event, settings, physical)
+        if unchanged is not None:
+            return unchanged
     hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
     plan = make_plan(settings, hub, client("s3"))
     log("plan", sha=plan.sha, files=len(plan.files), missing=len(plan.missing), manifest_ok=plan.manifest_ok)
