@@ -30,6 +30,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -440,16 +442,57 @@ class StagedCheckpoint(Construct):
             holder, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
         )
         log_group.grant_write(role)
-        return python_function(
+        code = handler_code(HANDLER, packages=PACKAGES)
+        function = python_function(
             holder,
             "Function",
-            code=handler_code(HANDLER, packages=PACKAGES),
+            code=code,
             entry="on_job_state_change",
             role=role,
             log_group=log_group,
             timeout=cdk.Duration.minutes(5),
             memory_size=512,
         )
+        _signal_failures(holder, function, code=code, log_group=log_group)
+        return function
+
+
+def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lambda_.Code, log_group: logs.ILogGroup):
+    """A signal function that throws must still end the wait in minutes, not when the wait condition times out.
+
+    EventBridge retries only its delivery to Lambda (the rule target's retry policy); Lambda retries a
+    function error of an asynchronous invocation twice, then sends the invocation record to the on-failure
+    destination (Lambda developer guide, "How Lambda handles errors and retries with asynchronous
+    invocation"), here a function that signals FAILURE with the error: a few minutes in all.
+    """
+    role = iam.Role(
+        holder,
+        "FailureRole",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description="Signals a staging wait condition FAILURE when the signal function fails every attempt",
+    )
+    log_group.grant_write(role)  # its only permission: the signal is a PUT to the handle's presigned URL
+    on_failure = python_function(
+        holder,
+        "OnFailure",
+        code=code,
+        entry="on_signal_failure",
+        role=role,
+        log_group=log_group,
+        timeout=cdk.Duration.minutes(2),
+    )
+    function.configure_async_invoke(
+        retry_attempts=2,
+        max_event_age=cdk.Duration.hours(2),
+        on_failure=destinations.LambdaDestination(on_failure, response_only=False),
+    )
+    acknowledge_wildcard(
+        function.role.node.find_child("DefaultPolicy"),
+        resource=f"{on_failure.function_arn}:*",
+        reason="Lambda invokes the on-failure destination function and its versions (the ':*' suffix CDK grants); "
+        "nothing else.",
+    )
+    return on_failure
 
 
 def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:

@@ -240,3 +240,81 @@ def test_staging_an_unrelated_change_restages_what_s3_lost(driver):
     jobs = driver.jobs.created
     updated = cfn.update(driver.properties(InstanceType="ml.m5.4xlarge"))
     assert updated.ok and driver.jobs.created == jobs + 1, updated.reason
+
+
+@pytest.fixture
+def receiver():
+    from tests.test_staging_handler import SignalReceiver
+
+    r = SignalReceiver()
+    yield r
+    r.close()
+
+
+def _lambda_async(function, on_failure, event: dict, *, retries: int = 2) -> int:
+    """Lambda's asynchronous invocation: the event, then ``retries`` more on a function error, then the
+    on-failure destination's invocation record (Lambda developer guide, async error handling)."""
+    for attempt in range(1, retries + 2):
+        try:
+            function(event, None)
+            return attempt
+        except Exception as e:
+            error = {"errorType": type(e).__name__, "errorMessage": str(e)}
+    record = {
+        "version": "1.0",
+        "requestContext": {"condition": "RetriesExhausted", "approximateInvokeCount": retries + 1},
+        "requestPayload": event,
+        "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+        "responsePayload": error,
+    }
+    on_failure(record, None)
+    return retries + 1
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_a_failing_signal_function_fails_the_wait_with_its_error(driver, receiver):
+    """The signal function throws (its role cannot describe the job): the wait ends in minutes, with why."""
+    driver.jobs.script = stuck
+    created = driver.cloudformation().create(driver.properties(JobNamePrefix="hfstage-0123456789-"))
+    name = created.data["JobName"]
+    driver.jobs.jobs[name].status = "Failed"
+    driver.jobs.deny("DescribeProcessingJob", times=None)
+    event = {
+        "WaitHandle": receiver.url,
+        "JobNamePrefix": "hfstage-0123456789-",
+        "Event": {"detail": {"ProcessingJobName": name, "ProcessingJobStatus": "Failed"}},
+    }
+    attempts = _lambda_async(driver.module.on_job_state_change, driver.module.on_signal_failure, event)
+    assert attempts == 3 and len(receiver.signals) == 1
+    signal = receiver.signals[0]
+    assert signal["Status"] == "FAILURE" and signal["UniqueId"] == name
+    assert f"failed on job {name} (RetriesExhausted, 3 attempt(s)): ClientError" in signal["Reason"]
+    assert "sagemaker:DescribeProcessingJob" in signal["Reason"]
+
+
+def test_the_signal_failure_record_of_another_checkpoint_is_ignored(receiver):
+    from tests.conftest import load_lambda
+
+    module = load_lambda("staged_checkpoint")
+    payload = {"WaitHandle": receiver.url, "JobNamePrefix": "hfstage-aaaa-", "Event": {"detail": {}}}
+    assert module.on_signal_failure({"requestPayload": payload}) == {"signalled": False}
+    assert receiver.signals == []
+
+
+def test_the_signal_function_retries_twice_then_signals_failure(deployed):
+    from aws_cdk.assertions import Match, Template
+
+    t = Template.from_json(deployed)
+    functions = t.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "index.on_signal_failure"}})
+    (failure_id,) = functions
+    t.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "MaximumRetryAttempts": 2,
+            "MaximumEventAgeInSeconds": 7200,
+            "DestinationConfig": {
+                "OnFailure": {"Destination": {"Fn::GetAtt": [failure_id, "Arn"]}},
+            },
+            "FunctionName": {"Ref": Match.string_like_regexp("^StagingSignalFunction")},
+        },
+    )

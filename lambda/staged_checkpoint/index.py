@@ -9,7 +9,8 @@ Three entry points share this file (one asset):
   is verified and signalled here; a longer one is handed to the wait condition, which CloudFormation
   lets wait up to 12 hours, instead of holding this resource against its one-hour ceiling.
 - ``on_job_state_change`` receives the job's EventBridge state change, verifies the manifest and
-  signals success, or failure with the job's reason.
+  signals success, or failure with the job's reason. When it fails every attempt Lambda makes,
+  ``on_signal_failure`` (its on-failure destination) signals failure with its error.
 
 The physical ID is the revision prefix ``s3://<bucket>/<prefix><org>--<name>/<sha>/``: a new revision
 is a replacement, an unchanged one a no-op. Delete stops this resource's running job and keeps the
@@ -639,6 +640,32 @@ def on_job_state_change(event: dict[str, Any], context: Any = None) -> dict[str,
         return {"signalled": True, "success": False}
     signal(event["WaitHandle"], success=True, reason=f"staged {files} files", unique_id=name, data=sha or "")
     return {"signalled": True, "success": True}
+
+
+def on_signal_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """On-failure destination of ``on_job_state_change``: Lambda's record of an event that failed every attempt.
+
+    EventBridge retries only the delivery to Lambda; Lambda retries a function error twice, then sends this
+    record (``requestPayload``, ``responsePayload``, ``requestContext``) here (Lambda developer guide,
+    "Capturing records of Lambda asynchronous invocations"). Without this, the wait condition would wait
+    hours for a signal that never comes; now it fails with the signal function's own error.
+    """
+    payload = event.get("requestPayload") or {}
+    handle, prefix = payload.get("WaitHandle"), payload.get("JobNamePrefix") or ""
+    name = ((payload.get("Event") or {}).get("detail") or {}).get("ProcessingJobName") or ""
+    if not handle or not name.startswith(prefix):
+        return {"signalled": False}
+    error = event.get("responsePayload") or {}
+    context_ = event.get("requestContext") or {}
+    why = f"{error.get('errorType', 'error')}: {error.get('errorMessage', 'no message')}"
+    attempts = int(context_.get("approximateInvokeCount") or 0)
+    reason = (
+        f"the staging signal function failed on job {name} ({context_.get('condition', 'failed')}, "
+        f"{attempts} attempt(s)): {why}. The job's own state: aws sagemaker describe-processing-job "
+        f"--processing-job-name {name}"
+    )
+    signal(handle, success=False, reason=reason, unique_id=name)
+    return {"signalled": True, "success": False}
 
 
 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
