@@ -403,6 +403,13 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
+            # The "<type> for processing job usage" quota, read before a job starts.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                    resources=["*"],
+                )
+            )
             if secret is not None:
                 _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))
@@ -422,8 +429,9 @@ class StagedCheckpoint(Construct):
             acknowledge_wildcard(
                 policy,
                 resource="*",
-                reason="sagemaker:ListProcessingJobs has no resource-level permissions; it finds this checkpoint's "
-                "running job (by name prefix) to stop it on delete.",
+                reason="sagemaker:ListProcessingJobs and servicequotas:ListServiceQuotas/ListAWSDefaultServiceQuotas "
+                "have no resource-level permissions; the first finds this checkpoint's running job (by name prefix) "
+                "to stop it, the others read the Processing instance quota before a job starts.",
             )
 
     def _signal_function(self):

@@ -161,6 +161,9 @@ class StagingDriver(Driver):
         self.jobs = ProcessingJobs(self.module.client("sagemaker"), script=completes_after(3, then=self.run_job))
         self.s3_faults = Faults(self.module.client("s3"))
         self.stacks = self.module._clients["cloudformation"] = Stacks()
+        self.quotas = ServiceQuotas(
+            self.module.client("service-quotas"), defaults={"ml.m5.2xlarge for processing job usage": 4}
+        )
         self.handoff_s = int(self.template_properties["HandoffSeconds"])
 
     def run_job(self, job) -> None:

@@ -318,3 +318,30 @@ def test_the_signal_function_retries_twice_then_signals_failure(deployed):
             "FunctionName": {"Ref": Match.string_like_regexp("^StagingSignalFunction")},
         },
     )
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_clamps_the_job_to_the_processing_quota(driver):
+    driver.quotas.applied["ml.m5.2xlarge for processing job usage"] = 2
+    created = driver.cloudformation().create(driver.properties(MaxInstances="8", BytesPerInstance="1"))
+    assert created.ok, created.reason
+    (job,) = driver.jobs.jobs.values()
+    assert job.request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 2  # 4 files, quota 2
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_fails_in_seconds_naming_a_zero_processing_quota(driver):
+    driver.quotas.defaults["ml.m5.2xlarge for processing job usage"] = 0
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok and driver.jobs.created == 0
+    assert "'ml.m5.2xlarge for processing job usage' (L-" in created.message and "is 0" in created.message
+    assert created.elapsed_s < 60
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unreadable_quota_leaves_the_count_to_sagemaker(driver):
+    driver.quotas.deny("ListServiceQuotas", times=None)
+    created = driver.cloudformation().create(driver.properties(MaxInstances="8", BytesPerInstance="1"))
+    assert created.ok, created.reason
+    (job,) = driver.jobs.jobs.values()
+    assert job.request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 4

@@ -281,6 +281,54 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
     }
 
 
+# Service Quotas names SageMaker's Processing limits per instance type (as it names "<type> for endpoint
+# usage" for endpoints): the most instances of the type that running Processing jobs may hold.
+QUOTA_NAME = "{} for processing job usage"
+
+
+def processing_quota(instance_type: str) -> tuple[float, str] | None:
+    """(value, quota code) of ``<instance type> for processing job usage``: applied, else AWS default.
+
+    None when Service Quotas cannot tell (no such quota, throttled, denied): CreateProcessingJob then
+    answers for itself (ResourceLimitExceeded).
+    """
+    name = QUOTA_NAME.format(instance_type)
+    quotas = client("service-quotas")
+    for operation in ("list_service_quotas", "list_aws_default_service_quotas"):
+        try:
+            for page in quotas.get_paginator(operation).paginate(ServiceCode="sagemaker"):
+                for quota in page.get("Quotas", []):
+                    if quota.get("QuotaName") == name:
+                        return float(quota.get("Value", 0)), str(quota.get("QuotaCode", ""))
+        except ClientError as e:
+            if e.response["Error"].get("Code") == "NoSuchResourceException":
+                continue  # no applied values for SageMaker: the defaults apply
+            log("quota-unread", quota=name.replace(" ", "_"), error=e.response["Error"].get("Code"))
+            return None
+        except BotoCoreError as e:
+            log("quota-unread", quota=name.replace(" ", "_"), error=type(e).__name__)
+            return None
+    return None
+
+
+def within_quota(settings: Settings, wanted: int) -> int:
+    """``wanted`` instances, fewer when the account's Processing quota for the type is lower; 0 fails now."""
+    found = processing_quota(settings.instance_type)
+    if found is None:
+        return wanted
+    value, code = found
+    name = QUOTA_NAME.format(settings.instance_type)
+    if value < 1:
+        raise StagingError(
+            f"the Service Quotas quota '{name}' ({code}) is {value:g} in this account and region, so the staging "
+            f"job cannot start. Request an increase (quota code {code}) or choose another staging_instance_type"
+        )
+    if wanted > int(value):
+        log("quota-clamp", wanted=wanted, instances=int(value), quota_code=code)
+        return int(value)
+    return wanted
+
+
 def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
     try:
         sagemaker.create_processing_job(**request)
@@ -291,7 +339,13 @@ def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
             return
         name = request["ProcessingJobName"]
         message = error.get("Message", "")
-        raise StagingError(short(f"could not start the staging job {name}: {error['Code']}: {message}")) from e
+        hint = ""
+        if error["Code"] == "ResourceLimitExceeded":  # other jobs hold the instances the quota allows
+            kind = request["ProcessingResources"]["ClusterConfig"]["InstanceType"]
+            hint = f" (Service Quotas: '{QUOTA_NAME.format(kind)}')"
+        raise StagingError(
+            short(f"could not start the staging job {name}: {error['Code']}{hint}: {message}", REASON_LIMIT)
+        ) from e
     log("job-started", job=request["ProcessingJobName"])
 
 
@@ -506,7 +560,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         )
         return result(plan, settings, job="")
     name = job_name(settings, event["RequestId"])
-    start_job(client("sagemaker"), job_request(settings, plan, name))
+    request = job_request(settings, plan, name)
+    cluster = request["ProcessingResources"]["ClusterConfig"]
+    cluster["InstanceCount"] = within_quota(settings, cluster["InstanceCount"])
+    start_job(client("sagemaker"), request)
     return result(plan, settings, job=name)
 
 
