@@ -50,6 +50,14 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
 SIGNAL_MARGIN_S = 900
+# CreateProcessingJob takes at most 100 container arguments of at most 256 characters each, and environment
+# values of at most 256 characters (botocore's sagemaker model: ContainerArguments, ContainerArgument,
+# ProcessingEnvironmentValue). The handler passes each pattern as a flag and its value, after at most 10
+# arguments of its own (worker_arguments in lambda/staged_checkpoint): so 45 patterns.
+MAX_CONTAINER_ARGUMENTS = 100
+MAX_ARGUMENT_CHARS = 256
+HANDLER_ARGUMENTS = 10
+MAX_PATTERNS = (MAX_CONTAINER_ARGUMENTS - HANDLER_ARGUMENTS) // 2
 HANDLER = "staged_checkpoint"
 PACKAGES = ("hfstage",)
 
@@ -136,6 +144,9 @@ class StagedCheckpoint(Construct):
             repo_id=repo_id,
             revision=revision,
             prefix=prefix,
+            include=include,
+            exclude=exclude,
+            bucket_name=None if bucket is None else bucket.bucket_name,
             max_instances=max_instances,
             volume_size_gb=volume_size_gb,
             max_runtime_s=max_runtime.to_seconds(),
@@ -525,6 +536,9 @@ def _validate(
     revision: str,
     prefix: str,
     max_instances: int,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    bucket_name: str | None = None,
     volume_size_gb: int,
     max_runtime_s: float,
     handoff_s: float,
@@ -552,5 +566,36 @@ def _validate(
         problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")
     if not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", instance_type):
         problems.append(f"instance_type={instance_type!r} is not a SageMaker instance type (ml.<family>.<size>)")
+    problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
     if problems:
         raise ValueError("StagedCheckpoint: " + "; ".join(problems))
+
+
+def _argument_problems(
+    repo_id: str, prefix: str, include: Sequence[str], exclude: Sequence[str], bucket_name: str | None
+) -> list[str]:
+    """What would make CreateProcessingJob refuse the staging job, found at synth instead of at deploy."""
+    problems = []
+    if len(include) + len(exclude) > MAX_PATTERNS:
+        problems.append(
+            f"include and exclude hold {len(include) + len(exclude)} patterns ({len(include)} + {len(exclude)}); "
+            f"allowed: at most {MAX_PATTERNS} together (CreateProcessingJob takes {MAX_CONTAINER_ARGUMENTS} "
+            "container arguments, two per pattern): use broader globs"
+        )
+    for key, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in patterns:
+            if len(pattern) > MAX_ARGUMENT_CHARS:
+                problems.append(
+                    f"{key} pattern {pattern[:40]!r}... is {len(pattern)} characters; allowed: at most "
+                    f"{MAX_ARGUMENT_CHARS} (one CreateProcessingJob container argument)"
+                )
+    # The job's HFSTAGE_TARGET: s3://<bucket>/<prefix><org>--<name>/<40-character sha>/
+    bucket_chars = 63 if bucket_name is None or cdk.Token.is_unresolved(bucket_name) else len(bucket_name)
+    target_chars = len("s3:///") + bucket_chars + len(prefix) + len(repo_prefix("", repo_id)) + 41
+    if target_chars > MAX_ARGUMENT_CHARS:
+        problems.append(
+            f"prefix={prefix!r} with repo_id={repo_id!r} makes the revision's S3 URI {target_chars} characters "
+            f"(with a {bucket_chars}-character bucket name); allowed: at most {MAX_ARGUMENT_CHARS} (a "
+            "CreateProcessingJob environment value): shorten the prefix"
+        )
+    return problems

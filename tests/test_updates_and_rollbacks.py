@@ -345,3 +345,46 @@ def test_staging_an_unreadable_quota_leaves_the_count_to_sagemaker(driver):
     assert created.ok, created.reason
     (job,) = driver.jobs.jobs.values()
     assert job.request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 4
+
+
+# --- API limits at synth ------------------------------------------------------------------------------
+
+
+def test_too_many_patterns_fail_cdk_synth_naming_the_keys_and_the_limit():
+    import json
+
+    from tests.conftest import build
+
+    patterns = [f"shard-{i:03d}-*.safetensors" for i in range(46)]
+    with pytest.raises(
+        ValueError,
+        match=r"include and exclude hold 47 patterns \(46 \+ 1\); allowed: at most 45 .*100 container arguments",
+    ):
+        build(include=json.dumps(patterns))
+
+
+def test_a_pattern_or_prefix_too_long_for_the_job_fails_at_synth():
+    import aws_cdk as cdk
+
+    from constructs_lib.staged_checkpoint import StagedCheckpoint
+
+    stack = cdk.Stack(cdk.App(), "Limits")
+    with pytest.raises(ValueError, match=r"exclude pattern .* is 300 characters; allowed: at most 256"):
+        StagedCheckpoint(stack, "A", repo_id="acme/tiny-llm", exclude=["x" * 300])
+    with pytest.raises(ValueError, match=r"prefix=.* makes the revision's S3 URI 2\d\d characters .* at most 256"):
+        StagedCheckpoint(stack, "B", repo_id="acme/tiny-llm", prefix="p" * 140 + "/")
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_the_synth_limit_is_what_create_processing_job_takes(driver):
+    """45 patterns with a token secret fit the 100 arguments (the fake checks the model's maxima); 46 do not."""
+    from constructs_lib.staged_checkpoint import MAX_PATTERNS
+
+    model = driver.module.client("sagemaker").meta.service_model.shape_for("ContainerArguments")
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf"
+
+    def arguments(count: int) -> list[str]:
+        props = driver.properties(Include=[f"*.ext{i}" for i in range(count)], Exclude=[], TokenSecretArn=secret)
+        return driver.module.worker_arguments(driver.module.Settings.from_properties(props), "0" * 40)
+
+    assert len(arguments(MAX_PATTERNS)) <= model.metadata["max"] == 100 < len(arguments(MAX_PATTERNS + 1))

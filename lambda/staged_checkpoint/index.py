@@ -282,7 +282,9 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
 
 
 # Service Quotas names SageMaker's Processing limits per instance type (as it names "<type> for endpoint
-# usage" for endpoints): the most instances of the type that running Processing jobs may hold.
+# usage" for endpoints): the most instances of the type that running Processing jobs may hold. The name is
+# the one CreateProcessingJob's ResourceLimitExceeded quotes ("The account-level service limit
+# 'ml.m5.large for processing job usage' is 0 Instances").
 QUOTA_NAME = "{} for processing job usage"
 
 
