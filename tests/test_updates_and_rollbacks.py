@@ -388,3 +388,38 @@ def test_the_synth_limit_is_what_create_processing_job_takes(driver):
         return driver.module.worker_arguments(driver.module.Settings.from_properties(props), "0" * 40)
 
     assert len(arguments(MAX_PATTERNS)) <= model.metadata["max"] == 100 < len(arguments(MAX_PATTERNS + 1))
+
+
+# --- response size ------------------------------------------------------------------------------------
+
+HUGE = "User: arn:aws:sts::123456789012:assumed-role/handler is not authorized; context: " + "é" * 20_000
+
+
+def _huge_fault(driver) -> None:
+    if isinstance(driver, StagingDriver):
+        driver.jobs.inject("DescribeProcessingJob", "AccessDeniedException", HUGE, times=None)
+    elif isinstance(driver, PreflightDriver):
+        driver.quotas.inject("ListServiceQuotas", "AccessDeniedException", HUGE, times=None)
+        driver.s3_faults.inject("ListObjectsV2", "AccessDenied", HUGE, times=None)
+    else:
+        driver.sagemaker.inject("DescribeEndpoint", "AccessDeniedException", HUGE, times=None)
+
+
+@pytest.mark.parametrize("driver", paths.driver_params(), indirect=True)
+def test_a_failure_with_a_huge_error_stays_within_the_response_limit(driver):
+    """Our reason at most 3,000 bytes; with the framework's own text the whole response under 4,096."""
+    _huge_fault(driver)
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok
+    assert len(created.message.encode()) <= 3000, len(created.message.encode())
+    assert len(created.body) < RESPONSE_LIMIT, len(created.body)
+    assert "AccessDenied" in created.message
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_a_staging_failure_with_the_longest_prefix_stays_within_the_response_limit(driver):
+    """A failure in is_complete carries on_event's Data (three S3 URIs) beside the reason."""
+    _huge_fault(driver)
+    created = driver.cloudformation().create(driver.properties(Prefix="p" * 140 + "/"))
+    assert not created.ok and len(created.data["ManifestUri"]) > 230
+    assert len(created.body) < RESPONSE_LIMIT, len(created.body)

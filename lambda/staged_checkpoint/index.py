@@ -19,6 +19,7 @@ objects. The Hugging Face token is read from Secrets Manager here and never logg
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -40,6 +41,11 @@ LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
 REASON_LIMIT = 1000  # bytes; CloudFormation shows at most 4 KB and a wait-condition reason should be short
+# A failure's message, at most: CloudFormation takes a 4,096-byte response, and the Provider framework wraps
+# the message in "Error: ...", the log group and its stack frames (about 1 KB with the event's IDs), and
+# sends on_event's Data with a failure in is_complete (aws-cdk-lib provider-framework runtime: framework.js,
+# cfn-response.js). So 3,000 bytes, less the Data that travels with it.
+FAILURE_LIMIT = 3000
 CODE_DIR = "/opt/ml/processing/input/code"
 RUNNING = ("InProgress", "Stopping")
 # How long is_complete follows a job before handing the wait to the wait condition. Must stay well
@@ -528,6 +534,26 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
     return answer
 
 
+def bounded_failures(entry: Any) -> Any:
+    """Whatever ``entry`` raises reaches CloudFormation in at most FAILURE_LIMIT bytes (a botocore error can
+    quote a whole request: a ValidationException echoes every container argument)."""
+
+    @functools.wraps(entry)
+    def run(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        try:
+            return entry(event, context)
+        except Exception as e:
+            data = json.dumps(event.get("Data") or {}, ensure_ascii=False).encode()
+            limit = max(500, FAILURE_LIMIT - len(data))
+            if len(str(e).encode()) <= limit:
+                raise
+            text = str(e) if isinstance(e, StagingError) else f"{type(e).__name__}: {e}"
+            raise StagingError(short(text, limit)) from None
+
+    return run
+
+
+@bounded_failures
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -584,6 +610,7 @@ def _job_failure(description: dict[str, Any]) -> str:
     )
 
 
+@bounded_failures
 def is_complete(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if event["RequestType"] == "Delete":
         return {"IsComplete": True}
