@@ -82,11 +82,31 @@ class Blob:
         return self.data
 
 
+class Declared:
+    """A file that only has a size: listed with it (model info, tree), never served. For metadata-only
+    clients (``plan --model-id``) of checkpoints far too big to generate; its hashes are derived from the size."""
+
+    seed = -1
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def chunks(self, start: int = 0, end: int | None = None, chunk: int = CHUNK):
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+    def to_bytes(self) -> bytes:
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+
 _HASH_CACHE: dict[tuple[int, int, str], str] = {}
 _HASH_LOCK = threading.Lock()
 
 
-def _digest(content: Blob | Synthetic, algorithm: str) -> str:
+def _digest(content: Blob | Synthetic | Declared, algorithm: str) -> str:
+    if isinstance(content, Declared):
+        return hashlib.sha256(f"declared {content.size} {algorithm}".encode()).hexdigest()[
+            : 64 if algorithm == "sha256" else 40
+        ]
     key = (content.size, content.seed, algorithm) if isinstance(content, Synthetic) else None
     if key is not None:
         with _HASH_LOCK:
@@ -112,7 +132,7 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 @dataclass
 class FakeFile:
     path: str
-    content: Blob | Synthetic
+    content: Blob | Synthetic | Declared
     lfs: bool
     sha256: str = ""
     blob_id: str = ""
@@ -139,6 +159,8 @@ class FakeRepo:
     refs: dict[str, str]
     gated: bool = False
     private: bool = False
+    tags: tuple[str, ...] = ()
+    downloads: int = 0
 
 
 @dataclass
@@ -217,22 +239,27 @@ class FakeHub:
     def add_repo(
         self,
         repo_id: str,
-        files: dict[str, bytes | Synthetic],
+        files: dict[str, bytes | Synthetic | Declared],
         *,
         gated: bool = False,
         private: bool = False,
         branches: tuple[str, ...] = ("main",),
         tags: tuple[str, ...] = (),
+        model_tags: tuple[str, ...] = (),
+        downloads: int = 0,
     ) -> FakeRepo:
+        """``tags`` are git tags (refs); ``model_tags`` are the Hub's model tags (``GET /api/models?filter=``)."""
         fake_files = {}
         for path, content in sorted(files.items()):
-            body = content if isinstance(content, Synthetic) else Blob(content)
+            body = content if isinstance(content, (Synthetic, Declared)) else Blob(content)
             lfs = body.size >= self.lfs_threshold or any(fnmatch.fnmatch(path, p) for p in self.lfs_patterns)
             fake_files[path] = FakeFile(path, body, lfs)
         listing = "\n".join(f"{f.path} {f.blob_id}" for f in fake_files.values())
         sha = hashlib.sha1(f"{repo_id}\n{listing}".encode()).hexdigest()
         refs = {name: sha for name in (*branches, *tags)}
-        repo = FakeRepo(repo_id, fake_files, sha, refs, gated=gated, private=private)
+        repo = FakeRepo(
+            repo_id, fake_files, sha, refs, gated=gated, private=private, tags=model_tags, downloads=downloads
+        )
         with self._lock:
             self.repos[repo_id] = repo
             for f in fake_files.values():
@@ -339,6 +366,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._cdn(url.path)
             elif url.path.startswith("/api/models/"):
                 self._api(url.path[len("/api/models/") :])
+            elif url.path.rstrip("/") == "/api/models":
+                self._list_models()
             elif "/resolve/" in url.path:
                 self._resolve(url.path)
             else:
@@ -415,6 +444,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, "Not found", None)
 
+    def _list_models(self) -> None:
+        """``GET /api/models?filter=tag&sort=downloads&limit=N``: public repositories carrying every tag."""
+        wanted = set(self._query.get("filter", []))
+        limit = int(self._query.get("limit", ["1000"])[0])
+        found = [r for r in self.hub.repos.values() if not r.private and wanted <= set(r.tags)]
+        found.sort(key=lambda r: -r.downloads)
+        body = [{"id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads, "tags": list(r.tags)} for r in found]
+        self._send(200, {"Content-Type": "application/json"}, json.dumps(body[:limit]).encode())
+
     def _info(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
         blobs = self._query.get("blobs", ["false"])[0].lower() in ("1", "true")
         siblings = []
@@ -438,7 +476,7 @@ class _Handler(BaseHTTPRequestHandler):
             "disabled": False,
             "downloads": 0,
             "likes": 0,
-            "tags": [],
+            "tags": list(repo.tags),
             "library_name": "transformers",
             "siblings": siblings,
             "usedStorage": sum(f.size for f in repo.files.values()),
