@@ -324,6 +324,9 @@ class StagedCheckpoint(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"Staging job of {self.repo_id}: writes only under its prefix",
         )
+        # ListParts (s3:ListMultipartUploadParts) is how a rerun resumes a killed run's upload inside a file,
+        # and hash checkpoints are uploads never completed (PutObject, AbortMultipartUpload): S3 User Guide,
+        # "Multipart upload API and permissions" (mpuoverview.html#mpuAndPermissions).
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
