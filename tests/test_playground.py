@@ -298,18 +298,19 @@ def test_the_page_streams_an_answer_shows_its_timing_and_stop_cancels_on_the_ser
     ask(browser, "Now a long story about buckets")
     wait_for(lambda: len(last_answer(browser)[0].split()) >= 3)
     assert playground.in_flight() == 1
+    # The first answer's stream may count as cut too: the client closes it at [DONE], sometimes before the fake
+    # wrote its closing chunk. So: one more cut than before the click.
+    cut_before = fake.cut_streams
     browser.find_element(By.ID, "stop").click()
     stopped_at = time.monotonic()
-    # Usually well under a second; a loaded 2-core CI machine running Chromium once took over 5 s to get the
-    # click's /api/stop through. Half the 20 s this answer would take still proves the cut.
     try:
-        wait_for(lambda: playground.in_flight() == 0 and fake.cut_streams == 1, timeout=10)
+        wait_for(lambda: playground.in_flight() == 0 and fake.cut_streams == cut_before + 1, timeout=5)
     except AssertionError:
-        state = f"in flight {playground.in_flight()}, streams cut {fake.cut_streams}, page {last_answer(browser)[1]!r}"
-        raise AssertionError(f"stop did not end the request in 10 s: {state}") from None
-    assert time.monotonic() - stopped_at < 10
-    wait_for(lambda: "stopped after" in last_answer(browser)[1], timeout=5)
-    assert len(last_answer(browser)[0].split()) < 200  # cut: the whole answer is 200 words
+        state = f"in flight {playground.in_flight()}, streams cut {fake.cut_streams} (before {cut_before})"
+        raise AssertionError(f"stop did not end the request: {state}, page {last_answer(browser)[1]!r}") from None
+    assert time.monotonic() - stopped_at < 2.5  # far before the 20 s this answer would take
+    wait_for(lambda: "stopped after" in last_answer(browser)[1], timeout=3)
+    assert len(last_answer(browser)[0].split()) < 50
     assert browser.find_element(By.ID, "send").is_displayed()
     second = fake.invocations(ENDPOINT)[1]
     assert [m["role"] for m in second.body["messages"]] == ["system", "user", "assistant", "user"]  # history
