@@ -434,8 +434,16 @@ class MonitoredEndpoint(_DashboardOwner):
         self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
     ) -> UpdatePolicy:
         """Set the endpoint's ``DeploymentConfig``: blue/green with ``policy``'s traffic shifting, rolled back
-        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``."""
+        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
+        ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
         _check(self, policy.problems(component_mode=False, instances=self.instance_count))  # type: ignore[attr-defined]
+        scaling = getattr(self, "scalable_target", None)
+        if scaling is not None:  # autoscale_instances was called first (the stack does)
+            target = scaling.node.default_child
+            for warning in policy.autoscaled_warnings(
+                min_instances=target.min_capacity, max_instances=target.max_capacity
+            ):
+                cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)  # type: ignore[arg-type]
         alarms = rollback_alarms(
             list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
             self.node.path,  # type: ignore[attr-defined]

@@ -353,6 +353,29 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
     )
 
 
+@pytest.mark.parametrize(
+    ("policy", "min_capacity", "max_capacity", "warns"),
+    [
+        (UpdatePolicy("canary", step_size=1), 1, 4, True),  # may be at 1 instance: a canary of 1 is all of it
+        (UpdatePolicy("canary", step_size=1), 2, 4, False),
+        (UpdatePolicy("linear", step_size=1), 2, 20, True),  # at 20 instances a step of 1 is 5 %
+        (UpdatePolicy("linear", step_size=1), 2, 4, False),
+        (UpdatePolicy("all-at-once"), 1, 4, False),
+    ],
+)
+def test_canary_and_linear_steps_are_checked_against_the_autoscaled_range(policy, min_capacity, max_capacity, warns):
+    # instance_count=2 passes the synth check; the autoscaled count at update time may not.
+    stack, endpoint = gpu_endpoint(instance_count=2)
+    endpoint.autoscale_instances(min_capacity=min_capacity, max_capacity=max_capacity)
+    endpoint.apply_update_policy(policy)
+    annotations = Annotations.from_stack(stack)
+    message = Match.string_like_regexp("autoscaling may leave the variant")
+    if warns:
+        annotations.has_warning("/Test/Endpoint", message)
+    else:
+        annotations.has_no_warning("*", message)
+
+
 def test_blue_green_timeouts_and_termination_wait():
     stack, endpoint = gpu_endpoint()
     endpoint.apply_update_policy(UpdatePolicy("all-at-once", termination_wait_s=900, max_execution_timeout_s=3600))
