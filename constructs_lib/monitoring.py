@@ -116,6 +116,32 @@ class AlarmTopic(Construct):
         # master_key: server-side encryption (AwsSolutions-SNS2).
         self.topic = sns.Topic(self, "Resource", master_key=self.key, enforce_ssl=True)
         self.node.default_child = self.topic
+        # The topic policy CDK writes for enforce_ssl replaces SNS's default policy, which let the account
+        # publish; without an Allow for CloudWatch, every alarm action fails with "Resource: arn:...:alarm:...
+        # is not authorized to perform: SNS:Publish" (AWS re:Post knowledge center,
+        # cloudwatch-receive-sns-for-alarm-trigger). Scoped to this account's alarms in this region.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowPublishFromThisAccountsAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": cdk.Arn.format(
+                            cdk.ArnComponents(
+                                service="cloudwatch",
+                                resource="alarm",
+                                resource_name="*",
+                                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                            ),
+                            cdk.Stack.of(self),
+                        )
+                    },
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                },
+            )
+        )
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 

@@ -207,6 +207,36 @@ def test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use_and_ssl_only_w
     t.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
 
 
+def test_topic_policy_lets_this_accounts_alarms_publish():
+    """The enforce_ssl topic policy replaces SNS's default one; CloudWatch then needs its own Allow."""
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    AlarmTopic(stack, "Topic")
+    t = Template.from_stack(stack).to_json()
+    (policy,) = of_type(t, "AWS::SNS::TopicPolicy").values()
+    allows = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert allows == [
+        {
+            "Sid": "AllowPublishFromThisAccountsAlarms",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": "sns:Publish",
+            "Resource": {"Ref": next(k for k in t["Resources"] if t["Resources"][k]["Type"] == "AWS::SNS::Topic")},
+            "Condition": {
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            ["arn:", {"Ref": "AWS::Partition"}, ":cloudwatch:us-east-1:111122223333:alarm:*"],
+                        ]
+                    }
+                },
+                "StringEquals": {"aws:SourceAccount": "111122223333"},
+            },
+        }
+    ]
+
+
 def test_topic_without_email_has_no_subscription():
     app = cdk.App()
     stack = cdk.Stack(app, "Test")
