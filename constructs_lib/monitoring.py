@@ -29,6 +29,7 @@ the constructs set themselves (``EndpointName``/``InferenceComponentName``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -613,14 +614,27 @@ class MonitoredComponent:
         self.component.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
             grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
-            if policy.step_size * 2 > max(self.initial_copies, 1):  # type: ignore[attr-defined]
+            # 5-50% of the copy count when the update starts, which copy autoscaling may have moved anywhere
+            # from min_copies (at least 1: scale-to-zero's 0 leaves nothing to roll) to max_copies.
+            scaled = getattr(self, "scalable_target", None) is not None
+            fewest = max(self.min_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            most = max(self.max_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            if policy.step_size * 2 > fewest:
                 cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
                     "llm:rolling-batch",
                     f"Rolling update batch of {policy.step_size} copies is more than half of the component's "
-                    f"{self.initial_copies} initial copies; SageMaker documents a batch of 5-50% of the copy count "  # type: ignore[attr-defined]
-                    "(API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole component: "
-                    "if SageMaker refuses it, the update fails and rolls back; set update_policy=none to update "
-                    "without a rolling policy.",
+                    f"{fewest} copies (its fewest when an update may start); SageMaker documents a batch of 5-50% of "
+                    "the copy count (API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole "
+                    "component: if SageMaker refuses it, the update fails and rolls back; set update_policy=none to "
+                    "update without a rolling policy.",
+                )
+            elif policy.step_size < most * 0.05:
+                cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
+                    "llm:rolling-batch",
+                    f"Rolling update batch of {policy.step_size} copies is less than 5% of the component's {most} "
+                    "copies (its most when an update may start); SageMaker documents a batch of 5-50% of the copy "
+                    "count (API InferenceComponentRollingUpdatePolicy). Raise update_step_size to at least "
+                    f"{math.ceil(most * 0.05)}.",
                 )
         self.update_policy = policy
         return policy

@@ -443,6 +443,7 @@ def test_component_rolling_policy_rolls_back_on_its_alarms():
         {"instance_type": "ml.g6e.12xlarge"},
         tensor_parallel_size=1,
         initial_copies=4,
+        min_copies=4,  # copy autoscaling down to 1 would make a batch of 2 more than half (warned)
         max_copies=4,
     )
     component.add_alarms()
@@ -462,6 +463,26 @@ def test_component_rolling_batch_of_one_copy_warns():
     stack, _, component = component_endpoint()
     component.apply_update_policy(UpdatePolicy("rolling"))
     Annotations.from_stack(stack).has_warning("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy"))
+
+
+@pytest.mark.parametrize(
+    ("copies", "step", "warning"),
+    [
+        ({"initial_copies": 4, "min_copies": 4}, 2, None),  # 50 % of 4, no copy autoscaling
+        ({"initial_copies": 4, "min_copies": 1, "max_copies": 4}, 2, "more than half"),  # autoscaled down to 1
+        ({"initial_copies": 30, "min_copies": 30}, 1, "less than 5%"),  # 1 of 30 is 3 %
+        ({"initial_copies": 4, "min_copies": 2, "max_copies": 40}, 1, "less than 5%"),  # 1 of 40 is 2.5 %
+        ({"initial_copies": 4, "min_copies": 2, "max_copies": 20}, 1, None),
+    ],
+)
+def test_rolling_batch_fits_5_to_50_percent_of_every_copy_count_an_update_may_start_at(copies, step, warning):
+    stack, _, component = component_endpoint({"max_instances": 40}, **copies)
+    component.apply_update_policy(UpdatePolicy("rolling", step_size=step))
+    annotations = Annotations.from_stack(stack)
+    if warning:
+        annotations.has_warning("/Test/Endpoint/Chat", Match.string_like_regexp(warning))
+    else:
+        annotations.has_no_warning("*", Match.string_like_regexp("Rolling update batch"))
 
 
 def test_component_refuses_blue_green_and_oversized_batches():
