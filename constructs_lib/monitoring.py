@@ -29,6 +29,7 @@ the constructs set themselves (``EndpointName``/``InferenceComponentName``).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -116,6 +117,32 @@ class AlarmTopic(Construct):
         # master_key: server-side encryption (AwsSolutions-SNS2).
         self.topic = sns.Topic(self, "Resource", master_key=self.key, enforce_ssl=True)
         self.node.default_child = self.topic
+        # The topic policy CDK writes for enforce_ssl replaces SNS's default policy, which let the account
+        # publish; without an Allow for CloudWatch, every alarm action fails with "Resource: arn:...:alarm:...
+        # is not authorized to perform: SNS:Publish" (AWS re:Post knowledge center,
+        # cloudwatch-receive-sns-for-alarm-trigger). Scoped to this account's alarms in this region.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowPublishFromThisAccountsAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": cdk.Arn.format(
+                            cdk.ArnComponents(
+                                service="cloudwatch",
+                                resource="alarm",
+                                resource_name="*",
+                                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                            ),
+                            cdk.Stack.of(self),
+                        )
+                    },
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                },
+            )
+        )
         if email:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))
 
@@ -434,8 +461,16 @@ class MonitoredEndpoint(_DashboardOwner):
         self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
     ) -> UpdatePolicy:
         """Set the endpoint's ``DeploymentConfig``: blue/green with ``policy``'s traffic shifting, rolled back
-        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``."""
+        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
+        ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
         _check(self, policy.problems(component_mode=False, instances=self.instance_count))  # type: ignore[attr-defined]
+        scaling = getattr(self, "scalable_target", None)
+        if scaling is not None:  # autoscale_instances was called first (the stack does)
+            target = scaling.node.default_child
+            for warning in policy.autoscaled_warnings(
+                min_instances=target.min_capacity, max_instances=target.max_capacity
+            ):
+                cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)  # type: ignore[arg-type]
         alarms = rollback_alarms(
             list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
             self.node.path,  # type: ignore[attr-defined]
@@ -579,14 +614,27 @@ class MonitoredComponent:
         self.component.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
             grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
-            if policy.step_size * 2 > max(self.initial_copies, 1):  # type: ignore[attr-defined]
+            # 5-50% of the copy count when the update starts, which copy autoscaling may have moved anywhere
+            # from min_copies (at least 1: scale-to-zero's 0 leaves nothing to roll) to max_copies.
+            scaled = getattr(self, "scalable_target", None) is not None
+            fewest = max(self.min_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            most = max(self.max_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            if policy.step_size * 2 > fewest:
                 cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
                     "llm:rolling-batch",
                     f"Rolling update batch of {policy.step_size} copies is more than half of the component's "
-                    f"{self.initial_copies} initial copies; SageMaker documents a batch of 5-50% of the copy count "  # type: ignore[attr-defined]
-                    "(API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole component: "
-                    "if SageMaker refuses it, the update fails and rolls back; set update_policy=none to update "
-                    "without a rolling policy.",
+                    f"{fewest} copies (its fewest when an update may start); SageMaker documents a batch of 5-50% of "
+                    "the copy count (API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole "
+                    "component: if SageMaker refuses it, the update fails and rolls back; set update_policy=none to "
+                    "update without a rolling policy.",
+                )
+            elif policy.step_size < most * 0.05:
+                cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
+                    "llm:rolling-batch",
+                    f"Rolling update batch of {policy.step_size} copies is less than 5% of the component's {most} "
+                    "copies (its most when an update may start); SageMaker documents a batch of 5-50% of the copy "
+                    "count (API InferenceComponentRollingUpdatePolicy). Raise update_step_size to at least "
+                    f"{math.ceil(most * 0.05)}.",
                 )
         self.update_policy = policy
         return policy

@@ -124,6 +124,32 @@ class UpdatePolicy:
             )
         return errors
 
+    def autoscaled_warnings(self, *, min_instances: int, max_instances: int) -> list[str]:
+        """Canary and linear sizes against every instance count autoscaling may leave the variant at.
+
+        SageMaker checks CanarySize (at most 50 %) and LinearStepSize (10-50 %) against "the variant's total
+        instance count" (API TrafficRoutingConfig). With autoscaling, UpdateEndpoint keeps the current count
+        (RetainAllVariantProperties, which GpuEndpoint.autoscale_instances sets), so an update may start at
+        any count from ``min_instances`` to ``max_instances``, not only at ``instance_count``. Which count
+        SageMaker validates is not documented, hence warnings, not errors.
+        """
+        step = self.step_size
+        if self.kind == CANARY and step * 2 > min_instances:
+            return [
+                f"update_policy=canary with update_step_size={step}: autoscaling may leave the variant at "
+                f"min_instances={min_instances} when an update starts, and a canary is at most half of the "
+                f"variant's instances (API TrafficRoutingConfig); an update started then fails. Keep min_instances "
+                f"at {step * 2} or more, or use all-at-once."
+            ]
+        if self.kind == LINEAR and not (max_instances * 0.1 <= step <= min_instances * 0.5):
+            return [
+                f"update_policy=linear with update_step_size={step}: autoscaling may leave the variant anywhere "
+                f"from {min_instances} to {max_instances} instances when an update starts, and a linear step is "
+                "10-50% of the variant's instances (API TrafficRoutingConfig); an update started at a count the "
+                "step does not fit fails. Narrow the instance range, or use all-at-once."
+            ]
+        return []
+
     def extra_instances_during_update(self, instances: int) -> int:
         """Instances an update adds while it runs (counted by the preflight's quota check).
 

@@ -207,6 +207,36 @@ def test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use_and_ssl_only_w
     t.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
 
 
+def test_topic_policy_lets_this_accounts_alarms_publish():
+    """The enforce_ssl topic policy replaces SNS's default one; CloudWatch then needs its own Allow."""
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test", env=cdk.Environment(account="111122223333", region="us-east-1"))
+    AlarmTopic(stack, "Topic")
+    t = Template.from_stack(stack).to_json()
+    (policy,) = of_type(t, "AWS::SNS::TopicPolicy").values()
+    allows = [s for s in policy["PolicyDocument"]["Statement"] if s["Effect"] == "Allow"]
+    assert allows == [
+        {
+            "Sid": "AllowPublishFromThisAccountsAlarms",
+            "Effect": "Allow",
+            "Principal": {"Service": "cloudwatch.amazonaws.com"},
+            "Action": "sns:Publish",
+            "Resource": {"Ref": next(k for k in t["Resources"] if t["Resources"][k]["Type"] == "AWS::SNS::Topic")},
+            "Condition": {
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            ["arn:", {"Ref": "AWS::Partition"}, ":cloudwatch:us-east-1:111122223333:alarm:*"],
+                        ]
+                    }
+                },
+                "StringEquals": {"aws:SourceAccount": "111122223333"},
+            },
+        }
+    ]
+
+
 def test_topic_without_email_has_no_subscription():
     app = cdk.App()
     stack = cdk.Stack(app, "Test")
@@ -353,6 +383,29 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
     )
 
 
+@pytest.mark.parametrize(
+    ("policy", "min_capacity", "max_capacity", "warns"),
+    [
+        (UpdatePolicy("canary", step_size=1), 1, 4, True),  # may be at 1 instance: a canary of 1 is all of it
+        (UpdatePolicy("canary", step_size=1), 2, 4, False),
+        (UpdatePolicy("linear", step_size=1), 2, 20, True),  # at 20 instances a step of 1 is 5 %
+        (UpdatePolicy("linear", step_size=1), 2, 4, False),
+        (UpdatePolicy("all-at-once"), 1, 4, False),
+    ],
+)
+def test_canary_and_linear_steps_are_checked_against_the_autoscaled_range(policy, min_capacity, max_capacity, warns):
+    # instance_count=2 passes the synth check; the autoscaled count at update time may not.
+    stack, endpoint = gpu_endpoint(instance_count=2)
+    endpoint.autoscale_instances(min_capacity=min_capacity, max_capacity=max_capacity)
+    endpoint.apply_update_policy(policy)
+    annotations = Annotations.from_stack(stack)
+    message = Match.string_like_regexp("autoscaling may leave the variant")
+    if warns:
+        annotations.has_warning("/Test/Endpoint", message)
+    else:
+        annotations.has_no_warning("*", message)
+
+
 def test_blue_green_timeouts_and_termination_wait():
     stack, endpoint = gpu_endpoint()
     endpoint.apply_update_policy(UpdatePolicy("all-at-once", termination_wait_s=900, max_execution_timeout_s=3600))
@@ -390,6 +443,7 @@ def test_component_rolling_policy_rolls_back_on_its_alarms():
         {"instance_type": "ml.g6e.12xlarge"},
         tensor_parallel_size=1,
         initial_copies=4,
+        min_copies=4,  # copy autoscaling down to 1 would make a batch of 2 more than half (warned)
         max_copies=4,
     )
     component.add_alarms()
@@ -409,6 +463,26 @@ def test_component_rolling_batch_of_one_copy_warns():
     stack, _, component = component_endpoint()
     component.apply_update_policy(UpdatePolicy("rolling"))
     Annotations.from_stack(stack).has_warning("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy"))
+
+
+@pytest.mark.parametrize(
+    ("copies", "step", "warning"),
+    [
+        ({"initial_copies": 4, "min_copies": 4}, 2, None),  # 50 % of 4, no copy autoscaling
+        ({"initial_copies": 4, "min_copies": 1, "max_copies": 4}, 2, "more than half"),  # autoscaled down to 1
+        ({"initial_copies": 30, "min_copies": 30}, 1, "less than 5%"),  # 1 of 30 is 3 %
+        ({"initial_copies": 4, "min_copies": 2, "max_copies": 40}, 1, "less than 5%"),  # 1 of 40 is 2.5 %
+        ({"initial_copies": 4, "min_copies": 2, "max_copies": 20}, 1, None),
+    ],
+)
+def test_rolling_batch_fits_5_to_50_percent_of_every_copy_count_an_update_may_start_at(copies, step, warning):
+    stack, _, component = component_endpoint({"max_instances": 40}, **copies)
+    component.apply_update_policy(UpdatePolicy("rolling", step_size=step))
+    annotations = Annotations.from_stack(stack)
+    if warning:
+        annotations.has_warning("/Test/Endpoint/Chat", Match.string_like_regexp(warning))
+    else:
+        annotations.has_no_warning("*", Match.string_like_regexp("Rolling update batch"))
 
 
 def test_component_refuses_blue_green_and_oversized_batches():
