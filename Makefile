@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean
+.PHONY: setup synth test lint format clean mutation
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
@@ -47,5 +47,11 @@ format: setup
 test: setup lint
 	$(BIN)/python -m pytest
 
+# Mutation testing of the integrity-critical code (not part of `make test`; tens of minutes on 2 cores).
+# ONLY=preflight runs one suite; the README has the scores and how long each suite takes.
+ONLY ?=
+mutation: setup
+	$(BIN)/python tools/mutation.py $(if $(ONLY),$(foreach s,$(ONLY),--only $(s)))
+
 clean:
-	rm -rf cdk.out $(VENV) node_modules .pytest_cache .ruff_cache
+	rm -rf cdk.out $(VENV) node_modules .pytest_cache .ruff_cache .mutation
