@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import InstanceSpec, resolve_instance
-from .engines import EngineSpec, build_environment
+from .engines import EngineSpec, build_environment, environment_warnings
+from .format_guard import synth_format_check
 from .images import ServingImage, ami_cuda, default_ami_for_cuda, known_ami_versions
 
 # SageMaker's bounds for ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds.
@@ -97,6 +98,12 @@ def plan_endpoint(
         container_env=container_env or {},
     )
     errors += env_problems
+    warnings += environment_warnings(engine, engine_env or {})
+    if instance is not None and engine_env:
+        # Weight format against GPU, when engine_env states it (preflight/data/weight_formats.json).
+        formats = synth_format_check(engine.name, engine.env_prefix, instance, engine_env, engine.preflight_keys)
+        errors += formats.problems
+        warnings += formats.warnings
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda

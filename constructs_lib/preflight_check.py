@@ -21,6 +21,7 @@ preflight::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -29,7 +30,8 @@ from constructs import Construct, DependencyGroup, IDependable
 
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 
-from .catalog import resolve_instance
+from .catalog import lookup_instance, resolve_instance
+from .format_guard import nearest_capable
 from .model_data import ModelSource, parse_s3_uri
 from .nag import acknowledge_wildcard
 from .provider import HandlerProvider
@@ -37,7 +39,7 @@ from .provider import HandlerProvider
 RESOURCE_TYPE = "Custom::DeploymentPreflight"
 PROVIDER_ID = "DeploymentPreflightProvider"
 HANDLER = "deployment_preflight"
-CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 HANDLER_TIMEOUT = cdk.Duration.minutes(2)
 # One synchronous handler run, the Provider framework around it, and its retry of a crashed invocation.
 SERVICE_TIMEOUT = cdk.Duration.minutes(6)
@@ -49,6 +51,8 @@ SKIPPED_RISK = {
     "memory": "an out-of-memory or over-long context fails only after the endpoint is created (20+ minutes)",
     "tensor-parallel": "a tensor-parallel size that does not divide the attention heads fails when the engine starts",
     "quota": "a quota below the instances needed fails only when the endpoint is created",
+    "format": "a weight format the GPU cannot run (bfloat16 below compute capability 8.0, FP8 on Volta) fails "
+    "only when the engine starts",
 }
 
 
@@ -99,6 +103,9 @@ class DeploymentPreflight(Construct):
         instances_needed: int = 1,
         allow_unverified_s3: bool = False,
         skip_checks: Sequence[str] = (),
+        engine: str | None = None,
+        dtype: str | None = None,
+        quantization: str | None = None,
     ) -> None:
         """
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
@@ -118,8 +125,12 @@ class DeploymentPreflight(Construct):
             component mode). Default: 1.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
-        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``);
-            each skipped check is a synth warning. Default: every check runs.
+        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,
+            ``format``); each skipped check is a synth warning. Default: every check runs.
+        :param engine: the serving engine (``vllm``, ``sglang``...), whose rows of the weight-format table apply.
+            Default: the weight format is not checked against the GPU.
+        :param dtype: the engine's ``dtype`` flag, when set (it wins over config.json's). Default: config.json's.
+        :param quantization: the engine's ``quantization`` flag, when set. Default: config.json's.
         """
         super().__init__(scope, id)
         skipped = tuple(dict.fromkeys(skip_checks))
@@ -188,6 +199,7 @@ class DeploymentPreflight(Construct):
                 "InstancesNeeded": str(instances_needed),
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
                 "SkipChecks": list(skipped),
+                **self._format_properties(instance_type, engine, dtype, quantization),
             },
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.
@@ -199,6 +211,22 @@ class DeploymentPreflight(Construct):
         self.model = model
         self.skipped_checks = skipped
         self.tensor_parallel_size = tp
+
+    @staticmethod
+    def _format_properties(
+        instance_type: str, engine: str | None, dtype: str | None, quantization: str | None
+    ) -> dict[str, str]:
+        """What the format check needs: the GPU's compute capability and the nearest types that can do more."""
+        spec = lookup_instance(instance_type)
+        if engine is None or spec is None:
+            return {}
+        return {
+            "Engine": engine,
+            "ComputeCapability": spec.compute_capability or "",
+            "Dtype": dtype or "",
+            "Quantization": quantization or "",
+            "FormatAlternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
+        }
 
     @property
     def checked_model(self) -> ModelSource:

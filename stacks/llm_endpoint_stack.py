@@ -20,6 +20,7 @@ from constructs_lib import (
 )
 from constructs_lib.component_plan import INFERENCE_COMPONENT, resolve_scaling
 from constructs_lib.engines import get_engine
+from constructs_lib.format_guard import weight_format_flags
 from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
@@ -268,4 +269,6 @@ class LlmEndpointStack(cdk.Stack):
             instances_needed=max(config.instance_count, scaling.max_instances),
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
+            engine=config.engine,
+            **weight_format_flags(get_engine(config.engine), config.engine_env),
         )

@@ -110,6 +110,7 @@ def mutmut_config(suite: Suite) -> str:
         f"source_paths = {listed(suite.sources)}\n"
         f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        "timeout_multiplier = 4.0\n"
     )
 
 

@@ -12,12 +12,20 @@ collected, and the resource fails with ONE reason that lists them all with their
   overhead and the KV cache of ``MaxNumSeqs`` full-length sequences against the GPU memory the engine
   may use; a problem says by how much, the largest context that fits and what to change.
 - ``tensor-parallel``: :func:`preflight.tp_divides_heads`.
+- ``format``: :func:`preflight.formats.check_checkpoint`: config.json's dtype and quantization (the engine's
+  ``dtype``/``quantization`` flags win) against the GPU's compute capability, from the format table
+  ``preflight/data/weight_formats.json``; a refusal names the nearest instance type that can run it.
 - ``quota``: the Service Quotas value ``<instance type> for endpoint usage`` (applied value, else the
   AWS default) against ``InstancesNeeded``. A quota does not guarantee capacity: that is a note in the
   resource's data, never a failure.
 
 The physical ID is ``preflight-<hash of stack and logical ID>``: the same for a retried create, kept by
 every update (a preflight has nothing to replace). Delete does nothing. Logs are ``key=value`` lines.
+
+Rollback: a failed stack update sends this resource an Update with its old properties while the stack is
+``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). Those properties passed before; failing now (a throttled
+Service Quotas call) would leave the stack ``UPDATE_ROLLBACK_FAILED``. So the checks run for the data
+they give, and their problems are logged, not raised.
 """
 
 from __future__ import annotations
@@ -44,13 +52,15 @@ from preflight import (
     select_weight_files,
     tp_divides_heads,
 )
+from preflight.checkpoint_code import code_files_note
+from preflight.formats import check_deployment
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
 
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 MANIFEST_NAME = ".hf-model-manifest.json"
 CONFIG_NAME = "config.json"
 PHYSICAL_ID_PREFIX = "preflight-"
@@ -156,6 +166,12 @@ class Settings:
     instances_needed: int = 1
     allow_unverified_s3: bool = False
     skip: frozenset[str] = frozenset()
+    # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
+    engine: str = ""
+    compute_capability: str = ""
+    dtype: str = ""
+    quantization: str = ""
+    format_alternatives: str = ""  # JSON {"8.0": "ml.g6.xlarge"}: nearest instance type per minimum capability
 
     @property
     def where(self) -> str:
@@ -223,10 +239,33 @@ class Settings:
             instances_needed=number("InstancesNeeded", int, 1),
             allow_unverified_s3=allow == "true",
             skip=frozenset(skip & set(CHECKS)),
+            **{k: str(props.get(p) or "") for k, p in FORMAT_PROPERTIES.items()},
         )
         if problems:
             raise PreflightFailed(shorten("Preflight properties are invalid: " + "; ".join(problems), REASON_LIMIT))
         return settings
+
+
+FORMAT_PROPERTIES = {
+    "engine": "Engine",
+    "compute_capability": "ComputeCapability",
+    "dtype": "Dtype",
+    "quantization": "Quantization",
+    "format_alternatives": "FormatAlternatives",
+}
+
+
+def check_format(config: Mapping[str, Any], settings: Settings) -> tuple[list[str], list[str]]:
+    """(problems, notes) of config.json's weight format on this instance's GPU."""
+    return check_deployment(
+        config,
+        engine=settings.engine,
+        compute_capability=settings.compute_capability,
+        dtype=settings.dtype,
+        quantization=settings.quantization,
+        gpu=settings.instance_type,
+        alternatives_json=settings.format_alternatives,
+    )
 
 
 def _names(raw: Any) -> set[str]:
@@ -536,8 +575,11 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
         ChecksSkipped=",".join(c for c in CHECKS if c in settings.skip),
     )
     checks = settings.checks
-    if {"s3", "memory", "tensor-parallel"} & set(checks):
+    reads_checkpoint = {"s3", "memory", "tensor-parallel"} | ({"format"} if settings.engine else set())
+    if reads_checkpoint & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix)
+        # A warning, not a failure: the user may have staged them on purpose (include names them).
+        report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
         if "s3" in checks:
             report.add("s3", check_s3(checkpoint, allow_unverified=settings.allow_unverified_s3))
         report.data["S3Verified"] = "true" if checkpoint.manifest and "s3" in checks else "false"
@@ -561,6 +603,10 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])
             else:
                 report.add("tensor-parallel", check_tensor_parallel(config, settings))
+        if "format" in checks and config is not None and settings.engine:
+            problems, notes = check_format(config, settings)
+            report.add("format", problems)
+            report.notes += notes
     if "quota" in checks:
         try:
             quota = find_quota(quotas(), settings.instance_type)
@@ -622,11 +668,38 @@ def physical_id(event: Mapping[str, Any]) -> str:
     return PHYSICAL_ID_PREFIX + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
+def rolling_back(stack_id: str) -> bool:
+    """Whether the stack is rolling an update back (DescribeStacks); False when it cannot be told."""
+    try:
+        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
+    except (ClientError, BotoCoreError) as e:
+        log("describe-stack-failed", error=type(e).__name__)
+        return False
+    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+
+
+def rollback_answer(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Success with the same physical ID and the checks' data; nothing found here fails the rollback."""
+    data, notes, found = dict.fromkeys(DATA_KEYS, ""), [], []
+    try:
+        settings = Settings.from_properties(event["ResourceProperties"])
+        report = run_checks(settings, s3=lambda: client("s3"), quotas=lambda: client("service-quotas"))
+        data, notes, found = report.data, report.notes, [check for check, _ in report.problems]
+    except Exception as e:
+        found = [type(e).__name__]
+    if found:
+        notes = [*notes, f"rollback: {len(found)} problem(s) not enforced ({', '.join(dict.fromkeys(found))})"]
+    log("rollback", physical_id=event["PhysicalResourceId"], problems=len(found))
+    return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": bounded_data(data, notes)}
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     if request == "Delete":
         log("delete", physical_id=event.get("PhysicalResourceId", ""))
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    if request == "Update" and event.get("PhysicalResourceId") and rolling_back(event.get("StackId", "")):
+        return rollback_answer(event)
     settings = Settings.from_properties(event["ResourceProperties"])
     log(
         "start",
