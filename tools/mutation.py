@@ -33,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".mutation"
 EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.json")
 GOAL = 0.90
+PRELOAD = "mutmut-preload.txt"
+PRELOADED = ("pytest", "boto3", "botocore.session", "botocore.stub", "hypothesis", "urllib3", "http.server")
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ SUITES = (
             "tests/test_hfstage_hub.py",
             "tests/test_hfstage_worker.py",
             "tests/test_hfstage_worker_edges.py",
+            "tests/test_hfstage_ranges.py",
         ),
     ),
     Suite("endpoint_client", ("endpoint_client/",), ("tests/test_sse.py", "tests/test_invoke_integration.py")),
@@ -103,14 +106,37 @@ def scratch_copy(suite: Suite) -> Path:
     return where
 
 
-def mutmut_config(suite: Suite) -> str:
+def mutmut_config(suite: Suite, where: Path) -> str:
     listed = lambda values: "[" + ", ".join(json.dumps(v) for v in values) + "]"  # noqa: E731
+    # mutmut runs the tests in its own copy (mutants/): everything else the tests import must be there too.
+    # A folder holding a mutated file goes file by file, so the copy never overwrites the mutants.
+    mutated = {(where / s).resolve() for s in suite.sources}
+    others: list[str] = []
+    for p in sorted(where.iterdir()):
+        if (
+            p.name.startswith(".")
+            or p.name in ("mutants", "tests", "mutmut-run.log", PRELOAD)
+            or p.resolve() in mutated
+        ):
+            continue
+        if p.is_dir() and any(m.is_relative_to(p.resolve()) for m in mutated):
+            others += [str(f.relative_to(where)) for f in sorted(p.rglob("*.py")) if f.resolve() not in mutated]
+        else:
+            others.append(p.name + ("/" if p.is_dir() else ""))
     return (
         "\n[tool.mutmut]\n"
         f"source_paths = {listed(suite.sources)}\n"
+        f"also_copy = {listed(others)}\n"
         f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        # Each mutant imports our modules afresh: a table built at import time (the context parsers, the
+        # engine data) is built by the mutant, not inherited from a parent that imported the original.
+        # Only third-party modules are preloaded; aws_cdk is not, as its jsii kernel is a child process.
+        'process_isolation = "forkserver"\n'
+        'forkserver_warmup = "import"\n'
+        f'preload_modules_file = "{PRELOAD}"\n'
         "timeout_multiplier = 4.0\n"
+        "timeout_constant = 60.0\n"  # a fresh import of aws_cdk per mutant is not in the measured durations
     )
 
 
@@ -118,7 +144,8 @@ def run_mutmut(suite: Suite, children: int, log) -> Outcome:
     where = scratch_copy(suite)
     pyproject = where / "pyproject.toml"
     text = (ROOT / "pyproject.toml").read_text()
-    pyproject.write_text(text + mutmut_config(suite))
+    pyproject.write_text(text + mutmut_config(suite, where))
+    (where / PRELOAD).write_text("\n".join(PRELOADED) + "\n")
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     started = time.monotonic()
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
