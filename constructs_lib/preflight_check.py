@@ -101,6 +101,7 @@ class DeploymentPreflight(Construct):
         kv_cache_dtype: str = "auto",
         gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
         instances_needed: int = 1,
+        update_instances: int = 0,
         allow_unverified_s3: bool = False,
         skip_checks: Sequence[str] = (),
         engine: str | None = None,
@@ -123,6 +124,9 @@ class DeploymentPreflight(Construct):
         :param gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1]. Default: 0.9 (vLLM's).
         :param instances_needed: instances the quota must allow (the maximum instance count in inference
             component mode). Default: 1.
+        :param update_instances: instances an update adds while it runs, counted by the quota check on top
+            of ``instances_needed`` (a blue/green update's green fleet: ``UpdatePolicy.extra_instances_during_update``).
+            Default: 0.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
         :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,
@@ -145,6 +149,7 @@ class DeploymentPreflight(Construct):
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
             instances_needed=instances_needed,
+            update_instances=update_instances,
             skip_checks=skipped,
         )
         tp = tensor_parallel_size or gpus
@@ -197,6 +202,7 @@ class DeploymentPreflight(Construct):
                 "KvCacheDtype": kv_cache_dtype,
                 "GpuMemoryUtilization": f"{gpu_memory_utilization:g}",
                 "InstancesNeeded": str(instances_needed),
+                "UpdateInstances": str(update_instances),
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
                 "SkipChecks": list(skipped),
                 **self._format_properties(instance_type, engine, dtype, quantization),
@@ -265,6 +271,7 @@ class DeploymentPreflight(Construct):
         kv_cache_dtype: str,
         gpu_memory_utilization: float,
         instances_needed: int,
+        update_instances: int,
         skip_checks: Sequence[str],
     ) -> tuple[int, float]:
         """(GPUs per instance, memory per GPU); one ValueError naming every problem."""
@@ -295,6 +302,8 @@ class DeploymentPreflight(Construct):
         if not 0 < gpu_memory_utilization <= 1:
             problems.append(f"gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1]")
         unknown = [name for name in skip_checks if name not in CHECKS]
+        if isinstance(update_instances, bool) or not isinstance(update_instances, int) or update_instances < 0:
+            problems.append(f"update_instances={update_instances!r} must be a whole number of at least 0")
         if unknown:
             problems.append(f"skip_checks names unknown checks {unknown}; allowed: {', '.join(CHECKS)}")
         if problems:

@@ -19,6 +19,7 @@ spread over several Processing instances when the checkpoint is large.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -64,6 +65,19 @@ def default_staging_image() -> ServingImage:
     return ServingImage(repository=image["repository"], tag=image["tag"], origin="the staging image")
 
 
+def staging_image_past_end_of_patch(today: datetime.date | None = None) -> str | None:
+    """A warning when the pinned staging image no longer gets security patches (DLC support policy)."""
+    image = staging_defaults()["image"]
+    end = datetime.date.fromisoformat(image["eop"])
+    if (today or datetime.date.today()) <= end:
+        return None
+    return (
+        f"the staging image {image['repository']}:{image['tag']} reached End of Patch on {end} (DLC support "
+        "policy): it gets no more security fixes. Pin a supported CPU DLC in constructs_lib/data/staging.json, "
+        "or pass image=."
+    )
+
+
 def repo_prefix(prefix: str, repo_id: str) -> str:
     """Where every revision of ``repo_id`` lives: ``<prefix><org>--<name>/``."""
     return f"{prefix}{repo_id.replace('/', '--')}/"
@@ -97,6 +111,7 @@ class StagedCheckpoint(Construct):
         image: ServingImage | None = None,
         hub_endpoint: str | None = None,
         handoff_after: cdk.Duration | None = None,
+        bucket_owner: str | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub.
@@ -121,6 +136,9 @@ class StagedCheckpoint(Construct):
         :param image: a CPU image with python3 and boto3. Default: the pinned AWS PyTorch CPU DLC in
             data/staging.json.
         :param hub_endpoint: Hub URL (a mirror). Default: https://huggingface.co.
+        :param bucket_owner: the account that must own ``bucket``: every S3 grant of the job, the handler and the
+            readers carries ``s3:ResourceAccount``. Default: the stack's account for the bucket this construct
+            creates, no condition for a given bucket.
         :param handoff_after: how long the custom resource follows the job before leaving the wait to the
             wait condition, 1-25 minutes. Default: 10 minutes.
         """
@@ -145,16 +163,23 @@ class StagedCheckpoint(Construct):
             instance_type=instance_type,
         )
         self.bucket = bucket if bucket is not None else ModelBucket(self, "Bucket").bucket
+        if bucket is None and bucket_owner is None:
+            bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
         pinned = SHA.match(revision) is not None
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
         self._read_scope = S3ModelData(
-            self.bucket, f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id)
+            self.bucket,
+            f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id),
+            owner_account=bucket_owner,
         )
         # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
         # after an update must still stop the old revision's job) ...
         self.job_family = f"hfstage-{hashlib.sha256(self.node.path.encode()).hexdigest()[:8]}-"
-        image = image or default_staging_image()
+        if image is None:
+            image = default_staging_image()
+            if warning := staging_image_past_end_of_patch():
+                cdk.Annotations.of(self).add_warning_v2("llm:staging-image-eop", warning)
 
         code = s3_assets.Asset(
             self,
@@ -282,10 +307,13 @@ class StagedCheckpoint(Construct):
             grantee=grantee,
             actions=["s3:ListBucket"],
             resource_arns=[self.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}, **self._read_scope.owner_condition()},
         )
         grant = iam.Grant.add_to_principal(
-            grantee=grantee, actions=["s3:GetObject"], resource_arns=[self.object_arn_pattern]
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.object_arn_pattern],
+            conditions=self._read_scope.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
             self.bucket.encryption_key.grant_decrypt(grantee)
@@ -316,17 +344,30 @@ class StagedCheckpoint(Construct):
         # "Multipart upload API and permissions" (mpuoverview.html#mpuAndPermissions).
         role.add_to_policy(
             iam.PolicyStatement(
+                # ListMultipartUploadParts: the worker resumes a file's upload from its listed parts.
                 actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
                 resources=[self._write_scope()],
+                conditions=self._read_scope.owner_condition() or None,
             )
         )
         self._read_scope.grant_read(role)
-        # Finding (and aborting) the multipart uploads a killed run left open under the prefix.
+        # Finding (and aborting) the multipart uploads a killed run left open under the prefix. No s3:prefix
+        # condition: S3 does not supply that key for ListBucketMultipartUploads (Service Authorization Reference,
+        # Amazon S3), so it would always deny; the worker asks with Prefix= and aborts only keys it owns.
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:ListBucketMultipartUploads"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [self._read_scope.prefix, f"{self._read_scope.prefix}*"]}},
+                conditions=self._read_scope.owner_condition() or None,
+            )
+        )
+        # Processing jobs publish their metrics (SageMaker developer guide, "CreateProcessingJob API: Execution
+        # Role Permissions"); limited to the processing namespace.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/ProcessingJobs"}},
             )
         )
         if self.bucket.encryption_key is not None:
@@ -377,8 +418,8 @@ class StagedCheckpoint(Construct):
         acknowledge_wildcard(
             policy,
             resource="*",
-            reason="ecr:GetAuthorizationToken has no resource-level permissions; image pulls themselves are "
-            "limited to the staging image's repository.",
+            reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level permissions; "
+            "image pulls are limited to the staging image's repository, metrics to the ProcessingJobs namespace.",
         )
         self._acknowledge_prefix(policy)
         return role
@@ -465,14 +506,28 @@ def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
     ``Secret.grant_read`` grants the decrypt through the key's policy, which an imported key cannot take;
     the role gets it instead, limited to decryption through Secrets Manager.
     """
-    secret.grant_read(role)
+    # GetSecretValue only: nothing calls DescribeSecret (tests/test_iam_calls.py).
+    iam.Grant.add_to_principal(
+        grantee=role, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
+    )
     if secret.encryption_key is not None:
+        # Secrets Manager decrypts in the secret's own region, which may not be the stack's: the worker and the
+        # handler call the region named in the ARN.
+        region = secret_region(secret.secret_arn)
         iam.Grant.add_to_principal(
             grantee=role,
             actions=["kms:Decrypt"],
             resource_arns=[secret.encryption_key.key_arn],
-            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}},
+            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
         )
+
+
+def secret_region(secret_arn: str) -> str:
+    """The region in a literal secret ARN; the stack's region for a token or an ARN without one."""
+    if cdk.Token.is_unresolved(secret_arn):
+        return cdk.Aws.REGION
+    parts = secret_arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else cdk.Aws.REGION
 
 
 def _validate(

@@ -28,6 +28,21 @@ COLD_START = (
 )
 
 
+def update_policy(config: dict) -> str:
+    """One line for a DeploymentConfig: how traffic or copies move and how many alarms roll it back."""
+    alarms = len(config.get("AutoRollbackConfiguration", {}).get("Alarms", []))
+    if "BlueGreenUpdatePolicy" in config:
+        traffic = config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
+        step = traffic.get("CanarySize") or traffic.get("LinearStepSize")
+        kind = f"blue/green {traffic['Type']}" + (f" by {step['Value']} instance(s)" if step else "")
+        wait = traffic.get("WaitIntervalInSeconds")
+    else:
+        rolling = config.get("RollingUpdatePolicy", {})
+        kind = f"rolling by {rolling.get('MaximumBatchSize', {}).get('Value')} copies"
+        wait = rolling.get("WaitIntervalInSeconds")
+    return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
+
+
 def _count(value: Any) -> int | None:
     try:
         return int(value)
@@ -90,6 +105,10 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
             lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
+        if res["Type"] in ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent") and props.get(
+            "DeploymentConfig"
+        ):
+            lines.append(f"  update policy: {update_policy(props['DeploymentConfig'])}")
         if res["Type"] == "AWS::SageMaker::EndpointConfig":
             for variant in props.get("ProductionVariants", []):
                 lines.append(

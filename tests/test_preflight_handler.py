@@ -445,3 +445,29 @@ def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3): 
     applied(handler, quota(value=2))
     notes = handler.on_event(event())["Data"]["Notes"]
     assert f"{URI} holds model.py, requirements.txt: the vLLM image's standard-supervisor" in notes
+
+
+# --- quota: the second fleet of a blue/green update -----------------------------------------------------
+
+
+def test_quota_counts_the_new_fleet_of_a_blue_green_update(handler, s3):  # noqa: F811
+    stage(s3)
+    applied(handler, quota(value=3))
+    message = refused(handler, properties(InstancesNeeded="2", UpdateInstances="2"))
+    assert "this deployment needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in message
+
+
+def test_quota_that_holds_both_fleets_passes(handler, s3):  # noqa: F811
+    stage(s3)
+    applied(handler, quota(value=2))
+    assert handler.on_event(event(props=properties(UpdateInstances="1")))["Data"]["QuotaValue"] == "2"
+
+
+def test_update_instances_zero_or_absent_adds_nothing_and_a_bad_value_is_refused(handler):
+    settings = handler.Settings.from_properties
+    assert settings(properties(UpdateInstances="0")).update_instances == 0
+    assert settings(properties()).update_instances == 0
+    with pytest.raises(handler.PreflightFailed, match=r"UpdateInstances='two' is not a whole number"):
+        settings(properties(UpdateInstances="two"))
+    with pytest.raises(handler.PreflightFailed, match=r"UpdateInstances='-1' must be positive"):
+        settings(properties(UpdateInstances="-1"))

@@ -164,6 +164,7 @@ class Settings:
     kv_cache_dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
     instances_needed: int = 1
+    update_instances: int = 0  # a blue/green update's green fleet, on top of instances_needed
     allow_unverified_s3: bool = False
     skip: frozenset[str] = frozenset()
     # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
@@ -225,6 +226,9 @@ class Settings:
         allow = str(props.get("AllowUnverifiedS3") or "false").strip().lower()
         if allow not in ("true", "false"):
             problems.append(f"AllowUnverifiedS3={allow!r} must be true or false")
+        # 0 (no extra instances during an update) is valid here, unlike the other numbers.
+        raw_update = str(props.get("UpdateInstances") or "0").strip()
+        update_instances = int(raw_update) if raw_update.isdigit() else number("UpdateInstances", int, 0)
         settings = cls(
             bucket=match["bucket"] if match else "",
             prefix=(match["prefix"].rstrip("/") + "/") if match else "",
@@ -237,6 +241,7 @@ class Settings:
             kv_cache_dtype=kv_dtype,
             gpu_memory_utilization=utilization,
             instances_needed=number("InstancesNeeded", int, 1),
+            update_instances=update_instances,
             allow_unverified_s3=allow == "true",
             skip=frozenset(skip & set(CHECKS)),
             **{k: str(props.get(p) or "") for k, p in FORMAT_PROPERTIES.items()},
@@ -534,7 +539,14 @@ def _quota_error(error: ClientError, code: str) -> str:
 
 
 def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
-    needed = settings.instances_needed
+    # An update of a standard endpoint provisions a whole new (green) fleet beside the serving one
+    # (SageMaker deployment-guardrails-blue-green), so the quota must hold both while it runs.
+    needed = settings.instances_needed + settings.update_instances
+    why = (
+        f" ({settings.instances_needed} serving + {settings.update_instances} for the new fleet of a blue/green update)"
+        if settings.update_instances
+        else ""
+    )
     name = QUOTA_NAME.format(settings.instance_type)
     if quota is None:
         return [
@@ -544,7 +556,7 @@ def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
     if quota.value < needed:
         return [
             f"the quota {name!r} ({quota.code}, {quota.source} value) is {quota.value:g} in this account and "
-            f"region; this deployment needs {needed} instance(s). Request an increase in the Service Quotas "
+            f"region; this deployment needs {needed} instance(s){why}. Request an increase in the Service Quotas "
             f"console (quota code {quota.code}), or choose another instance type. Instances of this type in other "
             "endpoints of the account count against the same quota"
         ]

@@ -53,11 +53,20 @@ class StagingError(Exception):
 _clients: dict[str, Any] = {}
 
 
-def client(name: str) -> Any:
-    """One boto3 client per service for the life of the execution environment."""
-    if name not in _clients:
-        _clients[name] = boto3.client(name, config=Config(retries={"mode": "standard", "max_attempts": 8}))
-    return _clients[name]
+def client(name: str, region: str | None = None) -> Any:
+    """One boto3 client per service (and region, when not the function's) for the life of the environment."""
+    key = f"{name}@{region}" if region else name
+    if key not in _clients:
+        _clients[key] = boto3.client(
+            name, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 8})
+        )
+    return _clients[key]
+
+
+def arn_region(arn: str | None) -> str | None:
+    """The region an ARN names (a token secret may live in another region than the stack)."""
+    parts = (arn or "").split(":")
+    return parts[3] if parts[0] == "arn" and len(parts) > 3 and parts[3] else None
 
 
 def short(text: str, limit: int = REASON_LIMIT) -> str:
@@ -432,7 +441,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         # satisfied. Answer from the physical ID, without the Hub (it may be what failed) and without a job.
         log("rollback", physical=physical)
         return restored(physical)
-    hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
+    hub = HubClient(
+        endpoint=settings.hub_endpoint,
+        token=hub_token(settings, client("secretsmanager", arn_region(settings.token_secret_arn))),
+    )
     plan = make_plan(settings, hub, client("s3"))
     log("plan", sha=plan.sha, files=len(plan.files), missing=len(plan.missing), manifest_ok=plan.manifest_ok)
     if plan.complete:
