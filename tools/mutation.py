@@ -61,7 +61,7 @@ SUITES = (
     Suite("endpoint_client", ("endpoint_client/",), ("tests/test_sse.py", "tests/test_invoke_integration.py")),
     Suite("preflight", ("preflight/",), ("tests/test_memory_fit.py", "tests/test_plan_command.py")),
     Suite("stacks/config.py", ("stacks/config.py",), ("tests/test_config.py", "tests/test_config_limits.py")),
-    Suite("iam", ("constructs_lib/",), ("tests/test_iam_exact.py",), kind="iam"),
+    Suite("iam", ("constructs_lib/",), ("tests/test_iam_exact.py", "tests/test_iam_calls.py"), kind="iam"),
 )
 
 
