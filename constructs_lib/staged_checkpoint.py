@@ -31,6 +31,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -51,6 +53,14 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
 SIGNAL_MARGIN_S = 900
+# CreateProcessingJob takes at most 100 container arguments of at most 256 characters each, and environment
+# values of at most 256 characters (botocore's sagemaker model: ContainerArguments, ContainerArgument,
+# ProcessingEnvironmentValue). The handler passes each pattern as a flag and its value, after at most 10
+# arguments of its own (worker_arguments in lambda/staged_checkpoint): so 45 patterns.
+MAX_CONTAINER_ARGUMENTS = 100
+MAX_ARGUMENT_CHARS = 256
+HANDLER_ARGUMENTS = 10
+MAX_PATTERNS = (MAX_CONTAINER_ARGUMENTS - HANDLER_ARGUMENTS) // 2
 HANDLER = "staged_checkpoint"
 PACKAGES = ("hfstage",)
 
@@ -156,6 +166,9 @@ class StagedCheckpoint(Construct):
             repo_id=repo_id,
             revision=revision,
             prefix=prefix,
+            include=include,
+            exclude=exclude,
+            bucket_name=None if bucket is None else bucket.bucket_name,
             max_instances=max_instances,
             volume_size_gb=volume_size_gb,
             max_runtime_s=max_runtime.to_seconds(),
@@ -449,6 +462,13 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
+            # The "<type> for processing job usage" quota, read before a job starts.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                    resources=["*"],
+                )
+            )
             if secret is not None:
                 _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))
@@ -468,8 +488,9 @@ class StagedCheckpoint(Construct):
             acknowledge_wildcard(
                 policy,
                 resource="*",
-                reason="sagemaker:ListProcessingJobs has no resource-level permissions; it finds this checkpoint's "
-                "running job (by name prefix) to stop it on delete.",
+                reason="sagemaker:ListProcessingJobs and servicequotas:ListServiceQuotas/ListAWSDefaultServiceQuotas "
+                "have no resource-level permissions; the first finds this checkpoint's running job (by name prefix) "
+                "to stop it, the others read the Processing instance quota before a job starts.",
             )
 
     def _signal_function(self):
@@ -488,16 +509,57 @@ class StagedCheckpoint(Construct):
             holder, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
         )
         log_group.grant_write(role)
-        return python_function(
+        code = handler_code(HANDLER, packages=PACKAGES)
+        function = python_function(
             holder,
             "Function",
-            code=handler_code(HANDLER, packages=PACKAGES),
+            code=code,
             entry="on_job_state_change",
             role=role,
             log_group=log_group,
             timeout=cdk.Duration.minutes(5),
             memory_size=512,
         )
+        _signal_failures(holder, function, code=code, log_group=log_group)
+        return function
+
+
+def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lambda_.Code, log_group: logs.ILogGroup):
+    """A signal function that throws must still end the wait in minutes, not when the wait condition times out.
+
+    EventBridge retries only its delivery to Lambda (the rule target's retry policy); Lambda retries a
+    function error of an asynchronous invocation twice, then sends the invocation record to the on-failure
+    destination (Lambda developer guide, "How Lambda handles errors and retries with asynchronous
+    invocation"), here a function that signals FAILURE with the error: a few minutes in all.
+    """
+    role = iam.Role(
+        holder,
+        "FailureRole",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description="Signals a staging wait condition FAILURE when the signal function fails every attempt",
+    )
+    log_group.grant_write(role)  # its only permission: the signal is a PUT to the handle's presigned URL
+    on_failure = python_function(
+        holder,
+        "OnFailure",
+        code=code,
+        entry="on_signal_failure",
+        role=role,
+        log_group=log_group,
+        timeout=cdk.Duration.minutes(2),
+    )
+    function.configure_async_invoke(
+        retry_attempts=2,
+        max_event_age=cdk.Duration.hours(2),
+        on_failure=destinations.LambdaDestination(on_failure, response_only=False),
+    )
+    acknowledge_wildcard(
+        function.role.node.find_child("DefaultPolicy"),
+        resource=f"{on_failure.function_arn}:*",
+        reason="Lambda invokes the on-failure destination function and its versions (the ':*' suffix CDK grants); "
+        "nothing else.",
+    )
+    return on_failure
 
 
 def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
@@ -536,6 +598,9 @@ def _validate(
     revision: str,
     prefix: str,
     max_instances: int,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    bucket_name: str | None = None,
     volume_size_gb: int,
     max_runtime_s: float,
     handoff_s: float,
@@ -563,5 +628,36 @@ def _validate(
         problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")
     if not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", instance_type):
         problems.append(f"instance_type={instance_type!r} is not a SageMaker instance type (ml.<family>.<size>)")
+    problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
     if problems:
         raise ValueError("StagedCheckpoint: " + "; ".join(problems))
+
+
+def _argument_problems(
+    repo_id: str, prefix: str, include: Sequence[str], exclude: Sequence[str], bucket_name: str | None
+) -> list[str]:
+    """What would make CreateProcessingJob refuse the staging job, found at synth instead of at deploy."""
+    problems = []
+    if len(include) + len(exclude) > MAX_PATTERNS:
+        problems.append(
+            f"include and exclude hold {len(include) + len(exclude)} patterns ({len(include)} + {len(exclude)}); "
+            f"allowed: at most {MAX_PATTERNS} together (CreateProcessingJob takes {MAX_CONTAINER_ARGUMENTS} "
+            "container arguments, two per pattern): use broader globs"
+        )
+    for key, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in patterns:
+            if len(pattern) > MAX_ARGUMENT_CHARS:
+                problems.append(
+                    f"{key} pattern {pattern[:40]!r}... is {len(pattern)} characters; allowed: at most "
+                    f"{MAX_ARGUMENT_CHARS} (one CreateProcessingJob container argument)"
+                )
+    # The job's HFSTAGE_TARGET: s3://<bucket>/<prefix><org>--<name>/<40-character sha>/
+    bucket_chars = 63 if bucket_name is None or cdk.Token.is_unresolved(bucket_name) else len(bucket_name)
+    target_chars = len("s3:///") + bucket_chars + len(prefix) + len(repo_prefix("", repo_id)) + 41
+    if target_chars > MAX_ARGUMENT_CHARS:
+        problems.append(
+            f"prefix={prefix!r} with repo_id={repo_id!r} makes the revision's S3 URI {target_chars} characters "
+            f"(with a {bucket_chars}-character bucket name); allowed: at most {MAX_ARGUMENT_CHARS} (a "
+            "CreateProcessingJob environment value): shorten the prefix"
+        )
+    return problems
