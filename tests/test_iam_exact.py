@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import stack_template
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
+KEY_ARN = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 
 PULL_IMAGE = {  # SageMaker pulls the container image with the execution role (SageMaker execution-role docs)
     "ecr:BatchGetImage": "pull the image",
@@ -53,12 +54,15 @@ ROLES: dict[str, dict[str, str]] = {
         "sagemaker:ListProcessingJobs": "find this resource's jobs on delete and rollback",
         "sagemaker:StopProcessingJob": "stop a job on delete, failure or rollback",
         "iam:PassRole": "hand the job role to SageMaker",
+        "servicequotas:ListServiceQuotas": "the applied '<type> for processing job usage' quota",
+        "servicequotas:ListAWSDefaultServiceQuotas": "its default when none is applied",
         **READ_PREFIX,
         **ROLLBACK,
         **HANDLER_LOGS,
     },
     "StagingSignalRole": {
         "sagemaker:DescribeProcessingJob": "the finished job's reason",
+        "lambda:InvokeFunction": "Lambda invokes the on-failure destination with this role (Lambda destinations)",
         **READ_PREFIX,
         **HANDLER_LOGS,
     },
@@ -91,10 +95,21 @@ COMPONENT_MODE = {
     "EndpointSmokeTestProviderRole": {"sagemaker:DescribeInferenceComponent": "the component runs this model"},
 }
 
+DECRYPT = {"kms:Decrypt": "read SSE-KMS objects of the given bucket (KMS docs: GetObject needs Decrypt)"}
+WITH_BUCKET_KEY = {
+    # Writing SSE-KMS objects, multipart included, needs GenerateDataKey and Decrypt (S3 SSE-KMS docs).
+    "CheckpointJobRole": {**DECRYPT, "kms:GenerateDataKey": "write SSE-KMS objects"},
+    "StagedCheckpointProviderRole": DECRYPT,
+    "StagingSignalRole": DECRYPT,
+    "DeploymentPreflightProviderRole": DECRYPT,
+    "EndpointRole": DECRYPT,
+}
+
 VARIANTS = {
     "default": ({}, {}),
     "token-secret": ({"hf_token_secret_arn": SECRET_ARN}, WITH_SECRET),
     "component-scale-to-zero": ({"deployment_mode": "inference-component", "scale_to_zero": True}, COMPONENT_MODE),
+    "given-bucket-with-key": ({"model_bucket": "my-models-bucket", "model_kms_key_arn": KEY_ARN}, WITH_BUCKET_KEY),
 }
 
 

@@ -61,7 +61,17 @@ SUITES = (
     Suite("endpoint_client", ("endpoint_client/",), ("tests/test_sse.py", "tests/test_invoke_integration.py")),
     Suite("preflight", ("preflight/",), ("tests/test_memory_fit.py", "tests/test_plan_command.py")),
     Suite("stacks/config.py", ("stacks/config.py",), ("tests/test_config.py", "tests/test_config_limits.py")),
-    Suite("iam", ("constructs_lib/",), ("tests/test_iam_exact.py", "tests/test_iam_calls.py"), kind="iam"),
+    Suite(
+        "iam",
+        ("constructs_lib/",),
+        (
+            "tests/test_iam_exact.py",
+            "tests/test_iam_calls.py",
+            "tests/test_gpu_endpoint.py::test_grant_invoke_covers_streaming_on_this_endpoint_only",
+            "tests/test_monitoring.py::test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use_and_ssl_only_with_email",
+        ),
+        kind="iam",
+    ),
 )
 
 
