@@ -56,6 +56,7 @@ def test_rerun_restores_an_object_deleted_under_a_valid_manifest(
     assert again.code == 0, again.message
     assert not again.events("up_to_date")
     assert s3.body(prefix + WEIGHTS_1) == FILES[WEIGHTS_1].to_bytes()
-    assert again.calls["CreateMultipartUpload"] == 1  # that file only
+    # That file only; a hash checkpoint (an upload created, then aborted) may be saved between its parts.
+    assert again.calls["CreateMultipartUpload"] == 1 + again.calls["AbortMultipartUpload"]
     assert len(again.events("skip")) == len(FILES) - 1
     assert len(hub.requests_for(WEIGHTS_2)) == fetched_before  # an intact file is not fetched again
