@@ -459,6 +459,10 @@ class FileStager:
         while uploaded < total_parts and uploaded + 1 in state.parts:
             uploaded += 1
         done = max(n for n in state.hashes if n <= uploaded)  # the attempt resumes after part ``done``
+        # Hash states past ``done`` come from an earlier attempt's bytes, and this attempt uploads those parts
+        # again: keeping them could pair a hash of the earlier bytes with different bytes in S3.
+        for stale in [n for n in state.hashes if n > done]:
+            del state.hashes[stale]
         verifier = state.hashes[done].copy()
         offset = done * part_size
         self.progress.position(file.path, offset)

@@ -209,3 +209,48 @@ def test_reclaim_keeps_the_latest_checkpointed_upload_of_each_own_file_and_abort
     assert (prefix + "a.gguf", kept) in left and (prefix + "a.gguf", stale) not in left
     assert (prefix + "b.gguf", bare) not in left and (prefix + "c.gguf", other_host) in left
     assert sorted(parse_checkpoint_key(prefix, k)[2] for k, _ in left if CHECKPOINT_DIR in k) == [1, 3]
+
+
+def test_a_part_refetched_after_a_failed_upload_is_hashed_again_even_if_later_parts_were_hashed(
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Attempt 1 hashes every part, but part 2's upload fails; attempt 2 refetches part 2 with a flipped byte,
+    uploads it, and breaks in part 3; attempt 3 finds every part in S3. It must not take attempt 1's hash of
+    all four parts (made from the good part 2) as the hash of what S3 holds: the file hashes wrong, starts over."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    from hfstage.worker import main
+
+    size = 18 * MiB  # four parts; the corrupt fault flips byte 9 MiB, in part 2
+    repo = fake_hub.add_repo(REPO, {"config.json": b"{}", BIG: Synthetic(size, seed=29)})
+    client, _ = s3.worker_client()
+    part_4_sent = threading.Event()
+    failed = []
+
+    def fail_part_2_once(params: dict, **_: object) -> None:
+        if params.get("PartNumber") == 4:
+            part_4_sent.set()
+        if params.get("PartNumber") == 2 and not failed:
+            failed.append(True)
+            part_4_sent.wait(30)  # attempt 1 has hashed every part by now
+            fake_hub.corrupt(BIG, times=1)  # the next request (attempt 2's stream from part 2) is corrupt
+            fake_hub.drop_after(BIG, after_bytes=6 * MiB, range=f"bytes={5 * MiB}-")  # ... and breaks in part 3
+            raise ClientError(
+                {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "UploadPart"
+            )
+
+    client.meta.events.register("before-parameter-build.s3.UploadPart", fail_part_2_once)
+    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5", "--retry-base-s=0.01"]
+    capsys.readouterr()
+    code = main([*argv, "--ranges-per-file=1", f"--failure-file={tmp_path / 'message'}"], s3_client=client)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert failed and out.count("event=retry") >= 3, out  # the part failure, the break, the hash mismatch
+    assert "does not match the Hub's" in out
+    prefix = revision_prefix("models/", REPO, repo.sha)
+    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
