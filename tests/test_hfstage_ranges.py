@@ -175,7 +175,7 @@ def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
     capsys.readouterr()
     assert main(argv, s3_client=client) == 0
     out = capsys.readouterr().out
-    assert "event=resume_upload" in out and f"checkpoint={saved}" in out
+    assert "event=resume_upload" in out and f"checkpoint={saved}" in out, out
     assert fake_hub.bytes_sent(BIG) - fetched_before == size - saved * 5 * MiB  # only the parts after it
     assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
     assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
@@ -254,3 +254,45 @@ def test_a_part_refetched_after_a_failed_upload_is_hashed_again_even_if_later_pa
     assert "does not match the Hub's" in out
     prefix = revision_prefix("models/", REPO, repo.sha)
     assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
+
+
+@pytest.mark.parametrize("case", ["a part replaced since", "a state of fewer bytes"])
+def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
+    case: str,
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """The saved hash state says "parts 1-2 hashed"; S3's part 2 is other bytes (uploaded again by a run
+    whose state was never saved), or the state covers one part only. Resuming from it would complete the
+    file with unhashed bytes (or hash the wrong length): the checkpoint is discarded and the file starts over."""
+    from hfstage.transfer import checkpoint_key, crc32_b64, parts_digest
+
+    content = repo.files[BIG].content.to_bytes()
+    prefix = revision_prefix("models/", REPO, repo.sha)
+    client = s3.client
+    created = client.create_multipart_upload(Bucket=s3.bucket, Key=prefix + BIG, ChecksumAlgorithm="CRC32")
+    upload_id = created["UploadId"]
+
+    def put(number: int, body: bytes) -> str:
+        return client.upload_part(
+            Bucket=s3.bucket, Key=prefix + BIG, UploadId=upload_id, PartNumber=number, Body=body,
+            ChecksumAlgorithm="CRC32", ChecksumCRC32=crc32_b64(body),
+        )["ETag"]  # fmt: skip
+
+    good = [content[: 5 * MiB], content[5 * MiB : 10 * MiB]]
+    etags = [put(1, good[0]), put(2, good[1])]
+    hashed = hashstate.ResumableHash("sha256")
+    if case == "a part replaced since":
+        hashed.update(b"".join(good))
+        put(2, bytes([good[1][0] ^ 1]) + good[1][1:])
+    else:
+        hashed.update(good[0])
+    key = checkpoint_key(prefix, BIG, upload_id, 2, hashed.state(), parts_digest(etags))
+    client.create_multipart_upload(Bucket=s3.bucket, Key=key)
+    code, out, _ = stage()
+    assert code == 0, out
+    assert "event=resume_discarded" in out and "event=resume_upload" not in out
+    assert s3.body(prefix + BIG) == content
+    assert s3.open_uploads() == []
