@@ -262,6 +262,7 @@ class _Upload:
     checkpoint: int = 0  # the part boundary whose hash state is saved in S3 (0: none)
     checkpoint_key: str | None = None  # its marker upload's key ...
     checkpoint_upload: str | None = None  # ... and id
+    no_checkpoints: bool = False  # a checkpoint cannot be saved (key too long, access denied): stop trying
     single_stream: bool = False  # the server ignored a Range request: one stream for this file
     file: HubFile | None = None
     total_parts: int = 0
@@ -710,14 +711,20 @@ class FileStager:
             if boundary in (state.checkpoint, state.total_parts) or state.upload_id is None or state.file is None:
                 return
             saved = state.hashes[boundary].saved_state()
-            if saved is None:
+            if saved is None or state.no_checkpoints:
                 return
             digest = parts_digest([state.etags[n] for n in range(1, boundary + 1)])
             key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved, digest)
+            if len(key.encode()) > MAX_KEY_BYTES:
+                state.no_checkpoints = True
+                reason = f"{state.file.path}: no resume checkpoints, their key would exceed {MAX_KEY_BYTES} bytes"
+                self.log.emit("warning", reason=reason + " (shorten the destination prefix)")
+                return
             try:
                 marker = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE)
             except (ClientError, BotoCoreError) as error:
                 reason = describe_client_error(error, f"saving a checkpoint of {state.file.path}")
+                state.no_checkpoints = isinstance(s3_error(error, reason), PermanentError)  # else: next part
                 self.log.emit("warning", reason=reason)
                 return
             self._drop_checkpoint(state)

@@ -296,3 +296,20 @@ def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
     assert "event=resume_discarded" in out and "event=resume_upload" not in out
     assert s3.body(prefix + BIG) == content
     assert s3.open_uploads() == []
+
+
+def test_a_prefix_too_long_for_checkpoint_keys_stages_without_them(s3: S3Env, fake_hub: FakeHub, repo, capsys) -> None:  # noqa: F811
+    """S3 keys are at most 1,024 bytes: the file's key fits, its checkpoint's (about 300 bytes more) would not."""
+    from hfstage.worker import main
+
+    long_prefix = "models/" + "p" * 700 + "/"
+    client, counter = s3.worker_client()
+    capsys.readouterr()
+    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/{long_prefix}", "--part-size-mib=5"]
+    assert main([*argv, "--ranges-per-file=1"], s3_client=client) == 0
+    out = capsys.readouterr().out
+    prefix = revision_prefix(long_prefix, REPO, repo.sha)
+    assert len((prefix + BIG).encode()) <= 1024
+    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
+    assert counter.calls["CreateMultipartUpload"] == 1  # the file's upload only: no checkpoint was attempted
+    assert out.count("their key would exceed 1024 bytes") == 1
