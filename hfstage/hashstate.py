@@ -17,12 +17,16 @@ compared with the Hub's.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
 import sys
 import threading
 from typing import Any
+
+try:
+    import ctypes
+    import ctypes.util
+except ImportError:  # a Python built without _ctypes (libffi): hashlib only, no resume inside a file
+    ctypes = None  # type: ignore[assignment]
 
 # sizeof(SHA256_CTX) = 8 + 2 + 16 + 2 words of 4 bytes; sizeof(SHA_CTX) = 5 + 2 + 16 + 1 words (sha.h).
 _CTX_SIZE = {"sha256": 112, "sha1": 96}
@@ -57,6 +61,8 @@ def _candidates() -> list[str]:
 
 
 def _load() -> Any:
+    if ctypes is None:
+        return None
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)  # CDLL releases the GIL during each call

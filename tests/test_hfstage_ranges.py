@@ -317,3 +317,18 @@ def test_a_prefix_too_long_for_checkpoint_keys_stages_without_them(s3: S3Env, fa
     assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
     assert counter.calls["CreateMultipartUpload"] == 1  # the file's upload only: no checkpoint was attempted
     assert out.count("their key would exceed 1024 bytes") == 1
+
+
+def test_a_python_without_ctypes_still_stages_with_hashlib() -> None:
+    """hashstate is optional: without ``_ctypes`` (a Python built without libffi) the worker must still import."""
+    code = (
+        "import sys; sys.modules['_ctypes'] = None\n"
+        "from hfstage import hashstate, worker\n"
+        "from hfstage.transfer import Verifier\n"
+        "from hfstage.hub import HubFile\n"
+        "assert not hashstate.available()\n"
+        f"f = HubFile(path='a', size=3, blob_id='', sha256='{hashlib.sha256(b'abc').hexdigest()}')\n"
+        "v = Verifier(f, resumable=True); v.update(b'abc'); v.check(); print('ok')\n"
+    )
+    done = subprocess.run([PYTHON, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
