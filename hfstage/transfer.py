@@ -682,6 +682,7 @@ class FileStager:
             elif hashstate.hashed_bytes(Verifier.algorithm_name(file), resume.state) != covered:
                 problem = f"the saved hash state does not cover the {resume.part} parts before the checkpoint"
             else:
+                # ListParts's ETag is the "entity tag returned when the part was uploaded" (botocore's s3 model).
                 etags = [str(state.parts[n]["ETag"]) for n in range(1, resume.part + 1)]
                 # The parts in S3 must be the bytes the saved state hashed (a part uploaded again since, by a
                 # run whose hash was not saved, would otherwise complete the file unhashed).
