@@ -566,6 +566,7 @@ class FileStager:
         uploading: dict[int, Future[dict[str, Any]]] = {}
         url = self.hub.file_url(self.repo_id, self.sha, file.path)
         resolved = False  # ``url`` is the one that answered the first range (the CDN's, after the redirect)
+        link = [url]  # the URL later ranges ask; a range that finds it expired puts a fresh one here
         next_fetch = next_hash = first_part
         try:
             while next_hash <= total_parts:
@@ -585,6 +586,7 @@ class FileStager:
                             self.pool.release(buffer)
                             raise
                         url, resolved = response.url, True
+                        link[0] = url
                         if response.status != 206 and start == 0:
                             # RFC 9110 14.2: a server may ignore Range; this answer is the whole file.
                             self.pool.release(buffer)
@@ -594,7 +596,7 @@ class FileStager:
                             return
                     buffers[next_fetch] = buffer
                     fetching[next_fetch] = self.ranges.submit(
-                        self._fetch_range, file, url, response, buffer, start, n, abort
+                        self._fetch_range, file, link, response, buffer, start, n, abort
                     )
                     next_fetch += 1
                 future = fetching[next_hash]
@@ -625,17 +627,19 @@ class FileStager:
             raise errors[0]
 
     def _fetch_range(
-        self, file: HubFile, url: str, response: Any, buffer: bytearray, start: int, n: int, abort: threading.Event
+        self,
+        file: HubFile,
+        link: list[str],
+        response: Any,
+        buffer: bytearray,
+        start: int,
+        n: int,
+        abort: threading.Event,
     ) -> None:
         """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked)."""
         try:
             if response is None:
-                try:
-                    response = self.hub.open_range(self.repo_id, file.path, url, start, start + n)
-                except HubUnavailable:
-                    raise
-                except HubError as error:  # e.g. the CDN's signed URL expired: a new attempt resolves it again
-                    raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+                response = self._open_range(file, link, start, n)
             if response.status != 206:
                 raise RangeIgnored(f"downloading {file.path}: the server ignored the Range request")
             expected = f"bytes {start}-{start + n - 1}/{file.size}"
@@ -649,6 +653,29 @@ class FileStager:
         finally:
             if response is not None:
                 response.close()
+
+    def _open_range(self, file: HubFile, link: list[str], start: int, n: int) -> Any:
+        """Open bytes ``start``.. of ``file`` at ``link[0]``; when that (signed CDN) URL is refused, resolve the
+        file again at the Hub once: such URLs expire (huggingface.js refetches expired presigned URLs, its
+        issue #1277; the lifetime is not documented), and a long transfer must not spend an attempt on each."""
+        url = link[0]
+        resolve = self.hub.file_url(self.repo_id, self.sha, file.path)
+        try:
+            return self.hub.open_range(self.repo_id, file.path, url, start, start + n)
+        except HubUnavailable:
+            raise
+        except HubError as error:
+            if url == resolve:
+                raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+        self.log.emit("resolve_again", path=file.path, offset=start)
+        try:
+            response = self.hub.open_range(self.repo_id, file.path, resolve, start, start + n)
+        except HubUnavailable:
+            raise
+        except HubError as error:
+            raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+        link[0] = response.url
+        return response
 
     def _resumed(self, file: HubFile, key: str, part_size: int, resume: ResumePoint) -> _Upload:
         """The upload state of ``resume`` after checking its parts in S3; a fresh state when it cannot be used."""

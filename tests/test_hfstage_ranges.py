@@ -332,3 +332,21 @@ def test_a_python_without_ctypes_still_stages_with_hashlib() -> None:
     )
     done = subprocess.run([PYTHON, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_range_refused_by_the_cdn_resolves_the_file_again_without_spending_an_attempt(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """Later ranges reuse the signed CDN URL the first one was redirected to; once it has expired (403), the
+    range asks the Hub's resolve URL again rather than failing the attempt."""
+    fake_hub.cdn_status(BIG, 403, range=ranges_of(10 * MiB))
+    code, out, calls = stage()
+    assert code == 0, out
+    assert "event=resolve_again" in out and "event=retry" not in out
+    resolves = [r for r in fake_hub.requests_for(BIG) if r.server == "hub"]
+    assert len(resolves) == 2  # the first range's, and the refused range's
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+    assert calls["UploadPart"] == 3
