@@ -127,6 +127,10 @@ class EngineSpec:
                 settings[setting] = value
         return settings
 
+    def fixed_environment(self) -> dict[str, str]:
+        """The variables the app always sets for this engine (``fixed_env`` in engines.json)."""
+        return {name: value for name, (value, _) in self.fixed_env.items()}
+
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
         return self.derived_keys[setting][0]
@@ -266,7 +270,7 @@ def build_environment(
     """The container's Environment map and a list of problems with the free-form maps."""
     problems: list[str] = []
     env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
-    env.update({name: value for name, (value, _) in engine.fixed_env.items()})
+    env.update(engine.fixed_environment())
     derived = {
         "tensor_parallel_size": tensor_parallel_size,
         "max_model_len": max_model_len,

@@ -31,6 +31,7 @@ from .component_plan import INFERENCE_COMPONENT, resolve_scaling
 from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
+    ENDPOINT_METRIC_NAMESPACES,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
@@ -168,7 +169,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
 
         self.role = role or execution_role(self, "Role", description=f"Execution role of SageMaker endpoint {name}")
         self.owns_role = role is None
-        grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role)
+        grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role, namespaces=ENDPOINT_METRIC_NAMESPACES)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=self.owns_role)
         if volume_kms_key is not None:
             volume_kms_key.grant_encrypt_decrypt(self.role)
@@ -399,7 +400,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         acknowledged = role is None and endpoint.owns_role
         grant_model_and_image(self.role, scope=self, model=model, image=image, acknowledged=acknowledged)
         if role is not None:
-            grant_registry_login_and_metrics(self.role, acknowledged=False)
+            grant_registry_login_and_metrics(self.role, acknowledged=False, namespaces=ENDPOINT_METRIC_NAMESPACES)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=acknowledged)
 
         self.model = serving_model(

@@ -224,6 +224,7 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "revision": _pattern(REVISION, "a branch, tag or commit SHA (letters, digits, '.', '_', '-', '/')"),
     "model_s3_uri": _optional(_pattern(re.compile(r"^s3://.+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
     "model_bucket": _optional(_bucket),
+    "reuse_model_bucket": _boolean,
     "model_kms_key_arn": _optional(
         _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
     ),
@@ -327,6 +328,7 @@ class DeploymentConfig:
     revision: str
     model_s3_uri: str | None
     model_bucket: str | None
+    reuse_model_bucket: bool
     model_kms_key_arn: str | None
     hf_token_secret_arn: str | None
     hf_token_kms_key_arn: str | None
@@ -422,6 +424,11 @@ class DeploymentConfig:
                 f"model_s3_uri={values['model_s3_uri']!r} and model_bucket={values['model_bucket']!r}: "
                 "give at most one (model_s3_uri serves that exact prefix; model_bucket holds "
                 "models/<org>--<name>/<revision>/)"
+            )
+        if values.get("reuse_model_bucket") and (values.get("model_s3_uri") or values.get("model_bucket")):
+            problems.append(
+                "reuse_model_bucket=true: reuses the bucket this app created before (<stack>-models-<account>-"
+                "<region>); give it alone, not with model_bucket or model_s3_uri"
             )
         if values.get("model_kms_key_arn") and not (values.get("model_s3_uri") or values.get("model_bucket")):
             problems.append(

@@ -21,6 +21,7 @@ from constructs_lib import (
 from constructs_lib.component_plan import INFERENCE_COMPONENT, resolve_scaling
 from constructs_lib.engines import get_engine
 from constructs_lib.format_guard import weight_format_flags
+from constructs_lib.model_bucket import app_bucket_name
 from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
@@ -40,12 +41,18 @@ class LlmEndpointStack(cdk.Stack):
         if config.model_s3_uri:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
+            # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
+            # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
+            # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
+            app_bucket = app_bucket_name(config.stack_name)
             bucket = (
                 s3.Bucket.from_bucket_attributes(
                     self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
                 )
                 if config.model_bucket
-                else ModelBucket(self, "ModelBucket").bucket
+                else s3.Bucket.from_bucket_name(self, "ModelBucket", app_bucket)
+                if config.reuse_model_bucket
+                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket).bucket
             )
             secret = (
                 secretsmanager.Secret.from_secret_attributes(
@@ -72,6 +79,7 @@ class LlmEndpointStack(cdk.Stack):
                 instance_type=config.staging_instance_type,
                 max_instances=config.staging_max_instances,
                 max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
+                bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
             )
 
         self.preflight = self._preflight(config, model)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from constructs_lib.engines import get_engine
 from tests.conftest import build
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
@@ -116,6 +117,7 @@ def test_default_deployment(synthesized):
                     "Environment": Match.exact(
                         {
                             "SM_VLLM_MODEL": "/opt/ml/model",
+                            **get_engine("vllm").fixed_environment(),
                             "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
                             "SM_VLLM_MAX_MODEL_LEN": "32768",
                         }
@@ -201,6 +203,7 @@ def test_sglang_variant(synthesized):
                     "Environment": Match.exact(
                         {
                             "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
+                            **get_engine("sglang").fixed_environment(),
                             "SM_SGLANG_TP_SIZE": "1",
                             "SM_SGLANG_CONTEXT_LENGTH": "32768",
                         }
