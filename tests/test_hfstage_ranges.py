@@ -307,6 +307,9 @@ def test_a_prefix_too_long_for_checkpoint_keys_stages_without_them(s3: S3Env, fa
     from hfstage.worker import main
 
     long_prefix = "models/" + "p" * 700 + "/"
+    # Parts arrive 0.5 s apart, so part 1 is in S3 before the last is read: a checkpoint is due (when every
+    # part lands at once the upload completes next and none is taken).
+    fake_hub.connection_bytes_per_s = 10 * MiB
     client, _ = s3.worker_client()
     created: list[str] = []
     client.meta.events.register(
