@@ -293,7 +293,7 @@ def checkpoint_prefix(prefix: str, path: str) -> str:
 def parts_digest(etags: list[str]) -> str:
     """Binds a checkpoint's hash state to the parts it covers: a digest of their ETags in order (as UploadPart
     returned them), compared on resume with those ListParts reports, so a part uploaded again since is noticed."""
-    return _short_digest("\n".join(etags))
+    return _short_digest("\n".join(etag.strip('"') for etag in etags))  # quoted or not, as a client gives it
 
 
 def checkpoint_key(prefix: str, path: str, upload_id: str, part: int, state: bytes, digest: str = "") -> str:
