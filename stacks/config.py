@@ -7,6 +7,7 @@ accepted both as JSON values (from cdk.json) and as their text form.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -82,59 +83,70 @@ def _text(raw: Any) -> str:
     raise ValueError("expected text")
 
 
-def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    def parse_optional(raw: Any) -> Any:
-        if raw is None or (isinstance(raw, str) and raw.strip().lower() in NONE_WORDS):
-            return None
-        return parse(raw)
+def _bound(parse: Callable[..., Any], doc: str, *settings: Any) -> Callable[[Any], Any]:
+    """``parse`` with its settings bound, described by ``doc`` (what the error and the key table say).
 
-    parse_optional.__doc__ = f"{parse.__doc__ or ''}, or null"
-    return parse_optional
+    The parsers are module-level functions with their settings as arguments, not closures: a test (and a
+    mutation tool) then reaches the code that runs on a value, not a factory that ran once at import.
+    """
+    bound = functools.partial(parse, *settings)
+    bound.__doc__ = doc
+    return bound
+
+
+def _parse_optional(parse: Callable[[Any], Any], raw: Any) -> Any:
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in NONE_WORDS):
+        return None
+    return parse(raw)
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return _bound(_parse_optional, f"{parse.__doc__ or ''}, or null", parse)
+
+
+def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
+    value = _text(raw)
+    if not regex.match(value):
+        raise ValueError(f"expected {what}")
+    return value
 
 
 def _pattern(regex: re.Pattern[str], what: str) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        value = _text(raw)
-        if not regex.match(value):
-            raise ValueError(f"expected {what}")
-        return value
+    return _bound(_parse_pattern, what, regex, what)
 
-    parse.__doc__ = what
-    return parse
+
+def _parse_integer(low: int, high: int, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected an integer from {low} to {high}")
+    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+        raw = int(raw)
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if not isinstance(raw, int):
+        raise ValueError(f"expected an integer from {low} to {high}")
+    if not low <= raw <= high:
+        raise ValueError(f"out of range; allowed: {low} to {high}")
+    return raw
 
 
 def _integer(low: int, high: int) -> Callable[[Any], int]:
-    def parse(raw: Any) -> int:
-        if isinstance(raw, bool):
-            raise ValueError(f"expected an integer from {low} to {high}")
-        if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
-            raw = int(raw)
-        if isinstance(raw, float) and raw.is_integer():
-            raw = int(raw)
-        if not isinstance(raw, int):
-            raise ValueError(f"expected an integer from {low} to {high}")
-        if not low <= raw <= high:
-            raise ValueError(f"out of range; allowed: {low} to {high}")
-        return raw
+    return _bound(_parse_integer, f"integer {low}-{high}", low, high)
 
-    parse.__doc__ = f"integer {low}-{high}"
-    return parse
+
+def _parse_number(low: float, high: float, raw: Any) -> float:
+    try:
+        value = float(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None:
+        raise ValueError(f"expected a number from {low} to {high}")
+    if not low < value <= high:
+        raise ValueError(f"out of range; allowed: more than {low}, at most {high}")
+    return value
 
 
 def _number(low: float, high: float) -> Callable[[Any], float]:
-    def parse(raw: Any) -> float:
-        try:
-            value = float(raw) if not isinstance(raw, bool) else None
-        except (TypeError, ValueError):
-            value = None
-        if value is None:
-            raise ValueError(f"expected a number from {low} to {high}")
-        if not low < value <= high:
-            raise ValueError(f"out of range; allowed: more than {low}, at most {high}")
-        return value
-
-    parse.__doc__ = f"number {low}-{high}"
-    return parse
+    return _bound(_parse_number, f"number {low}-{high}", low, high)
 
 
 def _boolean(raw: Any) -> bool:
@@ -154,14 +166,14 @@ def _bucket(raw: Any) -> str:
     return value
 
 
-def _choice(allowed: list[str]) -> Callable[[Any], str]:
-    def parse(raw: Any) -> str:
-        if raw not in allowed:
-            raise ValueError(f"not allowed; allowed: {', '.join(allowed)}")
-        return raw
+def _parse_choice(allowed: list[str], raw: Any) -> str:
+    if raw not in allowed:
+        raise ValueError(f"not allowed; allowed: {', '.join(allowed)}")
+    return raw
 
-    parse.__doc__ = " | ".join(allowed)
-    return parse
+
+def _choice(allowed: list[str]) -> Callable[[Any], str]:
+    return _bound(_parse_choice, " | ".join(allowed), allowed)
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -206,16 +218,16 @@ def _patterns(raw: Any) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
-    def parse(raw: Any) -> tuple[str, ...]:
-        values = _patterns(raw)
-        wrong = [v for v in values if v not in allowed]
-        if wrong:
-            raise ValueError(f"unknown check(s) {', '.join(map(repr, wrong))}; allowed: {', '.join(allowed)}")
-        return values
+def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:
+    values = _patterns(raw)
+    wrong = [v for v in values if v not in allowed]
+    if wrong:
+        raise ValueError(f"unknown check(s) {', '.join(map(repr, wrong))}; allowed: {', '.join(allowed)}")
+    return values
 
-    parse.__doc__ = f"JSON array of check names ({', '.join(allowed)})"
-    return parse
+
+def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    return _bound(_parse_choices_list, f"JSON array of check names ({', '.join(allowed)})", allowed)
 
 
 FIELDS: dict[str, Callable[[Any], Any]] = {
