@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -55,6 +55,14 @@ class EngineSpec:
     false_value: str | None
     # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
+    # The weight format the engine serves ("safetensors", or "gguf": one file named by gguf_file).
+    model_format: str = "safetensors"
+    # An image CDK builds (a folder with a Dockerfile, its CUDA level) instead of a DLC repository.
+    image_build: Mapping[str, str] | None = None
+
+    def for_model_file(self, model_file: str) -> EngineSpec:
+        """This engine with its model path pointing at one file (or glob) below the model directory."""
+        return replace(self, model_path_value=f"{self.model_path_value.rstrip('/')}/{model_file}")
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name."""
@@ -103,6 +111,8 @@ def _engines() -> dict[str, EngineSpec]:
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
             preflight_keys=dict(e.get("preflight_keys", {})),
+            model_format=e.get("model_format", "safetensors"),
+            image_build=e.get("image_build"),
         )
         for name, e in raw.items()
     }

@@ -132,37 +132,39 @@ def adapter(tmp_path):
 def test_resolve_model_takes_a_file_as_it_is(tmp_path):
     model = tmp_path / "m.gguf"
     model.write_bytes(b"GGUF")
-    assert serve.resolve_model(str(model), None) == model
+    assert serve.resolve_model(str(model)) == model
 
 
 def test_resolve_model_finds_the_only_gguf_below_the_directory(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "m-Q4_K_M.gguf").write_bytes(b"GGUF")
     (tmp_path / "config.json").write_text("{}")
-    assert serve.resolve_model(str(tmp_path), None) == tmp_path / "sub" / "m-Q4_K_M.gguf"
+    assert serve.resolve_model(str(tmp_path)) == tmp_path / "sub" / "m-Q4_K_M.gguf"
+    assert serve.resolve_model(f"{tmp_path}/m-Q4_K_M.gguf") == tmp_path / "sub" / "m-Q4_K_M.gguf"
 
 
 def test_resolve_model_loads_a_split_gguf_from_its_first_part(tmp_path):
     for k in (2, 1, 3):
         (tmp_path / f"big-Q4_K_M-0000{k}-of-00003.gguf").write_bytes(b"GGUF")
-    assert serve.resolve_model(str(tmp_path), "big-Q4_K_M.gguf").name == "big-Q4_K_M-00001-of-00003.gguf"
-    assert serve.resolve_model(str(tmp_path), None).name == "big-Q4_K_M-00001-of-00003.gguf"
+    assert serve.resolve_model(f"{tmp_path}/big-Q4_K_M.gguf").name == "big-Q4_K_M-00001-of-00003.gguf"
+    assert serve.resolve_model(f"{tmp_path}/*Q4_K_M*").name == "big-Q4_K_M-00001-of-00003.gguf"
+    assert serve.resolve_model(str(tmp_path)).name == "big-Q4_K_M-00001-of-00003.gguf"
 
 
 def test_resolve_model_picks_by_name_or_glob_among_several(tmp_path):
     for quant in ("Q4_K_M", "Q8_0"):
         (tmp_path / f"m-{quant}.gguf").write_bytes(b"GGUF")
-    assert serve.resolve_model(str(tmp_path), "m-Q8_0.gguf").name == "m-Q8_0.gguf"
-    assert serve.resolve_model(str(tmp_path), "*Q4_K_M*").name == "m-Q4_K_M.gguf"
+    assert serve.resolve_model(f"{tmp_path}/*Q8_0*").name == "m-Q8_0.gguf"
+    assert serve.resolve_model(f"{tmp_path}/*Q4_K_M*").name == "m-Q4_K_M.gguf"
     with pytest.raises(serve.ModelNotFound, match=r"2 GGUF models .*set gguf_file"):
-        serve.resolve_model(str(tmp_path), None)
+        serve.resolve_model(str(tmp_path))
     with pytest.raises(serve.ModelNotFound, match=r"no \.gguf file matching 'm-Q2_K\.gguf'"):
-        serve.resolve_model(str(tmp_path), "m-Q2_K.gguf")
+        serve.resolve_model(f"{tmp_path}/m-Q2_K.gguf")
 
 
-def test_resolve_model_says_when_the_path_is_missing(tmp_path):
-    with pytest.raises(serve.ModelNotFound, match="does not exist"):
-        serve.resolve_model(str(tmp_path / "nothing"), None)
+def test_resolve_model_says_when_nothing_matches_a_missing_folder(tmp_path):
+    with pytest.raises(serve.ModelNotFound, match=rf"no \.gguf file matching 'none/x\.gguf' below {tmp_path}$"):
+        serve.resolve_model(str(tmp_path / "none" / "x.gguf"))
 
 
 @pytest.mark.parametrize(
@@ -296,8 +298,9 @@ def test_sigterm_stops_the_child_and_the_adapter_cleanly(adapter):
     assert "llama_server_stopped code=0" in a.log.read_text()
 
 
-def test_settings_reach_llama_server_as_llama_arg_variables(adapter):
-    a = adapter(LLAMA_ARG_CTX_SIZE="16384", LLAMA_ARG_N_PARALLEL="2", LLAMACPP_GGUF_FILE="*Q4_K_M*")
+def test_settings_reach_llama_server_as_llama_arg_variables(adapter, tmp_path):
+    model = str(tmp_path / "model" / "*Q4_K_M*")
+    a = adapter(LLAMA_ARG_CTX_SIZE="16384", LLAMA_ARG_N_PARALLEL="2", LLAMA_ARG_MODEL=model)
     a.wait_ping(200)
     a.stop()
     started = a.child_record()[0]
@@ -309,8 +312,8 @@ def test_settings_reach_llama_server_as_llama_arg_variables(adapter):
     assert argv[argv.index("--port") + 1] == str(a.child_port)
 
 
-def test_a_missing_model_stops_start_up_with_the_reason(adapter):
-    a = adapter(LLAMACPP_GGUF_FILE="other.gguf")
+def test_a_missing_model_stops_start_up_with_the_reason(adapter, tmp_path):
+    a = adapter(LLAMA_ARG_MODEL=str(tmp_path / "model" / "other.gguf"))
     assert a.process.wait(10) == 2
     assert "no .gguf file matching 'other.gguf'" in a.log.read_text()
     assert not a.record.exists()

@@ -41,6 +41,20 @@ VARIANTS = {
         "revision": "0123abcd",
         "model_kms_key_arn": KEY_ARN,
     },
+    "llamacpp": {
+        "engine": "llamacpp",
+        "model_id": "lmstudio-community/Qwen3.6-35B-A3B-GGUF",
+        "gguf_file": "Qwen3.6-35B-A3B-Q4_K_M.gguf",
+        "instance_type": "ml.g5.2xlarge",
+        "max_model_len": "16384",
+    },
+    "llamacpp-component": {
+        "engine": "llamacpp",
+        "model_id": "lmstudio-community/Qwen3.6-35B-A3B-GGUF",
+        "gguf_file": "*Q4_K_M*.gguf",
+        "instance_type": "ml.g5.2xlarge",
+        "deployment_mode": "inference-component",
+    },
 }
 
 

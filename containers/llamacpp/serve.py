@@ -51,38 +51,40 @@ class ModelNotFound(Exception):
     pass
 
 
-def resolve_model(model: str, pattern: str | None) -> Path:
-    """The GGUF file llama-server loads: ``model`` itself, or the one file below it matching ``pattern``.
+def resolve_model(model: str) -> Path:
+    """The GGUF file llama-server loads, from ``LLAMA_ARG_MODEL``.
 
-    A split GGUF (``name-00001-of-00003.gguf``) is loaded from its first part; llama.cpp finds the other
-    parts beside it (the first part's ``split.count`` metadata; llama_split_path in include/llama.h).
-    ``pattern`` is a file name or glob, matched against the path relative to the model directory and
-    against the bare file name; ``name.gguf`` also matches the parts of a split ``name``.
+    The stack sets it to ``/opt/ml/model/<gguf_file>``, where ``gguf_file`` is a file name or glob: the
+    path itself when it is a file, else the one model below its deepest existing folder whose path
+    (relative to that folder) or bare name matches the rest. A bare folder takes its only GGUF model.
+    A split GGUF (``name-00001-of-00003.gguf``) is loaded from its first part, and ``name.gguf`` names
+    it too; llama.cpp opens the other parts itself (the first part's ``split.count`` metadata;
+    llama_split_path in include/llama.h).
     """
     path = Path(model)
     if path.is_file():
         return path
-    if not path.is_dir():
-        raise ModelNotFound(f"model path {model} does not exist")
-    candidates = sorted(p for p in path.rglob("*.gguf") if p.is_file())
-    if pattern:
+    root, pattern = path, None
+    while not root.is_dir() and root.parent != root:
+        root = root.parent
+    if root != path:
+        pattern = path.relative_to(root).as_posix()
 
-        def matches(p: Path) -> bool:
-            # "model.gguf" also names its split parts "model-0000K-of-0000N.gguf", as staging does.
-            rel = p.relative_to(path).as_posix()
-            unsplit = SPLIT_PART.sub(".gguf", rel)
-            names = (rel, p.name, unsplit, unsplit.rsplit("/", 1)[-1])
-            return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+    def matches(p: Path) -> bool:
+        rel = p.relative_to(root).as_posix()
+        unsplit = SPLIT_PART.sub(".gguf", rel)
+        names = (rel, p.name, unsplit, unsplit.rsplit("/", 1)[-1])
+        return any(fnmatch.fnmatchcase(name, pattern) for name in names)
 
-        candidates = [p for p in candidates if matches(p)]
+    candidates = sorted(p for p in root.rglob("*.gguf") if p.is_file() and (pattern is None or matches(p)))
     # The first part stands for a whole split file; later parts are not separate models.
     models = [p for p in candidates if not (m := SPLIT_PART.search(p.name)) or m.group(1) == "00001"]
     if not models:
         shown = f" matching {pattern!r}" if pattern else ""
-        raise ModelNotFound(f"no .gguf file{shown} below {model}")
+        raise ModelNotFound(f"no .gguf file{shown} below {root}")
     if len(models) > 1:
-        names = ", ".join(p.relative_to(path).as_posix() for p in models[:5])
-        raise ModelNotFound(f"{len(models)} GGUF models below {model} ({names}); set gguf_file to one of them")
+        names = ", ".join(p.relative_to(root).as_posix() for p in models[:5])
+        raise ModelNotFound(f"{len(models)} GGUF models match below {root} ({names}); set gguf_file to one of them")
     return models[0]
 
 
@@ -253,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     binary = shlex.split(env.get("LLAMACPP_SERVER_BIN", "llama-server"))
     grace_s = float(env.get("LLAMACPP_STOP_GRACE_S", "20"))
     try:
-        model = resolve_model(env.get("LLAMA_ARG_MODEL", MODEL_DIR), env.get("LLAMACPP_GGUF_FILE") or None)
+        model = resolve_model(env.get("LLAMA_ARG_MODEL", MODEL_DIR))
     except ModelNotFound as e:
         log(event="startup_failed", reason=json.dumps(str(e)))
         return 2
