@@ -99,6 +99,7 @@ class DeploymentPreflight(Construct):
         instances_needed: int = 1,
         allow_unverified_s3: bool = False,
         skip_checks: Sequence[str] = (),
+        gguf_file: str | None = None,
     ) -> None:
         """
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
@@ -120,6 +121,9 @@ class DeploymentPreflight(Construct):
             a manifest that is there is still checked. Default: the manifest is required.
         :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``);
             each skipped check is a synth warning. Default: every check runs.
+        :param gguf_file: the GGUF model (file name or glob) llama.cpp serves from the prefix: its header,
+            read by range GETs, stands in for config.json. Default: a config.json checkpoint (or the only
+            GGUF model when the prefix has no config.json).
         """
         super().__init__(scope, id)
         skipped = tuple(dict.fromkeys(skip_checks))
@@ -188,6 +192,7 @@ class DeploymentPreflight(Construct):
                 "InstancesNeeded": str(instances_needed),
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
                 "SkipChecks": list(skipped),
+                **({"GgufFile": gguf_file} if gguf_file else {}),
             },
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.

@@ -4,6 +4,7 @@
         --instance-type ml.g6e.2xlarge --max-model-len 32768
     python -m llmops.plan --model-s3-uri s3://my-bucket/models/Qwen--Qwen3-8B/<revision>/ \\
         --instance-type ml.g6.xlarge --max-model-len 32768
+    python -m llmops.plan --gguf Qwen3-8B-Q4_K_M.gguf --instance-type ml.g5.2xlarge --max-model-len 16384
 
 With ``--model-s3-uri`` the command reads ``config.json`` and the staging manifest
 (``.hf-model-manifest.json``) under the prefix; without a manifest it sums the sizes of the weight
@@ -178,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--config", type=Path, help="a model's config.json (needs --weights-bytes)")
     source.add_argument("--model-s3-uri", help="s3://bucket/prefix/ of a staged checkpoint")
+    source.add_argument("--gguf", help="a GGUF file for llama.cpp: a local path or s3://bucket/key.gguf (header only)")
     parser.add_argument("--weights-bytes", type=positive_int, help="on-disk bytes of the weight files")
     parser.add_argument("--instance-type", required=True, help="e.g. ml.g6e.2xlarge")
     parser.add_argument("--max-model-len", type=positive_int, required=True, help="context length in tokens")
@@ -226,6 +228,10 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
             f"GPU(s); allowed: 1 to {spec.gpu_count}"
         )
 
+    if args.gguf is not None:
+        from llmops.plan_gguf import plan_gguf
+
+        return plan_gguf(args, spec, parser, s3_client)
     notes: list[str] = []
     if args.config is not None:
         if args.weights_bytes is None:

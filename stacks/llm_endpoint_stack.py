@@ -268,4 +268,5 @@ class LlmEndpointStack(cdk.Stack):
             instances_needed=max(config.instance_count, scaling.max_instances),
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
+            gguf_file=config.gguf_file,
         )

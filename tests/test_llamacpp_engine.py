@@ -227,3 +227,14 @@ def test_staging_selects_the_file_the_adapter_then_serves(tmp_path, gguf_file, s
         get_engine("llamacpp").for_model_file(gguf_file).model_path_value.replace("/opt/ml/model", str(tmp_path))
     )
     assert load_serve().resolve_model(model_path) == tmp_path / served
+
+
+def test_preflight_reads_the_gguf_file_the_endpoint_serves(default_llamacpp):
+    _, t = default_llamacpp
+    t.has_resource_properties("Custom::DeploymentPreflight", Match.object_like({"GgufFile": GGUF}))
+
+
+def test_other_engines_give_the_preflight_no_gguf_file():
+    _, t = synth(engine="vllm", gguf_file="", model_id="Qwen/Qwen3-4B-Instruct-2507", instance_type="ml.g6.xlarge")
+    (preflight,) = t.find_resources("Custom::DeploymentPreflight").values()
+    assert "GgufFile" not in preflight["Properties"]
