@@ -11,7 +11,8 @@ llama-server on the surface the adapter uses (tools/server/README.md and server-
   calls give the same bytes.
 
 Knobs (environment): ``FAKE_LLAMA_LOAD_S`` (seconds of loading), ``FAKE_LLAMA_EXIT_AFTER_S`` (crash with
-code 3 after that long), ``FAKE_LLAMA_TOKEN_DELAY_S`` (pause between tokens), ``FAKE_LLAMA_TOKENS`` (how many
+code 3 after that long), ``FAKE_LLAMA_PREFILL_S`` (pause before the first event, as prompt processing),
+``FAKE_LLAMA_TOKEN_DELAY_S`` (pause between tokens), ``FAKE_LLAMA_TOKENS`` (how many
 tokens per answer), ``FAKE_LLAMA_RECORD`` (a file that gets the argv and ``LLAMA_ARG_*`` variables at start,
 and ``"sigterm"`` when SIGTERM arrives).
 """
@@ -51,6 +52,7 @@ def chunk_event(delta: dict, finish_reason: str | None) -> bytes:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     ready_at = 0.0
+    prefill = 0.0
     token_delay = 0.0
     tokens = len(WORDS)
 
@@ -99,6 +101,8 @@ class Handler(BaseHTTPRequestHandler):
                 },
             )
             return
+        if self.prefill:
+            time.sleep(self.prefill)
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
@@ -137,6 +141,7 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_term)
     Handler.ready_at = time.monotonic() + float(env.get("FAKE_LLAMA_LOAD_S", "0"))
     Handler.token_delay = float(env.get("FAKE_LLAMA_TOKEN_DELAY_S", "0"))
+    Handler.prefill = float(env.get("FAKE_LLAMA_PREFILL_S", "0"))
     Handler.tokens = int(env.get("FAKE_LLAMA_TOKENS", str(len(WORDS))))
     exit_after = env.get("FAKE_LLAMA_EXIT_AFTER_S")
     if exit_after:
