@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import InstanceSpec, resolve_instance
-from .engines import EngineSpec, build_environment
+from .engines import EngineSpec, build_environment, environment_warnings
 from .images import ServingImage, ami_cuda, default_ami_for_cuda, known_ami_versions
 
 # SageMaker's bounds for ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds.
@@ -97,6 +97,7 @@ def plan_endpoint(
         container_env=container_env or {},
     )
     errors += env_problems
+    warnings += environment_warnings(engine, engine_env or {})
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda

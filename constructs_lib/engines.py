@@ -41,6 +41,37 @@ def looks_secret(key: str) -> bool:
     )
 
 
+# Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
+NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization"})
+
+
+def number_in_text(value: Any) -> float | None:
+    """A number given as a JSON number or as its text ("0.9", " 8192 "); None for anything else.
+
+    Environment maps are text (SageMaker's Environment is a string map, CreateModel API reference),
+    so a number written "0.9" is the same setting as 0.9. Booleans are not numbers.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def boolean_in_text(value: Any) -> bool | None:
+    """A boolean given as JSON true/false or as the text "true"/"false" (any case); None otherwise."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    return None
+
+
 @dataclass(frozen=True)
 class EngineSpec:
     name: str
@@ -55,6 +86,10 @@ class EngineSpec:
     false_value: str | None
     # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
+    # Variables the app always sets and the free-form maps may not change: name -> (value, why).
+    fixed_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
+    # The engine flag that lets it import Python code from the checkpoint; None when it has none.
+    remote_code_flag: str | None = None
     # The weight format the engine serves ("safetensors", or "gguf": one file named by gguf_file).
     model_format: str = "safetensors"
     # An image CDK builds (a folder with a Dockerfile, its CUDA level) instead of a DLC repository.
@@ -65,8 +100,21 @@ class EngineSpec:
         return replace(self, model_path_value=f"{self.model_path_value.rstrip('/')}/{model_file}")
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
-        """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name."""
-        return {setting: engine_env[key] for setting, key in self.preflight_keys.items() if key in engine_env}
+        """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
+
+        Values come typed: the GPU memory share as a float whether it was written ``0.9`` or ``"0.9"``
+        (every public SageMaker example writes environment values as text); a value that is not a
+        number stays as given, for the caller to report.
+        """
+        settings: dict[str, Any] = {}
+        for setting, key in self.preflight_keys.items():
+            if key in engine_env:
+                value = engine_env[key]
+                if setting in NUMERIC_PREFLIGHT_SETTINGS:
+                    number = number_in_text(value)
+                    value = value if number is None else number
+                settings[setting] = value
+        return settings
 
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
@@ -79,6 +127,7 @@ class EngineSpec:
             for alias in aliases:
                 keys[alias] = f"derived from {setting}"
         keys.update(self.reserved_keys)
+        keys.update({name: f"set by the app: {why}" for name, (_, why) in self.fixed_env.items()})
         return keys
 
     def render_flag_value(self, value: Any) -> str | None:
@@ -111,6 +160,8 @@ def _engines() -> dict[str, EngineSpec]:
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
             preflight_keys=dict(e.get("preflight_keys", {})),
+            fixed_env={k: (v["value"], v["why"]) for k, v in e.get("fixed_env", {}).items()},
+            remote_code_flag=e.get("remote_code_flag"),
             model_format=e.get("model_format", "safetensors"),
             image_build=e.get("image_build"),
         )
@@ -155,6 +206,7 @@ def build_environment(
     """The container's Environment map and a list of problems with the free-form maps."""
     problems: list[str] = []
     env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
+    env.update({name: value for name, (value, _) in engine.fixed_env.items()})
     derived = {
         "tensor_parallel_size": tensor_parallel_size,
         "max_model_len": max_model_len,
@@ -243,3 +295,20 @@ def build_environment(
     if len(env) > MAX_ENV_ENTRIES:
         problems.append(f"the container environment has {len(env)} entries; SageMaker allows {MAX_ENV_ENTRIES}.")
     return env, problems
+
+
+def environment_warnings(engine: EngineSpec, engine_env: Mapping[str, Any]) -> list[str]:
+    """What ``engine_env`` allows that the user should know at synth time."""
+    flag = engine.remote_code_flag
+    if flag is None or flag not in engine_env:
+        return []
+    value = engine_env[flag]
+    # A bare flag (empty value) or true switches it on in every image version; false leaves it out.
+    if boolean_in_text(value) is False:
+        return []
+    return [
+        f"engine_env {flag} lets the engine import and run the Python files of the checkpoint (the modeling_*.py "
+        "and configuration_*.py that config.json's auto_map names) inside the serving container, with the "
+        "endpoint role's permissions. Set it only for a repository and revision you have read; staging copies "
+        "those files only when include names them or include is empty."
+    ]

@@ -238,6 +238,10 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
             "type of an autoscaled variant. To change instance_type later, deploy once without autoscaling "
             "(no max_instances), then with the new instance type.",
         )
+        # A config update (new image, model, settings) must not reset the autoscaled instance count to
+        # instance_count: UpdateEndpoint keeps it with RetainAllVariantProperties (UpdateEndpoint API reference;
+        # AWS::SageMaker::Endpoint RetainAllVariantProperties).
+        self.endpoint.retain_all_variant_properties = True
         self.scalable_target = appscaling.ScalableTarget(
             self,
             "InstanceScaling",

@@ -242,6 +242,7 @@ def config_and_endpoint(
     log_retention: Construct,
     volume_kms_key_arn: str | None = None,
     execution_role_arn: str | None = None,
+    network_isolation: bool | None = None,
 ) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
@@ -254,6 +255,7 @@ def config_and_endpoint(
         production_variants=[variant],
         execution_role_arn=execution_role_arn,
         kms_key_id=volume_kms_key_arn,
+        enable_network_isolation=network_isolation,
     )
     endpoint = sagemaker.CfnEndpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name

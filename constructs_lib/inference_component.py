@@ -198,7 +198,14 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
             log_retention=self.log_retention,
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
             execution_role_arn=self.role.role_arn,
+            # Components' containers are isolated by the endpoint config's flag, which the API accepts only on
+            # inference-component endpoints (CreateEndpointConfig API reference, EnableNetworkIsolation; also
+            # hashicorp/terraform-provider-aws#48738). Each Model keeps its own flag as well.
+            network_isolation=True,
         )
+        # SageMaker manages the instance count (ManagedInstanceScaling): a config update keeps the current count
+        # rather than resetting it to the initial one (UpdateEndpoint API reference, RetainAllVariantProperties).
+        self.endpoint.retain_all_variant_properties = True
         # The role's policy must exist while the endpoint runs: deleted after it, created before it.
         self.endpoint.node.add_dependency(self.role)
         self.node.default_child = self.endpoint
@@ -464,14 +471,17 @@ class InferenceComponent(Construct):
         if not self.scale_to_zero:
             return
         # Target tracking cannot leave zero copies (there is no per-copy value to track), so a step policy
-        # does, driven by the requests that find no capacity. ExactCapacity 1 rather than +1: the alarm stays
-        # in ALARM while the first copy starts (minutes), and a step policy keeps acting on every breach
-        # until the alarm is OK again, so +1 would add copies for each minute of the wake.
+        # does, driven by the requests that find no capacity, as AWS documents it: ChangeInCapacity +1,
+        # Maximum aggregation, 60 s cooldown ("Scale an endpoint to zero instances", SageMaker developer
+        # guide; aws-samples/sagemaker-genai-hosting-examples 03-features/autoscaling/scale_down_to_zero.ipynb).
+        # Not ExactCapacity 1: requests can also find no capacity on a busy component with copies, and an
+        # exact 1 would then scale it in to one copy. During the cooldown the copy being added counts as
+        # capacity, so a wake that takes minutes adds one copy per cooldown at most, within max_copies.
         wake = appscaling.StepScalingAction(
             self,
             "WakeFromZero",
             scaling_target=self.scalable_target,
-            adjustment_type=appscaling.AdjustmentType.EXACT_CAPACITY,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
             metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
             cooldown=WAKE_COOLDOWN,
         )

@@ -87,6 +87,11 @@ class HandlerProvider(Construct):
             assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
             description=f"Runs the {handler} custom resource handler",
         )
+        # Every handler tells a rollback's Update (old properties, UPDATE_ROLLBACK_IN_PROGRESS) from a user's
+        # by the stack's status (aws-cdk #17040): its own stack only.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
+        )
         self.log_group = logs.LogGroup(self, "Logs", retention=log_retention, removal_policy=cdk.RemovalPolicy.DESTROY)
         self.log_group.grant_write(self.role)
         settings = {
@@ -101,6 +106,7 @@ class HandlerProvider(Construct):
         self.is_complete_function = (
             python_function(self, "IsComplete", entry="is_complete", **settings) if is_complete else None
         )
+        self.waiter_log_group: logs.LogGroup | None = None
         self.provider = cr.Provider(
             self,
             "Provider",
@@ -111,12 +117,33 @@ class HandlerProvider(Construct):
             log_group=self.log_group,
             disable_waiter_state_machine_logging=False if is_complete else None,
             waiter_state_machine_log_options=(
-                cr.LogOptions(destination=self.log_group, level=sfn.LogLevel.ALL, include_execution_data=False)
+                cr.LogOptions(
+                    destination=self._waiter_log_group(log_retention),
+                    level=sfn.LogLevel.ALL,
+                    include_execution_data=False,
+                )
                 if is_complete
                 else None
             ),
         )
         self._acknowledge_framework()
+
+    def _waiter_log_group(self, retention: logs.RetentionDays) -> logs.LogGroup:
+        """The waiter state machine's own group, under ``/aws/vendedlogs/states/``.
+
+        Step Functions adds every log group it delivers to into the account's CloudWatch Logs resource
+        policy, which is limited to 5,120 characters; groups under ``/aws/vendedlogs/`` need no entry
+        (Step Functions developer guide, "Avoiding Amazon CloudWatch Logs resource policy size
+        restrictions"). The stack's name and this construct's path make the name unique in the region.
+        """
+        self.waiter_log_group = logs.LogGroup(
+            self,
+            "WaiterLogs",
+            log_group_name=f"/aws/vendedlogs/states/{cdk.Aws.STACK_NAME}-{cdk.Names.unique_id(self)}",
+            retention=retention,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+        )
+        return self.waiter_log_group
 
     @classmethod
     def of(cls, scope: Construct, id: str, **props) -> HandlerProvider:
@@ -165,11 +192,12 @@ class HandlerProvider(Construct):
                 resource="*",
                 reason="Step Functions log delivery (logs:CreateLogDelivery, PutResourcePolicy, DescribeLogGroups "
                 "and the like) supports no resource-level permissions; the waiter state machine needs them to "
-                "log to the provider's log group.",
+                "log to its /aws/vendedlogs/states/ log group.",
             )
             acknowledge(
                 framework,
                 "AwsSolutions-SF2",
                 "The Provider's waiter state machine only polls is_complete on a timer; its every state change is "
-                "logged (level ALL) to the provider's log group, so X-Ray traces would add cost and no insight.",
+                "logged (level ALL) to its /aws/vendedlogs/states/ log group, so X-Ray traces would add cost and no "
+                "insight.",
             )

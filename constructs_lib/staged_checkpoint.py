@@ -36,6 +36,8 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IDependable
 
+from preflight.checkpoint_code import staging_exclude
+
 from .images import ServingImage
 from .model_bucket import ModelBucket
 from .model_data import S3ModelData, prefix_problem
@@ -104,7 +106,9 @@ class StagedCheckpoint(Construct):
             incomplete multipart uploads after 3 days.
         :param prefix: Default: ``models/``.
         :param include: glob patterns of files to copy. Default: every file.
-        :param exclude: glob patterns of files to skip. Default: none.
+        :param exclude: glob patterns of files to skip. Default: none. Always skipped as well, unless
+            ``include`` names them: ``requirements.txt``, ``model.py``, ``code/*`` (files a serving
+            container would install or run; preflight/checkpoint_code.py).
         :param hf_token_secret: a Secrets Manager secret holding a Hub token (the plain token, or JSON
             with ``token`` or ``HF_TOKEN``), read at run time by ARN. Default: no token (public repos).
         :param instance_type: Processing instance type. Default: ml.m5.2xlarge.
@@ -180,7 +184,7 @@ class StagedCheckpoint(Construct):
             "Bucket": self.bucket.bucket_name,
             "Prefix": prefix,
             "Include": list(include),
-            "Exclude": list(exclude),
+            "Exclude": list(staging_exclude(include, exclude)),
             "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
             "HubEndpoint": hub_endpoint or "",
             "ImageUri": image.image_uri(self),
@@ -401,10 +405,6 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
-            # A rollback's update is answered from the physical ID, without the Hub: it must know it is one.
-            role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["cloudformation:DescribeStacks"], resources=[cdk.Stack.of(self).stack_id])
-            )
             if secret is not None:
                 _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))

@@ -7,7 +7,7 @@ The files land under ``<destination>/<Org>--<Name>/<commit sha>/`` with the mani
 ``.hf-model-manifest.json`` written last, once every file is verified. Exit status: 0 done, 1 a
 transfer or verification failure, 2 bad arguments (or an unreadable token secret), 3 the Hub does not
 have, or will not give, the repository or revision. On failure a one-line reason goes to stderr and to
-``/opt/ml/output/message`` (where SageMaker shows it as the job's failure reason).
+``/opt/ml/output/message`` (created if missing; SageMaker shows its first 1 KB as the job's ``ExitMessage``).
 """
 
 from __future__ import annotations
@@ -218,13 +218,13 @@ def report_failure(message: str, failure_file: str, log: EventLog) -> None:
     message = one_line(log.redact(message))
     log.emit("fail", reason=message)
     print(message, file=sys.stderr, flush=True)
-    directory = os.path.dirname(os.path.abspath(failure_file))
-    if os.path.isdir(directory):
-        try:
-            with open(failure_file, "w", encoding="utf-8") as handle:
-                handle.write(message + "\n")
-        except OSError as error:
-            log.emit("warning", reason=f"cannot write {failure_file}: {type(error).__name__}")
+    # A Processing container need not have /opt/ml/output; SageMaker reads the file into ExitMessage.
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(failure_file)), exist_ok=True)
+        with open(failure_file, "w", encoding="utf-8") as handle:
+            handle.write(message + "\n")
+    except OSError as error:
+        log.emit("warning", reason=f"cannot write {failure_file}: {type(error).__name__}")
 
 
 class Run:

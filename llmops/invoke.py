@@ -66,7 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.invoke", description=__doc__.split("\n\n")[0])
     parser.add_argument("prompt", help="the user message, or - to read it from stdin")
     parser.add_argument("--endpoint", required=True, help="SageMaker endpoint name (the stack's EndpointName output)")
-    parser.add_argument("--inference-component", help="inference component to invoke on that endpoint")
+    parser.add_argument(
+        "--inference-component", "--ic", help="inference component to invoke on that endpoint (short: --ic)"
+    )
     parser.add_argument(
         "--stream", action=argparse.BooleanOptionalAction, default=True, help="stream tokens (default: yes)"
     )

@@ -17,6 +17,13 @@ def describe(template: dict) -> list[str]:
     lines = [
         f"  {len(resources)} resources: " + ", ".join(f"{t.split('::', 1)[1]} x{c}" for t, c in sorted(counts.items()))
     ]
+    # With inference components, containers are isolated only when the endpoint config says so as well.
+    component_mode = counts["AWS::SageMaker::InferenceComponent"] > 0
+    endpoint_isolated = all(
+        r.get("Properties", {}).get("EnableNetworkIsolation") is True
+        for r in resources.values()
+        if r["Type"] == "AWS::SageMaker::EndpointConfig"
+    )
     for res in resources.values():
         props = res.get("Properties", {})
         if res["Type"] == "AWS::SageMaker::Model":
@@ -27,7 +34,8 @@ def describe(template: dict) -> list[str]:
             elif isinstance(image, dict) and "Fn::Sub" in image:  # a DockerImageAsset in the CDK asset repository
                 image = "<CDK asset repository>:" + str(image["Fn::Sub"]).rsplit(":", 1)[-1] + " (built at deploy)"
             lines.append(f"  image: {image}")
-            lines.append(f"  network isolation: {props.get('EnableNetworkIsolation')}")
+            isolated = props.get("EnableNetworkIsolation") is True and (endpoint_isolated or not component_mode)
+            lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
         if res["Type"] == "AWS::SageMaker::EndpointConfig":

@@ -293,11 +293,14 @@ def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> li
             f"allowed: {', '.join(KV_CACHE_DTYPES)}"
         )
     share = settings.get("gpu_memory_utilization")
-    number = isinstance(share, int | float) and not isinstance(share, bool)
-    # Infinities and NaN are reported by the engine-flag check already.
-    if share is not None and (not number or (math.isfinite(share) and not 0 < share <= 1)):
+    given = engine_env.get(keys.get("gpu_memory_utilization", ""))
+    number = isinstance(share, float)
+    # A JSON infinity (1e999) is reported by the engine-flag check already; text such as "inf" is not.
+    reported = isinstance(given, float) and not math.isfinite(given)
+    if share is not None and not reported and (not number or not (math.isfinite(share) and 0 < share <= 1)):
         problems.append(
-            f"engine_env {keys['gpu_memory_utilization']}={share!r}: expected a number above 0 and at most 1"
+            f"engine_env {keys['gpu_memory_utilization']}={given!r}: expected a number above 0 and at most 1 "
+            '(as a number or as text such as "0.9")'
         )
     return problems
 

@@ -34,6 +34,11 @@ def test_vllm_derived_keys_and_model_path():
         "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
         "SM_VLLM_MAX_MODEL_LEN": "32768",
         "SM_VLLM_MAX_NUM_SEQS": "16",
+        "STANDARD_AUTO_INSTALL_REQ": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
     }
 
 
@@ -45,6 +50,9 @@ def test_sglang_derived_keys_and_model_path():
         "SM_SGLANG_TP_SIZE": "2",
         "SM_SGLANG_CONTEXT_LENGTH": "8192",
         "SM_SGLANG_MAX_RUNNING_REQUESTS": "8",
+        "STANDARD_AUTO_INSTALL_REQ": "false",
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_DISABLE_TELEMETRY": "1",
     }
 
 

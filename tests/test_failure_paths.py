@@ -128,7 +128,10 @@ class Driver:
         return []
 
     def cloudformation(self) -> CloudFormation:
-        return CloudFormation(self.handler(), clock=self.clock, logical_id=self.resource_type.split("::")[-1])
+        stack = getattr(self, "stacks", None)  # the handler's DescribeStacks, kept current by the harness
+        return CloudFormation(
+            self.handler(), clock=self.clock, logical_id=self.resource_type.split("::")[-1], stack=stack
+        )
 
 
 # Staging ------------------------------------------------------------------------------------------
@@ -204,9 +207,9 @@ class StagingDriver(Driver):
             lambda d: setattr(d.jobs, "script", fails_after(2, "AlgorithmError: sha256 mismatch " + "x" * 9000)),
             r"staging job hfstage-\w+-\w+ Failed: AlgorithmError: sha256 mismatch",
         ),
-        "describe-throttled": Failure(
-            lambda d: d.jobs.throttle("DescribeProcessingJob"),
-            r"ThrottlingException.*DescribeProcessingJob",
+        "describe-denied": Failure(
+            lambda d: d.jobs.deny("DescribeProcessingJob"),
+            r"AccessDeniedException.*DescribeProcessingJob",
         ),
         "job-gone": Failure(
             lambda d: setattr(d.jobs, "script", lambda job: d.jobs.forget(job.name)),
@@ -266,6 +269,7 @@ class PreflightDriver(Driver):
             self.module.client("service-quotas"), applied={"ml.g6.xlarge for endpoint usage": 2}
         )
         self.s3_faults = Faults(self.module.client("s3"))
+        self.stacks = self.module._clients["cloudformation"] = Stacks()
 
     def handler(self) -> HandlerUnderTest:
         return HandlerUnderTest.from_module(self.module, resource_type=self.resource_type, timeouts=self.timeouts)
@@ -331,6 +335,7 @@ class SmokeDriver(Driver):
         }.items():
             monkeypatch.setenv(key, value)
         self.module = load_handler(self.name)  # its module-level clients now reach the fake
+        self.stacks = self.module.CLOUDFORMATION = Stacks()
         self.sagemaker = Faults(self.module.SAGEMAKER)
         self.runtime = Faults(self.module.RUNTIME)
 
@@ -541,13 +546,14 @@ def test_staging_throttled_s3_reads_are_retried_by_botocore(driver):
 
 
 @pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
-def test_staging_throttling_is_retried_before_it_fails(driver):
-    driver.jobs.throttle("DescribeProcessingJob")
+def test_staging_throttling_is_retried_across_polls_then_followed_to_the_end(driver):
+    retries = driver.module.client("sagemaker").meta.config.retries["total_max_attempts"]
+    driver.jobs.throttle("DescribeProcessingJob", times=3 * retries)  # three polls in a row exhaust botocore's
     cfn = driver.cloudformation()
-    assert not cfn.create(driver.properties()).ok
-    retries = driver.module.client("sagemaker").meta.config.retries
-    assert driver.jobs.attempts("DescribeProcessingJob") == retries["total_max_attempts"]
-    assert driver.running() == []  # stopped before failing: a failed Create may get no Delete
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    assert created.polls > 3 and driver.running() == []  # the job completed and was verified
+    assert_well_behaved(cfn, created)
 
 
 @pytest.mark.parametrize("driver", [pytest.param(PreflightDriver, id="deployment_preflight")], indirect=True)
@@ -715,10 +721,11 @@ def test_staging_rollback_of_an_update_needs_neither_the_hub_nor_a_job(driver):
     cfn = driver.cloudformation()
     created = cfn.create(driver.properties())
     assert created.ok, created.reason
-    driver.stacks.status = "UPDATE_ROLLBACK_IN_PROGRESS"
     driver.hub.repos.clear()  # the Hub may be why the update failed
-    rolled_back = cfn.update(driver.properties())
+    assert not cfn.update(driver.properties(Exclude=["original/*", "*.md"])).ok
+    rolled_back = cfn.rollback()
     assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
     assert rolled_back.physical_id == created.physical_id
     assert rolled_back.data["Revision"] == created.data["Revision"]
     assert_well_behaved(cfn, created, rolled_back)

@@ -256,7 +256,8 @@ def test_scale_to_zero():
     step_id, step = policies["StepScaling"]
     assert step["Properties"]["ScalingTargetId"] == {"Ref": target_id}
     assert step["Properties"]["StepScalingPolicyConfiguration"] == {
-        "AdjustmentType": "ExactCapacity",
+        # ChangeInCapacity +1 as AWS documents it: an exact 1 would scale a busy component in to one copy.
+        "AdjustmentType": "ChangeInCapacity",
         "MetricAggregationType": "Maximum",
         "Cooldown": 60,
         "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],

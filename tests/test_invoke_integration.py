@@ -154,6 +154,14 @@ def invoke(fake, *args, stdin: str = ""):
     return code, out, err.getvalue()
 
 
+def test_ic_is_the_short_form_of_inference_component(env, fake):
+    fake.add_endpoint(ENDPOINT, component=COMPONENT, default=Reply())
+    code, _, err = invoke(fake, "--endpoint", ENDPOINT, "--ic", COMPONENT, "--no-stream", PROMPT)
+    assert code == 0, err
+    (request,) = fake.invocations()
+    assert request.headers["x-amzn-sagemaker-inference-component"] == COMPONENT
+
+
 def test_invoke_streams_token_by_token_and_reports_timing(env, fake):
     fake.add_endpoint(ENDPOINT, default=Reply(token_delay_s=0.03))
     code, out, err = invoke(fake, "--endpoint", ENDPOINT, PROMPT)

@@ -77,6 +77,8 @@ def test_llamacpp_refuses_what_the_adapter_owns_and_downloads():
     assert any("'LLAMA_ARG_HF_REPO' would override" in p and "network isolation" in p for p in problems)
     (problem,) = problems_of(**LLAMACPP, engine_env='{"LLAMA_ARG_CTX_SIZE": 4096}')
     assert "derived from max_model_len" in problem
+    (problem,) = problems_of(**LLAMACPP, engine_env='{"LLAMA_ARG_OFFLINE": false}')
+    assert "'LLAMA_ARG_OFFLINE' would override" in problem and "never reaches out" in problem
 
 
 def test_llamacpp_on_an_instance_cuda_13_cannot_drive_is_refused():
@@ -125,6 +127,7 @@ def test_model_image_is_the_built_asset_with_the_gguf_model_path():
                     "LLAMA_ARG_CTX_SIZE": "16384",
                     "LLAMA_ARG_N_PARALLEL": "4",
                     "LLAMA_ARG_FLASH_ATTN": "on",
+                    "LLAMA_ARG_OFFLINE": "true",
                 },
             },
         },

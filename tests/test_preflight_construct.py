@@ -122,7 +122,9 @@ def test_role_reads_only_the_model_prefix_and_the_quotas(synthesized):
     quotas = by_action['["servicequotas:ListAWSDefaultServiceQuotas", "servicequotas:ListServiceQuotas"]']
     assert quotas["Resource"] == "*"
     actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
+    assert by_action['"cloudformation:DescribeStacks"']["Resource"] == {"Ref": "AWS::StackId"}  # rollback or not
     assert actions == {
+        "cloudformation:DescribeStacks",
         "logs:CreateLogStream",
         "logs:PutLogEvents",
         "s3:ListBucket",

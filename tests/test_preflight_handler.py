@@ -15,6 +15,7 @@ from botocore.stub import Stubber
 from constructs_lib.preflight_check import CHECKS as CONSTRUCT_CHECKS
 from tests.conftest import load_lambda
 from tests.fakes.fixtures import BUCKET, s3  # noqa: F401
+from tests.harness import Stacks
 
 PREFIX = "models/acme--tiny-llm/0123456789abcdef0123456789abcdef01234567/"
 URI = f"s3://{BUCKET}/{PREFIX}"
@@ -39,6 +40,7 @@ def handler(s3):  # noqa: F811
     quotas = boto3.client("service-quotas", region_name="us-east-1")
     module._clients.clear()
     module._clients["service-quotas"] = quotas
+    module._clients["cloudformation"] = Stacks()  # a plain update; the rollback tests set its status
     with Stubber(quotas) as stubber:
         module.quota_stub = stubber
         yield module
@@ -434,3 +436,10 @@ def test_update_keeps_the_physical_id_and_a_retried_create_gets_the_same_one(han
         )
     )
     assert updated["PhysicalResourceId"] == first and updated["Data"]["MaxModelLen"] == "16384"
+
+
+def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3):  # noqa: F811
+    stage(s3, extra={"requirements.txt": b"flash-attn\n", "model.py": b"import os\n"})
+    applied(handler, quota(value=2))
+    notes = handler.on_event(event())["Data"]["Notes"]
+    assert f"{URI} holds model.py, requirements.txt: the vLLM image's standard-supervisor" in notes

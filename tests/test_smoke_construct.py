@@ -110,7 +110,11 @@ def test_role_may_only_describe_and_invoke_this_endpoint(default_template):
         },
     ]
     others = [s for s in handler_statements(t) if s not in sagemaker]
-    assert [s["Action"] for s in others] == [["logs:CreateLogStream", "logs:PutLogEvents"]]
+    assert [s["Action"] for s in others] == [
+        "cloudformation:DescribeStacks",
+        ["logs:CreateLogStream", "logs:PutLogEvents"],
+    ]
+    assert others[0]["Resource"] == {"Ref": "AWS::StackId"}  # its own stack: is this update a rollback?
     assert all("*" not in json.dumps(s) for s in handler_statements(t))
 
 

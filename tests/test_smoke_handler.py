@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from endpoint_client import ErrorInfo, MalformedResponse, classify, short_reason
 from tests.fakes.fake_runtime import FakeSageMaker, Reply, client, load_handler
+from tests.harness import Stacks
 
 ENDPOINT = "llm-endpoint-abc"
 CONFIG = "EndpointConfig-new"
@@ -34,7 +35,9 @@ def handler(fake, monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", fake.url)
     fake.reset()
-    return load_handler("endpoint_smoke_test")
+    module = load_handler("endpoint_smoke_test")
+    module.CLOUDFORMATION = Stacks()  # a plain update; the rollback tests set its status
+    return module
 
 
 @pytest.fixture

@@ -316,7 +316,7 @@ def test_gated_model_stages_a_subset_with_the_token_secret(synthesized):
             "RepoId": "meta-llama/Llama-3.1-8B-Instruct",
             "TokenSecretArn": SECRET_ARN,
             "Include": ["*.json", "*.safetensors"],
-            "Exclude": ["original/*"],
+            "Exclude": ["original/*", "requirements.txt", "model.py", "code/*"],
             "MaxInstances": "8",
         },
     )

@@ -18,6 +18,11 @@ collected, and the resource fails with ONE reason that lists them all with their
 
 The physical ID is ``preflight-<hash of stack and logical ID>``: the same for a retried create, kept by
 every update (a preflight has nothing to replace). Delete does nothing. Logs are ``key=value`` lines.
+
+Rollback: a failed stack update sends this resource an Update with its old properties while the stack is
+``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). Those properties passed before; failing now (a throttled
+Service Quotas call) would leave the stack ``UPDATE_ROLLBACK_FAILED``. So the checks run for the data
+they give, and their problems are logged, not raised.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from preflight import (
     select_weight_files,
     tp_divides_heads,
 )
+from preflight.checkpoint_code import code_files_note
 from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
@@ -564,6 +570,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
     checks = settings.checks
     if {"s3", "memory", "tensor-parallel"} & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix, settings.gguf_file)
+        # A warning, not a failure: the user may have staged them on purpose (include names them).
+        report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
         if "s3" in checks:
             report.add("s3", check_s3(checkpoint, allow_unverified=settings.allow_unverified_s3))
         report.data["S3Verified"] = "true" if checkpoint.manifest and "s3" in checks else "false"
@@ -650,11 +658,38 @@ def physical_id(event: Mapping[str, Any]) -> str:
     return PHYSICAL_ID_PREFIX + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 
+def rolling_back(stack_id: str) -> bool:
+    """Whether the stack is rolling an update back (DescribeStacks); False when it cannot be told."""
+    try:
+        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
+    except (ClientError, BotoCoreError) as e:
+        log("describe-stack-failed", error=type(e).__name__)
+        return False
+    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+
+
+def rollback_answer(event: Mapping[str, Any]) -> dict[str, Any]:
+    """Success with the same physical ID and the checks' data; nothing found here fails the rollback."""
+    data, notes, found = dict.fromkeys(DATA_KEYS, ""), [], []
+    try:
+        settings = Settings.from_properties(event["ResourceProperties"])
+        report = run_checks(settings, s3=lambda: client("s3"), quotas=lambda: client("service-quotas"))
+        data, notes, found = report.data, report.notes, [check for check, _ in report.problems]
+    except Exception as e:
+        found = [type(e).__name__]
+    if found:
+        notes = [*notes, f"rollback: {len(found)} problem(s) not enforced ({', '.join(dict.fromkeys(found))})"]
+    log("rollback", physical_id=event["PhysicalResourceId"], problems=len(found))
+    return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": bounded_data(data, notes)}
+
+
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     if request == "Delete":
         log("delete", physical_id=event.get("PhysicalResourceId", ""))
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    if request == "Update" and event.get("PhysicalResourceId") and rolling_back(event.get("StackId", "")):
+        return rollback_answer(event)
     settings = Settings.from_properties(event["ResourceProperties"])
     log(
         "start",

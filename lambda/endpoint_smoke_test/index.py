@@ -24,6 +24,12 @@ throttling, 5xx from SageMaker or the container, stream failures, connection err
 Permanent (fails at once): the container's 4xx (a bad request does not get better), other validation
 errors, a failed or mismatched endpoint, an empty or unparseable answer, a pattern mismatch.
 
+Rollback: when an update of the stack fails, CloudFormation sends this resource an Update with its old
+properties while the stack is ``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). The endpoint is then
+still on the new config (CloudFormation rolls the endpoint back after this resource, which depends on it)
+and a component may be scaled to zero, so the checks would fail the rollback. ``on_event`` reads the
+stack's status (DescribeStacks) and answers at once: the same physical ID, every attribute key, no call.
+
 Logs are ``key=value`` lines; they never contain the prompt, the answer or an error body (which can
 echo the request). The failure reason, which CloudFormation shows, carries the status code, the first
 bytes of the error body and the log group to open, in under 3 KB.
@@ -76,6 +82,11 @@ RUNTIME = boto3.client(
     "sagemaker-runtime",
     config=Config(connect_timeout=10, read_timeout=CALL_TIMEOUT_S, retries={"total_max_attempts": 1}),
 )
+CLOUDFORMATION = boto3.client("cloudformation", config=Config(retries={"mode": "standard", "total_max_attempts": 5}))
+# The attributes a deploy publishes (metrics()); a rollback keeps every key, since the restored template's
+# Fn::GetAtt reads them. CloudFormation does not send the previous values, so they read ROLLBACK_VALUE.
+METRIC_KEYS = ("TimeToFirstTokenMs", "LatencyMs", "TokensPerSecond", "CompletionTokens", "StreamEndedWithDone")
+ROLLBACK_VALUE = "n/a (rolled back)"
 
 
 # --- settings ---------------------------------------------------------------------------------------
@@ -415,11 +426,34 @@ def physical_id(event: Mapping[str, Any], settings: Settings) -> str:
     return PHYSICAL_ID_PREFIX + settings.endpoint_name
 
 
-def on_event(event: dict, context: Any = None, *, clock: Callable[[], float] = time.time) -> dict:
+def rolling_back(stack_id: str, cloudformation: Any) -> bool:
+    """Whether the stack is rolling an update back: the one Update that must not run the checks.
+
+    A stack that cannot be described counts as not rolling back: the checks then run, as before.
+    """
+    try:
+        stacks = cloudformation.describe_stacks(StackName=stack_id)["Stacks"]
+    except (ClientError, BotoCoreError) as e:
+        log("describe_stack_failed", error=type(e).__name__)
+        return False
+    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+
+
+def on_event(
+    event: dict, context: Any = None, *, clock: Callable[[], float] = time.time, cloudformation: Any = None
+) -> dict:
     request = event["RequestType"]
     if request == "Delete":
         log("delete", physical_id=event.get("PhysicalResourceId"))
         return {"PhysicalResourceId": event["PhysicalResourceId"]}
+    if (
+        request == "Update"
+        and event.get("PhysicalResourceId")
+        and rolling_back(event.get("StackId", ""), cloudformation or CLOUDFORMATION)
+    ):
+        log("rollback", physical_id=event["PhysicalResourceId"], checks="skipped")
+        data = {**dict.fromkeys(METRIC_KEYS, ROLLBACK_VALUE), "StartedAt": f"{clock():.3f}", "RolledBack": "true"}
+        return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": data}
     settings = Settings.from_properties(event["ResourceProperties"])
     log(
         "start",
@@ -441,7 +475,7 @@ def complete(
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
 ) -> dict:
-    if event["RequestType"] == "Delete":
+    if event["RequestType"] == "Delete" or (event.get("Data") or {}).get("RolledBack") == "true":
         return {"IsComplete": True}
     settings = Settings.from_properties(event["ResourceProperties"])
     started_raw = (event.get("Data") or {}).get("StartedAt")

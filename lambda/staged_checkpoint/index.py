@@ -452,7 +452,12 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 def _job_failure(description: dict[str, Any]) -> str:
     name = description["ProcessingJobName"]
     status = description["ProcessingJobStatus"]
-    why = description.get("FailureReason") or description.get("ExitMessage") or "no reason given"
+    # The worker's own reason is /opt/ml/output/message, which SageMaker returns as ExitMessage (up to 1 KB);
+    # FailureReason is SageMaker's (botocore sagemaker model, DescribeProcessingJobResponse). Ours first.
+    exit_message = (description.get("ExitMessage") or "").strip()
+    failure = (description.get("FailureReason") or "").strip()
+    reasons = [exit_message] + ([failure] if failure and failure not in exit_message else [])
+    why = " | SageMaker: ".join(r for r in reasons if r) or "no reason given"
     return short(
         f"staging job {name} {status}: {why} (logs: CloudWatch log group /aws/sagemaker/ProcessingJobs, "
         f"streams {name}/*)"
@@ -480,11 +485,59 @@ def is_complete(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         raise
 
 
+# Worth asking again: throttling and server errors (botocore's standard retry mode treats these as
+# transient too) and a connection that failed.
+TRANSIENT_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "InternalFailure",
+        "InternalServerError",
+        "ServiceUnavailable",
+    }
+)
+
+
+def _transient(error: Exception) -> bool:
+    if isinstance(error, BotoCoreError):
+        return True
+    assert isinstance(error, ClientError)
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return error.response["Error"].get("Code") in TRANSIENT_CODES or status >= 500
+
+
+def _not_found(error: Exception) -> bool:
+    """SageMaker's answer for an unknown job, which a job it has just created can briefly get."""
+    if not isinstance(error, ClientError):
+        return False
+    details = error.response["Error"]
+    return details.get("Code") == "ValidationException" and "Could not find" in details.get("Message", "")
+
+
 def _follow_job(settings: Settings, data: dict[str, Any], name: str) -> dict[str, Any]:
-    description = client("sagemaker").describe_processing_job(ProcessingJobName=name)
+    waited = time.time() - int(data.get("StartedAt", "0"))
+    try:
+        description = client("sagemaker").describe_processing_job(ProcessingJobName=name)
+    except (ClientError, BotoCoreError) as e:
+        if not (_transient(e) or _not_found(e)):
+            raise  # a permanent error (access denied, say): is_complete stops the job and fails
+        what = e.response["Error"].get("Code") if isinstance(e, ClientError) else type(e).__name__
+        if waited < settings.handoff_s:
+            log("describe-retry", job=name, error=what, waited_s=int(waited))  # the waiter asks again
+            return {"IsComplete": False}
+        if _not_found(e):
+            message = short(e.response["Error"].get("Message", ""), 300)
+            raise StagingError(
+                f"the staging job {name} is still unknown to DescribeProcessingJob {int(waited)} s after it was "
+                f"started ({what}: {message})"
+            ) from None
+        # The job exists but cannot be watched from here: the wait condition still gets its EventBridge signal.
+        log("handoff", job=name, waited_s=int(waited), unobserved=what)
+        return {"IsComplete": True}
     status = description["ProcessingJobStatus"]
     if status in RUNNING:
-        waited = time.time() - int(data.get("StartedAt", "0"))
         if waited < settings.handoff_s:
             return {"IsComplete": False}
         log("handoff", job=name, waited_s=int(waited))  # the wait condition now waits for the job's signal

@@ -220,6 +220,7 @@ class Job:
     status: str = "InProgress"
     describes: int = 0
     failure_reason: str = ""
+    exit_message: str = ""  # the container's /opt/ml/output/message (first 1 KB)
 
     @property
     def arn(self) -> str:
@@ -242,10 +243,13 @@ def completes_after(describes: int, then: Callable[[Job], None] | None = None) -
     return script
 
 
-def fails_after(describes: int, reason: str) -> Script:
+def fails_after(describes: int, reason: str, exit_message: str = "") -> Script:
+    """Failed after ``describes``: SageMaker's ``reason``, and the container's message (its first 1 KB)."""
+
     def script(job: Job) -> None:
         if job.status == "InProgress" and job.describes >= describes:
             job.status, job.failure_reason = "Failed", reason
+            job.exit_message = exit_message.encode()[:1024].decode(errors="ignore")
 
     return script
 
@@ -306,6 +310,8 @@ class ProcessingJobs(FakeService):
         }
         if job.failure_reason:
             description["FailureReason"] = job.failure_reason
+        if job.exit_message:
+            description["ExitMessage"] = job.exit_message
         return description
 
     def op_ListProcessingJobs(self, params: dict[str, Any]) -> dict[str, Any]:
@@ -371,7 +377,8 @@ class ServiceQuotas(FakeService):
 
 class Stacks:
     """Stands in for the CloudFormation client (query protocol, which the JSON fakes do not speak): answers
-    DescribeStacks with ``status``, which the staging handler reads to tell a rollback from an update."""
+    DescribeStacks with ``status``, which every handler reads to tell a rollback from an update. The
+    harness's :class:`~tests.harness.cloudformation.CloudFormation` keeps ``status`` current when given it."""
 
     def __init__(self, status: str = "UPDATE_IN_PROGRESS") -> None:
         self.status = status

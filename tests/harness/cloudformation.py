@@ -18,6 +18,12 @@ cfn-response.js, waiter-state-machine.js) and CloudFormation's own:
   a response body over 4,096 bytes.
 - An Update that returns another physical ID is a replacement: after the update, CloudFormation deletes
   the old resource, with the old properties.
+- A failed Update is rolled back with another Update carrying the old properties while the stack is
+  ``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040; CloudFormation's custom resource request docs); the
+  stack ends ``UPDATE_ROLLBACK_COMPLETE`` only when that answer succeeds and still carries every attribute
+  the resource had (a ``Fn::GetAtt`` of a missing key fails: "Vendor response doesn't contain ...").
+  Handlers read the stack's status with DescribeStacks: pass ``stack`` (anything with a ``status``,
+  :class:`tests.harness.aws.Stacks`) and this class keeps it current.
 
 Time is a :class:`Clock`. Nothing sleeps for real: the waiter's intervals advance the clock, and so
 do the handler's own sleeps and botocore's retry back-off when the clock is installed in their modules
@@ -262,14 +268,31 @@ class CloudFormation:
     ``physical_id`` and ``properties`` are what CloudFormation has recorded for the resource.
     """
 
-    def __init__(self, handler: HandlerUnderTest, *, clock: Clock | None = None, logical_id: str = "Resource") -> None:
+    def __init__(
+        self,
+        handler: HandlerUnderTest,
+        *,
+        clock: Clock | None = None,
+        logical_id: str = "Resource",
+        stack: Any = None,
+    ) -> None:
         self.handler = handler
         self.clock = clock or Clock()
         self.logical_id = logical_id
         self.physical_id: str | None = None
         self.properties: dict[str, Any] | None = None
+        self.attributes: dict[str, Any] = {}  # what Fn::GetAtt reads: the last successful answer's Data
         self.responses: list[Response] = []
+        self.stack = stack
         self._last: dict[str, Any] | None = None
+
+    @property
+    def status(self) -> str | None:
+        return getattr(self.stack, "status", None)
+
+    def _set_status(self, status: str) -> None:
+        if self.stack is not None:
+            self.stack.status = status
 
     def problems(self, response: Response) -> list[str]:
         """``response.problems`` against this resource's budget: its ServiceTimeout."""
@@ -279,9 +302,13 @@ class CloudFormation:
 
     def create(self, properties: Mapping[str, Any], *, request_id: str | None = None) -> Response:
         request = self._request("Create", properties, request_id)
+        self._set_status("CREATE_IN_PROGRESS")
         response = self._send(request)
         # Recorded either way: a failed Create's rollback Delete carries the ID of the FAILED response.
         self.physical_id, self.properties = response.physical_id, dict(properties)
+        if response.ok:
+            self.attributes = dict(response.data)
+        self._set_status("CREATE_COMPLETE" if response.ok else "ROLLBACK_IN_PROGRESS")
         return response
 
     def update(self, properties: Mapping[str, Any], *, request_id: str | None = None) -> Response:
@@ -293,14 +320,20 @@ class CloudFormation:
             PhysicalResourceId=self.physical_id,
             OldResourceProperties=dict(self.properties),
         )
+        self._set_status("UPDATE_IN_PROGRESS")
         response = self._send(request)
         if response.ok:
             old_id, old_properties = self.physical_id, self.properties
             self.physical_id, self.properties = response.physical_id, dict(properties)
+            self.attributes = dict(response.data)
             if response.physical_id != old_id:
                 # UPDATE_COMPLETE_CLEANUP_IN_PROGRESS: the replaced resource goes, with its own properties.
+                self._set_status("UPDATE_COMPLETE_CLEANUP_IN_PROGRESS")
                 cleanup = self._request("Delete", old_properties, None, PhysicalResourceId=old_id)
                 response.cleanup = self._send(cleanup)
+            self._set_status("UPDATE_COMPLETE")
+        else:
+            self._set_status("UPDATE_ROLLBACK_IN_PROGRESS")
         return response
 
     def delete(self, *, request_id: str | None = None) -> Response:
@@ -324,6 +357,7 @@ class CloudFormation:
         if request["RequestType"] == "Create":
             return self.delete()
         if request["RequestType"] == "Update":
+            self._set_status("UPDATE_ROLLBACK_IN_PROGRESS")
             back = self._request(
                 "Update",
                 request["OldResourceProperties"],
@@ -333,6 +367,17 @@ class CloudFormation:
             )
             response = self._send(back)
             self.properties = dict(request["OldResourceProperties"])
+            missing = sorted(set(self.attributes) - set(response.data)) if response.ok else []
+            if missing:
+                # The restored template's Fn::GetAtt reads attributes this answer no longer has.
+                response = replace(
+                    response,
+                    status="FAILED",
+                    reason=f"CustomResource attribute error: Vendor response doesn't contain {missing[0]} attribute",
+                )
+            if response.ok:
+                self.attributes = dict(response.data)
+            self._set_status("UPDATE_ROLLBACK_COMPLETE" if response.ok else "UPDATE_ROLLBACK_FAILED")
             return response
         raise AssertionError("CloudFormation does not roll a Delete back")
 
