@@ -301,8 +301,8 @@ def describe(header: GgufHeader, weight_bytes: int | None = None) -> list[str]:
     lines = [", ".join(parts) + f" ({header.header_bytes / (1 << 20):.1f} MiB of header read, no tensor data)"]
     if header.split_count > 1:
         lines.append(f"split into {header.split_count} files; the weights are their sizes summed")
-    elif header.parameter_count and weight_bytes:
-        bits = weight_bytes * 8 / header.parameter_count
+    elif header.parameter_count and weight_bytes and 1 <= weight_bytes * 8 / header.parameter_count <= 33:
+        bits = weight_bytes * 8 / header.parameter_count  # out of that range the sizes are not the file's own
         lines.append(f"{header.parameter_count / 1e9:.2f} B parameters at {bits:.2f} bits per weight on average")
     return lines
 
