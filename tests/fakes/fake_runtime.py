@@ -30,7 +30,7 @@ import threading
 import time
 import zlib
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,7 @@ class Reply:
     stream_error: str | None = None  # streamed: an exception event (ModelStreamError) after the content
     delay_s: float = 0.0  # before answering
     token_delay_s: float = 0.0  # streamed: before each token
+    first_token_delay_s: float | None = None  # streamed: after the headers, before the first token (else token_delay_s)
     seed: int = 7  # where the stream is cut into parts
 
     @classmethod
@@ -142,6 +143,9 @@ class FakeEndpoint:
     component_status: str = "InService"
     copies: int = 1
     no_capacity_answers: int = 0  # scale-to-zero: "no capacity" this many times, then a copy is up
+    # Injected failures by kind: {kind: n} fails every n-th invocation (1-based) with that kind; see injected_reply.
+    inject: dict[str, int] = field(default_factory=dict)
+    invocations: int = 0
     default: Reply = field(default_factory=Reply)
     replies: deque[Reply] = field(default_factory=deque)
 
@@ -154,22 +158,38 @@ class FakeEndpoint:
         return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-component/{self.component}"
 
     def next_reply(self) -> Reply:
+        self.invocations += 1
+        for kind, every in self.inject.items():
+            if every > 0 and self.invocations % every == 0:
+                return injected_reply(kind, self.default)
         return self.replies.popleft() if self.replies else self.default
+
+
+def injected_reply(kind: str, base: Reply) -> Reply:
+    """A failure of one kind: ``ModelError:<status>`` (the container's status), ``ModelStreamError`` or
+    ``InternalStreamFailure`` (after the content, mid-stream), else a SageMaker error code."""
+    if kind.startswith("ModelError"):
+        status = int(kind.partition(":")[2] or 500)
+        return Reply.model_error(status, '{"error": "injected"}')
+    if kind in ("ModelStreamError", "InternalStreamFailure"):
+        return replace(base, stream_error=kind, done=False)
+    return Reply.service_error(kind, f"{kind} (injected)")
 
 
 class FakeSageMaker:
     """Start with ``with FakeSageMaker() as fake:``; point clients at ``fake.url``."""
 
-    def __init__(self) -> None:
+    def __init__(self, port: int = 0) -> None:
         self.endpoints: dict[str, FakeEndpoint] = {}
         self.requests: list[Recorded] = []
+        self.cut_streams = 0  # streams whose client went away before the end
         self._lock = threading.Lock()
         fake = self
 
         class Handler(_Handler):
             owner = fake
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", port), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="fake-sagemaker", daemon=True)
 
     @property
@@ -196,6 +216,7 @@ class FakeSageMaker:
         with self._lock:
             self.endpoints.clear()
             self.requests.clear()
+            self.cut_streams = 0
 
     def add_endpoint(self, name: str, *replies: Reply, **settings: Any) -> FakeEndpoint:
         endpoint = FakeEndpoint(name=name, **settings)
@@ -384,12 +405,21 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         rng = random.Random(reply.seed)
         position = 0
+        first = reply.token_delay_s if reply.first_token_delay_s is None else reply.first_token_delay_s
+        began = time.monotonic()
+        token_at = {start: index for index, start in enumerate(starts)}
         try:
             while position < len(sse):
                 size = rng.choice((1, 2, 3, 5, 8, 13, 21))
+                if first or reply.token_delay_s:
+                    # A token's delay comes before the part that starts its event: no part reaches into the
+                    # next token's event, so each token is complete when its delay begins.
+                    size = min([size, *(s - position for s in starts if position < s < position + size)])
+                    if position in token_at:
+                        # On a clock, as an engine emits them: token i is due at first + i * token delay.
+                        due = began + first + token_at[position] * reply.token_delay_s
+                        time.sleep(max(0.0, due - time.monotonic()))
                 part = sse[position : position + size]
-                if reply.token_delay_s and any(position <= s < position + size for s in starts):
-                    time.sleep(reply.token_delay_s)
                 self._write_split(payload_part(part), rng)
                 position += size
             if reply.stream_error:
@@ -397,7 +427,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client stopped reading (Ctrl-C): nothing left to do
+            with self.owner._lock:
+                self.owner.cut_streams += 1  # the client stopped reading (Ctrl-C, a stop button)
 
     # HTTP helpers
 
@@ -441,9 +472,10 @@ def _sse_bytes(reply: Reply) -> tuple[bytes, list[int]]:
     out = bytearray()
     starts: list[int] = []
 
-    def event(payload: dict[str, Any] | str) -> None:
+    def event(payload: dict[str, Any] | str, token: bool = False) -> None:
         data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
-        starts.append(len(out))
+        if token:
+            starts.append(len(out))
         out.extend(f"data: {data}{end}{end}".encode())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -459,7 +491,7 @@ def _sse_bytes(reply: Reply) -> tuple[bytes, list[int]]:
         for token in _tokens(text):
             if reply.keep_alive and tokens % 4 == 3:
                 out.extend(f": keep-alive{end}{end}".encode())
-            event(chunk({kind: token}))
+            event(chunk({kind: token}), token=True)
             tokens += 1
     event(chunk({}, "stop"))
     if reply.usage:

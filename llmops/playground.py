@@ -1,0 +1,476 @@
+"""A local chat page for a deployed endpoint: history, system prompt, temperature, max tokens, stop, timings.
+
+    python -m llmops.playground --endpoint NAME [--ic COMPONENT] [--port 8765]
+
+It prints a URL with a secret for this run; open it in a browser. The page talks only to this local
+server, which calls ``InvokeEndpointWithResponseStream`` with your AWS credentials (they never reach the
+browser) and relays the answer through ``endpoint_client``'s SSE decoder. The stop button cancels the
+request here too: the SageMaker stream is shut down, not just hidden.
+
+Security: it listens on 127.0.0.1 only; every API call needs the run's secret (``secrets.token_urlsafe``)
+in a header, a matching ``Origin`` when the browser sends one, a ``Host`` naming this server (against DNS
+rebinding) and a JSON content type (so a cross-site form cannot post). Another web site open in the same
+browser therefore cannot spend your GPU hours. Prompts and answers are never logged. Ctrl-C stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hmac
+import json
+import re
+import secrets
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, TextIO
+from urllib.parse import parse_qs, urlsplit
+
+from endpoint_client import Delta, InvocationError, InvocationResult, stream_chat
+
+STATIC = Path(__file__).resolve().parent / "playground_static"
+TOKEN_HEADER = "X-Playground-Token"
+MAX_BODY_BYTES = 1_000_000
+MAX_TOKENS_LIMIT = 131_072
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
+_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8", ".js": "text/javascript"}
+# The page loads only its own files and talks only to this server; the secret in the URL never leaves in a
+# Referer header.
+_PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    ),
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+    "Cache-Control": "no-store",
+}
+
+
+class Refused(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+class _ClientGone(Exception):
+    """The browser closed the connection (its stop button aborted the fetch, or the tab closed)."""
+
+
+@dataclass
+class Answer:
+    """One chat request in flight; ``stop()`` may come from another thread."""
+
+    id: str
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    body: Any = None  # botocore's EventStream once the response headers arrived
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def attach(self, body: Any) -> None:
+        with self.lock:
+            self.body = body
+        if self.cancelled.is_set():
+            self._shut()
+
+    def stop(self) -> None:
+        self.cancelled.set()
+        self._shut()
+
+    def _shut(self) -> None:
+        with self.lock:
+            body = self.body
+        if body is None:
+            return
+        # urllib3 2.3+ HTTPResponse.shutdown() ends a read blocked in another thread (urllib3 changelog,
+        # "Added HTTPResponse.shutdown()"); close() alone would wait for the next byte from SageMaker.
+        raw = getattr(body, "_raw_stream", None)
+        with contextlib.suppress(Exception):
+            raw.shutdown()
+        with contextlib.suppress(Exception):
+            body.close()
+
+
+class _TrackingClient:
+    """The runtime client, handing each response stream to its :class:`Answer` so a stop can close it."""
+
+    def __init__(self, client: Any, answer: Answer) -> None:
+        self._client, self._answer = client, answer
+
+    def invoke_endpoint_with_response_stream(self, **request: Any) -> Any:
+        if self._answer.cancelled.is_set():
+            raise _ClientGone("stopped before the request was sent")
+        response = self._client.invoke_endpoint_with_response_stream(**request)
+        self._answer.attach(response["Body"])
+        return response
+
+
+def chat_body(request: Mapping[str, Any]) -> dict[str, Any]:
+    """The SageMaker request body from the page's JSON, or :class:`Refused` (400) naming what is wrong."""
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise Refused(400, "messages must be a non-empty list")
+    conversation: list[dict[str, str]] = []
+    for message in messages:
+        if (
+            not isinstance(message, dict)
+            or message.get("role") not in ("user", "assistant")
+            or not isinstance(message.get("content"), str)
+        ):
+            raise Refused(400, 'each message must be {"role": "user" or "assistant", "content": "..."}')
+        conversation.append({"role": message["role"], "content": message["content"]})
+    if conversation[-1]["role"] != "user":
+        raise Refused(400, "the last message must be the user's")
+    system = request.get("system") or ""
+    if not isinstance(system, str):
+        raise Refused(400, "system must be text")
+    max_tokens = request.get("max_tokens", 512)
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 1 <= max_tokens <= MAX_TOKENS_LIMIT:
+        raise Refused(400, f"max_tokens must be a whole number from 1 to {MAX_TOKENS_LIMIT}")
+    temperature = request.get("temperature")
+    body: dict[str, Any] = {
+        "messages": ([{"role": "system", "content": system}] if system.strip() else []) + conversation,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, int | float) or not 0 <= temperature <= 2:
+            raise Refused(400, "temperature must be a number from 0 to 2")
+        body["temperature"] = float(temperature)
+    return body
+
+
+def timing(result: InvocationResult) -> dict[str, Any]:
+    return {
+        "ttft_ms": None if result.time_to_first_token_s is None else round(result.time_to_first_token_s * 1000),
+        "latency_s": round(result.latency_s, 3),
+        "tokens": result.tokens,
+        "token_source": result.token_source,
+        "tokens_per_s": round(result.tokens_per_second, 1),
+        "finish_reason": result.finish_reason,
+    }
+
+
+class Playground:
+    """The local server. ``port=0`` picks a free port; ``url`` carries the secret."""
+
+    def __init__(
+        self,
+        runtime_client: Any,
+        endpoint: str,
+        component: str | None = None,
+        *,
+        port: int = 8765,
+        log: TextIO | None = None,
+    ) -> None:
+        self.client = runtime_client
+        self.endpoint = endpoint
+        self.component = component
+        self.secret = secrets.token_urlsafe(32)
+        self.log = log or sys.stderr
+        self.answers: dict[str, Answer] = {}
+        self.lock = threading.Lock()
+        playground = self
+
+        class Handler(_Handler):
+            owner = playground
+
+        self.server = _Server(("127.0.0.1", port), Handler)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def origins(self) -> tuple[str, ...]:
+        return (f"http://127.0.0.1:{self.port}", f"http://localhost:{self.port}")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/?token={self.secret}"
+
+    def in_flight(self) -> int:
+        with self.lock:
+            return len(self.answers)
+
+    def start(self) -> Playground:
+        self._thread = threading.Thread(target=self.server.serve_forever, name="playground", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self.lock:
+            answers = list(self.answers.values())
+        for answer in answers:
+            answer.stop()
+        self.server.shutdown()
+        self.server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> Playground:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def note(self, **fields: Any) -> None:
+        """One structured log line: never a prompt, an answer or the secret."""
+        line = " ".join(f"{key}={value}" for key, value in fields.items())
+        with contextlib.suppress(OSError, ValueError):
+            print(f"playground {line}", file=self.log, flush=True)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the browser went away
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: Playground
+    server_version = "llmops-playground"
+    sys_version = ""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # the default line carries the URL with the secret; see Playground.note
+
+    # routing
+
+    def do_GET(self) -> None:
+        url = urlsplit(self.path)
+        try:
+            self._check_host()
+            if url.path in ("/", "/index.html"):
+                self._check_secret(parse_qs(url.query).get("token", [""])[0])
+                self._file("index.html")
+            elif url.path.startswith("/static/"):
+                self._file(url.path.removeprefix("/static/"))
+            elif url.path == "/api/info":
+                self._check_api()
+                info = {"endpoint": self.owner.endpoint, "inference_component": self.owner.component}
+                self._json(200, info)
+            else:
+                raise Refused(404, "not found")
+        except Refused as e:
+            self._refuse(e)
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        try:
+            self._check_host()
+            self._check_api()
+            request = self._read_json()
+            if path == "/api/chat":
+                self._chat(request)
+            elif path == "/api/stop":
+                self._stop(request)
+            else:
+                raise Refused(404, "not found")
+        except Refused as e:
+            self._refuse(e)
+
+    # checks
+
+    def _check_host(self) -> None:
+        host = self.headers.get("Host", "")
+        if host not in {origin.removeprefix("http://") for origin in self.owner.origins}:
+            raise Refused(403, "wrong Host header")
+
+    def _check_secret(self, given: str) -> None:
+        if not given or not hmac.compare_digest(given.encode(), self.owner.secret.encode()):
+            raise Refused(403, "missing or wrong secret: open the URL the playground printed")
+
+    def _check_api(self) -> None:
+        origin = self.headers.get("Origin")
+        if origin is not None and origin not in self.owner.origins:
+            raise Refused(403, "requests from another origin are refused")
+        self._check_secret(self.headers.get(TOKEN_HEADER, ""))
+
+    def _read_json(self) -> dict[str, Any]:
+        if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
+            raise Refused(415, "the body must be application/json")
+        try:
+            length = int(self.headers.get("Content-Length") or 0)
+        except ValueError:
+            raise Refused(400, "bad Content-Length") from None
+        if not 0 < length <= MAX_BODY_BYTES:
+            raise Refused(413, f"the body must be 1 to {MAX_BODY_BYTES} bytes")
+        try:
+            request = json.loads(self.rfile.read(length))
+        except (ValueError, UnicodeDecodeError):
+            raise Refused(400, "the body is not JSON") from None
+        if not isinstance(request, dict):
+            raise Refused(400, "the body must be a JSON object")
+        return request
+
+    # API
+
+    def _chat(self, request: dict[str, Any]) -> None:
+        body = chat_body(request)
+        answer_id = request.get("id")
+        if not isinstance(answer_id, str) or not _REQUEST_ID.match(answer_id):
+            raise Refused(400, "id must be 1-64 letters, digits or dashes")
+        answer = Answer(answer_id)
+        with self.owner.lock:
+            if answer_id in self.owner.answers:
+                raise Refused(409, "an answer with this id is in flight")
+            self.owner.answers[answer_id] = answer
+        try:
+            self._relay(answer, body)
+        finally:
+            with self.owner.lock:
+                self.owner.answers.pop(answer_id, None)
+
+    def _relay(self, answer: Answer, body: dict[str, Any]) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.end_headers()
+        started = time.monotonic()
+
+        def send(event: dict[str, Any]) -> None:
+            try:
+                self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                self.wfile.flush()
+            except (OSError, ValueError) as e:
+                answer.cancelled.set()
+                raise _ClientGone from e
+
+        def on_delta(delta: Delta) -> None:
+            if answer.cancelled.is_set():
+                raise _ClientGone
+            send({"type": "delta", "content": delta.content, "reasoning": delta.reasoning})
+
+        client = _TrackingClient(self.owner.client, answer)
+        try:
+            result = stream_chat(
+                client,
+                self.owner.endpoint,
+                body,
+                inference_component_name=self.owner.component,
+                on_delta=on_delta,
+            )
+        except InvocationError as e:
+            if answer.cancelled.is_set():
+                self.owner.note(event="chat", outcome="stopped", seconds=f"{time.monotonic() - started:.2f}")
+                with contextlib.suppress(_ClientGone):
+                    send({"type": "stopped"})
+                return
+            self.owner.note(event="chat", outcome="error", code=e.info.code, transient=e.transient)
+            with contextlib.suppress(_ClientGone):
+                send({"type": "error", "message": str(e), "transient": e.transient})
+            return
+        if answer.cancelled.is_set():
+            self.owner.note(event="chat", outcome="stopped", seconds=f"{time.monotonic() - started:.2f}")
+            with contextlib.suppress(_ClientGone):
+                send({"type": "stopped"})
+            return
+        figures = timing(result)
+        self.owner.note(event="chat", outcome="ok", **{k: v for k, v in figures.items() if v is not None})
+        with contextlib.suppress(_ClientGone):
+            send({"type": "done", **figures, "ended_without_done": not result.done})
+
+    def _stop(self, request: dict[str, Any]) -> None:
+        with self.owner.lock:
+            answer = self.owner.answers.get(str(request.get("id")))
+        if answer is not None:
+            answer.stop()
+        self._json(200, {"stopped": answer is not None})
+
+    # responses
+
+    def _file(self, name: str) -> None:
+        files = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+        if name not in files:
+            raise Refused(404, "not found")
+        data = files[name].read_bytes()
+        self.send_response(200)
+        self.send_header("Content-Type", _TYPES.get(files[name].suffix, "application/octet-stream"))
+        self.send_header("Content-Length", str(len(data)))
+        for key, value in _PAGE_HEADERS.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _refuse(self, refused: Refused) -> None:
+        self.owner.note(event="refused", status=refused.status, path=urlsplit(self.path).path, why=f'"{refused}"')
+        with contextlib.suppress(OSError):
+            self._json(refused.status, {"error": str(refused)})
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m llmops.playground", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--endpoint", required=True, help="SageMaker endpoint name (the stack's EndpointName output)")
+    parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
+    parser.add_argument("--port", type=int, default=8765, help="local port (default: 8765; 0 picks a free one)")
+    parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    parser.add_argument("--open", action="store_true", help="open the page in the default browser")
+    return parser
+
+
+def _runtime_client(region: str | None) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=10, read_timeout=300, retries={"mode": "standard", "total_max_attempts": 2})
+    return boto3.client("sagemaker-runtime", region_name=region, config=config)
+
+
+def main(argv: list[str] | None = None, *, runtime_client: Any = None, stderr: TextIO | None = None) -> int:
+    stderr = stderr or sys.stderr
+    try:
+        with contextlib.redirect_stderr(stderr):
+            args = _parser().parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    if runtime_client is None:
+        from botocore.exceptions import NoRegionError
+
+        try:
+            runtime_client = _runtime_client(args.region)
+        except NoRegionError:
+            print("error: no AWS region: pass --region or set AWS_REGION", file=stderr)
+            return 2
+    try:
+        playground = Playground(runtime_client, args.endpoint, args.inference_component, port=args.port, log=stderr)
+    except OSError as e:
+        print(f"error: cannot listen on 127.0.0.1:{args.port} ({e.strerror}); try --port 0", file=stderr)
+        return 2
+    target = args.endpoint + (f" / {args.inference_component}" if args.inference_component else "")
+    print(f"Playground for {target}: open {playground.url}", file=stderr, flush=True)
+    print("(the link carries this run's secret; Ctrl-C stops the server)", file=stderr, flush=True)
+    if args.open:
+        import webbrowser
+
+        webbrowser.open(playground.url)
+    try:
+        playground.server.serve_forever()
+    except KeyboardInterrupt:
+        print("stopped", file=stderr)
+    finally:
+        playground.server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
