@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean
+.PHONY: setup synth test lint format clean test-llamacpp
 
 $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
@@ -46,6 +46,14 @@ format: setup
 
 test: setup lint
 	$(BIN)/python -m pytest
+
+# The llama.cpp adapter against a real CPU llama-server, built once from the llama-cpp-python sdist's sources.
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_CACHE := .cache/llamacpp
+test-llamacpp: setup
+	bash containers/llamacpp/build_cpu_server.sh $(LLAMA_CACHE) $(LLAMA_CPP_PYTHON) $(BIN)/pip
+	LLAMACPP_REAL_SERVER=$(abspath $(LLAMA_CACHE))/llama-server-$(LLAMA_CPP_PYTHON) \
+		$(BIN)/python -m pytest tests/test_llamacpp_real.py -p no:cacheprovider
 
 clean:
 	rm -rf cdk.out $(VENV) node_modules .pytest_cache .ruff_cache
