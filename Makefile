@@ -47,9 +47,10 @@ format: setup
 test: setup lint
 	$(BIN)/python -m pytest
 
-# The llama.cpp adapter against a real CPU llama-server, built once from the llama-cpp-python sdist's sources.
+# The llama.cpp adapter against a real CPU llama-server, built once from the llama-cpp-python sdist's sources
+# (minutes on 2 cores) and kept outside the clone, so later runs and fresh clones on the machine reuse it.
 LLAMA_CPP_PYTHON := 0.3.36
-LLAMA_CACHE := .cache/llamacpp
+LLAMA_CACHE ?= $(HOME)/.cache/llm-endpoint-llamacpp
 test-llamacpp: setup
 	bash containers/llamacpp/build_cpu_server.sh $(LLAMA_CACHE) $(LLAMA_CPP_PYTHON) $(BIN)/pip
 	LLAMACPP_REAL_SERVER=$(abspath $(LLAMA_CACHE))/llama-server-$(LLAMA_CPP_PYTHON) \

@@ -47,21 +47,27 @@ def stream_once(port: int, path: str, body: bytes) -> tuple[float, float, int]:
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"{path} answered {response.status}: {response.read()[:300]!r}")
-    buffer, first, last, tokens = b"", None, None, 0
+    buffer, first, last, deltas, generated = b"", None, None, 0, None
     while chunk := response.read1(65536):
         buffer += chunk
         *events, buffer = buffer.split(b"\n\n")
         for event in events:
             if not event.startswith(b"data: {"):
                 continue
-            delta = json.loads(event[6:])["choices"][0].get("delta", {})
-            if delta.get("content"):
-                now = time.perf_counter()
+            data = json.loads(event[6:])
+            now = time.perf_counter()
+            if data["choices"] and data["choices"][0].get("delta", {}).get("content"):
                 first = first if first is not None else now
-                last, tokens = now, tokens + 1
+                last, deltas = now, deltas + 1
+            elif data["choices"] and data["choices"][0].get("finish_reason"):
+                last = now
+            # llama-server's last chunk says how many tokens it generated (byte tokens of one character
+            # arrive in one delta, so deltas can be fewer than tokens).
+            generated = (data.get("timings") or {}).get("predicted_n", generated)
     conn.close()
-    if first is None:
+    if first is None or last is None:
         raise RuntimeError(f"{path} streamed no content")
+    tokens = generated or deltas
     rate = (tokens - 1) / (last - first) if tokens > 1 and last > first else float("nan")
     return first - started, rate, tokens
 
@@ -95,7 +101,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.server:
         if not args.model:
             parser.error("--model is required with --server")
-        env.update(LLAMACPP_SERVER_BIN=args.server, LLAMA_ARG_MODEL=str(Path(args.model).resolve()))
+        env.update(
+            LLAMACPP_SERVER_BIN=args.server,
+            LLAMA_ARG_MODEL=str(Path(args.model).resolve()),
+            LLAMA_ARG_N_GPU_LAYERS=os.environ.get("LLAMA_ARG_N_GPU_LAYERS", "0"),
+        )
         what = f"llama-server {args.server} with {Path(args.model).name}"
     else:
         model = Path(os.environ.get("TMPDIR", "/tmp")) / "llamacpp-bench-model.gguf"
@@ -116,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
                 "messages": [{"role": "user", "content": "Count from one to one hundred."}],
                 "max_tokens": args.tokens,
                 "temperature": 0,
+                "ignore_eos": True,  # llama-server: always max_tokens tokens, so every run is the same length
+                "cache_prompt": False,  # llama-server: process the prompt every time, as a new conversation would
                 "stream": True,
             }
         ).encode()

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.skipif(not SERVER, reason="LLAMACPP_REAL_SERVER is not 
 @pytest.fixture
 def real_adapter(tmp_path):
     assert SERVER and Path(SERVER).is_file(), f"LLAMACPP_REAL_SERVER={SERVER!r} is not a file"
+    (tmp_path / "model").mkdir()
     model = write_tiny_llama(tmp_path / "model" / "tiny-llama-F32.gguf")
     adapter = Adapter(
         tmp_path,

@@ -12,7 +12,8 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-WORDS = ["▁the", "▁a", "▁is", "▁S", "3", "▁bucket", "▁object", "▁store", "▁data", "."]
+# Mostly whole-word pieces, so that random sampling mostly yields text rather than lone UTF-8 bytes.
+WORDS = ["▁the", "▁a", "▁is", "▁S", "3", "▁bucket", "▁object", "▁store", "▁data", ".", *(f"▁w{i}" for i in range(1000))]
 
 
 def write_tiny_llama(path: Path, *, layers: int = 2, width: int = 64, heads: int = 4, context: int = 512) -> Path:
