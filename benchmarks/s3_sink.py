@@ -4,7 +4,7 @@
 
 moto's S3 server keeps every byte in memory and moves tens of MiB/s; a staging benchmark moves GiBs.
 This sink speaks just enough path-style S3 for boto3: CreateBucket, CreateMultipartUpload, UploadPart,
-CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads, PutObject, HeadObject, GetObject
+CompleteMultipartUpload, AbortMultipartUpload, ListMultipartUploads, ListParts, PutObject, HeadObject, GetObject
 (objects of at most 1 MiB keep their bytes, e.g. a manifest), DeleteObject and ListObjectsV2. Bodies
 larger than that are read, counted (and, with ``--verify-crc``, checked against their
 ``x-amz-checksum-crc32``) and discarded. ``GET /_stats`` answers counters and the server's CPU time as
@@ -55,6 +55,7 @@ class Upload:
     content_type: str
     initiated: float
     parts: dict[int, tuple[int, str]] = field(default_factory=dict)  # number -> (size, etag)
+    checksums: dict[int, str] = field(default_factory=dict)  # number -> the part's x-amz-checksum-crc32
 
 
 @dataclass
@@ -203,6 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "NoSuchBucket", "The specified bucket does not exist")
         elif not key and "uploads" in query:
             self._list_uploads(bucket, query)
+        elif key and "uploadId" in query:
+            self._list_parts(query["uploadId"][0])
         elif not key:
             self._list_objects(bucket, query)
         else:
@@ -278,6 +281,7 @@ class _Handler(BaseHTTPRequestHandler):
         etag = f'"{next(self.sink._ids):032x}"'
         with self.sink.lock:
             upload.parts[number] = (size, etag)
+            upload.checksums[number] = self.headers.get("x-amz-checksum-crc32") or ""
         headers = {"ETag": etag}
         if self.headers.get("x-amz-checksum-crc32"):
             headers["x-amz-checksum-crc32"] = self.headers["x-amz-checksum-crc32"]
@@ -359,6 +363,27 @@ class _Handler(BaseHTTPRequestHandler):
             f'<?xml version="1.0" encoding="UTF-8"?>\n<ListMultipartUploadsResult xmlns="{NS}">'
             f"<Bucket>{escape(bucket)}</Bucket><Prefix>{escape(prefix)}</Prefix><IsTruncated>false</IsTruncated>"
             f"{items}</ListMultipartUploadsResult>"
+        ).encode()
+        self._reply(200, body, {"Content-Type": "application/xml"})
+
+    def _list_parts(self, upload_id: str) -> None:
+        self.sink.count("ListParts")
+        with self.sink.lock:
+            upload = self.sink.uploads.get(upload_id)
+            parts = sorted(upload.parts.items()) if upload else []
+            checksums = dict(upload.checksums) if upload else {}
+        if upload is None:
+            self._error(404, "NoSuchUpload", "The specified upload does not exist.")
+            return
+        items = "".join(
+            f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag><Size>{size}</Size>"
+            + (f"<ChecksumCRC32>{checksums[n]}</ChecksumCRC32>" if checksums.get(n) else "")
+            + "</Part>"
+            for n, (size, etag) in parts
+        )
+        body = (
+            f'<?xml version="1.0" encoding="UTF-8"?>\n<ListPartsResult xmlns="{NS}">'
+            f"<UploadId>{upload_id}</UploadId><IsTruncated>false</IsTruncated>{items}</ListPartsResult>"
         ).encode()
         self._reply(200, body, {"Content-Type": "application/xml"})
 

@@ -36,6 +36,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+if os.environ.get("BENCH_HFSTAGE_ROOT"):  # another copy of hfstage (e.g. an older commit), for before/after
+    sys.path.insert(0, os.environ["BENCH_HFSTAGE_ROOT"])
 
 MiB = 1024 * 1024
 GiB = 1024 * MiB
@@ -66,6 +68,35 @@ def child_worker(stats_file: str, argv: list[str]) -> int:
     started = time.perf_counter()
     code = main(argv)
     Path(stats_file).write_text(json.dumps({"code": code, **_process_stats(started)}))
+    return code
+
+
+def child_worker_profile(stats_file: str, argv: list[str]) -> int:
+    """The worker under cProfile in every thread; the merged profile's top functions go to stdout."""
+    import cProfile
+    import io
+    import pstats
+    import threading
+
+    profiles: list[cProfile.Profile] = []
+    lock = threading.Lock()
+    original_run = threading.Thread.run
+
+    # Each thread's own CPU time (not wall time: a thread blocked on a socket would dominate).
+    def profiled_run(self: threading.Thread) -> None:
+        profile = cProfile.Profile(time.thread_time)
+        with lock:
+            profiles.append(profile)
+        profile.runcall(original_run, self)
+
+    threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    main_profile = cProfile.Profile(time.thread_time)
+    code = main_profile.runcall(child_worker, stats_file, argv)
+    stats = pstats.Stats(main_profile, stream=(out := io.StringIO()))
+    for profile in profiles:
+        stats.add(profile)
+    stats.sort_stats("tottime").print_stats(14)
+    print("PROFILE-BEGIN\n" + out.getvalue().split("ncalls", 1)[-1] + "\nPROFILE-END", flush=True)
     return code
 
 
@@ -184,14 +215,19 @@ class Sink:
                 self.process.wait()
 
 
-def run_child(env: dict[str, str], *args: str, timeout: float = 900) -> dict[str, Any]:
-    """Run this file as a child program; its stats, plus the driver's (the fake Hub's) CPU time meanwhile."""
+def run_child(env: dict[str, str], *args: str, timeout: float = 900, time_rss: bool = False) -> dict[str, Any]:
+    """Run this file as a child program; its stats, plus the driver's (the fake Hub's) CPU time meanwhile.
+
+    ``time_rss``: also its peak RSS as /usr/bin/time measures it (``max_rss_kib``): getrusage's
+    RUSAGE_CHILDREN would count the driver's memory copied into the child at fork."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         stats_file = handle.name
+    rss_file = stats_file + ".rss"
+    wrapper = ["/usr/bin/time", "-f", "%M", "-o", rss_file] if time_rss else []
     before = resource.getrusage(resource.RUSAGE_SELF)
     # Output through a pipe, as in a job (to CloudWatch): a log file would count as the child's disk writes.
     process = subprocess.run(
-        [sys.executable, __file__, *args[:1], stats_file, *args[1:]],
+        [*wrapper, sys.executable, __file__, *args[:1], stats_file, *args[1:]],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -201,8 +237,12 @@ def run_child(env: dict[str, str], *args: str, timeout: float = 900) -> dict[str
     after = resource.getrusage(resource.RUSAGE_SELF)
     try:
         stats = json.loads(Path(stats_file).read_text() or "{}")
+        if time_rss:
+            stats["max_rss_kib"] = int(Path(rss_file).read_text().split()[-1])
     finally:
         os.unlink(stats_file)
+        if time_rss:
+            os.unlink(rss_file)
     if process.returncode != 0 or stats.get("code") != 0:
         raise RuntimeError(f"{args[0]} failed ({process.returncode}):\n{output[-3000:]}")
     stats["hub_cpu_s"] = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -221,13 +261,167 @@ def summary_fields(output: str) -> dict[str, str]:
     return dict(part.split("=", 1) for part in line.split() if "=" in part)
 
 
+def bench_env(sink_endpoint: str, hub_endpoint: str, tmp_root: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "HF_"))}
+    env.update(
+        AWS_ENDPOINT_URL_S3=sink_endpoint,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=os.devnull,
+        AWS_SHARED_CREDENTIALS_FILE=os.devnull,
+        HF_ENDPOINT=hub_endpoint,
+        HF_HUB_DISABLE_PROGRESS_BARS="1",
+        HF_HUB_DISABLE_TELEMETRY="1",
+        HF_HOME=str(Path(tmp_root) / "hf-home"),
+        BENCH_TMP=tmp_root,
+        PYTHONPATH=str(ROOT),
+        PYTHONDONTWRITEBYTECODE="1",
+    )
+    return env
+
+
+def single_file(args: argparse.Namespace) -> int:
+    """One large file from a Hub that paces each connection: one stream against parallel ranges, then a
+    run killed at 80 % and resumed, then (``--profile``) where the worker's CPU goes."""
+    from tests.fakes.fake_hub import FakeHub, Synthetic
+
+    size = max(64 * MiB, int(2 * GiB * args.scale) // MiB * MiB)
+    path = "model.gguf"
+    rate = args.connection_mb_s * 1e6
+    hub = FakeHub(connection_bytes_per_s=rate).start()
+    t0 = time.perf_counter()
+    hub.add_repo("bench/one-file", {"config.json": b"{}", path: Synthetic(size, seed=2024)})
+    setup_s = time.perf_counter() - t0
+    sink = Sink()
+    tmp_root = tempfile.mkdtemp(prefix="staging-bench-", dir=str(ROOT / "benchmarks"))
+    part = args.part_size_mib * MiB
+    flags = [
+        "--repo-id=bench/one-file",
+        f"--part-size-mib={args.part_size_mib}",
+        f"--parts-in-flight={args.parts_in_flight}",
+        "--progress-interval-s=5",
+        f"--resource-config={Path(tmp_root) / 'none.json'}",
+        f"--failure-file={Path(tmp_root) / 'message'}",
+    ]
+    results: dict[str, dict[str, Any]] = {}
+    try:
+        env = bench_env(sink.endpoint, hub.endpoint, tmp_root)
+        import boto3
+
+        boto3.session.Session().client(
+            "s3", endpoint_url=sink.endpoint, region_name="us-east-1", aws_access_key_id="b", aws_secret_access_key="b"
+        ).create_bucket(Bucket=BUCKET)
+        print(
+            f"one file of {size / GiB:.2f} GiB, each Hub connection paced at {args.connection_mb_s:.0f} MB/s; part "
+            f"size {args.part_size_mib} MiB, {args.parts_in_flight} parts in flight; Hub set up in {setup_s:.1f} s; "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before the runs",
+            flush=True,
+        )
+
+        def timed(name: str, *extra: str, child: str = "worker", to: str = "", child_env: Any = None) -> None:
+            before = hub.bytes_sent(path)
+            steal = steal_seconds()
+            where = f"--destination=s3://{BUCKET}/{to or name}/"
+            stats = run_child(child_env or env, child, where, *flags, *extra, time_rss=True)
+            stats["hub_bytes"] = hub.bytes_sent(path) - before
+            stats["steal_s"] = steal_seconds() - steal
+            results[name] = stats
+
+        timed("start-up only (2-byte file)", "--include=config.json", to="startup")
+        if args.before_root:  # the same run with an older hfstage (one stream per file, no --ranges-per-file)
+            timed("before: one stream", child_env={**env, "BENCH_HFSTAGE_ROOT": args.before_root}, to="before")
+        timed("one-stream", "--ranges-per-file=1")
+        timed("parallel", f"--ranges-per-file={args.parts_in_flight}")
+
+        # Killed at 80 %: SIGKILL, so nothing is cleaned up; the rerun finds the upload and its checkpoint.
+        before = hub.bytes_sent(path)
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+            stats_file = handle.name
+        killed = subprocess.Popen(
+            [sys.executable, __file__, "worker", stats_file, f"--destination=s3://{BUCKET}/resume/", *flags],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            while hub.bytes_sent(path) - before < 0.8 * size and killed.poll() is None:
+                time.sleep(0.02)
+            killed.kill()
+        finally:
+            killed.wait()
+            os.unlink(stats_file)
+        fetched_before_kill = hub.bytes_sent(path) - before
+        open_after_kill = sink.stats()["open_uploads"]
+        timed("resumed", f"--ranges-per-file={args.parts_in_flight}", to="resume")
+        results["resumed"]["fetched_before_kill"] = fetched_before_kill
+        results["resumed"]["open_after_kill"] = open_after_kill
+        if args.profile:
+            if args.before_root:
+                before_env = {**env, "BENCH_HFSTAGE_ROOT": args.before_root}
+                timed("profile-before", child="worker-profile", child_env=before_env, to="profile-before")
+            timed("profile-one-stream", "--ranges-per-file=1", child="worker-profile")
+            timed("profile-parallel", f"--ranges-per-file={args.parts_in_flight}", child="worker-profile")
+        final = sink.stats()
+    finally:
+        sink.stop()
+        hub.stop()
+        shutil.rmtree(tmp_root, ignore_errors=True)
+
+    print()
+    startup_cpu = results.pop("start-up only (2-byte file)")["cpu_s"]
+    print(f"CPU-s/GB: the worker's CPU time less that of a run copying one 2-byte file ({startup_cpu:.2f} s), per GB")
+    print(f"{'':30}{'MB/s':>9}{'seconds':>9}{'peak RSS MiB':>14}{'CPU s':>8}{'CPU-s/GB':>10}{'Hub MiB':>10}")
+    for name, stats in results.items():
+        print(
+            f"{name:30}{size / 1e6 / stats['wall_s']:9.0f}{stats['wall_s']:9.2f}{stats['max_rss_kib'] / 1024:14.0f}"
+            f"{stats['cpu_s']:8.1f}{(stats['cpu_s'] - startup_cpu) / (size / 1e9):10.2f}"
+            f"{stats['hub_bytes'] / MiB:10.0f}"
+        )
+    one, par, res = results["one-stream"], results["parallel"], results["resumed"]
+    bound = args.part_size_mib * args.parts_in_flight + 200
+    print()
+    print(f"parallel ranges / one stream:       {one['wall_s'] / par['wall_s']:.2f}x  (goal >= 4x)")
+    print(
+        f"peak RSS: one stream {one['max_rss_kib'] / 1024:.0f} MiB, parallel {par['max_rss_kib'] / 1024:.0f} MiB; "
+        f"bound part size x parts in flight + 200 = {bound} MiB"
+    )
+    wasted = res["fetched_before_kill"] + res["hub_bytes"] - size
+    print(
+        f"resume: killed after {res['fetched_before_kill'] / MiB:.0f} MiB of {size / MiB:.0f} MiB fetched "
+        f"({res['open_after_kill']} uploads open after the kill); the rerun fetched {res['hub_bytes'] / MiB:.0f} MiB; "
+        f"fetched twice {wasted / MiB:.0f} MiB = {wasted / part:.1f} parts "
+        f"(goal: under one part per part in flight, {args.parts_in_flight})"
+    )
+    for line in res["output"].splitlines():
+        if any(f" event={name} " in line for name in ("resumable", "resume_upload", "resume_discarded", "resume")):
+            print("  resumed run: " + line.split(" ", 1)[-1])
+    for name in ("profile-before", "profile-one-stream", "profile-parallel"):
+        if name in results:
+            text = results[name]["output"]
+            print(f"\n{name}: top functions by own CPU time (all threads, seconds)")
+            print(text.split("PROFILE-BEGIN", 1)[-1].split("PROFILE-END", 1)[0].rstrip())
+    print(
+        f"\nsink: {final['requests'].get('UploadPart', 0)} parts, {final['open_uploads']} uploads left open, "
+        f"{final['crc_mismatches']} CRC mismatches"
+    )
+    return 0 if final["open_uploads"] == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="1.0: 8 shards of 256 MiB and one 2 GiB file")
     parser.add_argument("--part-size-mib", type=int, default=64)
     parser.add_argument("--parts-in-flight", type=int, default=8)
     parser.add_argument("--files-in-flight", type=int, default=4)
+    parser.add_argument("--single-file", action="store_true", help="only the one-large-file runs (and resume)")
+    parser.add_argument("--connection-mb-s", type=float, default=40.0, help="per-connection pace, --single-file")
+    parser.add_argument("--profile", action="store_true", help="--single-file: also profile the worker")
+    parser.add_argument("--before-root", help="--single-file: a folder holding an older hfstage/ to compare")
     args = parser.parse_args(argv)
+    if args.single_file:
+        return single_file(args)
 
     from tests.fakes.fake_hub import FakeHub, Synthetic
 
@@ -385,8 +579,12 @@ def main(argv: list[str] | None = None) -> int:
         limit = "the worker's pipeline (neither the servers nor the CPUs are saturated)"
     print(f"limiting side: {limit}")
     print(
-        "one large file streams over one connection (its SHA-256 is computed in order), so its rate is that of "
-        "a single stream; several files stream in parallel"
+        "a large file is fetched as several byte ranges at once (hashed in order); --single-file measures that "
+        "against one stream on a Hub that paces each connection"
+    )
+    print(
+        f"worker CPU per GB (including start-up): {worker['cpu_s'] / (total / 1e9):.2f} CPU-s/GB on the shards, "
+        f"{single['cpu_s'] / (big / 1e9):.2f} on the one large file"
     )
     print(
         f"worker summary: files={summary.get('files')} uploaded={summary.get('uploaded')} "
@@ -399,6 +597,7 @@ def main(argv: list[str] | None = None) -> int:
 
 CHILDREN = {
     "worker": lambda stats, rest: child_worker(stats, rest),
+    "worker-profile": lambda stats, rest: child_worker_profile(stats, rest),
     "baseline": lambda stats, rest: child_baseline(stats, rest[0], rest[1], int(rest[2]), int(rest[3])),
     "raw-read": lambda stats, rest: child_raw_read(stats, rest[0], int(rest[1])),
     "raw-write": lambda stats, rest: child_raw_write(stats, int(rest[0]), int(rest[1]), int(rest[2])),

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .catalog import InstanceSpec, resolve_instance
-from .engines import EngineSpec, build_environment, environment_warnings
+from .engines import EngineSpec, build_environment, environment_warnings, loading_timeout_problems
+from .format_guard import synth_format_check
 from .images import ServingImage, ami_cuda, default_ami_for_cuda, known_ami_versions
 
 # SageMaker's bounds for ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds.
@@ -97,16 +98,24 @@ def plan_endpoint(
         container_env=container_env or {},
     )
     errors += env_problems
+    if startup_timeout_s is not None and TIMEOUT_RANGE[0] <= startup_timeout_s <= TIMEOUT_RANGE[1]:
+        timeout_errors, timeout_warnings = loading_timeout_problems(engine, environment, startup_timeout_s)
+        errors += timeout_errors
+        warnings += timeout_warnings
     warnings += environment_warnings(engine, engine_env or {})
+    if instance is not None and engine_env:
+        # Weight format against GPU, when engine_env states it (preflight/data/weight_formats.json).
+        formats = synth_format_check(engine.name, engine.env_prefix, instance, engine_env, engine.preflight_keys)
+        errors += formats.problems
+        warnings += formats.warnings
 
     # Image, CUDA level and the inference AMI whose driver runs it.
     cuda = image.cuda
     shown = image.describe()
     if not image.is_pinned:
         warnings.append(
-            f"{shown} uses a floating tag: the image can change under a redeploy. Pin a semantic "
-            "tag (X.Y.Z-gpu-py312-cuNNN-ubuntuA.B-sagemaker) or a digest; python -m llmops.resolve_image "
-            "finds the newest one."
+            f"{shown} uses a floating tag: the image can change under a redeploy. Pin a versioned "
+            f"tag ({engine.tag_format}) or a digest; python -m llmops.resolve_image finds the newest one."
         )
     ami = inference_ami_version
     if ami is not None:

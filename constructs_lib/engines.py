@@ -18,6 +18,13 @@ from typing import Any
 
 from .catalog import DATA_DIR
 
+# X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker: the DLC's semantic SageMaker tags (vLLM, SGLang).
+DEFAULT_TAG_PATTERN = re.compile(
+    r"^(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)-gpu-py(?P<python>\d+)-cu(?P<cuda>\d{3,4})"
+    r"-ubuntu(?P<ubuntu>\d+\.\d+)-sagemaker$"
+)
+DEFAULT_TAG_FORMAT = "X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker"
+
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # SageMaker's limits on a container's Environment map (CreateModel API reference).
 MAX_ENV_ENTRIES = 100
@@ -86,6 +93,18 @@ class EngineSpec:
     false_value: str | None
     # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
+    # Which image tags are pins, and how their engine version sorts (named groups ``version`` and ``cuda``).
+    tag_pattern: re.Pattern[str] = DEFAULT_TAG_PATTERN
+    tag_format: str = DEFAULT_TAG_FORMAT
+    # How a streamed answer is framed: "sse" (data: lines, [DONE]) or "jsonlines" (one JSON chunk a line).
+    stream_format: str = "sse"
+    # Variables set unless the user sets the same key; the user's value then passes through unchanged.
+    default_env: Mapping[str, str] = field(default_factory=dict)
+    # Whether the engine reads flags through argparse, which takes unambiguous abbreviations.
+    flag_abbreviations: bool = True
+    # Keys that bound the engine's own model-loading wait, and that wait when none is set (None: no such wait).
+    loading_timeout_keys: tuple[str, ...] = ()
+    loading_timeout_default_s: int | None = None
     # Variables the app always sets and the free-form maps may not change: name -> (value, why).
     fixed_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The engine flag that lets it import Python code from the checkpoint; None when it has none.
@@ -115,6 +134,10 @@ class EngineSpec:
                     value = value if number is None else number
                 settings[setting] = value
         return settings
+
+    def fixed_environment(self) -> dict[str, str]:
+        """The variables the app always sets for this engine (``fixed_env`` in engines.json)."""
+        return {name: value for name, (value, _) in self.fixed_env.items()}
 
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
@@ -160,6 +183,13 @@ def _engines() -> dict[str, EngineSpec]:
             true_value=e["boolean_values"]["true"],
             false_value=e["boolean_values"]["false"],
             preflight_keys=dict(e.get("preflight_keys", {})),
+            tag_pattern=re.compile(e["tag_pattern"]) if "tag_pattern" in e else DEFAULT_TAG_PATTERN,
+            tag_format=e.get("tag_format", DEFAULT_TAG_FORMAT),
+            stream_format=e.get("stream_format", "sse"),
+            default_env=dict(e.get("default_env", {})),
+            flag_abbreviations=e.get("flag_abbreviations", True),
+            loading_timeout_keys=tuple(e.get("model_loading_timeout", {}).get("keys", ())),
+            loading_timeout_default_s=e.get("model_loading_timeout", {}).get("image_default_s"),
             fixed_env={k: (v["value"], v["why"]) for k, v in e.get("fixed_env", {}).items()},
             remote_code_flag=e.get("remote_code_flag"),
             model_format=e.get("model_format", "safetensors"),
@@ -167,6 +197,11 @@ def _engines() -> dict[str, EngineSpec]:
         )
         for name, e in raw.items()
     }
+
+
+def all_tag_patterns() -> list[re.Pattern[str]]:
+    """The pinned-tag pattern of every engine (an image given by URI may belong to any of them)."""
+    return list({e.tag_pattern.pattern: e.tag_pattern for e in _engines().values()}.values())
 
 
 def engine_names() -> list[str]:
@@ -194,6 +229,45 @@ def render_plain_value(value: Any) -> str:
     return str(value)
 
 
+def loading_timeout_problems(
+    engine: EngineSpec, env: Mapping[str, str], startup_timeout_s: float
+) -> tuple[list[str], list[str]]:
+    """Errors and warnings: the engine's model-loading wait against SageMaker's health-check timeout.
+
+    Past ContainerStartupHealthCheckTimeoutInSeconds SageMaker fails the endpoint whatever the engine
+    is still doing, so a loading timeout the user sets above it contradicts it (an error). The image's
+    own default above it is only a warning: public examples run that way, and a load that finishes in
+    time works; one that does not fails at the health-check timeout rather than at the engine's.
+    """
+    if not engine.loading_timeout_keys:
+        return [], []
+    errors: list[str] = []
+    warnings: list[str] = []
+    limit = f"startup_timeout_s={startup_timeout_s:.0f} (the endpoint's container health-check timeout)"
+    advice = (
+        f"set {engine.loading_timeout_keys[0]} to at most {startup_timeout_s:.0f} in engine_env, or raise "
+        "startup_timeout_s (at most 3600)."
+    )
+    given = {key: env[key] for key in engine.loading_timeout_keys if key in env}
+    for key, value in given.items():
+        seconds = number_in_text(value)
+        if seconds is None:
+            errors.append(f"{key}={value!r} is not a number of seconds.")
+        elif seconds > startup_timeout_s:
+            errors.append(
+                f"{key}={value} is longer than {limit}: SageMaker would fail the endpoint before {engine.name} "
+                f"gives up loading; {advice}"
+            )
+    default = engine.loading_timeout_default_s
+    if not given and default is not None and default > startup_timeout_s:
+        warnings.append(
+            f"{engine.name} waits up to {default} s for the model to load (the image's "
+            f"{engine.loading_timeout_keys[-1]}), longer than {limit}; a slow load fails at the health check. "
+            f"To make the two agree, {advice}"
+        )
+    return errors, warnings
+
+
 def build_environment(
     engine: EngineSpec,
     *,
@@ -206,7 +280,7 @@ def build_environment(
     """The container's Environment map and a list of problems with the free-form maps."""
     problems: list[str] = []
     env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
-    env.update({name: value for name, (value, _) in engine.fixed_env.items()})
+    env.update(engine.fixed_environment())
     derived = {
         "tensor_parallel_size": tensor_parallel_size,
         "max_model_len": max_model_len,
@@ -259,7 +333,9 @@ def build_environment(
             )
             continue
         # argparse accepts unambiguous abbreviations: --context-len would set --context-length.
-        abbreviated = [k for k in protected_upper if k.startswith(key.upper()) and k != key.upper()]
+        abbreviated = [
+            k for k in protected_upper if engine.flag_abbreviations and k.startswith(key.upper()) and k != key.upper()
+        ]
         if abbreviated:
             problems.append(
                 f"engine_env key {key!r} is an abbreviation the engine's argument parser would read as "
@@ -286,6 +362,11 @@ def build_environment(
             env[key] = render_plain_value(value)
         except ValueError:
             problems.append(f"container_env key {key!r} holds a number that is not finite; give finite numbers.")
+
+    given = {k.upper() for k in env}
+    for key, value in engine.default_env.items():
+        if key.upper() not in given:
+            env[key] = value
 
     for key, value in env.items():
         if len(value) > MAX_ENV_LENGTH:

@@ -34,6 +34,7 @@ from .hosting import (
 from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
+from .monitoring import MonitoredEndpoint
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -41,7 +42,7 @@ __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARI
 VARIANT_NAME = "AllTraffic"
 
 
-class GpuEndpoint(EndpointVariantMixin, Construct):
+class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
     """A SageMaker Model (uncompressed S3 prefix, network-isolated), EndpointConfig and Endpoint.
 
     Minimal use: ``GpuEndpoint(self, "Endpoint", model=S3ModelData(bucket, "models/x/"))`` serves the
@@ -78,7 +79,7 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
         :param instance_count: instances behind the endpoint. Default: 1.
@@ -143,6 +144,7 @@ class GpuEndpoint(EndpointVariantMixin, Construct):
         self.instance = plan.instance
         self.tensor_parallel_size = plan.tensor_parallel_size
         self.variant_name = VARIANT_NAME
+        self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
         self.environment = plan.environment
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"

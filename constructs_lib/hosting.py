@@ -92,22 +92,32 @@ def grant_model_and_image(
         )
 
 
-def grant_registry_login_and_metrics(role: iam.IRole, *, acknowledged: bool) -> None:
+# Namespaces SageMaker publishes a hosted container's metrics under: endpoint instances, and per inference
+# component in component mode (SageMaker developer guide, "Amazon SageMaker AI enhanced metrics for inference
+# endpoints": utilization metrics of inference components are in /aws/sagemaker/InferenceComponents).
+ENDPOINT_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
+
+
+def grant_registry_login_and_metrics(
+    role: iam.IRole, *, acknowledged: bool, namespaces: tuple[str, ...] = ENDPOINT_METRIC_NAMESPACES[:1]
+) -> None:
     """The two actions without resource-level permissions, the metrics one limited by namespace."""
     iam.Grant.add_to_principal(grantee=role, actions=["ecr:GetAuthorizationToken"], resource_arns=["*"])
     iam.Grant.add_to_principal(
         grantee=role,
         actions=["cloudwatch:PutMetricData"],
         resource_arns=["*"],
-        conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Endpoints"}},
+        conditions={
+            "StringEquals": {"cloudwatch:namespace": list(namespaces) if len(namespaces) > 1 else namespaces[0]}
+        },
     )
     if acknowledged:
         acknowledge_wildcard(
             role,
             resource="*",
             reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level "
-            "permissions; image pulls are limited to the serving image's repository and metrics to the "
-            "/aws/sagemaker/Endpoints namespace by condition.",
+            "permissions; image pulls are limited to the serving image's repository and metrics to SageMaker's "
+            "endpoint (and inference component) namespaces by condition.",
         )
 
 
@@ -123,6 +133,20 @@ def grant_log_streams(role: iam.IRole, *, scope: Construct, log_group_name: str,
         grantee=role,
         actions=["logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"],
         resource_arns=[log_streams_arn],
+    )
+    # In SageMaker's documented execution-role policy (CreateModel API: Execution Role Permissions); the group
+    # normally exists already (retained_log_group), so this matters only if it was deleted meanwhile.
+    iam.Grant.add_to_principal(
+        grantee=role,
+        actions=["logs:CreateLogGroup"],
+        resource_arns=[
+            cdk.Stack.of(scope).format_arn(
+                service="logs",
+                resource="log-group",
+                resource_name=log_group_name,
+                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+            )
+        ],
     )
     if acknowledged:
         acknowledge_wildcard(

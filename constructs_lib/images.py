@@ -11,13 +11,11 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from .catalog import DATA_DIR
-from .engines import EngineSpec
+from .engines import DEFAULT_TAG_PATTERN, EngineSpec, all_tag_patterns
 
-# X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker: the only tags we treat as pins besides digests.
-SEMANTIC_TAG = re.compile(
-    r"^(?P<version>\d+\.\d+\.\d+(?:\.post\d+)?)-gpu-py(?P<python>\d+)-cu(?P<cuda>\d{3,4})"
-    r"-ubuntu(?P<ubuntu>\d+\.\d+)-sagemaker$"
-)
+# X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker (vLLM, SGLang). Each engine names its own pinned-tag
+# pattern in data/engines.json (LMI: <djl>-lmi<N.N.N>-cuNNN); those and digests are the only pins.
+SEMANTIC_TAG = DEFAULT_TAG_PATTERN
 CUDA_IN_TAG = re.compile(r"(?:^|[-_])cu(?:da)?-?(?P<cuda>\d{3,4})(?:$|[-_.])")
 ECR_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
@@ -45,9 +43,9 @@ def cuda_of_tag(tag: str | None) -> tuple[int, int] | None:
     return parse_cuda(m.group("cuda")) if m else None
 
 
-def version_key(tag: str) -> tuple[int, ...] | None:
-    """Sort key of a semantic tag's engine version (X.Y.Z[.postN]); None for other tags."""
-    m = SEMANTIC_TAG.match(tag)
+def version_key(tag: str, pattern: re.Pattern[str] = SEMANTIC_TAG) -> tuple[int, ...] | None:
+    """Sort key of a pinned tag's engine version (its ``version`` group); None for other tags."""
+    m = pattern.match(tag)
     if not m:
         return None
     parts = m.group("version").replace(".post", ".").split(".")
@@ -143,8 +141,8 @@ class ServingImage:
 
     @property
     def is_pinned(self) -> bool:
-        """A digest or a semantic version tag. Floating tags (``...-sagemaker-v1``) are not pins."""
-        return self.digest is not None or (self.tag is not None and SEMANTIC_TAG.match(self.tag) is not None)
+        """A digest or an engine's pinned tag. Floating tags (``...-sagemaker-v1``) are not pins."""
+        return self.digest is not None or (self.tag is not None and any(p.match(self.tag) for p in all_tag_patterns()))
 
     def _account(self, scope: Construct) -> str:
         if self.account:

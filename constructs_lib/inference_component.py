@@ -31,6 +31,7 @@ from .component_plan import INFERENCE_COMPONENT, resolve_scaling
 from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
+    ENDPOINT_METRIC_NAMESPACES,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
@@ -46,6 +47,7 @@ from .hosting import (
 from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
+from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -59,7 +61,7 @@ def _fail(kind: str, node_path: str, errors: list[str]) -> None:
         raise ValueError(f"{kind} {node_path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
 
 
-class ComponentEndpoint(EndpointVariantMixin, Construct):
+class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Construct):
     """A SageMaker endpoint that hosts inference components: EndpointConfig (no model on the variant,
     the execution role on the config, managed instance scaling) and Endpoint.
 
@@ -158,6 +160,7 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
         self.scaling = scaling
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
+        self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
         self.components: list[InferenceComponent] = []
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
@@ -167,7 +170,7 @@ class ComponentEndpoint(EndpointVariantMixin, Construct):
 
         self.role = role or execution_role(self, "Role", description=f"Execution role of SageMaker endpoint {name}")
         self.owns_role = role is None
-        grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role)
+        grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role, namespaces=ENDPOINT_METRIC_NAMESPACES)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=self.owns_role)
         if volume_kms_key is not None:
             volume_kms_key.grant_encrypt_decrypt(self.role)
@@ -251,7 +254,7 @@ class _CapacityCheck:
         return errors
 
 
-class InferenceComponent(Construct):
+class InferenceComponent(MonitoredComponent, Construct):
     """One model as an inference component of a ``ComponentEndpoint``: a SageMaker Model (uncompressed
     S3 prefix, network-isolated) and an InferenceComponent with its own GPUs per copy and copy count,
     optionally autoscaled and able to scale to zero.
@@ -289,7 +292,7 @@ class InferenceComponent(Construct):
         :param endpoint: the endpoint that hosts this component.
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, ``vllm`` or ``sglang``. Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param tensor_parallel_size: GPUs one copy spans (``NumberOfAcceleratorDevicesRequired``), at most
             the instance's GPUs. Default: every GPU of the instance.
@@ -398,7 +401,7 @@ class InferenceComponent(Construct):
         acknowledged = role is None and endpoint.owns_role
         grant_model_and_image(self.role, scope=self, model=model, image=image, acknowledged=acknowledged)
         if role is not None:
-            grant_registry_login_and_metrics(self.role, acknowledged=False)
+            grant_registry_login_and_metrics(self.role, acknowledged=False, namespaces=ENDPOINT_METRIC_NAMESPACES)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=acknowledged)
 
         self.model = serving_model(

@@ -24,10 +24,13 @@ class ModelBucket(Construct):
         *,
         abort_incomplete_uploads_after: cdk.Duration | None = None,
         access_log_retention: cdk.Duration | None = None,
+        bucket_name: str | None = None,
     ) -> None:
         """
         :param abort_incomplete_uploads_after: Default: 3 days.
         :param access_log_retention: how long access logs are kept. Default: 365 days.
+        :param bucket_name: a fixed name (``app_bucket_name``), so a later stack can find the retained bucket.
+            Default: a generated name.
         """
         super().__init__(scope, id)
         common = dict(
@@ -52,6 +55,7 @@ class ModelBucket(Construct):
         self.bucket = s3.Bucket(
             self,
             "Resource",
+            bucket_name=bucket_name,
             server_access_logs_bucket=self.access_logs,
             server_access_logs_prefix="model-bucket/",
             lifecycle_rules=[
@@ -62,3 +66,12 @@ class ModelBucket(Construct):
             **common,
         )
         self.node.default_child = self.bucket.node.default_child
+
+
+def app_bucket_name(app: str) -> str:
+    """``<app>-models-<account>-<region>``: one model bucket per account, region and app, found again by name.
+
+    S3 bucket names are global, lower case and at most 63 characters: the app part is cut to 28.
+    """
+    part = "".join(c if c.isalnum() else "-" for c in app.lower())[:28].strip("-") or "llm"
+    return f"{part}-models-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"

@@ -76,12 +76,22 @@ class S3ModelData:
     bucket under the prefix and get objects below it (and decrypt, for a KMS-encrypted bucket).
     """
 
-    def __init__(self, bucket: s3.IBucket, prefix: str) -> None:
+    def __init__(self, bucket: s3.IBucket, prefix: str, *, owner_account: str | None = None) -> None:
+        """
+        :param owner_account: the account that must own the bucket; every grant then carries an
+            ``s3:ResourceAccount`` condition, so a bucket someone else created under the same name is never
+            read (what ExpectedBucketOwner does per call, enforced once in IAM). Default: no condition.
+        """
         problem = prefix_problem(prefix)
         if problem:
             raise ValueError(f"S3ModelData: {problem}.")
         self.bucket = bucket
         self.prefix = prefix.rstrip("/") + "/"
+        self.owner_account = owner_account
+
+    def owner_condition(self) -> dict[str, dict[str, str]]:
+        """The ``s3:ResourceAccount`` condition of every grant on this bucket ({} without an owner)."""
+        return {"StringEquals": {"s3:ResourceAccount": self.owner_account}} if self.owner_account else {}
 
     @classmethod
     def from_s3_uri(cls, scope: Construct, id: str, uri: str, *, encryption_key: kms.IKey | None = None) -> S3ModelData:
@@ -105,12 +115,13 @@ class S3ModelData:
             grantee=grantee,
             actions=["s3:ListBucket"],
             resource_arns=[self.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [self.prefix, f"{self.prefix}*"]}},
+            conditions={"StringLike": {"s3:prefix": [self.prefix, f"{self.prefix}*"]}, **self.owner_condition()},
         )
         grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["s3:GetObject"],
             resource_arns=[self.object_arn_pattern],
+            conditions=self.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
             self.bucket.encryption_key.grant_decrypt(grantee)

@@ -21,6 +21,7 @@ preflight::
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -29,7 +30,8 @@ from constructs import Construct, DependencyGroup, IDependable
 
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 
-from .catalog import resolve_instance
+from .catalog import lookup_instance, resolve_instance
+from .format_guard import nearest_capable
 from .model_data import ModelSource, parse_s3_uri
 from .nag import acknowledge_wildcard
 from .provider import HandlerProvider
@@ -37,7 +39,7 @@ from .provider import HandlerProvider
 RESOURCE_TYPE = "Custom::DeploymentPreflight"
 PROVIDER_ID = "DeploymentPreflightProvider"
 HANDLER = "deployment_preflight"
-CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 HANDLER_TIMEOUT = cdk.Duration.minutes(2)
 # One synchronous handler run, the Provider framework around it, and its retry of a crashed invocation.
 SERVICE_TIMEOUT = cdk.Duration.minutes(6)
@@ -49,6 +51,8 @@ SKIPPED_RISK = {
     "memory": "an out-of-memory or over-long context fails only after the endpoint is created (20+ minutes)",
     "tensor-parallel": "a tensor-parallel size that does not divide the attention heads fails when the engine starts",
     "quota": "a quota below the instances needed fails only when the endpoint is created",
+    "format": "a weight format the GPU cannot run (bfloat16 below compute capability 8.0, FP8 on Volta) fails "
+    "only when the engine starts",
 }
 
 
@@ -97,8 +101,12 @@ class DeploymentPreflight(Construct):
         kv_cache_dtype: str = "auto",
         gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
         instances_needed: int = 1,
+        update_instances: int = 0,
         allow_unverified_s3: bool = False,
         skip_checks: Sequence[str] = (),
+        engine: str | None = None,
+        dtype: str | None = None,
+        quantization: str | None = None,
         gguf_file: str | None = None,
     ) -> None:
         """
@@ -117,10 +125,17 @@ class DeploymentPreflight(Construct):
         :param gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1]. Default: 0.9 (vLLM's).
         :param instances_needed: instances the quota must allow (the maximum instance count in inference
             component mode). Default: 1.
+        :param update_instances: instances an update adds while it runs, counted by the quota check on top
+            of ``instances_needed`` (a blue/green update's green fleet: ``UpdatePolicy.extra_instances_during_update``).
+            Default: 0.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
-        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``);
-            each skipped check is a synth warning. Default: every check runs.
+        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,
+            ``format``); each skipped check is a synth warning. Default: every check runs.
+        :param engine: the serving engine (``vllm``, ``sglang``...), whose rows of the weight-format table apply.
+            Default: the weight format is not checked against the GPU.
+        :param dtype: the engine's ``dtype`` flag, when set (it wins over config.json's). Default: config.json's.
+        :param quantization: the engine's ``quantization`` flag, when set. Default: config.json's.
         :param gguf_file: the GGUF model (file name or glob) llama.cpp serves from the prefix: its header,
             read by range GETs, stands in for config.json. Default: a config.json checkpoint (or the only
             GGUF model when the prefix has no config.json).
@@ -138,6 +153,7 @@ class DeploymentPreflight(Construct):
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
             instances_needed=instances_needed,
+            update_instances=update_instances,
             skip_checks=skipped,
         )
         tp = tensor_parallel_size or gpus
@@ -190,8 +206,10 @@ class DeploymentPreflight(Construct):
                 "KvCacheDtype": kv_cache_dtype,
                 "GpuMemoryUtilization": f"{gpu_memory_utilization:g}",
                 "InstancesNeeded": str(instances_needed),
+                "UpdateInstances": str(update_instances),
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
                 "SkipChecks": list(skipped),
+                **self._format_properties(instance_type, engine, dtype, quantization),
                 **({"GgufFile": gguf_file} if gguf_file else {}),
             },
         )
@@ -204,6 +222,22 @@ class DeploymentPreflight(Construct):
         self.model = model
         self.skipped_checks = skipped
         self.tensor_parallel_size = tp
+
+    @staticmethod
+    def _format_properties(
+        instance_type: str, engine: str | None, dtype: str | None, quantization: str | None
+    ) -> dict[str, str]:
+        """What the format check needs: the GPU's compute capability and the nearest types that can do more."""
+        spec = lookup_instance(instance_type)
+        if engine is None or spec is None:
+            return {}
+        return {
+            "Engine": engine,
+            "ComputeCapability": spec.compute_capability or "",
+            "Dtype": dtype or "",
+            "Quantization": quantization or "",
+            "FormatAlternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
+        }
 
     @property
     def checked_model(self) -> ModelSource:
@@ -242,6 +276,7 @@ class DeploymentPreflight(Construct):
         kv_cache_dtype: str,
         gpu_memory_utilization: float,
         instances_needed: int,
+        update_instances: int,
         skip_checks: Sequence[str],
     ) -> tuple[int, float]:
         """(GPUs per instance, memory per GPU); one ValueError naming every problem."""
@@ -272,6 +307,8 @@ class DeploymentPreflight(Construct):
         if not 0 < gpu_memory_utilization <= 1:
             problems.append(f"gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1]")
         unknown = [name for name in skip_checks if name not in CHECKS]
+        if isinstance(update_instances, bool) or not isinstance(update_instances, int) or update_instances < 0:
+            problems.append(f"update_instances={update_instances!r} must be a whole number of at least 0")
         if unknown:
             problems.append(f"skip_checks names unknown checks {unknown}; allowed: {', '.join(CHECKS)}")
         if problems:

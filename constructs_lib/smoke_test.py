@@ -25,6 +25,8 @@ import jsii
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct, IDependable
 
+from endpoint_client.streams import STREAM_FORMATS
+
 from .provider import HandlerProvider
 
 if TYPE_CHECKING:
@@ -87,12 +89,14 @@ class EndpointSmokeTest(Construct):
         endpoint_arn: str,
         inference_component_name: str | None = None,
         inference_component_arn: str | None = None,
+        model_name: str | None = None,
         prompt: str = DEFAULT_PROMPT,
         max_tokens: int = 64,
         extra_body: Mapping[str, Any] | None = None,
         expected_pattern: str | None = None,
         budget: cdk.Duration | None = None,
         stream: bool = True,
+        stream_format: str = "sse",
         fingerprint: Sequence[Any] = (),
         depends_on: Sequence[IDependable] = (),
     ) -> None:
@@ -103,6 +107,8 @@ class EndpointSmokeTest(Construct):
         :param inference_component_name: invoke this component and check that it is InService.
             Default: invoke the endpoint's model directly.
         :param inference_component_arn: required with ``inference_component_name``.
+        :param model_name: the component's model this deployment created; the component must run it (a rolling
+            update rolled back by an alarm leaves the old model InService). Default: not checked.
         :param prompt: the user message (it appears in the template: no secrets). Default: a one-sentence
             question about S3.
         :param max_tokens: most tokens per answer. Default: 64.
@@ -113,6 +119,8 @@ class EndpointSmokeTest(Construct):
         :param budget: how long transient failures (model not ready, 5xx, throttling, no capacity yet)
             are retried, 1 to 45 minutes. Default: 10 minutes.
         :param stream: also check a streamed answer. Default: yes.
+        :param stream_format: how the engine frames a streamed answer, the ``stream_format`` of its
+            entry in data/engines.json: ``sse`` or ``jsonlines`` (LMI). Default: ``sse``.
         :param fingerprint: values whose change must re-run the test; a ``CfnResource`` counts with its
             properties, another construct with every ``CfnResource`` in it. Read at synth time, so changes
             made later count; escape-hatch overrides (``add_property_override``) do not, pass their values
@@ -133,6 +141,7 @@ class EndpointSmokeTest(Construct):
             extra_body=extra_body,
             expected_pattern=expected_pattern,
             budget=budget,
+            stream_format=stream_format,
         )
         self.provider = HandlerProvider.of(
             self,
@@ -169,12 +178,15 @@ class EndpointSmokeTest(Construct):
             "EndpointName": endpoint_name,
             "EndpointConfigName": endpoint_config_name,
             "InferenceComponentName": inference_component_name,
+            "ModelName": model_name,
             "Prompt": prompt,
             "MaxTokens": str(max_tokens),
             "ExtraBody": cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else None,
             "ExpectedPattern": expected_pattern,
             "BudgetSeconds": str(int(budget.to_seconds())),
             "Stream": "true" if stream else "false",
+            # Absent means SSE, so templates of the SSE engines stay as they were.
+            "StreamFormat": None if stream_format == "sse" else stream_format,
             "Fingerprint": cdk.Lazy.string(_Fingerprint(self, fingerprint)),
         }
         self.resource = cdk.CustomResource(
@@ -234,6 +246,7 @@ class EndpointSmokeTest(Construct):
         extra_body: Mapping[str, Any] | None,
         expected_pattern: str | None,
         budget: cdk.Duration,
+        stream_format: str = "sse",
     ) -> None:
         problems: list[str] = []
         for name, value in (
@@ -249,6 +262,8 @@ class EndpointSmokeTest(Construct):
             problems.append("prompt must not be empty")
         if not cdk.Token.is_unresolved(max_tokens) and (not isinstance(max_tokens, int) or max_tokens < 1):
             problems.append(f"max_tokens={max_tokens!r} must be a whole number of at least 1")
+        if stream_format not in STREAM_FORMATS:
+            problems.append(f"stream_format={stream_format!r} is not one of {', '.join(STREAM_FORMATS)}")
         for key in RESERVED_BODY_KEYS:
             if extra_body and key in extra_body:
                 problems.append(f"extra_body must not set {key!r}: the smoke test sets it")

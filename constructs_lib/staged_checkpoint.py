@@ -19,6 +19,7 @@ spread over several Processing instances when the checkpoint is large.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import re
@@ -30,6 +31,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_assets as s3_assets
@@ -50,6 +53,14 @@ SHA = re.compile(r"^[0-9a-f]{40}$")
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
 SIGNAL_MARGIN_S = 900
+# CreateProcessingJob takes at most 100 container arguments of at most 256 characters each, and environment
+# values of at most 256 characters (botocore's sagemaker model: ContainerArguments, ContainerArgument,
+# ProcessingEnvironmentValue). The handler passes each pattern as a flag and its value, after at most 10
+# arguments of its own (worker_arguments in lambda/staged_checkpoint): so 45 patterns.
+MAX_CONTAINER_ARGUMENTS = 100
+MAX_ARGUMENT_CHARS = 256
+HANDLER_ARGUMENTS = 10
+MAX_PATTERNS = (MAX_CONTAINER_ARGUMENTS - HANDLER_ARGUMENTS) // 2
 HANDLER = "staged_checkpoint"
 PACKAGES = ("hfstage",)
 
@@ -62,6 +73,19 @@ def staging_defaults() -> dict:
 def default_staging_image() -> ServingImage:
     image = staging_defaults()["image"]
     return ServingImage(repository=image["repository"], tag=image["tag"], origin="the staging image")
+
+
+def staging_image_past_end_of_patch(today: datetime.date | None = None) -> str | None:
+    """A warning when the pinned staging image no longer gets security patches (DLC support policy)."""
+    image = staging_defaults()["image"]
+    end = datetime.date.fromisoformat(image["eop"])
+    if (today or datetime.date.today()) <= end:
+        return None
+    return (
+        f"the staging image {image['repository']}:{image['tag']} reached End of Patch on {end} (DLC support "
+        "policy): it gets no more security fixes. Pin a supported CPU DLC in constructs_lib/data/staging.json, "
+        "or pass image=."
+    )
 
 
 def repo_prefix(prefix: str, repo_id: str) -> str:
@@ -97,6 +121,7 @@ class StagedCheckpoint(Construct):
         image: ServingImage | None = None,
         hub_endpoint: str | None = None,
         handoff_after: cdk.Duration | None = None,
+        bucket_owner: str | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub.
@@ -121,6 +146,9 @@ class StagedCheckpoint(Construct):
         :param image: a CPU image with python3 and boto3. Default: the pinned AWS PyTorch CPU DLC in
             data/staging.json.
         :param hub_endpoint: Hub URL (a mirror). Default: https://huggingface.co.
+        :param bucket_owner: the account that must own ``bucket``: every S3 grant of the job, the handler and the
+            readers carries ``s3:ResourceAccount``. Default: the stack's account for the bucket this construct
+            creates, no condition for a given bucket.
         :param handoff_after: how long the custom resource follows the job before leaving the wait to the
             wait condition, 1-25 minutes. Default: 10 minutes.
         """
@@ -138,6 +166,9 @@ class StagedCheckpoint(Construct):
             repo_id=repo_id,
             revision=revision,
             prefix=prefix,
+            include=include,
+            exclude=exclude,
+            bucket_name=None if bucket is None else bucket.bucket_name,
             max_instances=max_instances,
             volume_size_gb=volume_size_gb,
             max_runtime_s=max_runtime.to_seconds(),
@@ -145,16 +176,23 @@ class StagedCheckpoint(Construct):
             instance_type=instance_type,
         )
         self.bucket = bucket if bucket is not None else ModelBucket(self, "Bucket").bucket
+        if bucket is None and bucket_owner is None:
+            bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
         pinned = SHA.match(revision) is not None
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
         self._read_scope = S3ModelData(
-            self.bucket, f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id)
+            self.bucket,
+            f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id),
+            owner_account=bucket_owner,
         )
         # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
         # after an update must still stop the old revision's job) ...
         self.job_family = f"hfstage-{hashlib.sha256(self.node.path.encode()).hexdigest()[:8]}-"
-        image = image or default_staging_image()
+        if image is None:
+            image = default_staging_image()
+            if warning := staging_image_past_end_of_patch():
+                cdk.Annotations.of(self).add_warning_v2("llm:staging-image-eop", warning)
 
         code = s3_assets.Asset(
             self,
@@ -282,10 +320,13 @@ class StagedCheckpoint(Construct):
             grantee=grantee,
             actions=["s3:ListBucket"],
             resource_arns=[self.bucket.bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}, **self._read_scope.owner_condition()},
         )
         grant = iam.Grant.add_to_principal(
-            grantee=grantee, actions=["s3:GetObject"], resource_arns=[self.object_arn_pattern]
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[self.object_arn_pattern],
+            conditions=self._read_scope.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
             self.bucket.encryption_key.grant_decrypt(grantee)
@@ -311,19 +352,35 @@ class StagedCheckpoint(Construct):
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"Staging job of {self.repo_id}: writes only under its prefix",
         )
+        # ListParts (s3:ListMultipartUploadParts) is how a rerun resumes a killed run's upload inside a file,
+        # and hash checkpoints are uploads never completed (PutObject, AbortMultipartUpload): S3 User Guide,
+        # "Multipart upload API and permissions" (mpuoverview.html#mpuAndPermissions).
         role.add_to_policy(
             iam.PolicyStatement(
+                # ListMultipartUploadParts: the worker resumes a file's upload from its listed parts.
                 actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
                 resources=[self._write_scope()],
+                conditions=self._read_scope.owner_condition() or None,
             )
         )
         self._read_scope.grant_read(role)
-        # Finding (and aborting) the multipart uploads a killed run left open under the prefix.
+        # Finding (and aborting) the multipart uploads a killed run left open under the prefix. No s3:prefix
+        # condition: S3 does not supply that key for ListBucketMultipartUploads (Service Authorization Reference,
+        # Amazon S3), so it would always deny; the worker asks with Prefix= and aborts only keys it owns.
         role.add_to_policy(
             iam.PolicyStatement(
                 actions=["s3:ListBucketMultipartUploads"],
                 resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [self._read_scope.prefix, f"{self._read_scope.prefix}*"]}},
+                conditions=self._read_scope.owner_condition() or None,
+            )
+        )
+        # Processing jobs publish their metrics (SageMaker developer guide, "CreateProcessingJob API: Execution
+        # Role Permissions"); limited to the processing namespace.
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["cloudwatch:PutMetricData"],
+                resources=["*"],
+                conditions={"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/ProcessingJobs"}},
             )
         )
         if self.bucket.encryption_key is not None:
@@ -374,8 +431,8 @@ class StagedCheckpoint(Construct):
         acknowledge_wildcard(
             policy,
             resource="*",
-            reason="ecr:GetAuthorizationToken has no resource-level permissions; image pulls themselves are "
-            "limited to the staging image's repository.",
+            reason="ecr:GetAuthorizationToken and cloudwatch:PutMetricData have no resource-level permissions; "
+            "image pulls are limited to the staging image's repository, metrics to the ProcessingJobs namespace.",
         )
         self._acknowledge_prefix(policy)
         return role
@@ -405,6 +462,13 @@ class StagedCheckpoint(Construct):
                 )
             )
             role.add_to_principal_policy(iam.PolicyStatement(actions=["sagemaker:ListProcessingJobs"], resources=["*"]))
+            # The "<type> for processing job usage" quota, read before a job starts.
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaultServiceQuotas"],
+                    resources=["*"],
+                )
+            )
             if secret is not None:
                 _grant_token(role, secret)
         role.add_to_principal_policy(iam.PolicyStatement(actions=actions, resources=[job_arn]))
@@ -424,8 +488,9 @@ class StagedCheckpoint(Construct):
             acknowledge_wildcard(
                 policy,
                 resource="*",
-                reason="sagemaker:ListProcessingJobs has no resource-level permissions; it finds this checkpoint's "
-                "running job (by name prefix) to stop it on delete.",
+                reason="sagemaker:ListProcessingJobs and servicequotas:ListServiceQuotas/ListAWSDefaultServiceQuotas "
+                "have no resource-level permissions; the first finds this checkpoint's running job (by name prefix) "
+                "to stop it, the others read the Processing instance quota before a job starts.",
             )
 
     def _signal_function(self):
@@ -444,16 +509,57 @@ class StagedCheckpoint(Construct):
             holder, "Logs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY
         )
         log_group.grant_write(role)
-        return python_function(
+        code = handler_code(HANDLER, packages=PACKAGES)
+        function = python_function(
             holder,
             "Function",
-            code=handler_code(HANDLER, packages=PACKAGES),
+            code=code,
             entry="on_job_state_change",
             role=role,
             log_group=log_group,
             timeout=cdk.Duration.minutes(5),
             memory_size=512,
         )
+        _signal_failures(holder, function, code=code, log_group=log_group)
+        return function
+
+
+def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lambda_.Code, log_group: logs.ILogGroup):
+    """A signal function that throws must still end the wait in minutes, not when the wait condition times out.
+
+    EventBridge retries only its delivery to Lambda (the rule target's retry policy); Lambda retries a
+    function error of an asynchronous invocation twice, then sends the invocation record to the on-failure
+    destination (Lambda developer guide, "How Lambda handles errors and retries with asynchronous
+    invocation"), here a function that signals FAILURE with the error: a few minutes in all.
+    """
+    role = iam.Role(
+        holder,
+        "FailureRole",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description="Signals a staging wait condition FAILURE when the signal function fails every attempt",
+    )
+    log_group.grant_write(role)  # its only permission: the signal is a PUT to the handle's presigned URL
+    on_failure = python_function(
+        holder,
+        "OnFailure",
+        code=code,
+        entry="on_signal_failure",
+        role=role,
+        log_group=log_group,
+        timeout=cdk.Duration.minutes(2),
+    )
+    function.configure_async_invoke(
+        retry_attempts=2,
+        max_event_age=cdk.Duration.hours(2),
+        on_failure=destinations.LambdaDestination(on_failure, response_only=False),
+    )
+    acknowledge_wildcard(
+        function.role.node.find_child("DefaultPolicy"),
+        resource=f"{on_failure.function_arn}:*",
+        reason="Lambda invokes the on-failure destination function and its versions (the ':*' suffix CDK grants); "
+        "nothing else.",
+    )
+    return on_failure
 
 
 def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
@@ -462,14 +568,28 @@ def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
     ``Secret.grant_read`` grants the decrypt through the key's policy, which an imported key cannot take;
     the role gets it instead, limited to decryption through Secrets Manager.
     """
-    secret.grant_read(role)
+    # GetSecretValue only: nothing calls DescribeSecret (tests/test_iam_calls.py).
+    iam.Grant.add_to_principal(
+        grantee=role, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
+    )
     if secret.encryption_key is not None:
+        # Secrets Manager decrypts in the secret's own region, which may not be the stack's: the worker and the
+        # handler call the region named in the ARN.
+        region = secret_region(secret.secret_arn)
         iam.Grant.add_to_principal(
             grantee=role,
             actions=["kms:Decrypt"],
             resource_arns=[secret.encryption_key.key_arn],
-            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{cdk.Aws.REGION}.amazonaws.com"}},
+            conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{region}.amazonaws.com"}},
         )
+
+
+def secret_region(secret_arn: str) -> str:
+    """The region in a literal secret ARN; the stack's region for a token or an ARN without one."""
+    if cdk.Token.is_unresolved(secret_arn):
+        return cdk.Aws.REGION
+    parts = secret_arn.split(":")
+    return parts[3] if len(parts) > 3 and parts[3] else cdk.Aws.REGION
 
 
 def _validate(
@@ -478,6 +598,9 @@ def _validate(
     revision: str,
     prefix: str,
     max_instances: int,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    bucket_name: str | None = None,
     volume_size_gb: int,
     max_runtime_s: float,
     handoff_s: float,
@@ -505,5 +628,36 @@ def _validate(
         problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")
     if not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", instance_type):
         problems.append(f"instance_type={instance_type!r} is not a SageMaker instance type (ml.<family>.<size>)")
+    problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
     if problems:
         raise ValueError("StagedCheckpoint: " + "; ".join(problems))
+
+
+def _argument_problems(
+    repo_id: str, prefix: str, include: Sequence[str], exclude: Sequence[str], bucket_name: str | None
+) -> list[str]:
+    """What would make CreateProcessingJob refuse the staging job, found at synth instead of at deploy."""
+    problems = []
+    if len(include) + len(exclude) > MAX_PATTERNS:
+        problems.append(
+            f"include and exclude hold {len(include) + len(exclude)} patterns ({len(include)} + {len(exclude)}); "
+            f"allowed: at most {MAX_PATTERNS} together (CreateProcessingJob takes {MAX_CONTAINER_ARGUMENTS} "
+            "container arguments, two per pattern): use broader globs"
+        )
+    for key, patterns in (("include", include), ("exclude", exclude)):
+        for pattern in patterns:
+            if len(pattern) > MAX_ARGUMENT_CHARS:
+                problems.append(
+                    f"{key} pattern {pattern[:40]!r}... is {len(pattern)} characters; allowed: at most "
+                    f"{MAX_ARGUMENT_CHARS} (one CreateProcessingJob container argument)"
+                )
+    # The job's HFSTAGE_TARGET: s3://<bucket>/<prefix><org>--<name>/<40-character sha>/
+    bucket_chars = 63 if bucket_name is None or cdk.Token.is_unresolved(bucket_name) else len(bucket_name)
+    target_chars = len("s3:///") + bucket_chars + len(prefix) + len(repo_prefix("", repo_id)) + 41
+    if target_chars > MAX_ARGUMENT_CHARS:
+        problems.append(
+            f"prefix={prefix!r} with repo_id={repo_id!r} makes the revision's S3 URI {target_chars} characters "
+            f"(with a {bucket_chars}-character bucket name); allowed: at most {MAX_ARGUMENT_CHARS} (a "
+            "CreateProcessingJob environment value): shorten the prefix"
+        )
+    return problems

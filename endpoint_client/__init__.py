@@ -1,4 +1,4 @@
-"""A small client for chat models on SageMaker endpoints: SSE reassembly, chat requests, invocations.
+"""A small client for chat models on SageMaker endpoints: stream reassembly (SSE, JSON Lines), chat, invocations.
 
 Standard library and boto3 only: it is bundled into the smoke-test Lambda and used by
 ``python -m llmops.invoke``.
@@ -14,17 +14,21 @@ from .chat import (
     parse_delta,
 )
 from .errors import REASON_LIMIT_BYTES, ErrorInfo, InvocationError, classify, short_reason
+from .jsonlines import JsonLinesDecoder
 from .runtime import InvocationResult, invoke_chat, stream_chat
 from .sse import DONE, SseDecoder, SseEvent, iter_events
+from .streams import STREAM_FORMATS, new_decoder
 
 __all__ = [
     "DONE",
     "REASON_LIMIT_BYTES",
+    "STREAM_FORMATS",
     "Completion",
     "Delta",
     "ErrorInfo",
     "InvocationError",
     "InvocationResult",
+    "JsonLinesDecoder",
     "MalformedResponse",
     "SseDecoder",
     "SseEvent",
@@ -33,6 +37,7 @@ __all__ = [
     "excerpt",
     "invoke_chat",
     "iter_events",
+    "new_decoder",
     "parse_completion",
     "parse_delta",
     "short_reason",

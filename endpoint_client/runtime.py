@@ -16,7 +16,7 @@ from typing import Any
 
 from .chat import Delta, parse_completion, parse_delta
 from .errors import ErrorInfo, InvocationError, classify
-from .sse import SseDecoder
+from .streams import new_decoder
 
 CONTENT_TYPE = "application/json"
 
@@ -37,7 +37,7 @@ class InvocationResult:
     time_to_first_token_s: float | None
     tokens: int
     token_source: str
-    done: bool = True  # a streamed answer ended with data: [DONE]
+    done: bool = True  # a streamed answer ended properly: data: [DONE] (SSE), a complete last line (JSON Lines)
     finish_reason: str | None = None
     deltas: int = 0
 
@@ -135,14 +135,17 @@ def stream_chat(
     inference_component_name: str | None = None,
     on_delta: Callable[[Delta], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    stream_format: str = "sse",
 ) -> InvocationResult:
     """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
 
-    The stream is closed however this ends (an exception, or ``KeyboardInterrupt`` in the callback).
+    ``stream_format`` is the engine's framing: ``sse`` (``data:`` events ending in ``[DONE]``) or
+    ``jsonlines`` (one chunk a line, as LMI streams). The stream is closed however this ends (an
+    exception, or ``KeyboardInterrupt`` in the callback).
     """
     started = clock()
     answer = _Accumulator(started, clock, on_delta)
-    decoder = SseDecoder()
+    decoder = new_decoder(stream_format)
     stream = None
     try:
         response = client.invoke_endpoint_with_response_stream(

@@ -214,15 +214,28 @@ class HubClient:
             response.close()
         return parse_revision(repo_id, body)
 
+    def file_url(self, repo_id: str, sha: str, path: str) -> str:
+        return (
+            f"{self.endpoint}/{urllib.parse.quote(repo_id, safe='/')}/resolve/"
+            f"{urllib.parse.quote(sha, safe='')}/{urllib.parse.quote(path, safe='/')}"
+        )
+
+    def open_range(self, repo_id: str, path: str, url: str, start: int, end: int) -> Any:
+        """An open response for bytes ``start`` to ``end - 1`` of ``path``, requested from ``url``.
+
+        Pass the resolve URL for the first range: redirects are followed (to the CDN for LFS files), and
+        ``response.url`` is the URL that answered, to pass for the file's later ranges, so each costs one
+        request. ``response.status`` is 206 with a ``Content-Range`` when the range was honoured, 200 (the
+        whole file) when the server ignored it; a server may do either (RFC 9110, section 14.2).
+        """
+        return self._request(url, f"downloading {path}", repo_id, {"Range": f"bytes={start}-{end - 1}"})
+
     def open_file(self, repo_id: str, sha: str, path: str, start: int = 0) -> Any:
         """An open HTTP response streaming ``path`` at commit ``sha`` from byte ``start`` (``.read``, ``.close``).
 
         Raises RangeIgnored when ``start > 0`` and the server sent the whole file instead of a 206.
         """
-        url = (
-            f"{self.endpoint}/{urllib.parse.quote(repo_id, safe='/')}/resolve/"
-            f"{urllib.parse.quote(sha, safe='')}/{urllib.parse.quote(path, safe='/')}"
-        )
+        url = self.file_url(repo_id, sha, path)
         extra = {"Range": f"bytes={start}-"} if start > 0 else None
         response = self._request(url, f"downloading {path}", repo_id, extra)
         if start > 0 and response.status != 206:

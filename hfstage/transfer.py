@@ -10,6 +10,16 @@ the expected value; on a mismatch the upload is aborted, so no object appears, a
 retried. Each part carries a CRC32 checksum that S3 checks on arrival. A transfer that breaks
 midway resumes, in the same run, from the last part boundary before which every part is uploaded:
 the hash state at each part boundary is kept, so the hash still covers every byte.
+
+Speed: a multipart file is fetched as several part-sized byte ranges at once (HTTP Range on the URL the
+Hub redirects to, RFC 9110 section 14), each uploaded as it arrives; the hash is fed strictly in part
+order from the parts waiting in the buffer pool (the reorder window), so memory stays part size x parts
+in flight. A server that ignores Range (a 200 with the whole file) gets one stream, as before.
+
+Resume across runs: after each uploaded part the hash state at the highest boundary below which every
+part is in S3 is saved as a checkpoint (see ``hashstate`` and ``checkpoint_key``). A later run that
+finds the file's open upload and its checkpoint lists the uploaded parts (ListParts), restores the hash
+and fetches only the rest; nothing completes until the whole file hashes to the Hub's value.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from hfstage import hashstate
 from hfstage.events import EventLog, Progress
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RangeIgnored
 from hfstage.manifest import object_metadata
@@ -35,7 +46,11 @@ MiB = 1024 * 1024
 MIN_PART = 5 * MiB
 MAX_PART = 5 * 1024 * MiB
 MAX_PARTS = 10_000
-READ_CHUNK = 256 * 1024  # the stop flag is checked between reads: keep a read short on a slow link
+READ_CHUNK = 1024 * 1024  # the stop flag is checked between reads: keep a read short on a slow link
+# Checkpoints of a file's hash state: keys of multipart uploads that are never completed, so they are no
+# objects (nothing an endpoint downloads or a listing shows); the bucket's abort-incomplete rule and the
+# worker abort them. Their key carries the state: ListMultipartUploads gives keys, not metadata.
+CHECKPOINT_DIR = ".hfstage-resume/"
 CONTENT_TYPE = "application/octet-stream"
 _TRANSIENT_S3_CODES = {
     "InternalError",
@@ -105,10 +120,13 @@ class BufferPool:
     def _slots(self, n: int) -> int:
         return min(self.count, max(1, -(-n // self.buffer_size)))
 
-    def acquire(self, n: int, stop: threading.Event | None = None) -> bytearray:
+    def acquire(self, n: int, stop: threading.Event | None = None, block: bool = True) -> bytearray | None:
+        """A buffer of ``n`` bytes; None at once when ``block`` is False and no slot is free."""
         slots = self._slots(n)
         with self._cond:
             while self._in_use + slots > self.count:
+                if not block:
+                    return None
                 if stop is not None and stop.is_set():
                     raise Cancelled()
                 self._cond.wait(0.25)
@@ -131,14 +149,32 @@ class BufferPool:
 class Verifier:
     """The running hash of a file's content: SHA-256 for LFS files, else the git blob SHA-1."""
 
-    def __init__(self, file: HubFile, state: Any = None) -> None:
+    def __init__(self, file: HubFile, state: Any = None, resumable: bool = False) -> None:
         self.file = file
         if state is not None:
             self._hash = state
+        elif resumable and hashstate.available():
+            self._hash = hashstate.ResumableHash(self.algorithm_name(file))
+            if not file.sha256:
+                self._hash.update(b"blob %d\0" % file.size)
         elif file.sha256:
             self._hash = hashlib.sha256()
         else:
             self._hash = hashlib.sha1(b"blob %d\0" % file.size, usedforsecurity=False)
+
+    @staticmethod
+    def algorithm_name(file: HubFile) -> str:
+        return "sha256" if file.sha256 else "sha1"
+
+    @classmethod
+    def restore(cls, file: HubFile, state: bytes) -> Verifier:
+        """The hash state saved by ``saved_state``; ValueError when it cannot be restored here."""
+        if not hashstate.available():
+            raise ValueError("resumable hashing is not available")
+        return cls(file, hashstate.ResumableHash(cls.algorithm_name(file), state))
+
+    def saved_state(self) -> bytes | None:
+        return self._hash.state() if isinstance(self._hash, hashstate.ResumableHash) else None
 
     def update(self, data: Any) -> None:
         self._hash.update(data)
@@ -203,6 +239,7 @@ class Settings:
     part_size: int = 64 * MiB
     parts_in_flight: int = 8
     files_in_flight: int = 4
+    ranges_per_file: int = 8  # byte ranges of one file fetched at once; 1: one stream per file
     max_attempts: int = 5
     retry_base_s: float = 1.0
     retry_cap_s: float = 30.0
@@ -217,6 +254,53 @@ class _Upload:
     hashes: dict[int, Verifier] = field(default_factory=dict)  # part k -> hash of bytes before part k+1
     completed: bool = False
     failed: BaseException | None = None  # set by a part upload that failed: stop reading
+    checkpoint: int = 0  # the part boundary whose hash state is saved in S3 (0: none)
+    checkpoint_key: str | None = None  # its marker upload's key ...
+    checkpoint_upload: str | None = None  # ... and id
+    single_stream: bool = False  # the server ignored a Range request: one stream for this file
+    file: HubFile | None = None
+    total_parts: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)  # one checkpoint writer at a time
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """An open upload of a file, left by an earlier run, with the hash state after part ``part``."""
+
+    upload_id: str
+    part: int
+    state: bytes
+    checkpoint_key: str
+    checkpoint_upload: str
+
+
+def _short_digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def checkpoint_prefix(prefix: str, path: str) -> str:
+    """Where the checkpoints of ``path``'s uploads live: below the revision prefix, one folder per file."""
+    return f"{prefix}{CHECKPOINT_DIR}{_short_digest(path)}/"
+
+
+def checkpoint_key(prefix: str, path: str, upload_id: str, part: int, state: bytes) -> str:
+    """``<prefix>.hfstage-resume/<file>/<upload>/<part>-<hash state, hex>``: about 300 bytes of S3's 1,024."""
+    return f"{checkpoint_prefix(prefix, path)}{_short_digest(upload_id)}/{part:05d}-{state.hex()}"
+
+
+def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes] | None:
+    """(file digest, upload digest, part, state) of a checkpoint key, or None for any other key."""
+    head = prefix + CHECKPOINT_DIR
+    if not key.startswith(head):
+        return None
+    fields = key[len(head) :].split("/")
+    if len(fields) != 3:
+        return None
+    part, _, state = fields[2].partition("-")
+    try:
+        return fields[0], fields[1], int(part), bytes.fromhex(state)
+    except ValueError:
+        return None
 
 
 class FileStager:
@@ -237,7 +321,10 @@ class FileStager:
         progress: Progress,
         log: EventLog,
         stop: threading.Event,
+        ranges: ThreadPoolExecutor | None = None,
     ) -> None:
+        """``ranges`` runs the parallel range reads of a file; without it each file streams over one connection."""
+        self.ranges = ranges
         self.hub = hub
         self.s3 = s3
         self.bucket = bucket
@@ -253,13 +340,18 @@ class FileStager:
 
     # -- one file, all attempts --------------------------------------------------------------------------
 
-    def stage(self, file: HubFile) -> None:
-        """Upload ``file`` verified, or raise FileFailed / PermanentError / HubError / Cancelled."""
+    def stage(self, file: HubFile, resume: ResumePoint | None = None) -> None:
+        """Upload ``file`` verified, or raise FileFailed / PermanentError / HubError / Cancelled.
+
+        ``resume``: an open upload of this file left by an earlier run, continued after its checkpoint.
+        """
         key = self.prefix + file.path
         part_size = part_size_for(file.size, self.settings.part_size)
         multipart = file.size > part_size
         state = _Upload()
         started = time.monotonic()
+        if resume is not None and multipart:
+            state = self._resumed(file, key, part_size, resume)
         self.log.emit(
             "start",
             path=file.path,
@@ -284,8 +376,10 @@ class FileStager:
                     self.progress.position(file.path, 0)
                 except RangeIgnored as error:
                     reason, retry_after = str(error), None
+                    self._drop_checkpoint(state)  # the file starts again from byte 0, in the same upload
                     state.parts.clear()
-                    state.hashes = {0: Verifier(file)}
+                    state.hashes = {0: Verifier(file, resumable=True)}
+                    state.single_stream = True
                     self.progress.position(file.path, 0)
                 except (TransientError, HubUnavailable) as error:
                     reason, retry_after = str(error), error.retry_after
@@ -295,12 +389,18 @@ class FileStager:
                 self.log.emit("retry", path=file.path, attempt=attempt + 1, wait_s=delay, reason=reason)
                 if self.stop.wait(delay):
                     raise Cancelled()
+        except Cancelled:
+            self.progress.abandoned(file.path)
+            if state.checkpoint == 0:  # nothing a later run could resume from
+                self._abort(key, state)
+            raise
         except BaseException:
             self.progress.abandoned(file.path)
+            self._abort(key, state)
             raise
         finally:
-            if not state.completed:
-                self._abort(key, state)
+            if state.completed:
+                self._drop_checkpoint(state)
         seconds = time.monotonic() - started
         self.progress.finished(file.path, file.size)
         self.log.emit("done", path=file.path, size=file.size, seconds=seconds, mb_per_s=file.size / 1e6 / seconds)
@@ -352,18 +452,23 @@ class FileStager:
                 raise s3_error(error, f"CreateMultipartUpload s3://{self.bucket}/{key}") from None
             state.upload_id = created["UploadId"]
             state.parts.clear()
-            state.hashes = {0: Verifier(file)}
+            state.hashes = {0: Verifier(file, resumable=True)}
         total_parts = -(-file.size // part_size)
-        done = 0  # leading parts uploaded: the attempt resumes after them
-        while done < total_parts and done + 1 in state.parts and done + 1 in state.hashes:
-            done += 1
+        state.file, state.total_parts = file, total_parts
+        uploaded = 0  # leading parts in S3
+        while uploaded < total_parts and uploaded + 1 in state.parts:
+            uploaded += 1
+        done = max(n for n in state.hashes if n <= uploaded)  # the attempt resumes after part ``done``
         verifier = state.hashes[done].copy()
         offset = done * part_size
         self.progress.position(file.path, offset)
         if offset:
             self.log.emit("resume", path=file.path, offset=offset, part=done + 1)
         if done < total_parts:  # else every part is in S3 already: an earlier completion failed
-            self._stream_parts(file, key, part_size, state, verifier, done + 1)
+            if self.ranges is None or self.settings.ranges_per_file < 2 or state.single_stream:
+                self._stream_parts(file, key, part_size, state, verifier, done + 1)
+            else:
+                self._parallel_parts(file, key, part_size, state, verifier, done + 1)
         verifier.check()
         try:
             self.s3.complete_multipart_upload(
@@ -377,13 +482,22 @@ class FileStager:
         state.completed = True
 
     def _stream_parts(
-        self, file: HubFile, key: str, part_size: int, state: _Upload, verifier: Verifier, first_part: int
+        self,
+        file: HubFile,
+        key: str,
+        part_size: int,
+        state: _Upload,
+        verifier: Verifier,
+        first_part: int,
+        response: Any = None,
     ) -> None:
-        """Read the file from ``first_part`` on, hashing it, and upload each part as soon as it is read."""
+        """Read the file from ``first_part`` on over one connection (``response``, if open already), hashing
+        it, and upload each part as soon as it is read."""
         offset = (first_part - 1) * part_size
         state.failed = None
         futures: dict[int, Future[dict[str, Any]]] = {}
-        response = self.hub.open_file(self.repo_id, self.sha, file.path, start=offset)
+        if response is None:
+            response = self.hub.open_file(self.repo_id, self.sha, file.path, start=offset)
         try:
             self._check_length(response, file, offset)
             part_number = first_part
@@ -411,10 +525,192 @@ class FileStager:
         if errors:
             raise errors[0]
 
+    def _parallel_parts(
+        self, file: HubFile, key: str, part_size: int, state: _Upload, verifier: Verifier, first_part: int
+    ) -> None:
+        """Fetch parts ``first_part``.. as byte ranges, several at once; hash them in order, upload each.
+
+        The file's parts fetched ahead of the next one to hash wait in their pool buffers. Buffers are
+        taken in part order and, while this file has parts in flight, only when one is free at once, so
+        the part the hash waits for always has its buffer: no deadlock, whatever other files hold.
+        """
+        total_parts = -(-file.size // part_size)
+        state.failed = None
+        window = max(1, self.settings.ranges_per_file)
+        abort = threading.Event()  # ends the other reads of this attempt when one fails
+        fetching: dict[int, Future[bytearray]] = {}
+        buffers: dict[int, bytearray] = {}
+        uploading: dict[int, Future[dict[str, Any]]] = {}
+        url = self.hub.file_url(self.repo_id, self.sha, file.path)
+        resolved = False  # ``url`` is the one that answered the first range (the CDN's, after the redirect)
+        next_fetch = next_hash = first_part
+        try:
+            while next_hash <= total_parts:
+                if state.failed is not None:
+                    raise state.failed
+                while next_fetch <= total_parts and len(fetching) < window:
+                    start = (next_fetch - 1) * part_size
+                    n = min(part_size, file.size - start)
+                    buffer = self.pool.acquire(n, self.stop, block=not fetching)
+                    if buffer is None:
+                        break
+                    response = None
+                    if not resolved:
+                        try:
+                            response = self.hub.open_range(self.repo_id, file.path, url, start, start + n)
+                        except BaseException:
+                            self.pool.release(buffer)
+                            raise
+                        url, resolved = response.url, True
+                        if response.status != 206 and start == 0:
+                            # RFC 9110 14.2: a server may ignore Range; this answer is the whole file.
+                            self.pool.release(buffer)
+                            self.log.emit("single_stream", path=file.path, reason="the server ignored Range")
+                            state.single_stream = True
+                            self._stream_parts(file, key, part_size, state, verifier, 1, response=response)
+                            return
+                    buffers[next_fetch] = buffer
+                    fetching[next_fetch] = self.ranges.submit(
+                        self._fetch_range, file, url, response, buffer, start, n, abort
+                    )
+                    next_fetch += 1
+                future = fetching[next_hash]
+                if not wait([future], timeout=0.2).done:
+                    if self.stop.is_set():
+                        raise Cancelled()
+                    continue  # look for a free buffer again
+                del fetching[next_hash]
+                buffer = buffers.pop(next_hash)
+                try:
+                    future.result()
+                except BaseException:
+                    self.pool.release(buffer)
+                    raise
+                verifier.update(buffer)
+                state.hashes[next_hash] = verifier.copy()
+                uploading[next_hash] = self.uploads.submit(self._upload_part, key, state, next_hash, buffer)
+                next_hash += 1
+        finally:
+            abort.set()
+            for number, future in fetching.items():
+                if not future.cancel():
+                    wait([future])  # a read in progress sees ``abort`` within one chunk
+                self.pool.release(buffers[number])
+            self._collect(uploading, state)
+        errors = [f.exception() for f in uploading.values() if f.exception() is not None]
+        if errors:
+            raise errors[0]
+
+    def _fetch_range(
+        self, file: HubFile, url: str, response: Any, buffer: bytearray, start: int, n: int, abort: threading.Event
+    ) -> None:
+        """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked)."""
+        try:
+            if response is None:
+                try:
+                    response = self.hub.open_range(self.repo_id, file.path, url, start, start + n)
+                except HubUnavailable:
+                    raise
+                except HubError as error:  # e.g. the CDN's signed URL expired: a new attempt resolves it again
+                    raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+            if response.status != 206:
+                raise RangeIgnored(f"downloading {file.path}: the server ignored the Range request")
+            expected = f"bytes {start}-{start + n - 1}/{file.size}"
+            answered = (response.headers.get("Content-Range") or "").strip()
+            if answered != expected:
+                total = answered.rpartition("/")[2]
+                if total.isdigit() and int(total) != file.size:
+                    raise IntegrityError(f"{file.path}: the Hub sends {total} bytes, the revision lists {file.size}")
+                raise TransientError(f"{file.path}: asked for {expected}, the server sent {answered or 'no range'}")
+            self._fill(response, buffer, start, n, None, file, abort)
+        finally:
+            if response is not None:
+                response.close()
+
+    def _resumed(self, file: HubFile, key: str, part_size: int, resume: ResumePoint) -> _Upload:
+        """The upload state of ``resume`` after checking its parts in S3; a fresh state when it cannot be used."""
+        state = _Upload(
+            upload_id=resume.upload_id,
+            checkpoint=resume.part,
+            checkpoint_key=resume.checkpoint_key,
+            checkpoint_upload=resume.checkpoint_upload,
+        )
+        total_parts = -(-file.size // part_size)
+        problem = None
+        try:
+            verifier = Verifier.restore(file, resume.state)
+            # ListParts: number, size, ETag and checksum of each uploaded part (S3 API reference, ListParts).
+            pages = self.s3.get_paginator("list_parts").paginate(Bucket=self.bucket, Key=key, UploadId=resume.upload_id)
+            for page in pages:
+                for part in page.get("Parts") or []:
+                    number = int(part["PartNumber"])
+                    size = min(part_size, file.size - (number - 1) * part_size)
+                    if number > total_parts or int(part["Size"]) != size:
+                        continue  # another part size (another --part-size-mib): fetched and uploaded again
+                    # S3 checked each part's CRC32 on arrival, computed by the killed run from the bytes it
+                    # hashed; CompleteMultipartUpload needs it again (given for CRC32 uploads, ListParts docs).
+                    state.parts[number] = {"PartNumber": number, "ETag": part["ETag"]}
+                    if part.get("ChecksumCRC32"):
+                        state.parts[number]["ChecksumCRC32"] = part["ChecksumCRC32"]
+            missing = [n for n in range(1, resume.part + 1) if n not in state.parts]
+            if missing:
+                problem = f"part {missing[0]} before the checkpoint is not in S3"
+        except ValueError as error:
+            problem = str(error)
+        except (ClientError, BotoCoreError) as error:
+            problem = describe_client_error(error, "ListParts")
+        if problem is not None:
+            self.log.emit("resume_discarded", path=file.path, reason=problem)
+            self._abort(key, state)
+            return _Upload()
+        state.hashes = {resume.part: verifier}
+        self.log.emit("resume_upload", path=file.path, parts_in_s3=len(state.parts), checkpoint=resume.part)
+        return state
+
+    def _checkpoint(self, state: _Upload) -> None:
+        """Save the hash state at the highest part boundary below which every part is in S3 (not the last
+        one: the upload is completed next). Called by each part's upload once the part is in S3."""
+        with state.lock:
+            boundary = state.checkpoint
+            while boundary + 1 in state.parts and boundary + 1 in state.hashes:
+                boundary += 1
+            if boundary in (state.checkpoint, state.total_parts) or state.upload_id is None or state.file is None:
+                return
+            saved = state.hashes[boundary].saved_state()
+            if saved is None:
+                return
+            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved)
+            try:
+                marker = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE)
+            except (ClientError, BotoCoreError) as error:
+                reason = describe_client_error(error, f"saving a checkpoint of {state.file.path}")
+                self.log.emit("warning", reason=reason)
+                return
+            self._drop_checkpoint(state)
+            state.checkpoint, state.checkpoint_key, state.checkpoint_upload = boundary, key, marker["UploadId"]
+
+    def _drop_checkpoint(self, state: _Upload) -> None:
+        if state.checkpoint_key is None:
+            return
+        try:
+            self.s3.abort_multipart_upload(
+                Bucket=self.bucket, Key=state.checkpoint_key, UploadId=state.checkpoint_upload
+            )
+        except (ClientError, BotoCoreError) as error:
+            self.log.emit(
+                "abort_failed", key=state.checkpoint_key, reason=describe_client_error(error, "AbortMultipartUpload")
+            )
+        state.checkpoint, state.checkpoint_key, state.checkpoint_upload = 0, None, None
+
     def _upload_part(self, key: str, state: _Upload, part_number: int, buffer: bytearray) -> dict[str, Any]:
         upload_id = state.upload_id
         try:
             checksum = crc32_b64(buffer)
+            known = state.parts.get(part_number)
+            if known is not None and known.get("ChecksumCRC32") == checksum:
+                # Already in S3 with this checksum (uploaded past a resumed run's checkpoint): not sent again.
+                self.progress.uploaded(key[len(self.prefix) :], len(buffer))
+                return known
             answer = self.s3.upload_part(
                 Bucket=self.bucket,
                 Key=key,
@@ -425,7 +721,8 @@ class FileStager:
                 ChecksumCRC32=checksum,
             )
             self.progress.uploaded(key[len(self.prefix) :], len(buffer))
-            return {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
+            part = {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
+            state.parts[part_number] = part
         except (ClientError, BotoCoreError) as error:
             state.failed = s3_error(error, f"UploadPart {part_number} of s3://{self.bucket}/{key}")
             raise state.failed from None
@@ -434,6 +731,8 @@ class FileStager:
             raise
         finally:  # after state.failed is set, so that the reader sees the failure when it gets this buffer
             self.pool.release(buffer)
+        self._checkpoint(state)
+        return part
 
     @staticmethod
     def _collect(futures: dict[int, Future[dict[str, Any]]], state: _Upload) -> None:
@@ -446,6 +745,7 @@ class FileStager:
                 state.parts.pop(number, None)
 
     def _abort(self, key: str, state: _Upload) -> None:
+        self._drop_checkpoint(state)
         if state.upload_id is None or state.completed:
             return
         try:
@@ -463,18 +763,29 @@ class FileStager:
                 f"{file.path}: the Hub sends {int(header) + offset} bytes, the revision lists {file.size}"
             )
 
-    def _fill(self, response: Any, buffer: bytearray, offset: int, n: int, verifier: Verifier, file: HubFile) -> None:
-        """Read exactly ``n`` bytes into ``buffer``, hashing them; TransientError when the stream ends early."""
+    def _fill(
+        self,
+        response: Any,
+        buffer: bytearray,
+        offset: int,
+        n: int,
+        verifier: Verifier | None,
+        file: HubFile,
+        abort: threading.Event | None = None,
+    ) -> None:
+        """Read exactly ``n`` bytes into ``buffer``, hashing them (with ``verifier``); TransientError when the
+        stream ends early, Cancelled when the run stops or ``abort`` is set."""
         view = memoryview(buffer)
         got = 0
         try:
             while got < n:
-                if self.stop.is_set():
+                if self.stop.is_set() or (abort is not None and abort.is_set()):
                     raise Cancelled()
                 count = response.readinto(view[got : min(n, got + READ_CHUNK)])
                 if not count:
                     raise TransientError(f"{file.path}: the download stopped after {offset + got} of {file.size} bytes")
-                verifier.update(view[got : got + count])
+                if verifier is not None:
+                    verifier.update(view[got : got + count])
                 got += count
                 self.progress.read(count)
         except (OSError, http.client.HTTPException) as error:
@@ -494,19 +805,57 @@ class FileStager:
             raise IntegrityError(f"{file.path}: the Hub sends more than the {file.size} bytes the revision lists")
 
 
-def abort_stale_uploads(s3: Any, bucket: str, prefix: str, keys: set[str], log: EventLog) -> int:
-    """Abort multipart uploads left open under ``prefix`` for ``keys`` (a killed earlier run); how many."""
-    aborted = 0
+def reclaim_uploads(
+    s3: Any, bucket: str, prefix: str, keys: set[str], log: EventLog, resume: bool = True
+) -> dict[str, ResumePoint]:
+    """The open multipart uploads a killed earlier run left under ``prefix`` for ``keys``: each file's upload
+    with the latest checkpoint is returned (key -> ResumePoint) to be continued; every other upload and
+    checkpoint there is aborted. ``resume=False`` aborts them all."""
+    uploads: list[dict[str, Any]] = []
+    markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes]]] = []
+    mine = {_short_digest(key[len(prefix) :]) for key in keys}  # other hosts' checkpoints are theirs
     try:
         for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix):
             for upload in page.get("Uploads") or []:
-                if upload.get("Key") in keys:
-                    s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
-                    log.emit("abort_stale", key=upload["Key"])
-                    aborted += 1
+                parsed = parse_checkpoint_key(prefix, upload.get("Key", ""))
+                if parsed is not None:
+                    if parsed[0] in mine:
+                        markers.append((upload, parsed))
+                elif upload.get("Key") in keys:
+                    uploads.append(upload)
     except (ClientError, BotoCoreError) as error:
-        log.emit("warning", reason=describe_client_error(error, "cleaning up open multipart uploads"))
-    return aborted
+        log.emit("warning", reason=describe_client_error(error, "listing open multipart uploads"))
+        return {}
+    best: dict[str, ResumePoint] = {}
+    if resume and hashstate.available():
+        for upload in uploads:
+            path = upload["Key"][len(prefix) :]
+            wanted = (_short_digest(path), _short_digest(upload["UploadId"]))
+            for marker, (file_digest, upload_digest, part, state) in markers:
+                if (file_digest, upload_digest) != wanted or part < 1:
+                    continue
+                current = best.get(upload["Key"])
+                if current is None or part > current.part:
+                    best[upload["Key"]] = ResumePoint(
+                        upload["UploadId"], part, state, marker["Key"], marker["UploadId"]
+                    )
+    kept = {(p.upload_id, p.checkpoint_upload) for p in best.values()}
+    for upload in [*uploads, *(m for m, _ in markers)]:
+        if any(upload["UploadId"] in pair for pair in kept):
+            continue
+        try:
+            s3.abort_multipart_upload(Bucket=bucket, Key=upload["Key"], UploadId=upload["UploadId"])
+            log.emit("abort_stale", key=upload["Key"])
+        except (ClientError, BotoCoreError) as error:
+            log.emit("warning", reason=describe_client_error(error, "aborting an open multipart upload"))
+    for key, point in best.items():
+        log.emit("resumable", key=key, checkpoint=point.part)
+    return best
+
+
+def abort_stale_uploads(s3: Any, bucket: str, prefix: str, keys: set[str], log: EventLog) -> int:
+    """Abort every multipart upload (and checkpoint) left open under ``prefix`` for ``keys``."""
+    return len(reclaim_uploads(s3, bucket, prefix, keys, log, resume=False))
 
 
 __all__ = [
@@ -524,4 +873,5 @@ __all__ = [
     "TransientError",
     "abort_stale_uploads",
     "part_size_for",
+    "reclaim_uploads",
 ]

@@ -44,11 +44,12 @@ from hfstage.transfer import (
     FileStager,
     MiB,
     PermanentError,
+    ResumePoint,
     Settings,
-    abort_stale_uploads,
     backoff_delay,
     describe_client_error,
     part_size_for,
+    reclaim_uploads,
 )
 
 EXIT_OK = 0
@@ -107,6 +108,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--part-size-mib", type=int, default=64, help="multipart part size in MiB, 5-5120 (default 64)")
     add("--parts-in-flight", type=int, default=8, help="part buffers in memory, all files together (default 8)")
     add("--files-in-flight", type=int, default=4, help="files copied at once (default 4)")
+    add("--ranges-per-file", type=int, default=8, help="byte ranges of one file fetched at once; 1: one stream")
     add("--max-attempts", type=int, default=5, help="attempts per file before the run fails (default 5)")
     add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
     add("--timeout-s", type=float, default=60.0, help="Hub connect/read timeout in seconds (default 60)")
@@ -132,7 +134,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
         args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
     if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
         problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
-    for name in ("parts_in_flight", "files_in_flight", "max_attempts"):
+    for name in ("parts_in_flight", "files_in_flight", "ranges_per_file", "max_attempts"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("retry_base_s", "timeout_s", "leader_wait_s", "leader_poll_s"):
@@ -239,6 +241,7 @@ class Run:
             part_size=args.part_size_mib * MiB,
             parts_in_flight=args.parts_in_flight,
             files_in_flight=args.files_in_flight,
+            ranges_per_file=args.ranges_per_file,
             max_attempts=args.max_attempts,
             retry_base_s=args.retry_base_s,
         )
@@ -335,8 +338,8 @@ class Run:
         summary["skipped"] = len(mine) - len(todo)
         if todo:
             keys = {prefix + f.path for f in todo}
-            abort_stale_uploads(self.s3, args.bucket, prefix, keys, self.log)
-            self._stage(todo, prefix, sha)
+            resume = reclaim_uploads(self.s3, args.bucket, prefix, keys, self.log)
+            self._stage(todo, prefix, sha, resume)
             summary.update(uploaded=len(todo), bytes_uploaded=sum(f.size for f in todo))
 
         if not is_leader:
@@ -361,7 +364,8 @@ class Run:
             files,
         )
 
-    def _stage(self, todo: list[HubFile], prefix: str, sha: str) -> None:
+    def _stage(self, todo: list[HubFile], prefix: str, sha: str, resume: dict[str, ResumePoint] | None = None) -> None:
+        resume = resume or {}
         settings = self.settings
         largest_part = max(part_size_for(f.size, settings.part_size) for f in todo)
         pool = BufferPool(settings.part_size, settings.parts_in_flight)
@@ -372,6 +376,8 @@ class Run:
         fatal: BaseException | None = None
         with contextlib.ExitStack() as stack:
             uploads = stack.enter_context(ThreadPoolExecutor(settings.parts_in_flight, thread_name_prefix="part"))
+            # A range read holds a pool buffer, so no more than parts_in_flight of them can be under way.
+            ranges = stack.enter_context(ThreadPoolExecutor(settings.parts_in_flight, thread_name_prefix="range"))
             files = stack.enter_context(ThreadPoolExecutor(settings.files_in_flight, thread_name_prefix="file"))
             stack.enter_context(ProgressReporter(self.log, progress, self.args.progress_interval_s))
             stager = FileStager(
@@ -387,10 +393,11 @@ class Run:
                 progress=progress,
                 log=self.log,
                 stop=self.stop,
+                ranges=ranges,
             )
             # Largest first: the long transfers start early and the small ones fill the gaps at the end.
             ordered = sorted(todo, key=lambda f: (-f.size, f.path))
-            pending: set[Future[None]] = {files.submit(stager.stage, f) for f in ordered}
+            pending: set[Future[None]] = {files.submit(stager.stage, f, resume.get(prefix + f.path)) for f in ordered}
             while pending:
                 done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
                 for future in done:

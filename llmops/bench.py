@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from endpoint_client import Delta, InvocationError, build_chat_request, stream_chat
+from llmops.engine_streams import engine_option, stream_formats
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -203,6 +204,7 @@ def run_level(
     bodies: Sequence[Mapping[str, Any]],
     stop: threading.Event,
     on_done: Callable[[Sample], None] = lambda sample: None,
+    stream_format: str = "sse",
 ) -> None:
     """Send every body with ``level.concurrency`` workers in a closed loop, filling ``level.samples``.
 
@@ -223,7 +225,14 @@ def run_level(
             times.append(time.monotonic())
 
         try:
-            result = stream_chat(client, endpoint, body, inference_component_name=component, on_delta=on_delta)
+            result = stream_chat(
+                client,
+                endpoint,
+                body,
+                inference_component_name=component,
+                on_delta=on_delta,
+                stream_format=stream_format,
+            )
         except InvocationError as e:
             if stop.is_set():
                 return None
@@ -380,6 +389,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="write the figures and per-request timings to this file")
     parser.add_argument("--plot", type=Path, help="write a latency and throughput chart to this PNG")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    engine_option(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -427,11 +437,14 @@ def main(
     if extra is not None and not isinstance(extra, dict):
         return fail(EXIT_USAGE, "--extra must be a JSON object")
     try:
+        # Each level gets prompts of its own: a prompt sent again at the next level would hit the engine's
+        # prefix cache (on by default in vLLM V1) and understate that level's time to first token.
+        sent = args.requests * len(args.concurrency)
         if args.prompts:
             entries = load_prompts(args.prompts)
         else:
-            entries = [{"prompt": p} for p in synthetic_prompts(args.requests, args.input_tokens, args.seed)]
-        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(args.requests)]
+            entries = [{"prompt": p} for p in synthetic_prompts(sent, args.input_tokens, args.seed)]
+        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent)]
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
     if args.plot:
@@ -452,8 +465,9 @@ def main(
     levels: list[dict[str, Any]] = []
     samples: list[Sample] = []
     interrupted = False
-    for concurrency in args.concurrency:
+    for number, concurrency in enumerate(args.concurrency):
         level = Level(concurrency)
+        level_bodies = bodies[number * args.requests : (number + 1) * args.requests]
         bar = _progress(args.requests, concurrency, stderr, disabled=args.no_progress)
         failed: Counter[str] = Counter()
 
@@ -464,7 +478,16 @@ def main(
             bar.update(1)
 
         try:
-            run_level(runtime_client, args.endpoint, args.inference_component, level, bodies, stop, on_done)
+            run_level(
+                runtime_client,
+                args.endpoint,
+                args.inference_component,
+                level,
+                level_bodies,
+                stop,
+                on_done,
+                stream_format=stream_formats()[args.engine],
+            )
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -1,6 +1,7 @@
 """Ask a deployed model something and watch the answer arrive, with its time to first token and speed.
 
     python -m llmops.invoke --endpoint NAME "Write a haiku about S3"
+    python -m llmops.invoke --endpoint NAME --engine lmi "Write a haiku about S3"
     echo "Write a haiku about S3" | python -m llmops.invoke --endpoint NAME --no-stream -
 
 The answer goes to stdout as it streams; reasoning (if the model emits any) and the timing line go to
@@ -24,6 +25,7 @@ from endpoint_client import (
     invoke_chat,
     stream_chat,
 )
+from llmops.engine_streams import engine_option, stream_formats
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -76,6 +78,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", help="a system message before the prompt")
     parser.add_argument("--extra", help="JSON object merged into the request body, e.g. '{\"temperature\": 0.2}'")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    engine_option(parser)
     return parser
 
 
@@ -143,6 +146,7 @@ def main(
                     body,
                     inference_component_name=args.inference_component,
                     on_delta=printer,
+                    stream_format=stream_formats()[args.engine],
                 )
             else:
                 result = invoke_chat(

@@ -1,44 +1,70 @@
-"""Estimate whether a model fits an instance's GPUs at a context length, before anything is deployed.
+"""Where does a model fit, cheapest first, and will the GPU run its weight format? Before anything is deployed.
 
-    python -m llmops.plan --config config.json --weights-bytes 16381470000 \\
-        --instance-type ml.g6e.2xlarge --max-model-len 32768
+    python -m llmops.plan --model-id Qwen/Qwen3-32B --max-model-len 32768 [--region us-west-2] [--json]
+    python -m llmops.plan --model-id Qwen/Qwen3-8B --instance-type ml.g6.xlarge --max-model-len 32768
+    python -m llmops.plan --config config.json --weights-bytes 16381470000 --max-model-len 32768
     python -m llmops.plan --model-s3-uri s3://my-bucket/models/Qwen--Qwen3-8B/<revision>/ \\
         --instance-type ml.g6.xlarge --max-model-len 32768
     python -m llmops.plan --gguf Qwen3-8B-Q4_K_M.gguf --instance-type ml.g5.2xlarge --max-model-len 16384
 
-With ``--model-s3-uri`` the command reads ``config.json`` and the staging manifest
-(``.hf-model-manifest.json``) under the prefix; without a manifest it sums the sizes of the weight
-objects it lists there (unverified). It prints, per GPU, the weights, runtime overhead, KV-cache
-budget, the largest context and the number of full-length sequences that fit, what to change when
-they do not, and instance types that would fit. The formula and its assumptions are in
-``preflight/memory_fit.py``.
+The model comes from the Hugging Face Hub (``--model-id``: config.json and the weight files' sizes through
+``huggingface_hub``, no weights downloaded; ``HF_ENDPOINT`` and a token from ``$HF_TOKEN`` or
+``--hf-token-secret-arn`` are honoured), from a staged S3 prefix (``--model-s3-uri``: config.json and the
+staging manifest ``.hf-model-manifest.json``, else the listed weight objects, unverified) or from a local
+config.json with ``--weights-bytes``.
 
-Exit status: 0 fits, 1 does not fit, 2 bad arguments, 3 could not read S3.
+Without ``--instance-type`` it lists every catalog instance type on which the model fits, cheapest first
+in ``--region``: GPUs, tensor parallel size, the largest context, full-length sequences at once, a margin
+(fits / tight: under 10 % of the engine's memory left / no), and on-demand USD per hour and per month
+(``?`` where no sourced price is known). When nothing fits it says what would. With ``--instance-type``
+it prints the detailed per-GPU report for that type. ``--json`` prints either as JSON. The memory formula
+is in ``preflight/memory_fit.py``; the weight-format table in ``preflight/data/weight_formats.json``.
+
+Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments, 3 could not read S3 or the Hub.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
+from constructs_lib.engines import engine_names
+from constructs_lib.format_guard import nearest_capable
+from constructs_lib.prices import UNKNOWN, Price, hours_per_month, price
 from preflight import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     KV_CACHE_DTYPES,
+    MemoryFit,
     estimate_memory_fit,
     format_table,
     select_weight_files,
     tp_divides_heads,
 )
+from preflight.formats import FormatCheck, check_checkpoint
+from preflight.memory_fit import largest_context_for
 from preflight.weights import SAFETENSORS_INDEX
 
 MANIFEST = ".hf-model-manifest.json"
 S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$")
 SUGGESTIONS = 3
+
+
+DEFAULT_REGION = "us-east-1"
+DEFAULT_ENGINE = "vllm"
+# Under this share of the engine's memory left after the required KV cache, a fit is "tight": activation
+# peaks, CUDA graphs and fragmentation vary by engine version (see the calibration table in the README).
+TIGHT_HEADROOM = 0.10
+HYPERPOD = (
+    "beyond one instance, multi-node serving (tensor/pipeline parallel across instances) is the path: "
+    "Amazon SageMaker HyperPod runs such deployments; this project deploys single-instance endpoints"
+)
 
 
 class S3ReadError(Exception):
@@ -155,15 +181,20 @@ def _size_rank(instance_type: str) -> int:
     return int(match[1] or 1) if match else 0
 
 
-def instances_that_fit(config: dict[str, Any], weight_bytes: int, **settings: Any) -> list[InstanceSpec]:
+def instances_that_fit(
+    config: dict[str, Any], weight_bytes: int, *, engine: str = DEFAULT_ENGINE, **settings: Any
+) -> list[InstanceSpec]:
     """Catalog instance types on which the model fits with tensor parallel = all GPUs, smallest first.
 
-    One type per GPU model and count (the smallest host), ordered by total GPU memory.
+    One type per GPU model and count (the smallest host), ordered by total GPU memory; types whose GPUs
+    cannot run the checkpoint's weight format for ``engine`` are left out.
     """
     found: dict[tuple[str, int], InstanceSpec] = {}
     for instance_type in known_instance_types():
         spec = lookup_instance(instance_type)
         if spec is None or tp_divides_heads(config, spec.gpu_count):
+            continue
+        if not check_checkpoint(config, engine=engine, compute_capability=spec.compute_capability).ok:
             continue
         fit = estimate_memory_fit(
             config, weight_bytes=weight_bytes, gpu_count=spec.gpu_count, gpu_memory_gib=spec.gpu_memory_gib, **settings
@@ -174,14 +205,235 @@ def instances_that_fit(config: dict[str, Any], weight_bytes: int, **settings: An
     return sorted(found.values(), key=lambda s: (s.total_gpu_memory_gib, s.gpu_count, s.instance_type))
 
 
+# -- ranking -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One instance type for the model: the fit, the margin, the format check and the price."""
+
+    instance_type: str
+    gpu_count: int
+    gpu_model: str
+    gpu_memory_gib: float
+    tensor_parallel_size: int
+    largest_context: int  # one sequence
+    context_for_all_sequences: int  # each of max_num_seqs sequences at once
+    full_length_sequences: int
+    margin: str  # "fits", "tight" or "no"
+    headroom: float  # share of the engine's memory left after the required KV cache (negative: short)
+    usd_per_hour: float | None
+    usd_per_month: float | None
+    reasons: list[str] = field(default_factory=list)  # why not, when margin is "no"
+    warnings: list[str] = field(default_factory=list)
+
+
+def margin_of(fit: MemoryFit, formats: FormatCheck) -> tuple[str, float]:
+    headroom = (fit.kv_budget_bytes_per_gpu - fit.kv_bytes_needed_per_gpu) / fit.available_bytes_per_gpu
+    if not fit.fits or not formats.ok:
+        return "no", headroom
+    return ("tight" if headroom < TIGHT_HEADROOM else "fits"), headroom
+
+
+def evaluate(
+    config: dict[str, Any],
+    weight_bytes: int,
+    spec: InstanceSpec,
+    *,
+    engine: str,
+    region: str,
+    settings: dict[str, Any],
+    tensor_parallel_size: int | None = None,
+    gpu_label: str | None = None,
+) -> tuple[Candidate, MemoryFit, FormatCheck]:
+    """Memory fit and weight format of the model on ``spec`` (tensor parallel: all GPUs unless given).
+
+    ``gpu_label`` names the GPU in format warnings. Default: the instance type and its GPU model.
+    """
+    fit = estimate_memory_fit(
+        config,
+        weight_bytes=weight_bytes,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        tensor_parallel_size=tensor_parallel_size,
+        **settings,
+    )
+    formats = check_checkpoint(
+        config,
+        engine=engine,
+        compute_capability=spec.compute_capability,
+        gpu=gpu_label or f"{spec.instance_type} ({spec.gpu_model})",
+        alternatives=nearest_capable(spec, region) if spec.in_catalog else None,
+    )
+    margin, headroom = margin_of(fit, formats)
+    largest = fit.max_model_len_that_fits
+    if fit.context_limit is not None:
+        largest = min(largest, fit.context_limit)
+    cost: Price = price(spec.instance_type, region)
+    candidate = Candidate(
+        instance_type=spec.instance_type,
+        gpu_count=spec.gpu_count,
+        gpu_model=spec.gpu_model,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        tensor_parallel_size=fit.tensor_parallel_size,
+        largest_context=largest,
+        context_for_all_sequences=largest_context_for(fit, fit.max_num_seqs),
+        full_length_sequences=fit.full_length_sequences,
+        margin=margin,
+        headroom=round(headroom, 4),
+        usd_per_hour=cost.usd_per_hour,
+        usd_per_month=cost.usd_per_month,
+        reasons=fit.problems + formats.problems,
+        warnings=fit.warnings + formats.warnings,
+    )
+    return candidate, fit, formats
+
+
+def rank(
+    config: dict[str, Any], weight_bytes: int, *, engine: str, region: str, settings: dict[str, Any]
+) -> list[Candidate]:
+    """Every catalog instance type, those that fit first, cheapest known price first, then least GPU memory."""
+    found = []
+    for instance_type in known_instance_types():
+        spec = lookup_instance(instance_type)
+        if spec is None:
+            continue
+        # Format warnings name the GPU model only: the ranking prints each once, not once per instance size.
+        found.append(
+            evaluate(
+                config, weight_bytes, spec, engine=engine, region=region, settings=settings, gpu_label=spec.gpu_model
+            )[0]
+        )
+    return sorted(
+        found,
+        key=lambda c: (
+            c.margin == "no",
+            c.usd_per_hour is None,
+            c.usd_per_hour or 0.0,
+            c.gpu_count * c.gpu_memory_gib,
+            c.instance_type,
+        ),
+    )
+
+
+def suggestions(
+    config: dict[str, Any],
+    weight_bytes: int,
+    candidates: list[Candidate],
+    *,
+    engine: str,
+    region: str,
+    settings: dict[str, Any],
+    variants: list[str],
+) -> list[str]:
+    """What would fit when nothing does: an fp8 KV cache, a shorter context, a smaller quantization, more nodes."""
+    found = []
+    if settings["kv_cache_dtype"] not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
+        with_fp8 = rank(
+            config, weight_bytes, engine=engine, region=region, settings={**settings, "kv_cache_dtype": "fp8"}
+        )
+        fitting = [c for c in with_fp8 if c.margin != "no"]
+        if fitting:
+            found.append(
+                f"an fp8 KV cache (engine_env SM_<ENGINE>_KV_CACHE_DTYPE=fp8, or --kv-cache-dtype fp8 here) halves "
+                f"the KV cache: then {fitting[0].instance_type} fits ({len(fitting)} type(s) in all)"
+            )
+    # Types where the weights fit and the format runs: the longest context every sequence can have there.
+    sequences = settings["max_num_seqs"]
+    shorter = [
+        c
+        for c in candidates
+        if c.context_for_all_sequences > 0
+        and not any(r.startswith(("weights do not fit", "tensor_parallel")) for r in c.reasons)
+        and not any("compute capability" in r for r in c.reasons)
+    ]
+    if shorter:
+        best = max(shorter, key=lambda c: (c.context_for_all_sequences, -(c.usd_per_hour or 0)))
+        found.append(
+            f"a shorter context: max_model_len up to {best.context_for_all_sequences:,} fits on "
+            f"{best.instance_type} ({best.gpu_count} x {best.gpu_model}) for {sequences} sequence(s) at once"
+        )
+    if variants:
+        found.append(
+            "a smaller quantization of the same model (repositories on the Hub that declare it their base "
+            f"model): {', '.join(variants)}; run plan with --model-id on one of them"
+        )
+    else:
+        found.append(
+            "a quantized checkpoint of the same model (AWQ/GPTQ 4-bit weights are about a quarter of 16-bit, FP8 "
+            "half): none was found on the Hub for this repository (or the source is not the Hub)"
+        )
+    found.append(HYPERPOD)
+    return found
+
+
+# -- output --------------------------------------------------------------------------------------------
+
+
+def _short_gpu(model: str) -> str:
+    return model.removeprefix("NVIDIA ").removesuffix(" Server Edition")
+
+
+def _money(value: float | None, digits: int) -> str:
+    return UNKNOWN if value is None else f"{value:,.{digits}f}"
+
+
+def ranking_table(candidates: list[Candidate], *, region: str, max_model_len: int, max_num_seqs: int) -> str:
+    rows = [
+        (
+            c.instance_type,
+            f"{c.gpu_count} x {_short_gpu(c.gpu_model)} {c.gpu_memory_gib:g} GB",
+            str(c.tensor_parallel_size),
+            f"{c.largest_context:,}",
+            f"{c.full_length_sequences:,}",
+            c.margin,
+            _money(c.usd_per_hour, 2),
+            _money(c.usd_per_month, 0),
+        )
+        for c in candidates
+    ]
+    heads = ("instance type", "GPUs", "TP", "largest context", f"{max_model_len:,}-token seqs", "margin")
+    heads += (f"USD/h {region}", f"USD/month ({hours_per_month()} h)")
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads)]
+    left = {0, 1, 5}
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(
+            c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(heads), *(line(r) for r in rows)])
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return asdict(c)
+
+
+def _fit_json(fit: MemoryFit) -> dict[str, Any]:
+    data = asdict(fit)
+    data["attention"] = asdict(fit.attention)
+    return data
+
+
+# -- command -------------------------------------------------------------------------------------------
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.plan", description=__doc__.split("\n\n")[0])
     source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model-id", help="a Hugging Face Hub repository, e.g. Qwen/Qwen3-32B")
     source.add_argument("--config", type=Path, help="a model's config.json (needs --weights-bytes)")
     source.add_argument("--model-s3-uri", help="s3://bucket/prefix/ of a staged checkpoint")
+    parser.add_argument("--revision", help="with --model-id: a branch, tag or commit SHA. Default: main")
+    parser.add_argument(
+        "--hf-token-secret-arn",
+        help="with --model-id: Secrets Manager secret holding the Hub token. Default: $HF_TOKEN",
+    )
     source.add_argument("--gguf", help="a GGUF file for llama.cpp: a local path or s3://bucket/key.gguf (header only)")
     parser.add_argument("--weights-bytes", type=positive_int, help="on-disk bytes of the weight files")
-    parser.add_argument("--instance-type", required=True, help="e.g. ml.g6e.2xlarge")
+    parser.add_argument(
+        "--instance-type", help="e.g. ml.g6e.2xlarge: the detailed report for that type. Default: rank every type"
+    )
     parser.add_argument("--max-model-len", type=positive_int, required=True, help="context length in tokens")
     parser.add_argument(
         "--tensor-parallel-size", type=positive_int, help="GPUs the model is split over. Default: all of them"
@@ -203,7 +455,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--gpu-memory-gib", type=positive_float, help="nominal memory per GPU, for types the catalog lacks"
     )
-    parser.add_argument("--region", help="region of the S3 client. Default: the AWS configuration's")
+    parser.add_argument(
+        "--engine",
+        choices=engine_names(),
+        default=DEFAULT_ENGINE,
+        help=f"whose weight-format rules apply. Default: {DEFAULT_ENGINE}",
+    )
+    parser.add_argument(
+        "--region",
+        help="region of the prices (and of the S3 client). Default: $AWS_REGION, $AWS_DEFAULT_REGION, else "
+        f"{DEFAULT_REGION}",
+    )
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     return parser
 
 
@@ -214,24 +477,32 @@ def main(argv: list[str] | None = None, *, s3_client: Any = None) -> int:
         return e.code if isinstance(e.code, int) else 2
 
 
-def _plan(argv: list[str] | None, s3_client: Any) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+@dataclass
+class Source:
+    config: dict[str, Any]
+    weight_bytes: int
+    notes: list[str]
+    flag: str  # how the user named it, for error messages
+    repo_id: str | None = None
+    token: str | None = None
 
-    spec, problems = resolve_instance(args.instance_type, gpu_count=args.gpu_count, gpu_memory_gib=args.gpu_memory_gib)
-    if problems or spec is None:
-        parser.error(f"argument --instance-type {args.instance_type}: {' '.join(problems)}")
-    tp = args.tensor_parallel_size or spec.gpu_count
-    if tp > spec.gpu_count:
-        parser.error(
-            f"argument --tensor-parallel-size: invalid value {tp}: {args.instance_type} has {spec.gpu_count} "
-            f"GPU(s); allowed: 1 to {spec.gpu_count}"
-        )
 
-    if args.gguf is not None:
-        from llmops.plan_gguf import plan_gguf
+def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: Any) -> Source | int:
+    """The model's config.json and weight bytes from the flag the user gave; an exit code on a read failure."""
+    if args.model_id is not None:
+        from llmops.hub import HubError, fetch_model, read_token
 
-        return plan_gguf(args, spec, parser, s3_client)
+        try:
+            token = read_token(args.hf_token_secret_arn)
+            model = fetch_model(args.model_id, args.revision, token=token)
+        except HubError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 3
+        weight_bytes, notes = model.weight_bytes, list(model.notes)
+        if args.weights_bytes is not None:
+            notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
+            weight_bytes = args.weights_bytes
+        return Source(model.config, weight_bytes, notes, f"--model-id {args.model_id}", args.model_id, token)
     notes: list[str] = []
     if args.config is not None:
         if args.weights_bytes is None:
@@ -242,25 +513,61 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
             parser.error(f"argument --config {args.config}: cannot read it as JSON: {e}")
         if not isinstance(config, dict):
             parser.error(f"argument --config {args.config}: not a JSON object")
-        weight_bytes, source_flag = args.weights_bytes, f"--config {args.config}"
+        return Source(config, args.weights_bytes, [], f"--config {args.config}")
+    location = split_s3_uri(args.model_s3_uri)
+    if location is None:
+        parser.error(f"argument --model-s3-uri: invalid value {args.model_s3_uri!r}: expected s3://bucket/prefix/")
+    if s3_client is None:
+        import boto3
+
+        s3_client = boto3.session.Session().client("s3", region_name=args.region)
+    try:
+        config, weight_bytes, notes = read_checkpoint(s3_client, *location)
+    except S3ReadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    if args.weights_bytes is not None:
+        notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
+        weight_bytes = args.weights_bytes
+    return Source(config, weight_bytes, notes, f"--model-s3-uri {args.model_s3_uri}")
+
+
+def _plan(argv: list[str] | None, s3_client: Any) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    for flag, value in (("--revision", args.revision), ("--hf-token-secret-arn", args.hf_token_secret_arn)):
+        if value is not None and args.model_id is None:
+            parser.error(f"argument {flag}: only with --model-id")
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+
+    spec = None
+    if args.instance_type is not None:
+        spec, problems = resolve_instance(
+            args.instance_type, gpu_count=args.gpu_count, gpu_memory_gib=args.gpu_memory_gib
+        )
+        if problems or spec is None:
+            parser.error(f"argument --instance-type {args.instance_type}: {' '.join(problems)}")
+        if args.tensor_parallel_size and args.tensor_parallel_size > spec.gpu_count:
+            parser.error(
+                f"argument --tensor-parallel-size: invalid value {args.tensor_parallel_size}: {args.instance_type} "
+                f"has {spec.gpu_count} GPU(s); allowed: 1 to {spec.gpu_count}"
+            )
     else:
-        location = split_s3_uri(args.model_s3_uri)
-        if location is None:
-            parser.error(f"argument --model-s3-uri: invalid value {args.model_s3_uri!r}: expected s3://bucket/prefix/")
-        if s3_client is None:
-            import boto3
+        for flag, value in (
+            ("--tensor-parallel-size", args.tensor_parallel_size),
+            ("--gpu-count", args.gpu_count),
+            ("--gpu-memory-gib", args.gpu_memory_gib),
+        ):
+            if value is not None:
+                parser.error(f"argument {flag}: only with --instance-type (the ranking uses every GPU of each type)")
 
-            s3_client = boto3.session.Session().client("s3", region_name=args.region)
-        try:
-            config, weight_bytes, notes = read_checkpoint(s3_client, *location)
-        except S3ReadError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 3
-        if args.weights_bytes is not None:
-            notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
-            weight_bytes = args.weights_bytes
-        source_flag = f"--model-s3-uri {args.model_s3_uri}"
+    if args.gguf is not None:
+        from llmops.plan_gguf import plan_gguf
 
+        return plan_gguf(args, spec, parser, s3_client)
+    source = _load(args, parser, s3_client)
+    if isinstance(source, int):
+        return source
     settings = {
         "max_model_len": args.max_model_len,
         "max_num_seqs": args.max_num_seqs,
@@ -268,29 +575,121 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
         "gpu_memory_utilization": args.gpu_memory_utilization,
     }
     try:
-        fit = estimate_memory_fit(
-            config,
-            weight_bytes=weight_bytes,
-            gpu_count=spec.gpu_count,
-            gpu_memory_gib=spec.gpu_memory_gib,
-            tensor_parallel_size=tp,
-            **settings,
-        )
+        tp_divides_heads(source.config, 1)  # reads the attention layout: a bad config.json is a bad argument
+        if spec is not None:
+            return _detailed(args, source, spec, region, settings)
+        return _ranking(args, source, region, settings)
     except ValueError as e:
-        parser.error(f"argument {source_flag}: {e}")
+        parser.error(f"argument {source.flag}: {e}")
+    return 2  # not reached: parser.error exits
 
-    title = f"{args.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
-    for note in notes:
+
+def _detailed(
+    args: argparse.Namespace, source: Source, spec: InstanceSpec, region: str, settings: dict[str, Any]
+) -> int:
+    candidate, fit, formats = evaluate(
+        source.config,
+        source.weight_bytes,
+        spec,
+        engine=args.engine,
+        region=region,
+        settings=settings,
+        tensor_parallel_size=args.tensor_parallel_size or spec.gpu_count,
+    )
+    fits = fit.fits and formats.ok
+    better = (
+        []
+        if fits
+        else instances_that_fit(source.config, source.weight_bytes, engine=args.engine, **settings)[:SUGGESTIONS]
+    )
+    if args.json:
+        report = {
+            "instance": asdict(spec),
+            "fits": fits,
+            "candidate": _candidate_json(candidate),
+            "memory": _fit_json(fit),
+            "weight_format": asdict(formats),
+            "notes": source.notes,
+            "instance_types_that_fit": [s.instance_type for s in better],
+        }
+        print(json.dumps(report, indent=2))
+        return 0 if fits else 1
+    title = f"{spec.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
+    for note in source.notes:
         print(note)
     print(format_table(fit, title=title))
-    if not fit.fits:
-        better = instances_that_fit(config, weight_bytes, **settings)[:SUGGESTIONS]
+    if formats.formats:
+        print(f"weight format: {', '.join(formats.formats)} with {args.engine}: {'OK' if formats.ok else 'NO'}")
+    for problem in formats.problems:
+        print(f"  - {problem}")
+    for item in formats.warnings + formats.notes:
+        print(f"  - {item}")
+    cost = price(spec.instance_type, region)
+    print(
+        f"on-demand price in {region}: USD {cost.hourly_text()} per hour, {cost.monthly_text()} per month "
+        f"({hours_per_month()} h)" + (f"; {cost.date}, {cost.source}" if cost.known else "; no sourced price known")
+    )
+    if not fits:
         if better:
             listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in better)
             print(f"instance types that fit these settings (tensor parallel = all GPUs): {listed}")
         else:
             print("no instance type in the catalog fits these settings: shorten max_model_len or quantize")
-    return 0 if fit.fits else 1
+    return 0 if fits else 1
+
+
+def _ranking(args: argparse.Namespace, source: Source, region: str, settings: dict[str, Any]) -> int:
+    candidates = rank(source.config, source.weight_bytes, engine=args.engine, region=region, settings=settings)
+    fitting = [c for c in candidates if c.margin != "no"]
+    advice: list[str] = []
+    if not fitting:
+        variants: list[str] = []
+        if source.repo_id is not None:
+            from llmops.hub import quantized_variants
+
+            variants = quantized_variants(source.repo_id, token=source.token)
+        advice = suggestions(
+            source.config,
+            source.weight_bytes,
+            candidates,
+            engine=args.engine,
+            region=region,
+            settings=settings,
+            variants=variants,
+        )
+    warnings = sorted({w for c in fitting for w in c.warnings})
+    if args.json:
+        report = {
+            "model": source.flag.split(" ", 1)[1],
+            "region": region,
+            "engine": args.engine,
+            "settings": settings,
+            "weight_bytes": source.weight_bytes,
+            "hours_per_month": hours_per_month(),
+            "instances": [_candidate_json(c) for c in fitting],
+            "does_not_fit": [_candidate_json(c) for c in candidates if c.margin == "no"],
+            "suggestions": advice,
+            "warnings": warnings,
+            "notes": source.notes,
+        }
+        print(json.dumps(report, indent=2))
+        return 0 if fitting else 1
+    for note in source.notes:
+        print(note)
+    shown = f"max_model_len {args.max_model_len:,}, {args.max_num_seqs} full-length sequence(s)"
+    shown += f", KV cache {args.kv_cache_dtype}, gpu_memory_utilization {args.gpu_memory_utilization:g}"
+    if not fitting:
+        print(f"fits on no single catalog instance type ({shown}, {args.engine}). What would:")
+        print("\n".join(f"  - {a}" for a in advice))
+        return 1
+    print(f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}), cheapest first:")
+    print(ranking_table(fitting, region=region, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs))
+    unknown = sum(c.usd_per_hour is None for c in fitting)
+    if unknown:
+        print(f"{UNKNOWN}: no sourced on-demand price for {region} in constructs_lib/data/sagemaker_prices.json")
+    for warning in warnings:
+        print(f"warning: {warning}")
+    return 0
 
 
 if __name__ == "__main__":

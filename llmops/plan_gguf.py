@@ -77,7 +77,9 @@ def instances_that_fit(header: GgufHeader, weight_bytes: int, **settings: Any) -
     return sorted(found.values(), key=lambda s: (s.total_gpu_memory_gib, s.gpu_count, s.instance_type))
 
 
-def plan_gguf(args: argparse.Namespace, spec: InstanceSpec, parser: argparse.ArgumentParser, s3_client: Any) -> int:
+def plan_gguf(
+    args: argparse.Namespace, spec: InstanceSpec | None, parser: argparse.ArgumentParser, s3_client: Any
+) -> int:
     """Exit status as for the other sources: 0 fits, 1 does not fit, 2 bad arguments, 3 could not read S3."""
     match = S3_OBJECT.match(args.gguf)
     try:
@@ -104,6 +106,16 @@ def plan_gguf(args: argparse.Namespace, spec: InstanceSpec, parser: argparse.Arg
         notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
         weight_bytes = args.weights_bytes
     settings = {"max_model_len": args.max_model_len, "max_num_seqs": args.max_num_seqs}
+    for note in notes:
+        print(note)
+    if spec is None:  # no --instance-type: every catalog type llama.cpp fits on
+        try:
+            found = instances_that_fit(header, weight_bytes, **settings)
+        except (GgufError, ValueError) as e:
+            parser.error(f"argument --gguf {args.gguf}: {e}")
+        listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in found)
+        print(f"instance types that fit these settings with llama.cpp: {listed or 'none in the catalog'}")
+        return 0 if found else 1
     try:
         fit = estimate_gguf_fit(
             header, weight_bytes=weight_bytes, gpu_count=spec.gpu_count, gpu_memory_gib=spec.gpu_memory_gib, **settings
@@ -111,8 +123,6 @@ def plan_gguf(args: argparse.Namespace, spec: InstanceSpec, parser: argparse.Arg
     except (GgufError, ValueError) as e:
         parser.error(f"argument --gguf {args.gguf}: {e}")
     title = f"{args.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB), llama.cpp"
-    for note in notes:
-        print(note)
     print(format_table(fit, title=title))
     if not fit.fits:
         better = instances_that_fit(header, weight_bytes, **settings)[:SUGGESTIONS]

@@ -32,6 +32,7 @@ from typing import Any, TextIO
 from urllib.parse import parse_qs, urlsplit
 
 from endpoint_client import Delta, InvocationError, InvocationResult, stream_chat
+from llmops.engine_streams import engine_option, stream_formats
 
 STATIC = Path(__file__).resolve().parent / "playground_static"
 TOKEN_HEADER = "X-Playground-Token"
@@ -167,10 +168,12 @@ class Playground:
         *,
         port: int = 8765,
         log: TextIO | None = None,
+        stream_format: str = "sse",
     ) -> None:
         self.client = runtime_client
         self.endpoint = endpoint
         self.component = component
+        self.stream_format = stream_format  # the engine's framing (engines.json stream_format)
         self.secret = secrets.token_urlsafe(32)
         self.log = log or sys.stderr
         self.answers: dict[str, Answer] = {}
@@ -360,6 +363,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body,
                 inference_component_name=self.owner.component,
                 on_delta=on_delta,
+                stream_format=self.owner.stream_format,
             )
         except InvocationError as e:
             if answer.cancelled.is_set():
@@ -425,6 +429,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8765, help="local port (default: 8765; 0 picks a free one)")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
     parser.add_argument("--open", action="store_true", help="open the page in the default browser")
+    engine_option(parser)
     return parser
 
 
@@ -452,7 +457,14 @@ def main(argv: list[str] | None = None, *, runtime_client: Any = None, stderr: T
             print("error: no AWS region: pass --region or set AWS_REGION", file=stderr)
             return 2
     try:
-        playground = Playground(runtime_client, args.endpoint, args.inference_component, port=args.port, log=stderr)
+        playground = Playground(
+            runtime_client,
+            args.endpoint,
+            args.inference_component,
+            port=args.port,
+            log=stderr,
+            stream_format=stream_formats()[args.engine],
+        )
     except OSError as e:
         print(f"error: cannot listen on 127.0.0.1:{args.port} ({e.strerror}); try --port 0", file=stderr)
         return 2

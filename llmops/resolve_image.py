@@ -3,7 +3,8 @@
     python -m llmops.resolve_image --engine vllm --instance-type ml.g6e.xlarge --region us-west-2
 
 Lists the tags of the engine's repository in the region's DLC registry (ECR DescribeImages),
-keeps only semantic SageMaker tags (X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker), drops
+keeps only the engine's pinned tags (its ``tag_pattern`` in constructs_lib/data/engines.json: for vLLM
+and SGLang X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker, for LMI <djl>-lmi<N.N.N>-cuNNN), drops
 those whose CUDA level the instance's GPUs cannot run, prints the newest and records it in
 cdk.context.json, the way CDK records its own context lookups. ``cdk synth`` then uses the
 recorded tag for that engine and instance type until the entry is removed
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -23,10 +25,10 @@ from constructs_lib.engines import engine_names, get_engine
 from constructs_lib.images import SEMANTIC_TAG, cuda_of_tag, dlc_account, recorded_tag_key, version_key
 
 
-def compatible_tags(tags: list[str], instance_spec: Any) -> list[str]:
-    """Semantic tags whose CUDA level the instance accepts, newest first (version, then CUDA)."""
-    keep = [t for t in set(tags) if SEMANTIC_TAG.match(t) and instance_spec.accepts_cuda(cuda_of_tag(t))]
-    return sorted(keep, key=lambda t: (version_key(t), cuda_of_tag(t), t), reverse=True)
+def compatible_tags(tags: list[str], instance_spec: Any, pattern: re.Pattern[str] = SEMANTIC_TAG) -> list[str]:
+    """Pinned tags (``pattern``) whose CUDA level the instance accepts, newest first (version, then CUDA)."""
+    keep = [t for t in set(tags) if pattern.match(t) and instance_spec.accepts_cuda(cuda_of_tag(t))]
+    return sorted(keep, key=lambda t: (version_key(t, pattern), cuda_of_tag(t), t), reverse=True)
 
 
 def list_tags(ecr: Any, registry_id: str, repository: str) -> list[str]:
@@ -90,10 +92,10 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
         print(f"error: listing {account}/{engine.repository} in {args.region} failed: {e}", file=sys.stderr)
         return 3
 
-    candidates = compatible_tags(tags, spec)
+    candidates = compatible_tags(tags, spec, engine.tag_pattern)
     if not candidates:
         print(
-            f"error: none of the {len(tags)} tags of {engine.repository} is a semantic SageMaker tag that "
+            f"error: none of the {len(tags)} tags of {engine.repository} is a pinned tag ({engine.tag_format}) that "
             f"{args.instance_type} ({spec.gpu_model}) can run",
             file=sys.stderr,
         )

@@ -1,17 +1,86 @@
-"""Print what ``cdk synth`` produced: one block per stack with its endpoint settings.
+"""Print what ``cdk synth`` produced: one block per stack with its endpoint settings and what it costs.
 
-python -m llmops.summary cdk.out
+python -m llmops.summary cdk.out [--region us-west-2]
+
+The cost is on-demand SageMaker real-time inference: instances x the hourly price of the type in the region
+(``constructs_lib/data/sagemaker_prices.json``; ``?`` where no sourced price is known), per hour and per month
+of always-on use. Default region: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1 (the template itself is
+region-agnostic).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
+
+from constructs_lib.prices import hours_per_month, price
+
+DEFAULT_REGION = "us-east-1"
+# How long a cold start takes, for the scale-to-zero note (PRODUCT.md section 9): an instance launch plus the
+# model load; requests fail with NoCapacityInvocationFailures until it is in service.
+COLD_START = (
+    "a cold start launches an instance and loads the model: minutes (AWS reports 164-346 s P50 scale-out on "
+    "ml.g5.2xlarge; 303 s create-to-InService for a 21 GB model), and requests fail until it is in service"
+)
 
 
-def describe(template: dict) -> list[str]:
+def update_policy(config: dict) -> str:
+    """One line for a DeploymentConfig: how traffic or copies move and how many alarms roll it back."""
+    alarms = len(config.get("AutoRollbackConfiguration", {}).get("Alarms", []))
+    if "BlueGreenUpdatePolicy" in config:
+        traffic = config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"]
+        step = traffic.get("CanarySize") or traffic.get("LinearStepSize")
+        kind = f"blue/green {traffic['Type']}" + (f" by {step['Value']} instance(s)" if step else "")
+        wait = traffic.get("WaitIntervalInSeconds")
+    else:
+        rolling = config.get("RollingUpdatePolicy", {})
+        kind = f"rolling by {rolling.get('MaximumBatchSize', {}).get('Value')} copies"
+        wait = rolling.get("WaitIntervalInSeconds")
+    return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
+
+
+def _count(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def cost_lines(variant: dict, region: str) -> list[str]:
+    """The variant's on-demand cost: always-on instances, or idle and full scale with managed scaling."""
+    instance_type = variant.get("InstanceType")
+    if not isinstance(instance_type, str):
+        return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
+    cost = price(instance_type, region)
+    hours = hours_per_month()
+    source = (
+        f" (price of {cost.date}, sourced in constructs_lib/data/sagemaker_prices.json)"
+        if cost.known
+        else " (no sourced price for this type and region)"
+    )
+    scaling = variant.get("ManagedInstanceScaling") or {}
+    low, high = _count(scaling.get("MinInstanceCount")), _count(scaling.get("MaxInstanceCount"))
+    if scaling.get("Status") == "ENABLED" and low is not None and high is not None:
+        lines = [
+            f"  cost in {region}: USD {cost.hourly_text(low)}/h idle ({low} x {instance_type}), "
+            f"USD {cost.hourly_text(high)}/h at full scale ({high} x); always-on minimum "
+            f"USD {cost.monthly_text(low)}/month ({hours} h){source}"
+        ]
+        if low == 0:
+            lines.append(f"  scale-to-zero: no instance (USD 0/h) while idle; {COLD_START}")
+        return lines
+    count = _count(variant.get("InitialInstanceCount")) or 1
+    return [
+        f"  cost in {region}: {count} x {instance_type} = USD {cost.hourly_text(count)}/h, "
+        f"USD {cost.monthly_text(count)}/month ({hours} h always on){source}"
+    ]
+
+
+def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     resources = template.get("Resources", {})
     counts = Counter(r["Type"] for r in resources.values())
     lines = [
@@ -38,17 +107,30 @@ def describe(template: dict) -> list[str]:
             lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
+        if res["Type"] in ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent") and props.get(
+            "DeploymentConfig"
+        ):
+            lines.append(f"  update policy: {update_policy(props['DeploymentConfig'])}")
         if res["Type"] == "AWS::SageMaker::EndpointConfig":
             for variant in props.get("ProductionVariants", []):
                 lines.append(
                     f"  variant {variant.get('VariantName')}: {variant.get('InitialInstanceCount')} x "
                     f"{variant.get('InstanceType')}, AMI {variant.get('InferenceAmiVersion', 'SageMaker default')}"
                 )
+                lines += cost_lines(variant, region)
     return lines
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    argv = list(sys.argv[1:] if argv is None else argv)
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
+    if "--region" in argv:
+        at = argv.index("--region")
+        if at + 1 >= len(argv):
+            print("--region needs a value, e.g. --region us-west-2", file=sys.stderr)
+            return 2
+        region = argv[at + 1]
+        del argv[at : at + 2]
     out = Path(argv[0] if argv else "cdk.out")
     templates = sorted(out.glob("*.template.json"))
     if not templates:
@@ -63,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             )
     for path in templates:
         print(path)
-        print("\n".join(describe(json.loads(path.read_text()))))
+        print("\n".join(describe(json.loads(path.read_text()), region)))
     return 0
 
 

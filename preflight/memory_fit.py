@@ -20,14 +20,17 @@ count. They are split evenly over the tensor-parallel ranks; replicated pieces (
 when TP exceeds the KV heads) are small and ignored. An MoE checkpoint keeps every expert resident, so
 its weights count in full although only a few experts run per token.
 
-**Runtime overhead** per GPU = ``Overhead.fixed_bytes_per_gpu`` (default 1.5 GiB: CUDA context about
-0.5 GiB, CUDA-graph memory pool 0.3-1 GiB, NCCL and all-reduce buffers when TP > 1, allocator slack)
-+ ``Overhead.activation_fraction`` (default 5 %) of the weights on that GPU *as if they were 16-bit*.
-The second term stands for the activation peak the engine measures in its profiling forward pass;
-it grows with the model's width and depth, which 16-bit weight bytes track, and quantized models
-still compute in 16-bit, so a 4-bit checkpoint's weights count 4 times (16/4) and an FP8 one twice.
-vLLM reports activation peaks of roughly 1-1.5 GiB for 7-8B models in 16-bit (15 GiB of weights),
-so 1.5 GiB + 5 % is on the generous side, as a preflight should be.
+**Runtime overhead** per GPU = ``Overhead.fixed_bytes_per_gpu`` (default 0) + ``Overhead.activation_fraction``
+(default 8.5 %) of the weights on that GPU *as if they were 16-bit*. It stands for what vLLM subtracts besides
+the weights before sizing the KV cache: the activation peak of its profiling forward pass (``max_num_batched_tokens``
+tokens, logits included), non-torch memory (CUDA context, NCCL) and CUDA graphs. Quantized models still compute
+in 16-bit, so a 4-bit checkpoint's weights count 4 times (16/4) and an FP8 one twice. The two values are
+*calibrated*, not guessed: ``tests/data/vllm_startup_logs.json`` holds published vLLM V1 start-up logs (the
+weights vLLM loaded, the KV-cache memory it reported, the GPU, flags), and with these defaults the estimate
+predicts every case's KV-cache token capacity within 15 % (``tests/test_calibration.py``; table in the README).
+A fixed term above about 0.1 GiB pushes the two tightest cases (Qwen2-7B at 25 % of an A100, Qwen3-32B on one
+H100) out of that band, so the whole overhead is proportional. Production estimates read GPU memory from the
+catalog's nominal GB (below what the driver reports), which adds a margin the calibration does not need.
 
 **KV cache per token**, per attention layer: 2 (K and V) x KV heads x head_dim x bytes per element.
 KV heads are ``num_key_value_heads`` (grouped-query attention), else ``num_attention_heads``;
@@ -87,12 +90,13 @@ TP_CANDIDATES = (1, 2, 4, 8, 16)
 class Overhead:
     """Per-GPU memory outside weights and KV cache (see the module docstring for the reasoning).
 
-    fixed_bytes_per_gpu: CUDA context, CUDA graphs, NCCL buffers, allocator slack. Default: 1.5 GiB.
-    activation_fraction: activation peak as a share of the weights on a GPU counted as 16-bit. Default: 0.05.
+    fixed_bytes_per_gpu: CUDA context, CUDA graphs, NCCL buffers, allocator slack. Default: 0 (see the calibration).
+    activation_fraction: everything else vLLM reserves, as a share of the weights on a GPU counted as 16-bit.
+        Default: 0.085, calibrated against published vLLM start-up logs (tests/data/vllm_startup_logs.json).
     """
 
-    fixed_bytes_per_gpu: int = 3 * GIB // 2
-    activation_fraction: float = 0.05
+    fixed_bytes_per_gpu: int = 0
+    activation_fraction: float = 0.085
 
 
 @dataclass(frozen=True)
@@ -358,6 +362,15 @@ def _largest_context(layout: AttentionLayout, tp: int, elem_bytes: int, budget: 
     return (budget - windowed * layout.window) // full
 
 
+def largest_context_for(fit: MemoryFit, sequences: int) -> int:
+    """The longest context that ``sequences`` sequences can each have at once within the fit's KV budget."""
+    per_sequence = max(fit.kv_budget_bytes_per_gpu, 0) // max(sequences, 1)
+    found = _largest_context(
+        fit.attention, fit.tensor_parallel_size, fit.kv_bytes_per_element, per_sequence, fit.context_limit
+    )
+    return found if fit.context_limit is None else min(found, fit.context_limit)
+
+
 def context_limit(cfg: Mapping[str, Any]) -> int | None:
     value = _first(cfg, "max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
@@ -423,7 +436,7 @@ def estimate_memory_fit(
     max_num_seqs: how many ``max_model_len``-token sequences must fit at once. Default: 1, the engine's
     own start-up check (vLLM refuses to start when one full-length sequence does not fit).
     kv_cache_dtype: one of ``KV_CACHE_DTYPES``. Default: ``auto``, the model's 16-bit dtype.
-    overhead: Default: ``Overhead()``, 1.5 GiB per GPU + 5 % of the 16-bit-equivalent weights.
+    overhead: Default: ``Overhead()``, 8.5 % of the 16-bit-equivalent weights per GPU (calibrated).
     usable_gpu_memory_bytes: a measured per-GPU total. Default: ``gpu_memory_gib`` read as GB.
     Raises ValueError for inputs no deployment could have (a TP larger than the GPU count, an unknown
     KV-cache dtype, a config.json without layer or head counts).
@@ -496,8 +509,9 @@ def estimate_memory_fit(
         else f"usable GPU memory: {_gib(usable)} per GPU, as given",
         f"engine budget: gpu_memory_utilization {gpu_memory_utilization:.2f} of it = {_gib(available)} per GPU",
         f"weights: {weight_bytes / GB:.2f} GB on disk, split evenly over {tp} tensor-parallel rank(s)",
-        f"overhead: {_gib(overhead.fixed_bytes_per_gpu)} fixed per GPU (CUDA context, CUDA graphs, NCCL, "
-        f"allocator) + {overhead.activation_fraction:.0%} of the 16-bit-equivalent weights per GPU (activations)",
+        f"overhead: {_gib(overhead.fixed_bytes_per_gpu)} fixed per GPU + {overhead.activation_fraction:.1%} of the "
+        "16-bit-equivalent weights per GPU (activation peak, CUDA graphs, non-torch memory; calibrated against "
+        "published vLLM start-up logs)",
         f"KV cache in {kv_name} ({elem_bytes} byte(s) per element)",
     ]
     if quant_note:

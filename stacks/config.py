@@ -21,9 +21,11 @@ from constructs_lib.engines import SECRET_HINT, EngineSpec, engine_names, get_en
 from constructs_lib.gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
 from constructs_lib.gguf_file import GGUF_FILE, staging_patterns
 from constructs_lib.image_asset import default_image
-from constructs_lib.images import SEMANTIC_TAG, ServingImage, known_ami_versions, recorded_tag_key
+from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
 from preflight import KV_CACHE_DTYPES
+
+from .observability import observability_fields, observability_problems
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
@@ -54,7 +56,7 @@ SCALING_KEYS = (
     "min_memory_mb",
 )
 # The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
-PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
@@ -225,6 +227,7 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "revision": _pattern(REVISION, "a branch, tag or commit SHA (letters, digits, '.', '_', '-', '/')"),
     "model_s3_uri": _optional(_pattern(re.compile(r"^s3://.+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
     "model_bucket": _optional(_bucket),
+    "reuse_model_bucket": _boolean,
     "model_kms_key_arn": _optional(
         _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
     ),
@@ -279,6 +282,19 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "endpoint_name": _optional(_text),
     "gguf_file": _optional(_pattern(GGUF_FILE, GGUF_FILE_DESCRIPTION)),
 }
+# Dashboard, alarms and update policy (stacks/observability.py), parsed with the parsers above.
+FIELDS.update(
+    observability_fields(
+        {
+            "optional": _optional,
+            "choice": _choice,
+            "integer": _integer,
+            "number": _number,
+            "boolean": _boolean,
+            "pattern": _pattern,
+        }
+    )
+)
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
@@ -329,6 +345,7 @@ class DeploymentConfig:
     revision: str
     model_s3_uri: str | None
     model_bucket: str | None
+    reuse_model_bucket: bool
     model_kms_key_arn: str | None
     hf_token_secret_arn: str | None
     hf_token_kms_key_arn: str | None
@@ -375,6 +392,18 @@ class DeploymentConfig:
     startup_timeout_s: int
     download_timeout_s: int
     endpoint_name: str | None
+    update_policy: str | None
+    update_step_size: int
+    update_wait_s: int
+    update_termination_wait_s: int | None
+    update_timeout_s: int | None
+    alarms: bool
+    alarm_email: str | None
+    alarm_5xx_percent: float | None
+    alarm_p99_latency_ms: float | None
+    alarm_gpu_memory_percent: float | None
+    alarm_no_capacity: bool
+    dashboard: bool
     gguf_file: str | None
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
@@ -414,6 +443,11 @@ class DeploymentConfig:
                 "give at most one (model_s3_uri serves that exact prefix; model_bucket holds "
                 "models/<org>--<name>/<revision>/)"
             )
+        if values.get("reuse_model_bucket") and (values.get("model_s3_uri") or values.get("model_bucket")):
+            problems.append(
+                "reuse_model_bucket=true: reuses the bucket this app created before (<stack>-models-<account>-"
+                "<region>); give it alone, not with model_bucket or model_s3_uri"
+            )
         if values.get("model_kms_key_arn") and not (values.get("model_s3_uri") or values.get("model_bucket")):
             problems.append(
                 f"model_kms_key_arn={values['model_kms_key_arn']!r}: only for a given bucket (model_bucket or "
@@ -449,10 +483,10 @@ class DeploymentConfig:
                 key = recorded_tag_key(engine.name, values["instance_type"])
                 recorded = context.get(key)
                 if recorded is not None:
-                    if not isinstance(recorded, str) or not SEMANTIC_TAG.match(recorded):
+                    if not isinstance(recorded, str) or not engine.tag_pattern.match(recorded):
                         raise ValueError(
                             f"{key}={recorded!r} in cdk.context.json is not a pinned DLC tag "
-                            "(X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker); rerun python -m llmops.resolve_image "
+                            f"({engine.tag_format}); rerun python -m llmops.resolve_image "
                             f"or remove it with `npx cdk context --reset {key}`"
                         )
                     image = ServingImage.from_dlc(
@@ -522,6 +556,7 @@ class DeploymentConfig:
                 re.compile(values["smoke_expected_pattern"])
             except re.error as e:
                 problems.append(f"smoke_expected_pattern={values['smoke_expected_pattern']!r}: not a regex ({e})")
+        problems += observability_problems(values)
         if problems:
             raise ConfigError(problems)
         return cls(**values, serving_image=image, image_source=image_source)

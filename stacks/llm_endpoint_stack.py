@@ -20,9 +20,12 @@ from constructs_lib import (
 )
 from constructs_lib.component_plan import INFERENCE_COMPONENT, resolve_scaling
 from constructs_lib.engines import get_engine
+from constructs_lib.format_guard import weight_format_flags
+from constructs_lib.model_bucket import app_bucket_name
 from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
+from .observability import add_observability, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -38,12 +41,18 @@ class LlmEndpointStack(cdk.Stack):
         if config.model_s3_uri:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
+            # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
+            # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
+            # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
+            app_bucket = app_bucket_name(config.stack_name)
             bucket = (
                 s3.Bucket.from_bucket_attributes(
                     self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
                 )
                 if config.model_bucket
-                else ModelBucket(self, "ModelBucket").bucket
+                else s3.Bucket.from_bucket_name(self, "ModelBucket", app_bucket)
+                if config.reuse_model_bucket
+                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket).bucket
             )
             secret = (
                 secretsmanager.Secret.from_secret_attributes(
@@ -70,6 +79,7 @@ class LlmEndpointStack(cdk.Stack):
                 instance_type=config.staging_instance_type,
                 max_instances=config.staging_max_instances,
                 max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
+                bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
             )
 
         self.preflight = self._preflight(config, model)
@@ -82,6 +92,16 @@ class LlmEndpointStack(cdk.Stack):
             self.endpoint = self._standard_endpoint(config, model)
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
+        # Alarms (topic), update policy with auto-rollback, dashboard: stacks/observability.py.
+        memory = get_engine(config.engine).preflight_settings(config.engine_env)
+        add_observability(
+            self,
+            config,
+            endpoint=self.endpoint,
+            component=self.component,
+            smoke_test=self.smoke_test,
+            gpu_memory_share=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        )
 
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
         cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
@@ -226,6 +246,7 @@ class LlmEndpointStack(cdk.Stack):
             "extra_body": config.smoke_inputs or None,
             "expected_pattern": config.smoke_expected_pattern,
             "budget": cdk.Duration.seconds(config.smoke_budget_s),
+            "stream_format": get_engine(config.engine).stream_format,
         }
         if self.component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
@@ -238,6 +259,7 @@ class LlmEndpointStack(cdk.Stack):
             endpoint_arn=endpoint.endpoint_arn,
             inference_component_name=component.inference_component_name,
             inference_component_arn=component.inference_component_arn,
+            model_name=component.model.attr_model_name,  # a rolled-back rolling update keeps the old model
             fingerprint=[component.model, component.component, endpoint.endpoint_config, endpoint.endpoint],
             depends_on=[endpoint, component],
             **options,
@@ -266,7 +288,15 @@ class LlmEndpointStack(cdk.Stack):
             gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
             # The quota must cover the most instances the endpoint may run, not only the first.
             instances_needed=max(config.instance_count, scaling.max_instances),
+            # A blue/green update runs a second fleet beside the first (a rolling component update does not).
+            update_instances=0
+            if config.deployment_mode == INFERENCE_COMPONENT
+            else update_policy_of(vars(config)).extra_instances_during_update(
+                max(config.instance_count, scaling.max_instances)
+            ),
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
+            engine=config.engine,
+            **weight_format_flags(get_engine(config.engine), config.engine_env),
             gguf_file=config.gguf_file,
         )

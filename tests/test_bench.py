@@ -208,6 +208,18 @@ def test_ctrl_c_stops_the_run_and_leaves_a_partial_report(fake, tmp_path):
     assert "2 (stopped)" in out.decode()
 
 
+def test_each_level_sends_prompts_of_its_own(fake):
+    # A prompt sent again at the next level would be served from the engine's prefix cache (vLLM V1 default).
+    fake.reset()
+    fake.add_endpoint("fresh", default=Reply(content=answer_text(3), keep_alive=False))
+    args = ["--endpoint", "fresh", "--concurrency", "1,2,3", "--requests", "3", "--input-tokens", "8", "--no-progress"]
+    code = bench.main(args, runtime_client=client("sagemaker-runtime", fake.url), stdout=io.StringIO())
+    assert code == 0
+    prompts = [r.body["messages"][0]["content"] for r in fake.invocations("fresh")]
+    assert len(prompts) == 9 and len(set(prompts)) == 9
+    assert prompts[0] == bench.synthetic_prompts(9, 8, seed=0)[0]  # still fixed by the seed
+
+
 def test_a_run_where_nothing_succeeds_exits_1_with_the_errors(fake):
     fake.reset()  # no endpoint: SageMaker's ValidationError for every request
     out = io.StringIO()

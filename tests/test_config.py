@@ -69,7 +69,7 @@ def test_unknown_key_suggests_the_closest_valid_key():
 
 def test_unknown_key_without_close_match_lists_known_keys():
     (problem,) = problems_of(flavour="x")
-    assert problem.startswith("flavour: unknown context key; known keys: accelerators_per_copy, allow_unverified_s3, ")
+    assert problem.startswith("flavour: unknown context key; known keys: accelerators_per_copy, alarm_5xx_percent, ")
 
 
 def test_misspelt_map_key_never_echoes_its_value():
@@ -123,7 +123,7 @@ def test_prefix_wildcards_that_would_widen_iam_are_refused(uri):
 
 def test_wrong_engine_names_key_value_and_allowed():
     (problem,) = problems_of(engine="foo")
-    assert problem == "engine='foo': not allowed; allowed: llamacpp, sglang, vllm"
+    assert problem == "engine='foo': not allowed; allowed: llamacpp, lmi, sglang, vllm"
 
 
 def test_tensor_parallel_size_must_match_the_gpu_count():

@@ -161,6 +161,9 @@ class StagingDriver(Driver):
         self.jobs = ProcessingJobs(self.module.client("sagemaker"), script=completes_after(3, then=self.run_job))
         self.s3_faults = Faults(self.module.client("s3"))
         self.stacks = self.module._clients["cloudformation"] = Stacks()
+        self.quotas = ServiceQuotas(
+            self.module.client("service-quotas"), defaults={"ml.m5.2xlarge for processing job usage": 4}
+        )
         self.handoff_s = int(self.template_properties["HandoffSeconds"])
 
     def run_job(self, job) -> None:
@@ -502,9 +505,9 @@ def test_staging_a_new_revision_replaces_and_the_old_delete_spares_the_new_job(d
     cfn = driver.cloudformation()
     old = cfn.create(driver.properties())
     assert old.ok and old.physical_id.startswith(f"s3://{BUCKET}/models/acme--tiny-llm/")
-    driver.hub.add_repo(REPO, {**FILES, "config.json": b'{"model_type": "llama", "num_hidden_layers": 3}'})
+    repo = driver.hub.add_repo(REPO, {**FILES, "config.json": b'{"model_type": "llama", "num_hidden_layers": 3}'})
     driver.jobs.script = stuck
-    new = cfn.update(driver.properties(MaxInstances="2"))
+    new = cfn.update(driver.properties(Revision=repo.sha, MaxInstances="2"))  # a new revision stages
     assert new.ok and new.physical_id != old.physical_id
     assert new.cleanup is not None and new.cleanup.ok
     assert new.cleanup.request["PhysicalResourceId"] == old.physical_id

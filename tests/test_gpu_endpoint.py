@@ -47,6 +47,7 @@ def test_default_model_is_s3_prefix_uncompressed_and_network_isolated():
                 "Environment": Match.exact(
                     {
                         "SM_VLLM_MODEL": "/opt/ml/model",
+                        **get_engine("vllm").fixed_environment(),
                         "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
                     }
                 ),
@@ -167,6 +168,7 @@ def test_custom_name_options_and_timeouts():
                     "Environment": Match.exact(
                         {
                             "SM_VLLM_MODEL": "/opt/ml/model",
+                            **get_engine("vllm").fixed_environment(),
                             "SM_VLLM_TENSOR_PARALLEL_SIZE": "4",
                             "SM_VLLM_MAX_MODEL_LEN": "65536",
                             "SM_VLLM_MAX_NUM_SEQS": "32",
@@ -192,6 +194,7 @@ def test_sglang_engine_and_env_maps():
                     "Environment": Match.exact(
                         {
                             "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
+                            **get_engine("sglang").fixed_environment(),
                             "SM_SGLANG_TP_SIZE": "1",
                             "SM_SGLANG_MEM_FRACTION_STATIC": "0.85",
                             "SGLANG_DISABLE_CUDNN_CHECK": "1",
@@ -316,7 +319,10 @@ def test_execution_role_reads_only_the_model_prefix():
             ],
         ]
     }
-    assert len(statements(t)) == 6
+    # SageMaker's documented execution-role policy lets it create the endpoint's own log group (no other).
+    group = by_action["logs:CreateLogGroup"]
+    assert group["Resource"]["Fn::Join"][1][-1] == f":log-group:/aws/sagemaker/Endpoints/{name}"
+    assert len(statements(t)) == 7
 
 
 def test_model_waits_for_the_role_policy():

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
+from hfstage.transfer import parse_checkpoint_key
 from tests.fakes.fake_hub import FakeHub, Synthetic
 from tests.fakes.fixtures import PYTHON, ROOT, S3Env, fake_hub, s3, subprocess_env  # noqa: F401
 
@@ -112,7 +113,7 @@ def test_a_killed_run_resumes_uploading_only_what_is_missing(
     repo = fake_hub.add_repo(REPO, files)
     prefix = revision_prefix("models/", REPO, repo.sha)
     fake_hub.slow(big, bytes_per_s=MiB, after_bytes=6 * MiB)  # a first part, then a crawl
-    worker = Worker(s3, fake_hub, tmp_path, "killed")
+    worker = Worker(s3, fake_hub, tmp_path, "killed", "--ranges-per-file=1")  # one stream (test_hfstage_ranges: many)
     workers.append(worker)
     until(lambda: uploaded_parts(s3, prefix + big) >= 1, what="a first part of the big file")
     until(lambda: len(worker.done_paths()) == 3, what="the three other files")
@@ -120,7 +121,9 @@ def test_a_killed_run_resumes_uploading_only_what_is_missing(
     worker.wait()
     keys = s3.list_keys()
     assert prefix + big not in keys and prefix + MANIFEST_NAME not in keys
-    assert [u["Key"] for u in s3.open_uploads()] == [prefix + big]  # kill -9 cannot clean up
+    open_keys = sorted(u["Key"] for u in s3.open_uploads())  # kill -9 cannot clean up
+    assert open_keys[-1] == prefix + big and len(open_keys) == 2  # the upload and its hash checkpoint
+    saved = parse_checkpoint_key(prefix, open_keys[0])[2]
 
     fake_hub.clear_faults()
     from hfstage.worker import main
@@ -130,15 +133,18 @@ def test_a_killed_run_resumes_uploading_only_what_is_missing(
     code = main([f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5"], s3_client=client)
     out = capsys.readouterr().out
     assert code == 0
-    assert counter.calls["CreateMultipartUpload"] == 1 and counter.calls["UploadPart"] == 3
+    # The killed run's upload continues after its checkpoint: no new upload, only the missing parts.
+    assert "event=resume_upload" in out and "event=abort_stale" not in out
+    # New checkpoints only, each aborted in turn, and the killed run's checkpoint too.
+    assert counter.calls["CreateMultipartUpload"] + 1 == counter.calls["AbortMultipartUpload"]
+    assert counter.calls["UploadPart"] == 3 - saved
     assert counter.calls["PutObject"] == 1  # the manifest
-    assert counter.calls["AbortMultipartUpload"] == 1 and "event=abort_stale" in out  # the killed run's upload
     assert out.count(" event=skip ") == 3
     assert s3.open_uploads() == [] and prefix + MANIFEST_NAME in s3.list_keys()
     assert s3.body(prefix + big) == files[big].to_bytes()
 
 
-def test_sigterm_aborts_open_uploads_and_reports(
+def test_sigterm_keeps_a_resumable_upload_and_reports(
     s3: S3Env,  # noqa: F811
     fake_hub: FakeHub,  # noqa: F811
     tmp_path: Path,
@@ -148,12 +154,14 @@ def test_sigterm_aborts_open_uploads_and_reports(
     repo = fake_hub.add_repo(REPO, {"config.json": b"{}", big: Synthetic(11 * MiB, seed=5)})
     prefix = revision_prefix("models/", REPO, repo.sha)
     fake_hub.slow(big, bytes_per_s=MiB, after_bytes=6 * MiB)
-    worker = Worker(s3, fake_hub, tmp_path, "stopped")
+    worker = Worker(s3, fake_hub, tmp_path, "stopped", "--ranges-per-file=1")
     workers.append(worker)
-    until(lambda: uploaded_parts(s3, prefix + big) >= 1, what="a first part")
+    until(lambda: len(s3.open_uploads()) == 2, what="a first part and its checkpoint")
     worker.process.send_signal(signal.SIGTERM)
     assert worker.wait(timeout=20) == 1
-    assert s3.open_uploads() == [] and prefix + big not in s3.list_keys()
+    # A stopped job's upload stays for the next run to resume (the bucket aborts it after some days otherwise).
+    assert sorted(u["Key"] for u in s3.open_uploads())[-1] == prefix + big and len(s3.open_uploads()) == 2
+    assert prefix + big not in s3.list_keys()
     message = worker.message.read_text().strip()
     assert message == f"staging {REPO}@main failed: stopped by SIGTERM before every file was copied; a rerun resumes"
     assert message in worker.output()

@@ -123,7 +123,11 @@ def test_component_specification_and_model():
             "CompressionType": "None",
         }
     }
-    assert container["Environment"] == {"SM_VLLM_MODEL": "/opt/ml/model", "SM_VLLM_TENSOR_PARALLEL_SIZE": "1"}
+    assert container["Environment"] == {
+        "SM_VLLM_MODEL": "/opt/ml/model",
+        "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
+        **get_engine("vllm").fixed_environment(),
+    }
     # A fixed copy count: nothing registered with Application Auto Scaling, no alarm.
     for type_ in ("AWS::ApplicationAutoScaling::ScalableTarget", "AWS::CloudWatch::Alarm"):
         assert of_type(t, type_) == {}
@@ -181,6 +185,7 @@ def test_endpoint_options():
     _, model = one(t, "AWS::SageMaker::Model")
     assert model["Properties"]["PrimaryContainer"]["Environment"] == {
         "SM_VLLM_MODEL": "/opt/ml/model",
+        **get_engine("vllm").fixed_environment(),
         "SM_VLLM_TENSOR_PARALLEL_SIZE": "2",
         "SM_VLLM_MAX_MODEL_LEN": "32768",
     }

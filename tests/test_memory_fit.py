@@ -3,7 +3,9 @@
 Shared arithmetic (every figure below is per GPU):
 - ml.g6.xlarge: 1 x L4 "24 GB" -> 24e9 usable bytes; x 0.90 -> 21,600,000,000 available.
 - ml.g6e.12xlarge: 4 x L40S "48 GB" -> 48e9 usable; x 0.90 -> 43,200,000,000 available.
-- overhead = 1.5 GiB (1,610,612,736) + 5% of the weights on the GPU counted as 16-bit.
+- overhead = 1.5 GiB (1,610,612,736) + 5% of the weights on the GPU counted as 16-bit: the arithmetic below is
+  checked with this explicit ``ARITHMETIC_OVERHEAD`` (the figures were worked by hand with it); the calibrated
+  default (``Overhead()``) is checked against published vLLM logs in test_calibration.py and below.
 - budget = available - weights / TP - overhead; sequences = budget // KV of one sequence.
 Weight sizes are the approximate on-disk sizes of each repository's weight files.
 """
@@ -26,6 +28,7 @@ from preflight import (
 G6_XLARGE = {"gpu_count": 1, "gpu_memory_gib": 24}  # 1 x NVIDIA L4
 G6E_12XLARGE = {"gpu_count": 4, "gpu_memory_gib": 48}  # 4 x NVIDIA L40S
 FIXED = 1_610_612_736  # 1.5 GiB
+ARITHMETIC_OVERHEAD = Overhead(fixed_bytes_per_gpu=FIXED, activation_fraction=0.05)
 
 # Qwen/Qwen3-8B config.json (the fields that matter).
 QWEN3_8B = {
@@ -204,7 +207,17 @@ MISTRAL_7B_V01 = {
 
 
 def fit(config, weight_bytes, instance, max_model_len=32768, **kwargs):
+    kwargs.setdefault("overhead", ARITHMETIC_OVERHEAD)
     return estimate_memory_fit(config, weight_bytes=weight_bytes, max_model_len=max_model_len, **instance, **kwargs)
+
+
+def test_the_default_overhead_is_the_calibrated_one():
+    # 8.5 % of the 16-bit-equivalent weights, nothing fixed: Qwen3-8B (16.4 GB) on one L4.
+    default = estimate_memory_fit(QWEN3_8B, weight_bytes=QWEN3_8B_BYTES, max_model_len=32768, **G6_XLARGE)
+    assert Overhead() == Overhead(fixed_bytes_per_gpu=0, activation_fraction=0.085)
+    assert default.overhead_bytes_per_gpu == round(0.085 * QWEN3_8B_BYTES)
+    assert default.kv_budget_bytes_per_gpu == 21_600_000_000 - QWEN3_8B_BYTES - round(0.085 * QWEN3_8B_BYTES)
+    assert any("calibrated against published vLLM start-up logs" in a for a in default.assumptions)
 
 
 def test_instance_facts_match_the_catalog():

@@ -68,7 +68,7 @@ def test_fits_exits_0_with_the_numbers(config_file, capsys):
         "3.82 GiB",  # 16.4e9 / 4 of weights
         "36.0 KiB (whole model 144.0 KiB)",  # 2 KV heads per GPU
         "1.12 GiB",  # one 32,768-token sequence per GPU
-        "1,011,403 tokens",  # largest context
+        "1,051,201 tokens",  # largest context
         "FITS",
     ):
         assert expected in out
@@ -81,7 +81,7 @@ def test_does_not_fit_exits_1_with_what_to_change(config_file, capsys):
     out, _ = capsys.readouterr()
     assert rc == 1
     assert "DOES NOT FIT" in out
-    assert "Set max_model_len to at most 18,781" in out
+    assert "Set max_model_len to at most 25,811" in out
     assert "an fp8 KV cache (kv-cache-dtype fp8" in out
     # Types that fit, one per GPU model and count, smallest first; the 1 x L40S type is its smallest size.
     (suggestions,) = [line for line in out.splitlines() if line.startswith("instance types that fit")]
@@ -90,16 +90,16 @@ def test_does_not_fit_exits_1_with_what_to_change(config_file, capsys):
 
 
 def test_flags_change_the_estimate(config_file, capsys):
-    # fp8 KV cache on the L4: 73,728 bytes per token; 32,768 tokens = 2.25 GiB < 2.58 GiB budget.
+    # fp8 KV cache on the L4: 73,728 bytes per token; 32,768 tokens = 2.25 GiB < 3.54 GiB budget.
     assert plan_local(config_file, "ml.g6.xlarge", "--kv-cache-dtype", "fp8") == 0
     out = capsys.readouterr().out
     assert "72.0 KiB" in out and "fp8" in out
     # A shorter context fits as it is.
     assert plan_local(config_file, "ml.g6.xlarge", max_model_len="16384") == 0
     capsys.readouterr()
-    # 31 full-length sequences on 4 x L40S is one too many (30 fit).
-    assert plan_local(config_file, "ml.g6e.12xlarge", "--max-num-seqs", "31") == 1
-    assert "enough for 30" in capsys.readouterr().out
+    # 33 full-length sequences on 4 x L40S is one too many (32 fit).
+    assert plan_local(config_file, "ml.g6e.12xlarge", "--max-num-seqs", "33") == 1
+    assert "enough for 32" in capsys.readouterr().out
     # TP 2 on a 4-GPU instance: 4 KV heads per GPU, and a warning about the idle GPUs.
     assert plan_local(config_file, "ml.g6e.12xlarge", "--tensor-parallel-size", "2") == 0
     out = capsys.readouterr().out
@@ -352,9 +352,9 @@ def test_s3_checkpoint_with_manifest(s3, capsys):
         f"weights: 16,400,000,000 bytes in 2 file(s) listed in {MANIFEST} "
         "(total_bytes 16,411,030,700, incl. tokenizer and config files)"
     )
-    assert "1,011,403 tokens" in out  # the same figures as from the local config.json
+    assert "1,051,201 tokens" in out  # the same figures as from the local config.json
     assert plan_s3(s3, "ml.g6.xlarge") == 1
-    assert "18,781" in capsys.readouterr().out
+    assert "25,811" in capsys.readouterr().out
 
 
 def test_s3_checkpoint_without_manifest_sums_the_listed_weights(s3, capsys):

@@ -136,7 +136,7 @@ def test_all_clear_returns_the_key_figures_and_a_stable_physical_id(handler, s3,
     assert data["MaxModelLen"] == "32768" and int(data["MaxModelLenThatFits"]) > 32768
     assert float(data["KvCacheGiBPerSequence"]) == pytest.approx(32768 * 32 * 1024 / 2**30, abs=0.01)  # 1.00 GiB
     assert data["QuotaValue"] == "2" and data["QuotaCode"] == "L-ABCD1234" and data["QuotaSource"] == "applied"
-    assert data["ChecksRun"] == "s3,memory,tensor-parallel,quota" and data["ChecksSkipped"] == ""
+    assert data["ChecksRun"] == "s3,memory,tensor-parallel,quota,format" and data["ChecksSkipped"] == ""
     assert "does not guarantee" in data["Notes"] or "not a reservation" in data["Notes"]
     assert len(json.dumps(result).encode()) < 4096
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("event=")]
@@ -248,9 +248,9 @@ def test_model_that_does_not_fit_gives_the_numbers_and_the_largest_context(handl
     message = refused(handler, properties(MaxModelLen="1000000"))
     assert "[memory] ml.g6.xlarge (1 x 24 GB, tensor parallel 1, max_model_len 1,000,000, 1 sequence(s)" in message
     assert "KV cache does not fit: one 1,000,000-token sequence needs 305.18 GiB of KV cache per GPU" in message
-    # 24 GB x 0.9 = 20.12 GiB, less 1.50 GiB overhead = 18.62 GiB for 320 KiB per token.
-    assert "but 18.62 GiB is left after weights (0.00 GiB) and overhead (1.50 GiB)" in message
-    assert "Set max_model_len to at most 61,002; or an fp8 KV cache (kv-cache-dtype fp8: engine_env" in message
+    # 24 GB x 0.9 = 20.12 GiB; the overhead is 8.5 % of the (tiny) weights: 20.12 GiB for 320 KiB per token.
+    assert "but 20.12 GiB is left after weights (0.00 GiB) and overhead (0.00 GiB)" in message
+    assert "Set max_model_len to at most 65,917; or an fp8 KV cache (kv-cache-dtype fp8: engine_env" in message
     assert "[s3]" not in message and "[quota]" not in message
 
 
@@ -327,7 +327,7 @@ def test_several_problems_come_in_one_message_each_with_its_check(handler, s3): 
     assert message.startswith(f"Preflight refused the deployment of {URI} on 1 x ml.g6.12xlarge: 4 problem(s).")
     for number, check in enumerate(("s3", "memory", "tensor-parallel", "quota"), 1):
         assert f"({number}) [{check}]" in message
-    assert message.endswith("name it in the preflight's skip_checks (s3, memory, tensor-parallel, quota).")
+    assert message.endswith("name it in the preflight's skip_checks (s3, memory, tensor-parallel, quota, format).")
 
 
 def test_the_message_stays_under_4_kb_and_names_every_failing_check(handler, s3):  # noqa: F811
@@ -360,9 +360,9 @@ def test_data_stays_under_the_limit(handler):
 
 def test_skipped_checks_do_not_run(handler, s3):  # noqa: F811
     stage(s3, manifest=False, config={**CONFIG, "num_attention_heads": 40, "head_dim": 128})
-    props = properties(GpuCount="4", TensorParallelSize="3", SkipChecks=["s3", "tensor-parallel", "quota"])
+    props = properties(GpuCount="4", TensorParallelSize="3", SkipChecks=["s3", "tensor-parallel", "quota", "format"])
     data = handler.on_event(event(props=props))["Data"]  # the Stubber refuses any Service Quotas call
-    assert data["ChecksRun"] == "memory" and data["ChecksSkipped"] == "s3,tensor-parallel,quota"
+    assert data["ChecksRun"] == "memory" and data["ChecksSkipped"] == "s3,tensor-parallel,quota,format"
     assert data["QuotaValue"] == "" and data["WeightsGiBPerGpu"] != ""
 
 
@@ -370,7 +370,9 @@ def test_skipping_every_check_reads_nothing(handler):
     def no_client():
         raise AssertionError("no client may be created")
 
-    settings = handler.Settings.from_properties(properties(SkipChecks='["s3","memory","tensor-parallel","quota"]'))
+    settings = handler.Settings.from_properties(
+        properties(SkipChecks='["s3","memory","tensor-parallel","quota","format"]')
+    )
     report = handler.run_checks(settings, s3=no_client, quotas=no_client)
     assert report.problems == [] and report.data["ChecksRun"] == ""
 
@@ -443,3 +445,29 @@ def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3): 
     applied(handler, quota(value=2))
     notes = handler.on_event(event())["Data"]["Notes"]
     assert f"{URI} holds model.py, requirements.txt: the vLLM image's standard-supervisor" in notes
+
+
+# --- quota: the second fleet of a blue/green update -----------------------------------------------------
+
+
+def test_quota_counts_the_new_fleet_of_a_blue_green_update(handler, s3):  # noqa: F811
+    stage(s3)
+    applied(handler, quota(value=3))
+    message = refused(handler, properties(InstancesNeeded="2", UpdateInstances="2"))
+    assert "this deployment needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in message
+
+
+def test_quota_that_holds_both_fleets_passes(handler, s3):  # noqa: F811
+    stage(s3)
+    applied(handler, quota(value=2))
+    assert handler.on_event(event(props=properties(UpdateInstances="1")))["Data"]["QuotaValue"] == "2"
+
+
+def test_update_instances_zero_or_absent_adds_nothing_and_a_bad_value_is_refused(handler):
+    settings = handler.Settings.from_properties
+    assert settings(properties(UpdateInstances="0")).update_instances == 0
+    assert settings(properties()).update_instances == 0
+    with pytest.raises(handler.PreflightFailed, match=r"UpdateInstances='two' is not a whole number"):
+        settings(properties(UpdateInstances="two"))
+    with pytest.raises(handler.PreflightFailed, match=r"UpdateInstances='-1' must be positive"):
+        settings(properties(UpdateInstances="-1"))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from constructs_lib.engines import get_engine
 from tests.conftest import build
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
@@ -40,6 +41,13 @@ VARIANTS = {
         "model_bucket": "my-models",
         "revision": "0123abcd",
         "model_kms_key_arn": KEY_ARN,
+    },
+    # The LMI engine in component mode: cfn-lint and cdk-nag over its template too.
+    "lmi-component": {
+        "engine": "lmi",
+        "instance_type": "ml.g6e.12xlarge",
+        "max_model_len": "16384",
+        "deployment_mode": "inference-component",
     },
     "llamacpp": {
         "engine": "llamacpp",
@@ -123,6 +131,7 @@ def test_default_deployment(synthesized):
                     "Environment": Match.exact(
                         {
                             "SM_VLLM_MODEL": "/opt/ml/model",
+                            **get_engine("vllm").fixed_environment(),
                             "SM_VLLM_TENSOR_PARALLEL_SIZE": "1",
                             "SM_VLLM_MAX_MODEL_LEN": "32768",
                         }
@@ -151,6 +160,8 @@ def test_default_deployment(synthesized):
         "InvokeCommand",
         "SmokeTimeToFirstTokenMs",
         "SmokeLatencyMs",
+        "DashboardUrl",
+        "AlarmTopicArn",
     }
     # The default deployment stages the model from the Hub into the bucket it creates.
     t.has_resource_properties(
@@ -206,6 +217,7 @@ def test_sglang_variant(synthesized):
                     "Environment": Match.exact(
                         {
                             "SM_SGLANG_MODEL_PATH": "/opt/ml/model",
+                            **get_engine("sglang").fixed_environment(),
                             "SM_SGLANG_TP_SIZE": "1",
                             "SM_SGLANG_CONTEXT_LENGTH": "32768",
                         }

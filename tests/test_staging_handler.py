@@ -22,6 +22,7 @@ from hfstage.worker import main as stage
 from tests.conftest import load_lambda
 from tests.fakes.fake_hub import TEST_TOKEN, Synthetic
 from tests.fakes.fixtures import BUCKET, fake_hub, s3  # noqa: F401
+from tests.harness import ServiceQuotas
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "acme/tiny-llm"
@@ -84,6 +85,8 @@ def handler(s3, fake_hub, capsys):  # noqa: F811
     module._clients.clear()
     module._clients["sagemaker"] = sagemaker
     module._clients["cloudformation"] = _NotRollingBack()
+    quotas = module._clients["service-quotas"] = boto3.client("service-quotas", region_name="us-east-1")
+    ServiceQuotas(quotas, defaults={"ml.m5.2xlarge for processing job usage": 4})
     module.test_stubber = stubber
     fake_hub.add_repo(REPO, FILES)
     with stubber:
@@ -252,7 +255,7 @@ def test_update_to_a_new_revision_changes_the_physical_id(handler, s3, fake_hub,
     result = handler.on_event(
         event(
             "Update",
-            properties(receiver, InstanceType="ml.m5.4xlarge"),
+            properties(receiver, Revision=new_sha, InstanceType="ml.m5.4xlarge"),  # a new revision stages
             PhysicalResourceId=old_uri,
             OldResourceProperties=properties(receiver),
         )

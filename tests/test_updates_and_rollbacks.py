@@ -14,9 +14,17 @@ import pytest
 
 from tests import test_failure_paths as paths
 from tests.fakes.fake_runtime import Reply
-from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
+from tests.fakes.fixtures import BUCKET, fake_hub, s3  # noqa: F401 - fixtures the drivers use
 from tests.harness import RESPONSE_LIMIT, fails_after, stuck
-from tests.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, StagingDriver, assert_well_behaved
+from tests.test_failure_paths import (
+    FILES,
+    REPO,
+    SMOKE_ENDPOINT,
+    PreflightDriver,
+    SmokeDriver,
+    StagingDriver,
+    assert_well_behaved,
+)
 
 # The harness's fixtures, shared with test_failure_paths.
 clock, deployed, driver, fake_sagemaker = paths.clock, paths.deployed, paths.driver, paths.fake_sagemaker
@@ -165,3 +173,253 @@ def test_staging_a_job_briefly_unknown_after_create_is_followed(driver):
     )
     created = driver.cloudformation().create(driver.properties())
     assert created.ok and created.polls >= 3, created.reason
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_a_rolled_back_update_leaves_no_job_running(driver):
+    """New patterns, same revision (same prefix): the update's job copies under the live prefix until stopped."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.jobs.script = stuck
+    patterns = ["original/*", "tokenizer.json"]  # another selection: the manifest no longer matches
+    updated = cfn.update(driver.properties(Exclude=patterns, JobNamePrefix="hfstage-0123456789-updated-"))
+    assert updated.ok and updated.physical_id == created.physical_id
+    assert driver.running() == [updated.data["JobName"]]  # handed to the wait condition
+    rolled_back = cfn.rollback()  # a later resource failed
+    assert rolled_back.ok and cfn.status == "UPDATE_ROLLBACK_COMPLETE", rolled_back.reason
+    assert driver.running() == []
+    assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_rollback_spares_the_restored_properties_job(driver):
+    driver.jobs.script = stuck
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())  # still copying, handed to its wait condition
+    assert created.ok
+    assert not cfn.update(driver.properties(RepoId="acme/not-there")).ok  # fails in on_event: no job
+    assert cfn.rollback().ok
+    assert driver.running() == [created.data["JobName"]]
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unrelated_change_restages_nothing_and_needs_no_hub(driver):
+    """A new worker image or instance type: the branch is not resolved again, the served commit stays."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.hub.add_repo(REPO, {**FILES, "README.md": b"# main moved on"})  # main now names another commit
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(InstanceType="ml.m5.4xlarge", ImageUri="example.com/staging:2"))
+    assert updated.ok, updated.reason
+    assert updated.physical_id == created.physical_id and updated.cleanup is None
+    assert updated.data["Revision"] == created.data["Revision"]
+    assert updated.data["Files"] == created.data["Files"] and updated.data["TotalBytes"] == created.data["TotalBytes"]
+    assert driver.jobs.created == jobs  # no job
+    assert_well_behaved(cfn, created, updated)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_new_patterns_still_stage(driver):
+    cfn = driver.cloudformation()
+    assert cfn.create(driver.properties()).ok
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(Exclude=["original/*", "tokenizer.json"]))
+    assert updated.ok and driver.jobs.created == jobs + 1, updated.reason
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unrelated_change_restages_what_s3_lost(driver):
+    """The prefix no longer matches its manifest: the update plans with the Hub and copies again."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok
+    prefix = created.data["Prefix"]
+    driver.s3.client.delete_object(Bucket=BUCKET, Key=prefix + "config.json")
+    jobs = driver.jobs.created
+    updated = cfn.update(driver.properties(InstanceType="ml.m5.4xlarge"))
+    assert updated.ok and driver.jobs.created == jobs + 1, updated.reason
+
+
+@pytest.fixture
+def receiver():
+    from tests.test_staging_handler import SignalReceiver
+
+    r = SignalReceiver()
+    yield r
+    r.close()
+
+
+def _lambda_async(function, on_failure, event: dict, *, retries: int = 2) -> int:
+    """Lambda's asynchronous invocation: the event, then ``retries`` more on a function error, then the
+    on-failure destination's invocation record (Lambda developer guide, async error handling)."""
+    for attempt in range(1, retries + 2):
+        try:
+            function(event, None)
+            return attempt
+        except Exception as e:
+            error = {"errorType": type(e).__name__, "errorMessage": str(e)}
+    record = {
+        "version": "1.0",
+        "requestContext": {"condition": "RetriesExhausted", "approximateInvokeCount": retries + 1},
+        "requestPayload": event,
+        "responseContext": {"statusCode": 200, "functionError": "Unhandled"},
+        "responsePayload": error,
+    }
+    on_failure(record, None)
+    return retries + 1
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_a_failing_signal_function_fails_the_wait_with_its_error(driver, receiver):
+    """The signal function throws (its role cannot describe the job): the wait ends in minutes, with why."""
+    driver.jobs.script = stuck
+    created = driver.cloudformation().create(driver.properties(JobNamePrefix="hfstage-0123456789-"))
+    name = created.data["JobName"]
+    driver.jobs.jobs[name].status = "Failed"
+    driver.jobs.deny("DescribeProcessingJob", times=None)
+    event = {
+        "WaitHandle": receiver.url,
+        "JobNamePrefix": "hfstage-0123456789-",
+        "Event": {"detail": {"ProcessingJobName": name, "ProcessingJobStatus": "Failed"}},
+    }
+    attempts = _lambda_async(driver.module.on_job_state_change, driver.module.on_signal_failure, event)
+    assert attempts == 3 and len(receiver.signals) == 1
+    signal = receiver.signals[0]
+    assert signal["Status"] == "FAILURE" and signal["UniqueId"] == name
+    assert f"failed on job {name} (RetriesExhausted, 3 attempt(s)): ClientError" in signal["Reason"]
+    assert "sagemaker:DescribeProcessingJob" in signal["Reason"]
+
+
+def test_the_signal_failure_record_of_another_checkpoint_is_ignored(receiver):
+    from tests.conftest import load_lambda
+
+    module = load_lambda("staged_checkpoint")
+    payload = {"WaitHandle": receiver.url, "JobNamePrefix": "hfstage-aaaa-", "Event": {"detail": {}}}
+    assert module.on_signal_failure({"requestPayload": payload}) == {"signalled": False}
+    assert receiver.signals == []
+
+
+def test_the_signal_function_retries_twice_then_signals_failure(deployed):
+    from aws_cdk.assertions import Match, Template
+
+    t = Template.from_json(deployed)
+    functions = t.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "index.on_signal_failure"}})
+    (failure_id,) = functions
+    t.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "MaximumRetryAttempts": 2,
+            "MaximumEventAgeInSeconds": 7200,
+            "DestinationConfig": {
+                "OnFailure": {"Destination": {"Fn::GetAtt": [failure_id, "Arn"]}},
+            },
+            "FunctionName": {"Ref": Match.string_like_regexp("^StagingSignalFunction")},
+        },
+    )
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_clamps_the_job_to_the_processing_quota(driver):
+    driver.quotas.applied["ml.m5.2xlarge for processing job usage"] = 2
+    created = driver.cloudformation().create(driver.properties(MaxInstances="8", BytesPerInstance="1"))
+    assert created.ok, created.reason
+    (job,) = driver.jobs.jobs.values()
+    assert job.request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 2  # 4 files, quota 2
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_fails_in_seconds_naming_a_zero_processing_quota(driver):
+    driver.quotas.defaults["ml.m5.2xlarge for processing job usage"] = 0
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok and driver.jobs.created == 0
+    assert "'ml.m5.2xlarge for processing job usage' (L-" in created.message and "is 0" in created.message
+    assert created.elapsed_s < 60
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unreadable_quota_leaves_the_count_to_sagemaker(driver):
+    driver.quotas.deny("ListServiceQuotas", times=None)
+    created = driver.cloudformation().create(driver.properties(MaxInstances="8", BytesPerInstance="1"))
+    assert created.ok, created.reason
+    (job,) = driver.jobs.jobs.values()
+    assert job.request["ProcessingResources"]["ClusterConfig"]["InstanceCount"] == 4
+
+
+# --- API limits at synth ------------------------------------------------------------------------------
+
+
+def test_too_many_patterns_fail_cdk_synth_naming_the_keys_and_the_limit():
+    import json
+
+    from tests.conftest import build
+
+    patterns = [f"shard-{i:03d}-*.safetensors" for i in range(46)]
+    with pytest.raises(
+        ValueError,
+        match=r"include and exclude hold 47 patterns \(46 \+ 1\); allowed: at most 45 .*100 container arguments",
+    ):
+        build(include=json.dumps(patterns))
+
+
+def test_a_pattern_or_prefix_too_long_for_the_job_fails_at_synth():
+    import aws_cdk as cdk
+
+    from constructs_lib.staged_checkpoint import StagedCheckpoint
+
+    stack = cdk.Stack(cdk.App(), "Limits")
+    with pytest.raises(ValueError, match=r"exclude pattern .* is 300 characters; allowed: at most 256"):
+        StagedCheckpoint(stack, "A", repo_id="acme/tiny-llm", exclude=["x" * 300])
+    with pytest.raises(ValueError, match=r"prefix=.* makes the revision's S3 URI 2\d\d characters .* at most 256"):
+        StagedCheckpoint(stack, "B", repo_id="acme/tiny-llm", prefix="p" * 140 + "/")
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_the_synth_limit_is_what_create_processing_job_takes(driver):
+    """45 patterns with a token secret fit the 100 arguments (the fake checks the model's maxima); 46 do not."""
+    from constructs_lib.staged_checkpoint import MAX_PATTERNS
+
+    model = driver.module.client("sagemaker").meta.service_model.shape_for("ContainerArguments")
+    secret = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-AbCdEf"
+
+    def arguments(count: int) -> list[str]:
+        props = driver.properties(Include=[f"*.ext{i}" for i in range(count)], Exclude=[], TokenSecretArn=secret)
+        return driver.module.worker_arguments(driver.module.Settings.from_properties(props), "0" * 40)
+
+    assert len(arguments(MAX_PATTERNS)) <= model.metadata["max"] == 100 < len(arguments(MAX_PATTERNS + 1))
+
+
+# --- response size ------------------------------------------------------------------------------------
+
+HUGE = "User: arn:aws:sts::123456789012:assumed-role/handler is not authorized; context: " + "é" * 20_000
+
+
+def _huge_fault(driver) -> None:
+    if isinstance(driver, StagingDriver):
+        driver.jobs.inject("DescribeProcessingJob", "AccessDeniedException", HUGE, times=None)
+    elif isinstance(driver, PreflightDriver):
+        driver.quotas.inject("ListServiceQuotas", "AccessDeniedException", HUGE, times=None)
+        driver.s3_faults.inject("ListObjectsV2", "AccessDenied", HUGE, times=None)
+    else:
+        driver.sagemaker.inject("DescribeEndpoint", "AccessDeniedException", HUGE, times=None)
+
+
+@pytest.mark.parametrize("driver", paths.driver_params(), indirect=True)
+def test_a_failure_with_a_huge_error_stays_within_the_response_limit(driver):
+    """Our reason at most 3,000 bytes; with the framework's own text the whole response under 4,096."""
+    _huge_fault(driver)
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok
+    assert len(created.message.encode()) <= 3000, len(created.message.encode())
+    assert len(created.body) < RESPONSE_LIMIT, len(created.body)
+    assert "AccessDenied" in created.message
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_a_staging_failure_with_the_longest_prefix_stays_within_the_response_limit(driver):
+    """A failure in is_complete carries on_event's Data (three S3 URIs) beside the reason."""
+    _huge_fault(driver)
+    created = driver.cloudformation().create(driver.properties(Prefix="p" * 140 + "/"))
+    assert not created.ok and len(created.data["ManifestUri"]) > 230
+    assert len(created.body) < RESPONSE_LIMIT, len(created.body)

@@ -12,6 +12,9 @@ collected, and the resource fails with ONE reason that lists them all with their
   overhead and the KV cache of ``MaxNumSeqs`` full-length sequences against the GPU memory the engine
   may use; a problem says by how much, the largest context that fits and what to change.
 - ``tensor-parallel``: :func:`preflight.tp_divides_heads`.
+- ``format``: :func:`preflight.formats.check_checkpoint`: config.json's dtype and quantization (the engine's
+  ``dtype``/``quantization`` flags win) against the GPU's compute capability, from the format table
+  ``preflight/data/weight_formats.json``; a refusal names the nearest instance type that can run it.
 - ``quota``: the Service Quotas value ``<instance type> for endpoint usage`` (applied value, else the
   AWS default) against ``InstancesNeeded``. A quota does not guarantee capacity: that is a note in the
   resource's data, never a failure.
@@ -50,6 +53,7 @@ from preflight import (
     tp_divides_heads,
 )
 from preflight.checkpoint_code import code_files_note
+from preflight.formats import check_deployment
 from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
@@ -57,7 +61,7 @@ from preflight.weights import SAFETENSORS_INDEX
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-CHECKS = ("s3", "memory", "tensor-parallel", "quota")
+CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 MANIFEST_NAME = ".hf-model-manifest.json"
 CONFIG_NAME = "config.json"
 PHYSICAL_ID_PREFIX = "preflight-"
@@ -161,8 +165,15 @@ class Settings:
     kv_cache_dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
     instances_needed: int = 1
+    update_instances: int = 0  # a blue/green update's green fleet, on top of instances_needed
     allow_unverified_s3: bool = False
     skip: frozenset[str] = frozenset()
+    # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
+    engine: str = ""
+    compute_capability: str = ""
+    dtype: str = ""
+    quantization: str = ""
+    format_alternatives: str = ""  # JSON {"8.0": "ml.g6.xlarge"}: nearest instance type per minimum capability
     gguf_file: str | None = None  # the GGUF model to check (llama.cpp); None: a config.json checkpoint
 
     @property
@@ -217,6 +228,9 @@ class Settings:
         allow = str(props.get("AllowUnverifiedS3") or "false").strip().lower()
         if allow not in ("true", "false"):
             problems.append(f"AllowUnverifiedS3={allow!r} must be true or false")
+        # 0 (no extra instances during an update) is valid here, unlike the other numbers.
+        raw_update = str(props.get("UpdateInstances") or "0").strip()
+        update_instances = int(raw_update) if raw_update.isdigit() else number("UpdateInstances", int, 0)
         settings = cls(
             bucket=match["bucket"] if match else "",
             prefix=(match["prefix"].rstrip("/") + "/") if match else "",
@@ -229,13 +243,37 @@ class Settings:
             kv_cache_dtype=kv_dtype,
             gpu_memory_utilization=utilization,
             instances_needed=number("InstancesNeeded", int, 1),
+            update_instances=update_instances,
             allow_unverified_s3=allow == "true",
             skip=frozenset(skip & set(CHECKS)),
+            **{k: str(props.get(p) or "") for k, p in FORMAT_PROPERTIES.items()},
             gguf_file=str(props.get("GgufFile") or "") or None,
         )
         if problems:
             raise PreflightFailed(shorten("Preflight properties are invalid: " + "; ".join(problems), REASON_LIMIT))
         return settings
+
+
+FORMAT_PROPERTIES = {
+    "engine": "Engine",
+    "compute_capability": "ComputeCapability",
+    "dtype": "Dtype",
+    "quantization": "Quantization",
+    "format_alternatives": "FormatAlternatives",
+}
+
+
+def check_format(config: Mapping[str, Any], settings: Settings) -> tuple[list[str], list[str]]:
+    """(problems, notes) of config.json's weight format on this instance's GPU."""
+    return check_deployment(
+        config,
+        engine=settings.engine,
+        compute_capability=settings.compute_capability,
+        dtype=settings.dtype,
+        quantization=settings.quantization,
+        gpu=settings.instance_type,
+        alternatives_json=settings.format_alternatives,
+    )
 
 
 def _names(raw: Any) -> set[str]:
@@ -527,7 +565,14 @@ def _quota_error(error: ClientError, code: str) -> str:
 
 
 def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
-    needed = settings.instances_needed
+    # An update of a standard endpoint provisions a whole new (green) fleet beside the serving one
+    # (SageMaker deployment-guardrails-blue-green), so the quota must hold both while it runs.
+    needed = settings.instances_needed + settings.update_instances
+    why = (
+        f" ({settings.instances_needed} serving + {settings.update_instances} for the new fleet of a blue/green update)"
+        if settings.update_instances
+        else ""
+    )
     name = QUOTA_NAME.format(settings.instance_type)
     if quota is None:
         return [
@@ -537,7 +582,7 @@ def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
     if quota.value < needed:
         return [
             f"the quota {name!r} ({quota.code}, {quota.source} value) is {quota.value:g} in this account and "
-            f"region; this deployment needs {needed} instance(s). Request an increase in the Service Quotas "
+            f"region; this deployment needs {needed} instance(s){why}. Request an increase in the Service Quotas "
             f"console (quota code {quota.code}), or choose another instance type. Instances of this type in other "
             "endpoints of the account count against the same quota"
         ]
@@ -568,7 +613,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
         ChecksSkipped=",".join(c for c in CHECKS if c in settings.skip),
     )
     checks = settings.checks
-    if {"s3", "memory", "tensor-parallel"} & set(checks):
+    reads_checkpoint = {"s3", "memory", "tensor-parallel"} | ({"format"} if settings.engine else set())
+    if reads_checkpoint & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix, settings.gguf_file)
         # A warning, not a failure: the user may have staged them on purpose (include names them).
         report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
@@ -595,6 +641,10 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])
             elif not checkpoint.gguf.name:  # llama.cpp splits layers over GPUs, not attention heads
                 report.add("tensor-parallel", check_tensor_parallel(config, settings))
+        if "format" in checks and config is not None and settings.engine:
+            problems, notes = check_format(config, settings)
+            report.add("format", problems)
+            report.notes += notes
     if "quota" in checks:
         try:
             quota = find_quota(quotas(), settings.instance_type)

@@ -17,7 +17,9 @@ a reason a person can act on. The checks, in order:
    differ, and one pattern check tells a working model from a broken one. A stream that ends without
    ``data: [DONE]`` after yielding content passes, with ``note=stream_ended_without_done`` in the log
    and ``StreamEndedWithDone=false``: the answer did come, token by token, and SageMaker ended the
-   response, which is what clients rely on. A stream without a single delta fails.
+   response, which is what clients rely on. A stream without a single delta fails. ``StreamFormat``
+   names the engine's framing: ``sse`` (the default) or ``jsonlines`` (LMI: one chunk a line, no
+   ``[DONE]``; a last line cut off mid-way counts as a stream that did not end).
 
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
@@ -51,6 +53,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from endpoint_client import (
+    STREAM_FORMATS,
     ErrorInfo,
     InvocationError,
     InvocationResult,
@@ -103,10 +106,12 @@ class Settings:
     prompt: str
     max_tokens: int = 64
     inference_component_name: str | None = None
+    model_name: str | None = None  # the component's model this deployment created
     extra_body: Mapping[str, Any] = field(default_factory=dict)
     expected_pattern: str | None = None
     budget_s: float = DEFAULT_BUDGET_S
     stream: bool = True
+    stream_format: str = "sse"
 
     @classmethod
     def from_properties(cls, props: Mapping[str, Any]) -> Settings:
@@ -157,16 +162,22 @@ class Settings:
         stream = str(props.get("Stream", "true")).strip().lower()
         if stream not in ("true", "false"):
             problems.append(f"Stream={stream!r} must be true or false")
+        # The engine's framing of a streamed answer (engines.json stream_format): SSE or JSON Lines (LMI).
+        stream_format = str(props.get("StreamFormat") or "sse")
+        if stream_format not in STREAM_FORMATS:
+            problems.append(f"StreamFormat={stream_format!r} must be one of {', '.join(STREAM_FORMATS)}")
         settings = cls(
             endpoint_name=endpoint or "",
             endpoint_config_name=config or "",
             prompt=prompt or "",
             max_tokens=number("MaxTokens", 64, int),
             inference_component_name=component,
+            model_name=text("ModelName", required=False),
             extra_body=extra,
             expected_pattern=pattern,
             budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
             stream=stream != "false",
+            stream_format=stream_format,
         )
         try:
             build_chat_request("", extra=settings.extra_body)
@@ -237,6 +248,16 @@ def check_component(description: Mapping[str, Any], settings: Settings) -> None:
         if description.get("FailureReason"):
             detail += f" (FailureReason: {description['FailureReason']})"
         raise CheckFailure("inference component status", detail, transient=status in TRANSIENT_COMPONENT_STATUSES)
+    running = (description.get("Specification") or {}).get("ModelName")
+    if settings.model_name and running and running != settings.model_name:
+        # A rolling update that an alarm rolled back leaves the component InService on its old model.
+        raise CheckFailure(
+            "inference component model",
+            f"the component runs model {running}, but this deployment created {settings.model_name}: SageMaker "
+            "rolled the update back (an alarm fired during the rolling update), or the component was changed "
+            "outside this stack",
+            transient=False,
+        )
     if description.get("EndpointName") != settings.endpoint_name:
         raise CheckFailure(
             "inference component",
@@ -350,7 +371,13 @@ def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str,
             settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body, stream=True
         )
         try:
-            streamed = stream_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
+            streamed = stream_chat(
+                runtime,
+                settings.endpoint_name,
+                body,
+                inference_component_name=component,
+                stream_format=settings.stream_format,
+            )
         except InvocationError as e:
             raise CheckFailure.from_error("streamed chat completion", e.info) from e
         check_stream(streamed)

@@ -9,7 +9,8 @@ Three entry points share this file (one asset):
   is verified and signalled here; a longer one is handed to the wait condition, which CloudFormation
   lets wait up to 12 hours, instead of holding this resource against its one-hour ceiling.
 - ``on_job_state_change`` receives the job's EventBridge state change, verifies the manifest and
-  signals success, or failure with the job's reason.
+  signals success, or failure with the job's reason. When it fails every attempt Lambda makes,
+  ``on_signal_failure`` (its on-failure destination) signals failure with its error.
 
 The physical ID is the revision prefix ``s3://<bucket>/<prefix><org>--<name>/<sha>/``: a new revision
 is a replacement, an unchanged one a no-op. Delete stops this resource's running job and keeps the
@@ -18,6 +19,7 @@ objects. The Hugging Face token is read from Secrets Manager here and never logg
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -39,6 +41,11 @@ LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
 REASON_LIMIT = 1000  # bytes; CloudFormation shows at most 4 KB and a wait-condition reason should be short
+# A failure's message, at most: CloudFormation takes a 4,096-byte response, and the Provider framework wraps
+# the message in "Error: ...", the log group and its stack frames (about 1 KB with the event's IDs), and
+# sends on_event's Data with a failure in is_complete (aws-cdk-lib provider-framework runtime: framework.js,
+# cfn-response.js). So 3,000 bytes, less the Data that travels with it.
+FAILURE_LIMIT = 3000
 CODE_DIR = "/opt/ml/processing/input/code"
 RUNNING = ("InProgress", "Stopping")
 # How long is_complete follows a job before handing the wait to the wait condition. Must stay well
@@ -53,11 +60,20 @@ class StagingError(Exception):
 _clients: dict[str, Any] = {}
 
 
-def client(name: str) -> Any:
-    """One boto3 client per service for the life of the execution environment."""
-    if name not in _clients:
-        _clients[name] = boto3.client(name, config=Config(retries={"mode": "standard", "max_attempts": 8}))
-    return _clients[name]
+def client(name: str, region: str | None = None) -> Any:
+    """One boto3 client per service (and region, when not the function's) for the life of the environment."""
+    key = f"{name}@{region}" if region else name
+    if key not in _clients:
+        _clients[key] = boto3.client(
+            name, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 8})
+        )
+    return _clients[key]
+
+
+def arn_region(arn: str | None) -> str | None:
+    """The region an ARN names (a token secret may live in another region than the stack)."""
+    parts = (arn or "").split(":")
+    return parts[3] if parts[0] == "arn" and len(parts) > 3 and parts[3] else None
 
 
 def short(text: str, limit: int = REASON_LIMIT) -> str:
@@ -280,6 +296,56 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
     }
 
 
+# Service Quotas names SageMaker's Processing limits per instance type (as it names "<type> for endpoint
+# usage" for endpoints): the most instances of the type that running Processing jobs may hold. The name is
+# the one CreateProcessingJob's ResourceLimitExceeded quotes ("The account-level service limit
+# 'ml.m5.large for processing job usage' is 0 Instances").
+QUOTA_NAME = "{} for processing job usage"
+
+
+def processing_quota(instance_type: str) -> tuple[float, str] | None:
+    """(value, quota code) of ``<instance type> for processing job usage``: applied, else AWS default.
+
+    None when Service Quotas cannot tell (no such quota, throttled, denied): CreateProcessingJob then
+    answers for itself (ResourceLimitExceeded).
+    """
+    name = QUOTA_NAME.format(instance_type)
+    quotas = client("service-quotas")
+    for operation in ("list_service_quotas", "list_aws_default_service_quotas"):
+        try:
+            for page in quotas.get_paginator(operation).paginate(ServiceCode="sagemaker"):
+                for quota in page.get("Quotas", []):
+                    if quota.get("QuotaName") == name:
+                        return float(quota.get("Value", 0)), str(quota.get("QuotaCode", ""))
+        except ClientError as e:
+            if e.response["Error"].get("Code") == "NoSuchResourceException":
+                continue  # no applied values for SageMaker: the defaults apply
+            log("quota-unread", quota=name.replace(" ", "_"), error=e.response["Error"].get("Code"))
+            return None
+        except BotoCoreError as e:
+            log("quota-unread", quota=name.replace(" ", "_"), error=type(e).__name__)
+            return None
+    return None
+
+
+def within_quota(settings: Settings, wanted: int) -> int:
+    """``wanted`` instances, fewer when the account's Processing quota for the type is lower; 0 fails now."""
+    found = processing_quota(settings.instance_type)
+    if found is None:
+        return wanted
+    value, code = found
+    name = QUOTA_NAME.format(settings.instance_type)
+    if value < 1:
+        raise StagingError(
+            f"the Service Quotas quota '{name}' ({code}) is {value:g} in this account and region, so the staging "
+            f"job cannot start. Request an increase (quota code {code}) or choose another staging_instance_type"
+        )
+    if wanted > int(value):
+        log("quota-clamp", wanted=wanted, instances=int(value), quota_code=code)
+        return int(value)
+    return wanted
+
+
 def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
     try:
         sagemaker.create_processing_job(**request)
@@ -290,7 +356,13 @@ def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
             return
         name = request["ProcessingJobName"]
         message = error.get("Message", "")
-        raise StagingError(short(f"could not start the staging job {name}: {error['Code']}: {message}")) from e
+        hint = ""
+        if error["Code"] == "ResourceLimitExceeded":  # other jobs hold the instances the quota allows
+            kind = request["ProcessingResources"]["ClusterConfig"]["InstanceType"]
+            hint = f" (Service Quotas: '{QUOTA_NAME.format(kind)}')"
+        raise StagingError(
+            short(f"could not start the staging job {name}: {error['Code']}{hint}: {message}", REASON_LIMIT)
+        ) from e
     log("job-started", job=request["ProcessingJobName"])
 
 
@@ -416,6 +488,81 @@ def restored(physical: str) -> dict[str, Any]:
     return {"PhysicalResourceId": physical, "Data": data}
 
 
+def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: str) -> None:
+    """Stop the job the failed update started: it would copy on for hours, under the live prefix.
+
+    In the rollback's Update, ``OldResourceProperties`` are the failed update's, so its ``JobNamePrefix``
+    names that job (a new prefix per change of properties); a job of the restored properties is spared.
+    Nothing here fails the rollback: a job that cannot be stopped is logged.
+    """
+    failed_prefix = (event.get("OldResourceProperties") or {}).get("JobNamePrefix") or ""
+    if not failed_prefix or failed_prefix == settings.job_name_prefix:
+        return
+    try:
+        stop_jobs(client("sagemaker"), failed_prefix, physical)
+    except (ClientError, BotoCoreError) as e:
+        log("stop-failed", job_prefix=failed_prefix, error=type(e).__name__)
+
+
+# What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
+STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude")
+
+
+def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
+    """The answer to an update that changes nothing staged, from the physical ID and S3 alone; else None.
+
+    Without the Hub, a branch such as ``main`` is not resolved again, so an unrelated change cannot move
+    the served commit. The prefix is verified against its manifest first (S3 only): when that fails, the
+    update plans and stages as usual. The update's new wait condition is signalled here.
+    """
+    try:
+        old = Settings.from_properties(event.get("OldResourceProperties") or {})
+    except (KeyError, TypeError, ValueError):
+        return None
+    if any(getattr(old, key) != getattr(settings, key) for key in STAGED_BY):
+        return None
+    answer = restored(physical)
+    data = answer["Data"]
+    if not physical.startswith(f"s3://{settings.bucket}/"):
+        return None
+    try:
+        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+        manifest = read_manifest(client("s3"), settings.bucket, data["Prefix"]) or {}
+    except (StagingError, ClientError, BotoCoreError, ValueError) as e:
+        log("unchanged-but-unverified", physical=physical, error=type(e).__name__)
+        return None
+    data.update(Files=str(files), TotalBytes=str(manifest.get("total_bytes", "")))
+    log("unchanged", physical=physical, files=files)
+    signal(
+        settings.wait_handle,
+        success=True,
+        reason=f"{settings.repo_id}@{data['Revision']} is already staged; nothing staged changed",
+        unique_id=data["Revision"],
+        data=data["Revision"],
+    )
+    return answer
+
+
+def bounded_failures(entry: Any) -> Any:
+    """Whatever ``entry`` raises reaches CloudFormation in at most FAILURE_LIMIT bytes (a botocore error can
+    quote a whole request: a ValidationException echoes every container argument)."""
+
+    @functools.wraps(entry)
+    def run(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        try:
+            return entry(event, context)
+        except Exception as e:
+            data = json.dumps(event.get("Data") or {}, ensure_ascii=False).encode()
+            limit = max(500, FAILURE_LIMIT - len(data))
+            if len(str(e).encode()) <= limit:
+                raise
+            text = str(e) if isinstance(e, StagingError) else f"{type(e).__name__}: {e}"
+            raise StagingError(short(text, limit)) from None
+
+    return run
+
+
+@bounded_failures
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -431,8 +578,16 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         # CloudFormation restores the previous properties: that revision was staged and its wait condition
         # satisfied. Answer from the physical ID, without the Hub (it may be what failed) and without a job.
         log("rollback", physical=physical)
+        stop_rolled_back_job(event, settings, physical)
         return restored(physical)
-    hub = HubClient(endpoint=settings.hub_endpoint, token=hub_token(settings, client("secretsmanager")))
+    if request == "Update" and physical.startswith("s3://"):
+        unchanged = unchanged_answer(event, settings, physical)
+        if unchanged is not None:
+            return unchanged
+    hub = HubClient(
+        endpoint=settings.hub_endpoint,
+        token=hub_token(settings, client("secretsmanager", arn_region(settings.token_secret_arn))),
+    )
     plan = make_plan(settings, hub, client("s3"))
     log("plan", sha=plan.sha, files=len(plan.files), missing=len(plan.missing), manifest_ok=plan.manifest_ok)
     if plan.complete:
@@ -445,7 +600,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         )
         return result(plan, settings, job="")
     name = job_name(settings, event["RequestId"])
-    start_job(client("sagemaker"), job_request(settings, plan, name))
+    request = job_request(settings, plan, name)
+    cluster = request["ProcessingResources"]["ClusterConfig"]
+    cluster["InstanceCount"] = within_quota(settings, cluster["InstanceCount"])
+    start_job(client("sagemaker"), request)
     return result(plan, settings, job=name)
 
 
@@ -464,6 +622,7 @@ def _job_failure(description: dict[str, Any]) -> str:
     )
 
 
+@bounded_failures
 def is_complete(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if event["RequestType"] == "Delete":
         return {"IsComplete": True}
@@ -579,6 +738,32 @@ def on_job_state_change(event: dict[str, Any], context: Any = None) -> dict[str,
         return {"signalled": True, "success": False}
     signal(event["WaitHandle"], success=True, reason=f"staged {files} files", unique_id=name, data=sha or "")
     return {"signalled": True, "success": True}
+
+
+def on_signal_failure(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    """On-failure destination of ``on_job_state_change``: Lambda's record of an event that failed every attempt.
+
+    EventBridge retries only the delivery to Lambda; Lambda retries a function error twice, then sends this
+    record (``requestPayload``, ``responsePayload``, ``requestContext``) here (Lambda developer guide,
+    "Capturing records of Lambda asynchronous invocations"). Without this, the wait condition would wait
+    hours for a signal that never comes; now it fails with the signal function's own error.
+    """
+    payload = event.get("requestPayload") or {}
+    handle, prefix = payload.get("WaitHandle"), payload.get("JobNamePrefix") or ""
+    name = ((payload.get("Event") or {}).get("detail") or {}).get("ProcessingJobName") or ""
+    if not handle or not name.startswith(prefix):
+        return {"signalled": False}
+    error = event.get("responsePayload") or {}
+    context_ = event.get("requestContext") or {}
+    why = f"{error.get('errorType', 'error')}: {error.get('errorMessage', 'no message')}"
+    attempts = int(context_.get("approximateInvokeCount") or 0)
+    reason = (
+        f"the staging signal function failed on job {name} ({context_.get('condition', 'failed')}, "
+        f"{attempts} attempt(s)): {why}. The job's own state: aws sagemaker describe-processing-job "
+        f"--processing-job-name {name}"
+    )
+    signal(handle, success=False, reason=reason, unique_id=name)
+    return {"signalled": True, "success": False}
 
 
 if os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):

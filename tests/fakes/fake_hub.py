@@ -12,8 +12,10 @@ Like a signed CDN URL, the CDN server rejects a request that also carries an ``A
 (and records it), so a client that leaks the token to another origin fails loudly.
 
 Faults can be injected per file path: wrong bytes, HTTP errors for the first N requests, a connection
-dropped after K bytes, a slow stream. Every request is recorded. Big files can be synthetic: generated
-from a seed and an offset, never held in memory.
+dropped after K bytes, a slow stream. Hub-wide, ``connection_bytes_per_s`` paces every connection (a CDN
+edge's per-connection rate) and ``ignore_range`` answers ranged requests with the whole file. Every
+request is recorded, and the content bytes sent per file are counted (``bytes_sent``). Big files can be
+synthetic: generated from a seed and an offset, never held in memory.
 """
 
 from __future__ import annotations
@@ -82,11 +84,31 @@ class Blob:
         return self.data
 
 
+class Declared:
+    """A file that only has a size: listed with it (model info, tree), never served. For metadata-only
+    clients (``plan --model-id``) of checkpoints far too big to generate; its hashes are derived from the size."""
+
+    seed = -1
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def chunks(self, start: int = 0, end: int | None = None, chunk: int = CHUNK):
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+    def to_bytes(self) -> bytes:
+        raise AssertionError("a Declared file has no content: only its size may be read")
+
+
 _HASH_CACHE: dict[tuple[int, int, str], str] = {}
 _HASH_LOCK = threading.Lock()
 
 
-def _digest(content: Blob | Synthetic, algorithm: str) -> str:
+def _digest(content: Blob | Synthetic | Declared, algorithm: str) -> str:
+    if isinstance(content, Declared):
+        return hashlib.sha256(f"declared {content.size} {algorithm}".encode()).hexdigest()[
+            : 64 if algorithm == "sha256" else 40
+        ]
     key = (content.size, content.seed, algorithm) if isinstance(content, Synthetic) else None
     if key is not None:
         with _HASH_LOCK:
@@ -112,7 +134,7 @@ def lfs_pointer(sha256: str, size: int) -> bytes:
 @dataclass
 class FakeFile:
     path: str
-    content: Blob | Synthetic
+    content: Blob | Synthetic | Declared
     lfs: bool
     sha256: str = ""
     blob_id: str = ""
@@ -139,6 +161,8 @@ class FakeRepo:
     refs: dict[str, str]
     gated: bool = False
     private: bool = False
+    tags: tuple[str, ...] = ()
+    downloads: int = 0
 
 
 @dataclass
@@ -150,6 +174,7 @@ class Fault:
     after_bytes: int = 0
     bytes_per_s: float = 0.0
     methods: tuple[str, ...] = ("GET",)
+    range: str | None = None  # only requests with this Range header (None: any)
 
 
 @dataclass
@@ -161,6 +186,7 @@ class Recorded:
     status: int
     range: str | None
     authorization: bool
+    finished: float = 0.0  # time.monotonic() when the body was sent (0: not yet, or no body)
 
 
 @dataclass
@@ -172,6 +198,10 @@ class FakeHub:
     lfs_patterns: tuple[str, ...] = LFS_PATTERNS
     page_size: int = 50
     cdn_rejects_authorization: bool = True
+    # Like a CDN edge: each connection's body streams at about this many bytes per second (0: unlimited).
+    connection_bytes_per_s: float = 0.0
+    # A server that answers every ``Range`` request with the whole file (200), as RFC 9110 section 14.2 allows.
+    ignore_range: bool = False
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -183,6 +213,7 @@ class FakeHub:
         self._threads: list[threading.Thread] = []
         self.endpoint = ""
         self.cdn_endpoint = ""
+        self.body_bytes_sent: dict[str, int] = {}  # path -> content bytes written to clients (GET bodies)
 
     # -- lifecycle -----------------------------------------------------------------------------------
 
@@ -217,22 +248,27 @@ class FakeHub:
     def add_repo(
         self,
         repo_id: str,
-        files: dict[str, bytes | Synthetic],
+        files: dict[str, bytes | Synthetic | Declared],
         *,
         gated: bool = False,
         private: bool = False,
         branches: tuple[str, ...] = ("main",),
         tags: tuple[str, ...] = (),
+        model_tags: tuple[str, ...] = (),
+        downloads: int = 0,
     ) -> FakeRepo:
+        """``tags`` are git tags (refs); ``model_tags`` are the Hub's model tags (``GET /api/models?filter=``)."""
         fake_files = {}
         for path, content in sorted(files.items()):
-            body = content if isinstance(content, Synthetic) else Blob(content)
+            body = content if isinstance(content, (Synthetic, Declared)) else Blob(content)
             lfs = body.size >= self.lfs_threshold or any(fnmatch.fnmatch(path, p) for p in self.lfs_patterns)
             fake_files[path] = FakeFile(path, body, lfs)
         listing = "\n".join(f"{f.path} {f.blob_id}" for f in fake_files.values())
         sha = hashlib.sha1(f"{repo_id}\n{listing}".encode()).hexdigest()
         refs = {name: sha for name in (*branches, *tags)}
-        repo = FakeRepo(repo_id, fake_files, sha, refs, gated=gated, private=private)
+        repo = FakeRepo(
+            repo_id, fake_files, sha, refs, gated=gated, private=private, tags=model_tags, downloads=downloads
+        )
         with self._lock:
             self.repos[repo_id] = repo
             for f in fake_files.values():
@@ -257,13 +293,16 @@ class FakeHub:
         """Serve ``path`` with one byte flipped (same length) ``times`` times (None: always)."""
         self._add_fault(path, Fault("corrupt", times))
 
-    def drop_after(self, path: str, after_bytes: int, times: int = 1) -> None:
-        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times."""
-        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes))
+    def drop_after(self, path: str, after_bytes: int, times: int = 1, range: str | None = None) -> None:
+        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (only for requests
+        with the Range header ``range``, when given)."""
+        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes, range=range))
 
-    def slow(self, path: str, bytes_per_s: float, after_bytes: int = 0, times: int | None = None) -> None:
+    def slow(
+        self, path: str, bytes_per_s: float, after_bytes: int = 0, times: int | None = None, range: str | None = None
+    ) -> None:
         """Stream ``path`` at full speed for ``after_bytes`` bytes, then at about ``bytes_per_s``."""
-        self._add_fault(path, Fault("slow", times, bytes_per_s=bytes_per_s, after_bytes=after_bytes))
+        self._add_fault(path, Fault("slow", times, bytes_per_s=bytes_per_s, after_bytes=after_bytes, range=range))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -273,9 +312,11 @@ class FakeHub:
         with self._lock:
             self._faults.setdefault(path, []).append(fault)
 
-    def _take_fault(self, path: str, kinds: tuple[str, ...], method: str) -> Fault | None:
+    def _take_fault(self, path: str, kinds: tuple[str, ...], method: str, range: str | None = None) -> Fault | None:
         with self._lock:
             for fault in self._faults.get(path, []):
+                if fault.range is not None and fault.range != range:
+                    continue
                 if fault.kind in kinds and method in fault.methods and (fault.times is None or fault.times > 0):
                     if fault.times is not None:
                         fault.times -= 1
@@ -291,6 +332,14 @@ class FakeHub:
     def requests_for(self, file: str, method: str = "GET") -> list[Recorded]:
         with self._lock:
             return [r for r in self.requests if r.file == file and r.method == method]
+
+    def bytes_sent(self, file: str) -> int:
+        with self._lock:
+            return self.body_bytes_sent.get(file, 0)
+
+    def _count_sent(self, file: str, n: int) -> None:
+        with self._lock:
+            self.body_bytes_sent[file] = self.body_bytes_sent.get(file, 0) + n
 
     def authorization_reached_cdn(self) -> bool:
         with self._lock:
@@ -339,6 +388,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._cdn(url.path)
             elif url.path.startswith("/api/models/"):
                 self._api(url.path[len("/api/models/") :])
+            elif url.path.rstrip("/") == "/api/models":
+                self._list_models()
             elif "/resolve/" in url.path:
                 self._resolve(url.path)
             else:
@@ -415,6 +466,15 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, "Not found", None)
 
+    def _list_models(self) -> None:
+        """``GET /api/models?filter=tag&sort=downloads&limit=N``: public repositories carrying every tag."""
+        wanted = set(self._query.get("filter", []))
+        limit = int(self._query.get("limit", ["1000"])[0])
+        found = [r for r in self.hub.repos.values() if not r.private and wanted <= set(r.tags)]
+        found.sort(key=lambda r: -r.downloads)
+        body = [{"id": r.repo_id, "modelId": r.repo_id, "downloads": r.downloads, "tags": list(r.tags)} for r in found]
+        self._send(200, {"Content-Type": "application/json"}, json.dumps(body[:limit]).encode())
+
     def _info(self, repo: FakeRepo, sha: str) -> dict[str, Any]:
         blobs = self._query.get("blobs", ["false"])[0].lower() in ("1", "true")
         siblings = []
@@ -438,7 +498,7 @@ class _Handler(BaseHTTPRequestHandler):
             "disabled": False,
             "downloads": 0,
             "likes": 0,
-            "tags": [],
+            "tags": list(repo.tags),
             "library_name": "transformers",
             "siblings": siblings,
             "usedStorage": sum(f.size for f in repo.files.values()),
@@ -531,7 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
         size = f.size
         start, end = 0, size
         status = 200
-        wanted = self.headers.get("Range")
+        wanted = None if self.hub.ignore_range else self.headers.get("Range")
         if wanted and wanted.startswith("bytes="):
             first, _, last = wanted[len("bytes=") :].partition("-")
             start = int(first) if first else 0
@@ -542,8 +602,9 @@ class _Handler(BaseHTTPRequestHandler):
             status = 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{size}"}
         corrupt = self.hub._take_fault(f.path, ("corrupt",), self.command) if self.command == "GET" else None
-        drop = self.hub._take_fault(f.path, ("drop",), self.command) if self.command == "GET" else None
-        slow = self.hub._take_fault(f.path, ("slow",), self.command) if self.command == "GET" else None
+        asked = self.headers.get("Range")
+        drop = self.hub._take_fault(f.path, ("drop",), self.command, asked) if self.command == "GET" else None
+        slow = self.hub._take_fault(f.path, ("slow",), self.command, asked) if self.command == "GET" else None
         self._record.status = status
         self.send_response(status)
         for name, value in {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}.items():
@@ -554,7 +615,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         flip_at = size // 2
         sent = 0
+        rate = self.hub.connection_bytes_per_s
         chunk_size = 64 * 1024 if slow else CHUNK
+        began = time.monotonic()
         for chunk in f.content.chunks(start, end, chunk_size):
             if corrupt is not None and start + sent <= flip_at < start + sent + len(chunk):
                 data = bytearray(chunk)
@@ -562,12 +625,19 @@ class _Handler(BaseHTTPRequestHandler):
                 chunk = memoryview(bytes(data))
             if drop is not None and sent + len(chunk) > drop.after_bytes:
                 self.wfile.write(chunk[: max(0, drop.after_bytes - sent)])
+                self.hub._count_sent(f.path, max(0, drop.after_bytes - sent))
                 self._drop()
                 return
             self.wfile.write(chunk)
             sent += len(chunk)
+            self.hub._count_sent(f.path, len(chunk))
             if slow is not None and sent > slow.after_bytes:
                 time.sleep(len(chunk) / slow.bytes_per_s)
+            if rate:  # paced against the connection's start, so sleep granularity does not slow it further
+                ahead = began + sent / rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+        self._record.finished = time.monotonic()
 
     def _drop(self) -> None:
         self.wfile.flush()

@@ -101,6 +101,7 @@ class Reply:
     token_delay_s: float = 0.0  # streamed: before each token
     first_token_delay_s: float | None = None  # streamed: after the headers, before the first token (else token_delay_s)
     seed: int = 7  # where the stream is cut into parts
+    stream_format: str = "sse"  # streamed: "sse" (vLLM, SGLang) or "jsonlines" (LMI: one chunk a line, no [DONE])
 
     @classmethod
     def model_error(cls, original_status: int, body: str) -> Reply:
@@ -141,6 +142,7 @@ class FakeEndpoint:
     failure_reason: str = ""
     component: str | None = None
     component_status: str = "InService"
+    component_model: str | None = None  # DescribeInferenceComponent's Specification.ModelName
     copies: int = 1
     no_capacity_answers: int = 0  # scale-to-zero: "no capacity" this many times, then a copy is up
     # Injected failures by kind: {kind: n} fails every n-th invocation (1-based) with that kind; see injected_reply.
@@ -318,6 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "VariantName": "AllTraffic",
                 "InferenceComponentStatus": owner.component_status,
                 "RuntimeConfig": {"DesiredCopyCount": owner.copies, "CurrentCopyCount": owner.copies},
+                **({"Specification": {"ModelName": owner.component_model}} if owner.component_model else {}),
                 "CreationTime": time.time(),
                 "LastModifiedTime": time.time(),
             }
@@ -397,10 +400,11 @@ class _Handler(BaseHTTPRequestHandler):
         self._json(200, answer)
 
     def _stream(self, reply: Reply) -> None:
-        sse, starts = _sse_bytes(reply)
+        jsonlines = reply.stream_format == "jsonlines"
+        sse, starts = _jsonlines_bytes(reply) if jsonlines else _sse_bytes(reply)
         self.send_response(200)
         self.send_header("Content-Type", "application/vnd.amazon.eventstream")
-        self.send_header("X-Amzn-SageMaker-Content-Type", "text/event-stream")
+        self.send_header("X-Amzn-SageMaker-Content-Type", "application/jsonlines" if jsonlines else "text/event-stream")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         rng = random.Random(reply.seed)
@@ -498,6 +502,33 @@ def _sse_bytes(reply: Reply) -> tuple[bytes, list[int]]:
         event({"id": "chatcmpl-fake", "choices": [], "usage": {"prompt_tokens": 12, "completion_tokens": tokens}})
     if reply.done:
         event("[DONE]")
+    return bytes(out), starts
+
+
+def _jsonlines_bytes(reply: Reply) -> tuple[bytes, list[int]]:
+    """LMI's stream: each SSE event's JSON on a line of its own, then an empty line, no [DONE].
+
+    DJL Serving strips vLLM's ``data: `` and sends each chunk with a newline; the ``[DONE]`` event
+    becomes the empty last chunk (djl_python/lmi_vllm/request_response_utils.py
+    ``vllm_stream_output_formatter``, djl_python/async_utils.py ``_create_output``). Offsets are the
+    token lines', as for SSE. ``done=False`` cuts the stream inside its last line.
+    """
+    sse, sse_starts = _sse_bytes(Reply(**{**reply.__dict__, "done": False, "keep_alive": False, "line_end": "\n"}))
+    token_events = set(sse_starts)
+    out = bytearray()
+    starts: list[int] = []
+    line_start = 0
+    offset = 0
+    for event in sse.split(b"\n\n")[:-1]:
+        if offset in token_events:
+            starts.append(len(out))
+        line_start = len(out)
+        out.extend(event.removeprefix(b"data: ") + reply.line_end.encode())
+        offset += len(event) + 2
+    if reply.done:
+        out.extend(reply.line_end.encode())
+    else:
+        del out[line_start + (len(out) - line_start) // 2 :]
     return bytes(out), starts
 
 

@@ -241,7 +241,9 @@ class Response:
             "LogicalResourceId": self.request["LogicalResourceId"],
             "Data": self.data or None,
         }
-        return json.dumps({k: v for k, v in document.items() if v is not None}, separators=(",", ":")).encode()
+        # JavaScript's JSON.stringify (cfn-response.js) writes non-ASCII characters as they are: UTF-8 bytes.
+        body = {k: v for k, v in document.items() if v is not None}
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
     @property
     def message(self) -> str:

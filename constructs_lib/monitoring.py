@@ -1,0 +1,763 @@
+"""Seeing a deployment and guarding its updates: SageMaker metrics, alarms, an alarm topic and a dashboard.
+
+Metric names, namespaces and dimensions are those of "Amazon SageMaker AI metrics in Amazon CloudWatch"
+(sagemaker/latest/dg/monitoring-cloudwatch):
+
+- ``AWS/SageMaker`` (invocation metrics, 1-minute): ``Invocations``, ``Invocation4XXErrors``,
+  ``Invocation5XXErrors``, ``InvocationModelErrors`` (1 per failed request, else 0, so the Average is the
+  failed share), ``ModelLatency`` and ``OverheadLatency`` (microseconds, percentiles valid), with
+  dimensions ``EndpointName, VariantName``, or ``InferenceComponentName`` for a component.
+- ``/aws/sagemaker/Endpoints`` (instance metrics, each instance reports one datapoint a minute):
+  ``GPUUtilization``/``GPUMemoryUtilization`` (0-100 x GPUs), ``CPUUtilization`` (0-100 x cores),
+  ``MemoryUtilization``, ``DiskUtilization``; on endpoints hosting components also ``GPUReservation``,
+  ``GPUMemoryUtilizationNormalized`` and ``CPUUtilizationNormalized`` (0-100); dimensions
+  ``EndpointName, VariantName``.
+- ``/aws/sagemaker/InferenceComponents`` (reported by each copy): ``GPUUtilizationNormalized``,
+  ``GPUMemoryUtilizationNormalized``, ``CPUUtilizationNormalized``, ``MemoryUtilizationNormalized``;
+  dimension ``InferenceComponentName``.
+- ``NoCapacityInvocationFailures`` (``AWS/SageMaker``, ``InferenceComponentName``): requests that found no
+  copy (endpoint-auto-scaling-zero-instances, the scale-to-zero wake-up signal).
+
+SageMaker publishes no instance-count or copy-count metric; since every instance (every copy) reports one
+utilization datapoint a minute, the ``SampleCount`` of ``CPUUtilization`` (of ``CPUUtilizationNormalized``
+per component) over one minute counts them. That is how the dashboard and the no-capacity alarm count.
+
+Alarms whose dimensions name the endpoint must not reference it (``attr_endpoint_name``): the endpoint's
+``DeploymentConfig`` names the alarms, so the alarms use the literal endpoint and component names, which
+the constructs set themselves (``EndpointName``/``InferenceComponentName``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from constructs import Construct
+
+from .hosting import sagemaker_metric
+from .update_policy import MAX_ROLLBACK_ALARMS, UpdatePolicy
+
+INVOCATIONS = "AWS/SageMaker"
+ENDPOINT_INSTANCES = "/aws/sagemaker/Endpoints"
+COMPONENT_COPIES = "/aws/sagemaker/InferenceComponents"
+ONE_MINUTE = cdk.Duration.minutes(1)
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    """What each alarm watches for; ``None`` (``False`` for ``no_capacity``) leaves that alarm out.
+
+    :param errors_5xx_percent: share of requests answered 5xx, in percent, in 2 of 3 minutes. Default: 5.
+    :param p99_latency_ms: p99 ``ModelLatency`` in milliseconds, for 3 minutes in a row. ModelLatency covers
+        the whole answer of a non-streamed request, so size it for the longest answer you expect; what it
+        measures for a streamed response (first chunk or end) is not documented. Default: 30000 (30 s).
+    :param gpu_memory_percent: GPU memory in use, percent of all GPUs, for 5 minutes in a row. vLLM
+        reserves ``gpu_memory_utilization`` (0.9 by default) of each GPU at start-up and SGLang a similar
+        share, so a healthy engine sits near that value: keep the threshold above it. Default: 95.
+    :param no_capacity: an endpoint with no instance reporting for 5 minutes (standard mode), or a
+        component whose requests find no copy (component mode, left out with scale-to-zero, where that is
+        how it wakes up). Default: on.
+    """
+
+    errors_5xx_percent: float | None = 5.0
+    p99_latency_ms: float | None = 30_000.0
+    gpu_memory_percent: float | None = 95.0
+    no_capacity: bool = True
+
+    def problems(self) -> list[str]:
+        errors = []
+        if self.errors_5xx_percent is not None and not 0 < self.errors_5xx_percent <= 100:
+            errors.append(f"alarm_5xx_percent={self.errors_5xx_percent}: allowed more than 0, at most 100")
+        if self.p99_latency_ms is not None and not self.p99_latency_ms > 0:
+            errors.append(f"alarm_p99_latency_ms={self.p99_latency_ms}: must be above 0")
+        if self.gpu_memory_percent is not None and not 0 < self.gpu_memory_percent <= 100:
+            errors.append(f"alarm_gpu_memory_percent={self.gpu_memory_percent}: allowed more than 0, at most 100")
+        return errors
+
+
+class AlarmTopic(Construct):
+    """An SNS topic for alarm notifications: encrypted with its own KMS key, SSL-only, optionally e-mailed.
+
+    CloudWatch publishes to an encrypted topic only when the key lets ``cloudwatch.amazonaws.com`` use it
+    (kms:Decrypt, kms:GenerateDataKey*: SNS docs, sns-key-management "compatibility with AWS services");
+    the AWS-managed ``alias/aws/sns`` key cannot be given that grant, hence a customer-managed key.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, email: str | None = None) -> None:
+        """
+        :param email: an address to subscribe; SNS sends it a confirmation first, and nothing is delivered
+            until it is confirmed. Default: no subscription (the alarms still show on the dashboard).
+        """
+        super().__init__(scope, id)
+        self.key = kms.Key(
+            self,
+            "Key",
+            description="Encrypts the LLM endpoint's alarm topic",
+            enable_key_rotation=True,
+            removal_policy=cdk.RemovalPolicy.DESTROY,
+            pending_window=cdk.Duration.days(7),
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
+        # enforce_ssl: a topic policy denying aws:SecureTransport=false (cdk-nag AwsSolutions-SNS3);
+        # master_key: server-side encryption (AwsSolutions-SNS2).
+        self.topic = sns.Topic(self, "Resource", master_key=self.key, enforce_ssl=True)
+        self.node.default_child = self.topic
+        # The topic policy CDK writes for enforce_ssl replaces SNS's default policy, which let the account
+        # publish; without an Allow for CloudWatch, every alarm action fails with "Resource: arn:...:alarm:...
+        # is not authorized to perform: SNS:Publish" (AWS re:Post knowledge center,
+        # cloudwatch-receive-sns-for-alarm-trigger). Scoped to this account's alarms in this region.
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="AllowPublishFromThisAccountsAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {
+                        "aws:SourceArn": cdk.Arn.format(
+                            cdk.ArnComponents(
+                                service="cloudwatch",
+                                resource="alarm",
+                                resource_name="*",
+                                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                            ),
+                            cdk.Stack.of(self),
+                        )
+                    },
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                },
+            )
+        )
+        if email:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+
+
+# --- metrics with literal dimensions, for alarms and dashboards ---
+
+
+def _variant_dims(endpoint_name: str, variant_name: str) -> dict[str, str]:
+    return {"EndpointName": endpoint_name, "VariantName": variant_name}
+
+
+def _component_dims(component_name: str) -> dict[str, str]:
+    return {"InferenceComponentName": component_name}
+
+
+def invocation_metrics(dims: Mapping[str, str]) -> dict[str, cloudwatch.Metric]:
+    """The ``AWS/SageMaker`` invocation metrics for one variant or one component."""
+    return {
+        "Invocations": sagemaker_metric("Invocations", dims, statistic="Sum"),
+        "Invocation4XXErrors": sagemaker_metric("Invocation4XXErrors", dims, statistic="Sum"),
+        "Invocation5XXErrors": sagemaker_metric("Invocation5XXErrors", dims, statistic="Sum"),
+        "InvocationModelErrors": sagemaker_metric("InvocationModelErrors", dims, statistic="Sum"),
+    }
+
+
+def latency_metrics(dims: Mapping[str, str]) -> list[cloudwatch.Metric]:
+    """Model and overhead latency, p50 and p99 (microseconds)."""
+    return [
+        sagemaker_metric(name, dims, statistic=stat).with_(label=f"{name} {stat}")
+        for name in ("ModelLatency", "OverheadLatency")
+        for stat in ("p50", "p99")
+    ]
+
+
+def _alarm(
+    scope: Construct,
+    id: str,
+    *,
+    metric: cloudwatch.IMetric,
+    threshold: float,
+    comparison: cloudwatch.ComparisonOperator,
+    periods: int,
+    datapoints: int,
+    missing: cloudwatch.TreatMissingData,
+    description: str,
+    topic: sns.ITopic | None,
+) -> cloudwatch.Alarm:
+    alarm = cloudwatch.Alarm(
+        scope,
+        id,
+        metric=metric,
+        threshold=threshold,
+        comparison_operator=comparison,
+        evaluation_periods=periods,
+        datapoints_to_alarm=datapoints,
+        treat_missing_data=missing,
+        alarm_description=description,
+    )
+    if topic is not None:
+        action = cloudwatch_actions.SnsAction(topic)
+        alarm.add_alarm_action(action)
+        alarm.add_ok_action(action)
+    return alarm
+
+
+def serving_alarms(
+    scope: Construct,
+    *,
+    what: str,
+    dims: Mapping[str, str],
+    gpu_memory: cloudwatch.IMetric,
+    no_capacity: tuple[cloudwatch.IMetric, bool] | None,
+    thresholds: AlarmThresholds,
+    topic: sns.ITopic | None,
+) -> list[cloudwatch.Alarm]:
+    """The alarms of one variant or component, children of ``scope`` (ids ``Errors5xx``, ``LatencyP99``,
+    ``GpuMemory``, ``NoCapacity``). ``no_capacity`` is the metric and whether it is an instance count
+    (alarm below 1, missing data breaching) rather than a failure count (alarm at 1 or more)."""
+    alarms = []
+    if thresholds.errors_5xx_percent is not None:
+        alarms.append(
+            _alarm(
+                scope,
+                "Errors5xx",
+                # Average of 1-or-0 per request: the share of requests answered 5xx.
+                metric=sagemaker_metric("Invocation5XXErrors", dims, statistic="Average"),
+                threshold=thresholds.errors_5xx_percent / 100,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=3,
+                datapoints=2,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: {thresholds.errors_5xx_percent:g}% or more of requests answered 5xx "
+                "in 2 of 3 minutes.",
+                topic=topic,
+            )
+        )
+    if thresholds.p99_latency_ms is not None:
+        alarms.append(
+            _alarm(
+                scope,
+                "LatencyP99",
+                metric=sagemaker_metric("ModelLatency", dims, statistic="p99"),
+                threshold=thresholds.p99_latency_ms * 1000,  # ModelLatency is in microseconds
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                periods=3,
+                datapoints=3,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: p99 model latency above {thresholds.p99_latency_ms:g} ms for 3 minutes.",
+                topic=topic,
+            )
+        )
+    if thresholds.gpu_memory_percent is not None:
+        alarms.append(
+            _alarm(
+                scope,
+                "GpuMemory",
+                metric=gpu_memory,
+                threshold=thresholds.gpu_memory_percent,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                periods=5,
+                datapoints=5,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: GPU memory above {thresholds.gpu_memory_percent:g}% for 5 minutes "
+                "(the engine reserves most of it at start-up; this is beyond that reservation).",
+                topic=topic,
+            )
+        )
+    if thresholds.no_capacity and no_capacity is not None:
+        metric, is_count = no_capacity
+        alarms.append(
+            _alarm(
+                scope,
+                "NoCapacity",
+                metric=metric,
+                threshold=1,
+                comparison=(
+                    cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+                    if is_count
+                    else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+                ),
+                periods=5 if is_count else 1,
+                datapoints=5 if is_count else 1,
+                # No instance reports no datapoint at all: missing data is the signal itself.
+                missing=cloudwatch.TreatMissingData.BREACHING
+                if is_count
+                else cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=(
+                    f"{what}: no instance reported for 5 minutes (no capacity serving the endpoint)."
+                    if is_count
+                    else f"{what}: requests found no copy to serve them (no capacity)."
+                ),
+                topic=topic,
+            )
+        )
+    return alarms
+
+
+def grant_describe_alarms(role: iam.IRole, alarms: Sequence[cloudwatch.IAlarm]) -> None:
+    """SageMaker reads the rollback alarms as the execution role: "Ensure that your IAM execution role has
+    permission to perform the cloudwatch:DescribeAlarms action on the auto-rollback alarms you specify"
+    (sagemaker/latest/dg/deployment-guardrails-configuration). Scoped to the alarms' ARNs: only composite
+    alarms need DescribeAlarms on "*" (CloudWatch API reference, DescribeAlarms), and these are metric alarms."""
+    if alarms:
+        iam.Grant.add_to_principal(
+            grantee=role, actions=["cloudwatch:DescribeAlarms"], resource_arns=[a.alarm_arn for a in alarms]
+        )
+
+
+def rollback_alarms(alarms: Sequence[cloudwatch.Alarm], node_path: str) -> list[cloudwatch.Alarm]:
+    if len(alarms) > MAX_ROLLBACK_ALARMS:
+        raise ValueError(
+            f"{node_path}: {len(alarms)} rollback alarms; AutoRollbackConfiguration takes at most {MAX_ROLLBACK_ALARMS}"
+        )
+    return list(alarms)
+
+
+def dashboard_url(dashboard: cloudwatch.Dashboard) -> str:
+    """The console address of ``dashboard`` (commercial partition console)."""
+    return cdk.Fn.join(
+        "",
+        [
+            "https://",
+            cdk.Aws.REGION,
+            ".console.aws.amazon.com/cloudwatch/home?region=",
+            cdk.Aws.REGION,
+            "#dashboards/dashboard/",
+            dashboard.dashboard_name,
+        ],
+    )
+
+
+def smoke_text(smoke_test: Any | None) -> cloudwatch.TextWidget | None:
+    """The last smoke test's figures, read from its resource attributes (the values of the stack outputs)."""
+    if smoke_test is None:
+        return None
+    markdown = cdk.Fn.join(
+        "",
+        [
+            "### Last smoke test\nTime to first token: **",
+            smoke_test.time_to_first_token_ms,
+            " ms**; whole answer: ",
+            smoke_test.latency_ms,
+            " ms. It runs at every deploy that changes the model, config, image or component.",
+        ],
+    )
+    return cloudwatch.TextWidget(markdown=markdown, width=8, height=6)
+
+
+# --- the constructs' side: mixins giving GpuEndpoint, ComponentEndpoint and InferenceComponent the same API ---
+
+
+class _DashboardOwner:
+    dashboard: cloudwatch.Dashboard | None = None
+
+    def _new_dashboard(
+        self, rows: Sequence[Sequence[cloudwatch.IWidget | None]], scope: Construct | None
+    ) -> cloudwatch.Dashboard:
+        if self.dashboard is not None:
+            raise ValueError(f"{self.node.path}: add_dashboard was already called")  # type: ignore[attr-defined]
+        self.dashboard = cloudwatch.Dashboard(scope or self, "Dashboard")  # type: ignore[arg-type]
+        for row in rows:
+            widgets = [w for w in row if w is not None]
+            if widgets:
+                self.dashboard.add_widgets(*widgets)
+        return self.dashboard
+
+    @property
+    def dashboard_url(self) -> str:
+        if self.dashboard is None:
+            raise ValueError(f"{self.node.path}: call add_dashboard first")  # type: ignore[attr-defined]
+        return dashboard_url(self.dashboard)
+
+
+def _graph(title: str, left: Sequence[cloudwatch.IMetric], *, label: str | None = None, **kwargs: Any):
+    return cloudwatch.GraphWidget(
+        title=title,
+        left=list(left),
+        width=kwargs.pop("width", 8),
+        height=6,
+        left_y_axis=cloudwatch.YAxisProps(label=label, show_units=False) if label else None,
+        **kwargs,
+    )
+
+
+class MonitoredEndpoint(_DashboardOwner):
+    """Metrics, alarms, dashboard and update policy of a ``GpuEndpoint`` (one model on whole instances).
+
+    Expects ``monitored_name`` (the literal endpoint name), ``variant_name``, ``instance``, ``endpoint``,
+    ``role`` and ``metric`` on the construct.
+    """
+
+    monitored_name: str
+    alarms: Sequence[cloudwatch.Alarm] = ()
+    update_policy: UpdatePolicy | None = None
+
+    def _dims(self) -> dict[str, str]:
+        return _variant_dims(self.monitored_name, self.variant_name)  # type: ignore[attr-defined]
+
+    # metric_* helpers (dimensions through the endpoint's attributes, like metric_invocations)
+    def metric_invocation_4xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation4XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_invocation_model_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("InvocationModelErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_overhead_latency(self, **kwargs: Any) -> cloudwatch.Metric:
+        """SageMaker's own latency on top of the model's, in microseconds (p90 by default)."""
+        return self.metric("OverheadLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)  # type: ignore[attr-defined]
+
+    def metric_cpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("CPUUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("MemoryUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_disk_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("DiskUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_instance_count(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Instances reporting: every instance sends one CPUUtilization datapoint a minute."""
+        return self.metric("CPUUtilization", namespace=ENDPOINT_INSTANCES, statistic="SampleCount", **kwargs)  # type: ignore[attr-defined]
+
+    def _gpu_memory_percent(self) -> cloudwatch.IMetric:
+        """GPUMemoryUtilization is 0-100 x GPUs; divided by the GPU count it is a share of all GPUs, and the
+        Maximum over instances is the fullest one."""
+        gpus = self.instance.gpu_count if self.instance else 1  # type: ignore[attr-defined]
+        raw = sagemaker_metric("GPUMemoryUtilization", self._dims(), namespace=ENDPOINT_INSTANCES, statistic="Maximum")
+        return cloudwatch.MathExpression(
+            expression=f"m / {gpus}", using_metrics={"m": raw}, label="GPU memory (% of all GPUs)", period=ONE_MINUTE
+        )
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """Alarms on 5xx errors, p99 model latency, GPU memory and instances reporting (``AlarmThresholds``
+        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``."""
+        thresholds = thresholds or AlarmThresholds()
+        _check(self, thresholds.problems())
+        if getattr(self, "alarms", None):
+            raise ValueError(f"{self.node.path}: add_alarms was already called")  # type: ignore[attr-defined]
+        scope = Construct(self, "Alarms")  # type: ignore[arg-type]
+        dims = self._dims()
+        instances = sagemaker_metric("CPUUtilization", dims, namespace=ENDPOINT_INSTANCES, statistic="SampleCount")
+        self.alarms = serving_alarms(
+            scope,
+            what=f"SageMaker endpoint {self.monitored_name}",
+            dims=dims,
+            gpu_memory=self._gpu_memory_percent(),
+            no_capacity=(instances, True),
+            thresholds=thresholds,
+            topic=topic,
+        )
+        return self.alarms
+
+    def apply_update_policy(
+        self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
+    ) -> UpdatePolicy:
+        """Set the endpoint's ``DeploymentConfig``: blue/green with ``policy``'s traffic shifting, rolled back
+        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
+        ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
+        _check(self, policy.problems(component_mode=False, instances=self.instance_count))  # type: ignore[attr-defined]
+        scaling = getattr(self, "scalable_target", None)
+        if scaling is not None:  # autoscale_instances was called first (the stack does)
+            target = scaling.node.default_child
+            for warning in policy.autoscaled_warnings(
+                min_instances=target.min_capacity, max_instances=target.max_capacity
+            ):
+                cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)  # type: ignore[arg-type]
+        alarms = rollback_alarms(
+            list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
+            self.node.path,  # type: ignore[attr-defined]
+        )
+        config = policy.endpoint_deployment_config([a.alarm_name for a in alarms])
+        self.endpoint.deployment_config = config  # type: ignore[attr-defined]
+        if config is not None:
+            grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
+        self.update_policy = policy
+        return policy
+
+    def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
+        """A dashboard of this endpoint: invocations and errors, latency, GPU, CPU/memory/disk, instances,
+        the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures.
+
+        :param scope: where the ``Dashboard`` goes. Default: this construct. A dashboard showing a smoke test
+            that depends on this construct must go elsewhere (the stack), or the two depend on each other.
+        """
+        dims = self._dims()
+        calls = invocation_metrics(dims)
+        alarms = list(getattr(self, "alarms", []))
+        return self._new_dashboard(
+            [
+                [
+                    _graph("Invocations and errors (per minute)", list(calls.values()), width=12),
+                    _graph("Latency p50/p99 (microseconds)", latency_metrics(dims), width=12),
+                ],
+                [
+                    _graph(
+                        "GPU utilization and GPU memory (% x GPUs per instance)",
+                        [
+                            sagemaker_metric(n, dims, namespace=ENDPOINT_INSTANCES)
+                            for n in ("GPUUtilization", "GPUMemoryUtilization")
+                        ],
+                    ),
+                    _graph(
+                        "CPU (% x cores), memory and disk (%)",
+                        [
+                            sagemaker_metric(n, dims, namespace=ENDPOINT_INSTANCES)
+                            for n in ("CPUUtilization", "MemoryUtilization", "DiskUtilization")
+                        ],
+                    ),
+                    _graph(
+                        "Instances reporting",
+                        [
+                            sagemaker_metric(
+                                "CPUUtilization", dims, namespace=ENDPOINT_INSTANCES, statistic="SampleCount"
+                            ).with_(label="instances")
+                        ],
+                    ),
+                ],
+                [
+                    cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=16, height=6) if alarms else None,
+                    smoke_text(smoke_test),
+                ],
+            ],
+            scope,
+        )
+
+
+class MonitoredComponent:
+    """Metrics, alarms and update policy of an ``InferenceComponent`` (dimension ``InferenceComponentName``).
+
+    Expects ``inference_component_name``, ``component``, ``role``, ``scale_to_zero``, ``initial_copies`` and
+    ``metric`` on the construct.
+    """
+
+    alarms: Sequence[cloudwatch.Alarm] = ()
+    update_policy: UpdatePolicy | None = None
+
+    def metric_invocation_4xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation4XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_invocation_model_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("InvocationModelErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_overhead_latency(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("OverheadLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)  # type: ignore[attr-defined]
+
+    def metric_gpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        """GPU use of the component's copies, 0-100 over the GPUs reserved for them."""
+        return self.metric("GPUUtilizationNormalized", namespace=COMPONENT_COPIES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_gpu_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("GPUMemoryUtilizationNormalized", namespace=COMPONENT_COPIES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_cpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("CPUUtilizationNormalized", namespace=COMPONENT_COPIES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("MemoryUtilizationNormalized", namespace=COMPONENT_COPIES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_copy_count(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Copies reporting: each copy sends one CPUUtilizationNormalized datapoint a minute."""
+        return self.metric(  # type: ignore[attr-defined]
+            "CPUUtilizationNormalized", namespace=COMPONENT_COPIES, statistic="SampleCount", **kwargs
+        )
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """Alarms on this component's 5xx errors, p99 model latency, GPU memory of its copies and requests
+        that find no copy (left out with scale-to-zero). Children ``Alarms/<Name>``."""
+        thresholds = thresholds or AlarmThresholds()
+        _check(self, thresholds.problems())
+        if getattr(self, "alarms", None):
+            raise ValueError(f"{self.node.path}: add_alarms was already called")  # type: ignore[attr-defined]
+        name = self.inference_component_name  # type: ignore[attr-defined]
+        dims = _component_dims(name)
+        scope = Construct(self, "Alarms")  # type: ignore[arg-type]
+        failures = sagemaker_metric("NoCapacityInvocationFailures", dims, statistic="Sum")
+        self.alarms = serving_alarms(
+            scope,
+            what=f"SageMaker inference component {name}",
+            dims=dims,
+            gpu_memory=sagemaker_metric(
+                "GPUMemoryUtilizationNormalized", dims, namespace=COMPONENT_COPIES, statistic="Maximum"
+            ),
+            # With scale-to-zero, a request finding no copy is how the component wakes: not an alarm.
+            no_capacity=None if self.scale_to_zero else (failures, False),  # type: ignore[attr-defined]
+            thresholds=thresholds,
+            topic=topic,
+        )
+        return self.alarms
+
+    def apply_update_policy(
+        self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
+    ) -> UpdatePolicy:
+        """Set the component's ``DeploymentConfig``: a rolling update of ``policy.step_size`` copies per
+        batch, rolled back when one of ``rollback_on`` fires. Default ``rollback_on``: ``add_alarms``'s."""
+        copies = max(self.initial_copies, self.max_copies)  # type: ignore[attr-defined]
+        _check(self, policy.problems(component_mode=True, instances=0, copies=copies))
+        alarms = rollback_alarms(
+            list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
+            self.node.path,  # type: ignore[attr-defined]
+        )
+        config = policy.component_deployment_config([a.alarm_name for a in alarms])
+        self.component.deployment_config = config  # type: ignore[attr-defined]
+        if config is not None:
+            grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
+            # 5-50% of the copy count when the update starts, which copy autoscaling may have moved anywhere
+            # from min_copies (at least 1: scale-to-zero's 0 leaves nothing to roll) to max_copies.
+            scaled = getattr(self, "scalable_target", None) is not None
+            fewest = max(self.min_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            most = max(self.max_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
+            if policy.step_size * 2 > fewest:
+                cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
+                    "llm:rolling-batch",
+                    f"Rolling update batch of {policy.step_size} copies is more than half of the component's "
+                    f"{fewest} copies (its fewest when an update may start); SageMaker documents a batch of 5-50% of "
+                    "the copy count (API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole "
+                    "component: if SageMaker refuses it, the update fails and rolls back; set update_policy=none to "
+                    "update without a rolling policy.",
+                )
+            elif policy.step_size < most * 0.05:
+                cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
+                    "llm:rolling-batch",
+                    f"Rolling update batch of {policy.step_size} copies is less than 5% of the component's {most} "
+                    "copies (its most when an update may start); SageMaker documents a batch of 5-50% of the copy "
+                    "count (API InferenceComponentRollingUpdatePolicy). Raise update_step_size to at least "
+                    f"{math.ceil(most * 0.05)}.",
+                )
+        self.update_policy = policy
+        return policy
+
+
+class MonitoredComponentEndpoint(_DashboardOwner):
+    """Endpoint-level metrics of a ``ComponentEndpoint``, its components' alarms and one dashboard of all."""
+
+    monitored_name: str
+
+    def _dims(self) -> dict[str, str]:
+        return _variant_dims(self.monitored_name, self.variant_name)  # type: ignore[attr-defined]
+
+    def metric_gpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        """GPU use of the endpoint's instances, 0-100 whatever the GPU count."""
+        return self.metric("GPUUtilizationNormalized", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_gpu_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("GPUMemoryUtilizationNormalized", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_gpu_reservation(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Share of the instances' GPUs reserved by component copies (0-100)."""
+        return self.metric("GPUReservation", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_cpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("CPUUtilizationNormalized", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_disk_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("DiskUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
+
+    def metric_instance_count(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Instances reporting (0 when scaled to zero)."""
+        return self.metric("CPUUtilization", namespace=ENDPOINT_INSTANCES, statistic="SampleCount", **kwargs)  # type: ignore[attr-defined]
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """Every alarm of every component on this endpoint."""
+        return [a for c in self.components for a in getattr(c, "alarms", [])]  # type: ignore[attr-defined]
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """``add_alarms`` on each component added so far."""
+        for component in self.components:  # type: ignore[attr-defined]
+            component.add_alarms(thresholds, topic=topic)
+        return self.alarms
+
+    def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
+        """A dashboard of the endpoint (GPU, CPU, disk, GPU reservation, instances) and of each component
+        added so far (invocations and errors, latency, GPU of its copies, copies, requests finding no copy).
+        ``scope`` as for ``GpuEndpoint.add_dashboard``."""
+        dims = self._dims()
+        rows: list[list[Any]] = [
+            [
+                _graph(
+                    "Endpoint GPU utilization, GPU memory, GPU reserved (%)",
+                    [
+                        sagemaker_metric(n, dims, namespace=ENDPOINT_INSTANCES)
+                        for n in ("GPUUtilizationNormalized", "GPUMemoryUtilizationNormalized", "GPUReservation")
+                    ],
+                ),
+                _graph(
+                    "Endpoint CPU, disk (%)",
+                    [
+                        sagemaker_metric(n, dims, namespace=ENDPOINT_INSTANCES)
+                        for n in ("CPUUtilizationNormalized", "DiskUtilization")
+                    ],
+                ),
+                _graph(
+                    "Instances reporting",
+                    [
+                        sagemaker_metric(
+                            "CPUUtilization", dims, namespace=ENDPOINT_INSTANCES, statistic="SampleCount"
+                        ).with_(label="instances")
+                    ],
+                ),
+            ]
+        ]
+        for component in self.components:  # type: ignore[attr-defined]
+            name = component.inference_component_name
+            cdims = _component_dims(name)
+            calls = invocation_metrics(cdims)
+            calls["NoCapacityInvocationFailures"] = sagemaker_metric(
+                "NoCapacityInvocationFailures", cdims, statistic="Sum"
+            )
+            rows.append(
+                [
+                    _graph(f"{component.node.id}: invocations and errors (per minute)", list(calls.values())),
+                    _graph(f"{component.node.id}: latency p50/p99 (microseconds)", latency_metrics(cdims)),
+                    _graph(
+                        f"{component.node.id}: copies, GPU and GPU memory of the copies (%)",
+                        [
+                            sagemaker_metric(n, cdims, namespace=COMPONENT_COPIES)
+                            for n in ("GPUUtilizationNormalized", "GPUMemoryUtilizationNormalized")
+                        ],
+                        right=[
+                            sagemaker_metric(
+                                "CPUUtilizationNormalized", cdims, namespace=COMPONENT_COPIES, statistic="SampleCount"
+                            ).with_(label="copies")
+                        ],
+                    ),
+                ]
+            )
+        alarms = self.alarms
+        rows.append(
+            [
+                cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=16, height=6) if alarms else None,
+                smoke_text(smoke_test),
+            ]
+        )
+        return self._new_dashboard(rows, scope)
+
+
+def _check(construct: Any, problems: list[str]) -> None:
+    if problems:
+        raise ValueError(f"{construct.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+
+
+__all__ = [
+    "AlarmThresholds",
+    "AlarmTopic",
+    "MonitoredComponent",
+    "MonitoredComponentEndpoint",
+    "MonitoredEndpoint",
+    "dashboard_url",
+]

@@ -1,0 +1,59 @@
+"""On-demand SageMaker real-time inference prices (``data/sagemaker_prices.json``) and the cost of a deployment.
+
+Prices are data with a date and a source per figure; a type without one is unknown, shown as ``?``,
+never guessed from another region or from EC2 prices.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+
+from .catalog import DATA_DIR
+
+UNKNOWN = "?"
+
+
+@cache
+def _prices() -> dict:
+    return json.loads((DATA_DIR / "sagemaker_prices.json").read_text())
+
+
+def hours_per_month() -> int:
+    return int(_prices()["hours_per_month"])
+
+
+def known_regions() -> list[str]:
+    return sorted(_prices()["regions"])
+
+
+@dataclass(frozen=True)
+class Price:
+    instance_type: str
+    region: str
+    usd_per_hour: float | None  # None: unknown
+    date: str | None = None
+    source: str | None = None
+
+    @property
+    def known(self) -> bool:
+        return self.usd_per_hour is not None
+
+    @property
+    def usd_per_month(self) -> float | None:
+        return None if self.usd_per_hour is None else self.usd_per_hour * hours_per_month()
+
+    def hourly_text(self, count: int = 1) -> str:
+        return UNKNOWN if self.usd_per_hour is None else f"{self.usd_per_hour * count:,.2f}"
+
+    def monthly_text(self, count: int = 1) -> str:
+        return UNKNOWN if self.usd_per_month is None else f"{self.usd_per_month * count:,.0f}"
+
+
+def price(instance_type: str, region: str) -> Price:
+    """The on-demand hourly price of ``instance_type`` in ``region``; ``usd_per_hour`` None when unknown."""
+    entry = _prices()["regions"].get(region, {}).get(instance_type)
+    if entry is None:
+        return Price(instance_type, region, None)
+    return Price(instance_type, region, float(entry["usd_per_hour"]), entry.get("date"), entry.get("source"))

@@ -1,0 +1,219 @@
+"""How an endpoint or an inference component takes a change: the ``DeploymentConfig`` SageMaker follows on
+``UpdateEndpoint``/``UpdateInferenceComponent``, and what it costs in capacity.
+
+Standard mode (``AWS::SageMaker::Endpoint.DeploymentConfig``): every update of the endpoint config is a
+blue/green deployment. SageMaker provisions a whole new (green) fleet beside the old (blue) one, shifts
+traffic to it all at once, as a canary then the rest, or in linear steps, watches the alarms for
+``wait_s`` after each shift (the baking period) and rolls all traffic back to the blue fleet if one fires
+("If no update policy is specified, SageMaker uses a blue/green deployment strategy with all at once
+traffic shifting by default": CloudFormation AWS::SageMaker::Endpoint DeploymentConfig). So an update
+needs twice the instances while it runs, whatever the policy: ``extra_instances_during_update`` says how
+many, and the preflight's quota check counts them.
+
+Component mode (``AWS::SageMaker::InferenceComponent.DeploymentConfig``): a rolling update replaces the
+component's copies ``step_size`` at a time (new copies first, then old ones removed), baking ``wait_s``
+after each batch, and rolls back on the alarms. The extra capacity is one batch of copies, placed on
+the endpoint's instances; managed instance scaling adds instances up to ``max_instances`` if they do not
+fit. CreateInferenceComponent takes no DeploymentConfig (botocore sagemaker model: only
+UpdateInferenceComponent has it), so the policy first applies to the first update after creation.
+
+Schema: cfn-lint's AWS::SageMaker::Endpoint and AWS::SageMaker::InferenceComponent (DeploymentConfig,
+BlueGreenUpdatePolicy, TrafficRoutingConfig, CapacitySize, RollingUpdatePolicy, AutoRollbackConfig:
+1-10 alarms, WaitIntervalInSeconds 0-3600, MaximumExecutionTimeoutInSeconds 600-28800,
+TerminationWaitInSeconds 0-3600).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from aws_cdk import aws_sagemaker as sagemaker
+
+ALL_AT_ONCE = "all-at-once"
+CANARY = "canary"
+LINEAR = "linear"
+ROLLING = "rolling"
+NONE = "none"
+STANDARD_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, NONE)
+COMPONENT_POLICIES = (ROLLING, NONE)
+UPDATE_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
+TRAFFIC_TYPES = {ALL_AT_ONCE: "ALL_AT_ONCE", CANARY: "CANARY", LINEAR: "LINEAR"}
+DEFAULT_WAIT_S = 300
+MAX_ROLLBACK_ALARMS = 10  # AutoRollbackConfig.Alarms: 1-10 (cfn-lint schema; API_AutoRollbackConfig)
+
+
+@dataclass(frozen=True)
+class UpdatePolicy:
+    """An update policy, the same object for both modes.
+
+    :param kind: ``all-at-once``, ``canary`` or ``linear`` (blue/green, standard mode), ``rolling``
+        (component mode) or ``none`` (no DeploymentConfig: SageMaker's default blue/green all at once,
+        without baking or alarms). Default: the mode's default (``default_for``).
+    :param step_size: canary size or linear step in instances (standard mode), or copies per rolling
+        batch (component mode). Default: 1.
+    :param wait_s: baking period after each traffic shift or batch, 0-3600 s, during which the alarms
+        roll the update back. Default: 300 s.
+    :param termination_wait_s: blue/green only: how long the old fleet stays after the last shift, 0-3600 s
+        (a fast manual way back). Default: 0 (SageMaker's).
+    :param max_execution_timeout_s: the whole update's limit, 600-28800 s. Default: SageMaker's.
+    """
+
+    kind: str
+    step_size: int = 1
+    wait_s: int = DEFAULT_WAIT_S
+    termination_wait_s: int | None = None
+    max_execution_timeout_s: int | None = None
+
+    @staticmethod
+    def default_for(component_mode: bool) -> UpdatePolicy:
+        """Rolling for a component; blue/green all at once with a baking period for an endpoint."""
+        return UpdatePolicy(ROLLING if component_mode else ALL_AT_ONCE)
+
+    @property
+    def blue_green(self) -> bool:
+        return self.kind in TRAFFIC_TYPES
+
+    def problems(self, *, component_mode: bool, instances: int, copies: int | None = None) -> list[str]:
+        """What is wrong with this policy for an endpoint of ``instances`` (or a component of ``copies``)."""
+        allowed = COMPONENT_POLICIES if component_mode else STANDARD_POLICIES
+        mode = "inference-component" if component_mode else "standard"
+        errors = []
+        if self.kind not in allowed:
+            errors.append(f"update_policy={self.kind!r} does not apply in {mode} mode; allowed: {', '.join(allowed)}")
+            return errors
+        if not 0 <= self.wait_s <= 3600:
+            errors.append(f"update_wait_s={self.wait_s}: allowed 0 to 3600 (WaitIntervalInSeconds)")
+        if self.termination_wait_s is not None and not 0 <= self.termination_wait_s <= 3600:
+            errors.append(
+                f"update_termination_wait_s={self.termination_wait_s}: allowed 0 to 3600 (TerminationWaitInSeconds)"
+            )
+        if self.termination_wait_s is not None and not self.blue_green:
+            errors.append("update_termination_wait_s: only for a blue/green policy (all-at-once, canary, linear)")
+        timeout = self.max_execution_timeout_s
+        if timeout is not None:
+            if not 600 <= timeout <= 28800:
+                errors.append(f"update_timeout_s={timeout}: allowed 600 to 28800 (MaximumExecutionTimeoutInSeconds)")
+            elif timeout <= self.wait_s + (self.termination_wait_s or 0):
+                # "The timeout value should be larger than the total waiting time" (API BlueGreenUpdatePolicy).
+                errors.append(
+                    f"update_timeout_s={timeout} must exceed the waits it contains (update_wait_s "
+                    f"{self.wait_s} + update_termination_wait_s {self.termination_wait_s or 0})"
+                )
+        if self.step_size < 1:
+            errors.append(f"update_step_size={self.step_size}: at least 1")
+        elif self.kind == CANARY and self.step_size * 2 > instances:
+            # CanarySize "must be less than or equal to 50% of the variant's total instance count"
+            # (API TrafficRoutingConfig).
+            errors.append(
+                f"update_policy=canary with update_step_size={self.step_size} needs at least "
+                f"{self.step_size * 2} instances (a canary is at most half of them); instance_count is {instances}. "
+                "Use all-at-once, or more instances"
+            )
+        elif self.kind == LINEAR and not (instances * 0.1 <= self.step_size <= instances * 0.5):
+            # LinearStepSize "must be 10-50% of the variant's total instance count" (API TrafficRoutingConfig).
+            errors.append(
+                f"update_policy=linear with update_step_size={self.step_size}: a linear step is 10-50% of the "
+                f"instance count ({instances}); allowed here: {_range(instances * 0.1, instances * 0.5)}"
+            )
+        elif self.kind == ROLLING and copies is not None and self.step_size > max(copies, 1):
+            errors.append(
+                f"update_step_size={self.step_size} copies is more than the component's {copies} copies; "
+                "give at most that many"
+            )
+        return errors
+
+    def autoscaled_warnings(self, *, min_instances: int, max_instances: int) -> list[str]:
+        """Canary and linear sizes against every instance count autoscaling may leave the variant at.
+
+        SageMaker checks CanarySize (at most 50 %) and LinearStepSize (10-50 %) against "the variant's total
+        instance count" (API TrafficRoutingConfig). With autoscaling, UpdateEndpoint keeps the current count
+        (RetainAllVariantProperties, which GpuEndpoint.autoscale_instances sets), so an update may start at
+        any count from ``min_instances`` to ``max_instances``, not only at ``instance_count``. Which count
+        SageMaker validates is not documented, hence warnings, not errors.
+        """
+        step = self.step_size
+        if self.kind == CANARY and step * 2 > min_instances:
+            return [
+                f"update_policy=canary with update_step_size={step}: autoscaling may leave the variant at "
+                f"min_instances={min_instances} when an update starts, and a canary is at most half of the "
+                f"variant's instances (API TrafficRoutingConfig); an update started then fails. Keep min_instances "
+                f"at {step * 2} or more, or use all-at-once."
+            ]
+        if self.kind == LINEAR and not (max_instances * 0.1 <= step <= min_instances * 0.5):
+            return [
+                f"update_policy=linear with update_step_size={step}: autoscaling may leave the variant anywhere "
+                f"from {min_instances} to {max_instances} instances when an update starts, and a linear step is "
+                "10-50% of the variant's instances (API TrafficRoutingConfig); an update started at a count the "
+                "step does not fit fails. Narrow the instance range, or use all-at-once."
+            ]
+        return []
+
+    def extra_instances_during_update(self, instances: int) -> int:
+        """Instances an update adds while it runs (counted by the preflight's quota check).
+
+        Blue/green (``none`` included: SageMaker's default is blue/green all at once) provisions a whole
+        green fleet of the variant's instance count beside the blue one. A rolling component update places
+        one batch of new copies on the endpoint's existing instances, up to its ``max_instances``, which the
+        quota check counts already: 0 extra.
+        """
+        return 0 if self.kind == ROLLING else instances
+
+    def endpoint_deployment_config(
+        self, alarm_names: Sequence[str]
+    ) -> sagemaker.CfnEndpoint.DeploymentConfigProperty | None:
+        """``AWS::SageMaker::Endpoint.DeploymentConfig``, or None for ``none``."""
+        if not self.blue_green:
+            return None
+        size = sagemaker.CfnEndpoint.CapacitySizeProperty(type="INSTANCE_COUNT", value=self.step_size)
+        traffic = sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
+            type=TRAFFIC_TYPES[self.kind],
+            wait_interval_in_seconds=self.wait_s,
+            canary_size=size if self.kind == CANARY else None,
+            linear_step_size=size if self.kind == LINEAR else None,
+        )
+        return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+            blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
+                traffic_routing_configuration=traffic,
+                termination_wait_in_seconds=self.termination_wait_s,
+                maximum_execution_timeout_in_seconds=self.max_execution_timeout_s,
+            ),
+            auto_rollback_configuration=(
+                sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+                    alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in alarm_names]
+                )
+                if alarm_names
+                else None
+            ),
+        )
+
+    def component_deployment_config(
+        self, alarm_names: Sequence[str]
+    ) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty | None:
+        """``AWS::SageMaker::InferenceComponent.DeploymentConfig``, or None for ``none``."""
+        if self.kind != ROLLING:
+            return None
+        return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(
+            rolling_update_policy=sagemaker.CfnInferenceComponent.InferenceComponentRollingUpdatePolicyProperty(
+                maximum_batch_size=sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(
+                    type="COPY_COUNT", value=self.step_size
+                ),
+                wait_interval_in_seconds=self.wait_s,
+                maximum_execution_timeout_in_seconds=self.max_execution_timeout_s,
+                # RollbackMaximumBatchSize absent: "100% of the total capacity", the old copies return at once
+                # (botocore InferenceComponentRollingUpdatePolicy).
+            ),
+            auto_rollback_configuration=(
+                sagemaker.CfnInferenceComponent.AutoRollbackConfigurationProperty(
+                    alarms=[sagemaker.CfnInferenceComponent.AlarmProperty(alarm_name=n) for n in alarm_names]
+                )
+                if alarm_names
+                else None
+            ),
+        )
+
+
+def _range(low: float, high: float) -> str:
+    first, last = max(1, math.ceil(low)), math.floor(high)
+    return f"{first} to {last} instance(s)" if first <= last else "none (at least 2 instances are needed)"

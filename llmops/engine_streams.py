@@ -1,0 +1,32 @@
+"""How each engine frames a streamed answer, read straight from constructs_lib/data/engines.json.
+
+The commands that talk to an endpoint (invoke, playground, bench) need only this one fact per engine.
+Importing ``constructs_lib`` would load aws-cdk and start jsii (seconds, and a Node.js banner on
+stderr), so the data file is read here with the standard library.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+ENGINES_JSON = Path(__file__).resolve().parent.parent / "constructs_lib" / "data" / "engines.json"
+DEFAULT_ENGINE = "vllm"
+
+
+@cache
+def stream_formats() -> dict[str, str]:
+    """Engine name -> ``sse`` or ``jsonlines`` (an entry without ``stream_format`` streams SSE)."""
+    engines = json.loads(ENGINES_JSON.read_text())["engines"]
+    return {name: entry.get("stream_format", "sse") for name, entry in sorted(engines.items())}
+
+
+def engine_option(parser) -> None:
+    """The ``--engine`` option of a command that reads a stream."""
+    parser.add_argument(
+        "--engine",
+        choices=list(stream_formats()),
+        default=DEFAULT_ENGINE,
+        help=f"the engine the endpoint serves with; it decides how a stream is framed (default: {DEFAULT_ENGINE})",
+    )

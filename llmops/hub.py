@@ -1,0 +1,140 @@
+"""A model's metadata from the Hugging Face Hub, without its weights: config.json, weight sizes, quantization.
+
+Uses ``huggingface_hub`` (the client users know): ``HfApi.model_info(files_metadata=True)`` for the
+files and their sizes, ``hf_hub_download`` for ``config.json`` only. ``HF_ENDPOINT`` is read when the
+call is made (so a mirror or a test Hub set after import is honoured); the token comes from
+``--hf-token-secret-arn`` (Secrets Manager, read as the staging worker reads it) or ``$HF_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from preflight import select_weight_files
+
+CONFIG = "config.json"
+# Hub tag on repositories that declare themselves a quantization of another model (model card base_model
+# with base_model_relation: quantized): https://huggingface.co/docs/hub/model-cards#specifying-a-base-model
+QUANTIZED_OF = "base_model:quantized:{}"
+VARIANTS_SHOWN = 5
+
+
+class HubError(Exception):
+    """The Hub could not answer; the message says why and what to do (never the token)."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    repo_id: str
+    sha: str
+    config: dict[str, Any]
+    weight_bytes: int
+    weight_files: tuple[str, ...]
+    gated: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def endpoint() -> str | None:
+    return os.environ.get("HF_ENDPOINT") or None
+
+
+def read_token(secret_arn: str | None) -> str | None:
+    """The token from Secrets Manager (``secret_arn``) or ``$HF_TOKEN``; HubError when the secret is unusable."""
+    from hfstage.worker import Failure
+    from hfstage.worker import read_token as read
+
+    try:
+        return read(secret_arn)
+    except Failure as e:
+        raise HubError(str(e)) from None
+
+
+def _api(token: str | None) -> Any:
+    from huggingface_hub import HfApi
+
+    return HfApi(endpoint=endpoint(), token=token or False)
+
+
+def _explain(error: Exception, repo_id: str, revision: str | None, token: str | None) -> HubError:
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    where = f"{repo_id}@{revision}" if revision else repo_id
+    if isinstance(error, GatedRepoError):
+        if token:
+            return HubError(
+                f"{repo_id} is gated and the token given has no access to it: accept the model's terms on its Hub "
+                "page with the account the token belongs to"
+            )
+        return HubError(
+            f"{repo_id} is gated: accept its terms on the Hub, then give a token with read access "
+            "(HF_TOKEN in the environment, or --hf-token-secret-arn with the Secrets Manager secret the "
+            "deployment uses)"
+        )
+    if isinstance(error, RevisionNotFoundError):
+        return HubError(f"{where}: no such revision (a branch, tag or commit SHA) on the Hub")
+    if isinstance(error, RepositoryNotFoundError):
+        hint = "" if token else " (a private repository needs a token: HF_TOKEN or --hf-token-secret-arn)"
+        return HubError(f"{repo_id}: repository not found on {endpoint() or 'the Hub'}{hint}")
+    if isinstance(error, EntryNotFoundError):
+        return HubError(f"{where} has no {CONFIG}: plan needs a transformers-style checkpoint")
+    return HubError(f"could not read {where} from {endpoint() or 'the Hub'}: {type(error).__name__}: {error}")
+
+
+def fetch_model(repo_id: str, revision: str | None = None, *, token: str | None = None) -> HubModel:
+    """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main)."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    api = _api(token)
+    try:
+        info = api.model_info(repo_id, revision=revision, files_metadata=True)
+        path = hf_hub_download(
+            repo_id, CONFIG, revision=info.sha or revision, token=token or False, endpoint=endpoint()
+        )
+    except (HfHubHTTPError, OSError, ValueError) as e:
+        raise _explain(e, repo_id, revision, token) from None
+    try:
+        with open(path, encoding="utf-8") as f:
+            config = json.load(f)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise HubError(f"{repo_id}: {CONFIG} is not valid JSON: {e}") from None
+    if not isinstance(config, dict):
+        raise HubError(f"{repo_id}: {CONFIG} is not a JSON object")
+
+    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    weights = select_weight_files(sizes)
+    if not weights.files:
+        raise HubError(f"{repo_id}: no weight files (*.safetensors, *.bin, *.gguf) in the repository")
+    sha = info.sha or revision or "main"
+    notes = [f"weights: {weights.total_bytes:,} bytes in {len(weights.files)} file(s) of {repo_id}@{sha[:12]} (Hub)"]
+    notes += [f"weights: {n}" for n in weights.notes]
+    return HubModel(
+        repo_id=repo_id,
+        sha=sha,
+        config=config,
+        weight_bytes=weights.total_bytes,
+        weight_files=weights.files,
+        gated=bool(info.gated),
+        notes=notes,
+    )
+
+
+def quantized_variants(repo_id: str, *, token: str | None = None, limit: int = VARIANTS_SHOWN) -> list[str]:
+    """Repositories that declare themselves quantizations of ``repo_id``, most downloaded first ([] on error)."""
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        found = _api(token).list_models(
+            filter=QUANTIZED_OF.format(repo_id), sort="downloads", limit=limit, expand=["downloads"]
+        )
+        return [m.id for m in found]
+    except (HfHubHTTPError, OSError, ValueError):
+        return []

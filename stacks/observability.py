@@ -1,0 +1,116 @@
+"""The deployment's dashboard, alarms, alarm topic and update policy, from the context keys below.
+
+``config.py`` parses these keys with the others (``OBSERVABILITY_FIELDS``) and adds
+``observability_problems`` to its list; the stack calls ``add_observability`` once the endpoint and the
+smoke test exist.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import aws_cdk as cdk
+
+from constructs_lib.component_plan import INFERENCE_COMPONENT
+from constructs_lib.monitoring import AlarmThresholds, AlarmTopic
+from constructs_lib.update_policy import UPDATE_POLICIES, UpdatePolicy
+
+if TYPE_CHECKING:
+    from .config import DeploymentConfig
+
+EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+
+def observability_fields(parsers: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[[Any], Any]]:
+    """The keys, parsed with config.py's own parsers (``optional``, ``choice``, ``integer``, ``number``,
+    ``boolean``, ``pattern``)."""
+    optional, choice, integer, number = parsers["optional"], parsers["choice"], parsers["integer"], parsers["number"]
+    boolean, pattern = parsers["boolean"], parsers["pattern"]
+    return {
+        "update_policy": optional(choice(list(UPDATE_POLICIES))),
+        "update_step_size": integer(1, 1000),
+        "update_wait_s": integer(0, 3600),
+        "update_termination_wait_s": optional(integer(0, 3600)),
+        "update_timeout_s": optional(integer(600, 28800)),
+        "alarms": boolean,
+        "alarm_email": optional(pattern(EMAIL, "an e-mail address to notify")),
+        "alarm_5xx_percent": optional(number(0, 100)),
+        "alarm_p99_latency_ms": optional(number(0, 3_600_000)),
+        "alarm_gpu_memory_percent": optional(number(0, 100)),
+        "alarm_no_capacity": boolean,
+        "dashboard": boolean,
+    }
+
+
+def update_policy_of(values: Mapping[str, Any]) -> UpdatePolicy:
+    component_mode = values.get("deployment_mode") == INFERENCE_COMPONENT
+    kind = values.get("update_policy") or UpdatePolicy.default_for(component_mode).kind
+    return UpdatePolicy(
+        kind,
+        step_size=values.get("update_step_size", 1),
+        wait_s=values.get("update_wait_s", 300),
+        termination_wait_s=values.get("update_termination_wait_s"),
+        max_execution_timeout_s=values.get("update_timeout_s"),
+    )
+
+
+def thresholds_of(values: Mapping[str, Any]) -> AlarmThresholds:
+    return AlarmThresholds(
+        errors_5xx_percent=values.get("alarm_5xx_percent"),
+        p99_latency_ms=values.get("alarm_p99_latency_ms"),
+        gpu_memory_percent=values.get("alarm_gpu_memory_percent"),
+        no_capacity=values.get("alarm_no_capacity", True),
+    )
+
+
+def observability_problems(values: Mapping[str, Any]) -> list[str]:
+    """Cross-key checks; keys that failed to parse are skipped (their problem is already reported)."""
+    if "update_policy" not in values or "deployment_mode" not in values:
+        return []
+    component_mode = values["deployment_mode"] == INFERENCE_COMPONENT
+    policy = update_policy_of(values)
+    problems = policy.problems(
+        component_mode=component_mode,
+        instances=values.get("instance_count", 1),
+        copies=max(values.get("initial_copies") or 1, values.get("max_copies") or 1),
+    )
+    if values.get("alarm_email") and not values.get("alarms", True):
+        problems.append(f"alarm_email={values['alarm_email']!r}: only with alarms=true (there is nothing to send)")
+    return problems
+
+
+def add_observability(
+    stack: cdk.Stack,
+    config: DeploymentConfig,
+    *,
+    endpoint: Any,
+    component: Any | None,
+    smoke_test: Any | None,
+    gpu_memory_share: float | None = None,
+) -> None:
+    """Alarms (and their topic), the update policy, the dashboard and their outputs."""
+    policy = update_policy_of(vars(config))
+    guarded = component if component is not None else endpoint
+    alarms = []
+    if config.alarms:
+        topic = AlarmTopic(stack, "AlarmTopic", email=config.alarm_email)
+        thresholds = thresholds_of(vars(config))
+        alarms = guarded.add_alarms(thresholds, topic=topic.topic)
+        cdk.CfnOutput(stack, "AlarmTopicArn", value=topic.topic.topic_arn, description="SNS topic of the alarms")
+        limit = thresholds.gpu_memory_percent
+        if gpu_memory_share is not None and limit is not None and gpu_memory_share * 100 >= limit:
+            cdk.Annotations.of(guarded).add_warning_v2(
+                "llm:gpu-memory-alarm",
+                f"The engine reserves {gpu_memory_share:g} of GPU memory, at or above alarm_gpu_memory_percent="
+                f"{limit:g}: the GPU memory alarm would always fire (and roll back every update). Raise the "
+                "threshold or set it to null.",
+            )
+    guarded.apply_update_policy(policy, rollback_on=alarms)
+    if config.dashboard:
+        # In the stack: the smoke test depends on the endpoint construct and the dashboard shows the smoke test.
+        endpoint.add_dashboard(smoke_test=smoke_test, scope=stack)
+        cdk.CfnOutput(
+            stack, "DashboardUrl", value=endpoint.dashboard_url, description="CloudWatch dashboard of this deployment"
+        )

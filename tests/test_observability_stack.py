@@ -1,0 +1,131 @@
+"""The app with its dashboard, alarms and update policy, as `cdk synth` builds it (cdk-nag and cfn-lint included)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Annotations, Match, Template
+
+from tests.conftest import build
+
+CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
+VARIANTS = {
+    "default": {},
+    "canary-email": {
+        "instance_count": "2",
+        "update_policy": "canary",
+        "update_termination_wait_s": "600",
+        "alarm_email": "ops@example.com",
+    },
+    "component": {"deployment_mode": "inference-component", "update_step_size": "1", "update_wait_s": "120"},
+    "quiet": {"alarms": "false", "dashboard": "false"},
+}
+
+
+@pytest.fixture(scope="module")
+def synthesized(tmp_path_factory) -> dict[str, dict]:
+    out = {}
+    for name, overrides in VARIANTS.items():
+        outdir = tmp_path_factory.mktemp(name)
+        build(outdir=str(outdir), **overrides).synth()  # raises on an unacknowledged cdk-nag finding
+        out[name] = json.loads((outdir / "LlmEndpoint.template.json").read_text())
+        out[name]["_path"] = str(outdir / "LlmEndpoint.template.json")
+    return out
+
+
+def resources(t: dict, type_: str) -> dict[str, dict]:
+    return {k: r.get("Properties", {}) for k, r in t["Resources"].items() if r["Type"] == type_}
+
+
+def the(t: dict, type_: str) -> dict:
+    (props,) = resources(t, type_).values()
+    return props
+
+
+def test_cfn_lint_passes(synthesized):
+    paths = [t["_path"] for t in synthesized.values()]
+    result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", *paths], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_default_has_dashboard_alarms_and_a_blue_green_policy_with_auto_rollback(synthesized):
+    t = synthesized["default"]
+    alarms = resources(t, "AWS::CloudWatch::Alarm")
+    assert len(alarms) == 4
+    (topic,) = resources(t, "AWS::SNS::Topic")
+    assert all(a["AlarmActions"] == [{"Ref": topic}] for a in alarms.values())
+    assert resources(t, "AWS::SNS::Subscription") == {}
+    config = the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]
+    assert config["BlueGreenUpdatePolicy"]["TrafficRoutingConfiguration"] == {
+        "Type": "ALL_AT_ONCE",
+        "WaitIntervalInSeconds": 300,
+    }
+    assert {a["AlarmName"]["Ref"] for a in config["AutoRollbackConfiguration"]["Alarms"]} == set(alarms)
+    the(t, "AWS::CloudWatch::Dashboard")
+    assert set(t["Outputs"]) >= {"DashboardUrl", "AlarmTopicArn"}
+    url = json.dumps(t["Outputs"]["DashboardUrl"]["Value"])
+    assert "console.aws.amazon.com/cloudwatch/home?region=" in url and "#dashboards/dashboard/" in url
+    # The quota must hold the green fleet of an update beside the serving one.
+    preflight = the(t, "Custom::DeploymentPreflight")
+    assert (preflight["InstancesNeeded"], preflight["UpdateInstances"]) == ("1", "1")
+
+
+def test_canary_with_email(synthesized):
+    t = synthesized["canary-email"]
+    policy = the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]["BlueGreenUpdatePolicy"]
+    assert policy["TrafficRoutingConfiguration"]["CanarySize"] == {"Type": "INSTANCE_COUNT", "Value": 1}
+    assert policy["TerminationWaitInSeconds"] == 600
+    assert the(t, "AWS::SNS::Subscription")["Endpoint"] == "ops@example.com"
+    preflight = the(t, "Custom::DeploymentPreflight")
+    assert (preflight["InstancesNeeded"], preflight["UpdateInstances"]) == ("2", "2")
+
+
+def test_component_mode_has_the_rolling_policy_on_the_component(synthesized):
+    t = synthesized["component"]
+    assert "DeploymentConfig" not in the(t, "AWS::SageMaker::Endpoint")
+    config = the(t, "AWS::SageMaker::InferenceComponent")["DeploymentConfig"]
+    assert config["RollingUpdatePolicy"] == {
+        "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+        "WaitIntervalInSeconds": 120,
+    }
+    assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 4
+    assert the(t, "Custom::DeploymentPreflight")["UpdateInstances"] == "0"
+    # The smoke test checks the component runs this deploy's model: a rolled-back rolling update does not.
+    (model,) = resources(t, "AWS::SageMaker::Model")
+    assert the(t, "Custom::EndpointSmokeTest")["ModelName"] == {"Fn::GetAtt": [model, "ModelName"]}
+    assert "ModelName" not in the(synthesized["default"], "Custom::EndpointSmokeTest")
+
+
+def test_alarms_and_dashboard_can_be_left_out(synthesized):
+    t = synthesized["quiet"]
+    for type_ in ("AWS::CloudWatch::Alarm", "AWS::SNS::Topic", "AWS::CloudWatch::Dashboard", "AWS::KMS::Key"):
+        assert resources(t, type_) == {}, type_
+    assert "DashboardUrl" not in t["Outputs"] and "AlarmTopicArn" not in t["Outputs"]
+    config = the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]
+    assert "AutoRollbackConfiguration" not in config and "BlueGreenUpdatePolicy" in config
+
+
+def test_a_gpu_memory_threshold_below_the_engines_reservation_warns():
+    app = build(engine_env='{"SM_VLLM_GPU_MEMORY_UTILIZATION": "0.96"}')
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("GPU memory alarm would always fire"))
+    Template.from_stack(stack).resource_count_is("AWS::CloudWatch::Alarm", 4)
+
+
+def test_summary_prints_each_update_policy(synthesized):
+    from llmops.summary import describe
+
+    assert "  update policy: blue/green ALL_AT_ONCE, bake 300 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["default"]
+    )
+    assert "  update policy: blue/green CANARY by 1 instance(s), bake 300 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["canary-email"]
+    )
+    assert "  update policy: rolling by 1 copies, bake 120 s, rolled back by 4 alarm(s)" in describe(
+        synthesized["component"]
+    )
