@@ -82,3 +82,13 @@ def test_a_file_that_is_not_gguf_is_named_with_the_reason(handler, s3):  # noqa:
     message = refused(handler, properties(InstanceType="ml.g5.2xlarge", MaxModelLen="16384"))
     assert f"[s3] {URI}Qwen3.6-35B-A3B-Q4_K_M.gguf is not a GGUF file llama.cpp can load" in message
     assert "[memory] cannot estimate GPU memory: " in message and "no config.json" not in message
+
+
+def test_the_weight_format_table_is_not_applied_to_a_gguf(handler, s3, gguf_bytes):  # noqa: F811
+    stage_gguf(s3, gguf_bytes, listed_size=len(gguf_bytes))
+    applied(handler, quota("ml.g5.2xlarge for endpoint usage"))
+    props = properties(
+        InstanceType="ml.g5.2xlarge", MaxModelLen="16384", Engine="llamacpp", ComputeCapability="8.6", GgufFile="*.gguf"
+    )
+    data = handler.on_event(event(props=props))["Data"]
+    assert "format table" not in data.get("Notes", "")

@@ -641,7 +641,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])
             elif not checkpoint.gguf.name:  # llama.cpp splits layers over GPUs, not attention heads
                 report.add("tensor-parallel", check_tensor_parallel(config, settings))
-        if "format" in checks and config is not None and settings.engine:
+        # A GGUF's quantization is llama.cpp's own (ggml kernels for every CUDA GPU it builds for): no table row.
+        if "format" in checks and config is not None and settings.engine and not checkpoint.gguf.name:
             problems, notes = check_format(config, settings)
             report.add("format", problems)
             report.notes += notes
