@@ -58,3 +58,25 @@ def load_lambda(name: str, module_name: str | None = None):
     sys.modules[module_name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
     return module
+
+
+# -- a skip in CI is a failure ----------------------------------------------------------------------------
+# A module that skips when a tool is missing (the CDK CLI, a browser, hadolint) passes green on a machine that
+# lacks it. CI installs every tool, so there a skip means a missing install step: fail the run and name it.
+
+
+def _skips_are_failures(config: pytest.Config) -> bool:
+    return os.environ.get("CI", "").lower() in ("1", "true") and os.environ.get("LLMOPS_ALLOW_SKIPS") != "1"
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
+    if skipped and _skips_are_failures(session.config):
+        reporter.write_line(
+            f"CI: {len(skipped)} test(s) skipped; a skip in CI means a missing tool or install step:", red=True
+        )
+        for report in skipped[:20]:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            reporter.write_line(f"  {report.nodeid}: {reason}", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

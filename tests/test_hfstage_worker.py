@@ -165,7 +165,9 @@ def test_a_failed_run_leaves_no_manifest_and_the_rerun_copies_only_what_is_missi
     hub.clear_faults()
     resumed = stage()
     assert resumed.code == 0
-    assert resumed.calls["CreateMultipartUpload"] == 1 and resumed.calls["UploadPart"] == 2
+    # One data upload; a hash checkpoint (an upload created, then aborted) may or may not be saved in between.
+    assert resumed.calls["CreateMultipartUpload"] == 1 + resumed.calls["AbortMultipartUpload"]
+    assert resumed.calls["UploadPart"] == 2
     assert resumed.calls["PutObject"] == 1  # the manifest only
     assert len(resumed.events("skip")) == 5 and prefix + MANIFEST_NAME in s3.list_keys()
 

@@ -112,9 +112,9 @@ def applied(handler, *quotas: dict, next_token: str | None = None) -> None:
     handler.quota_stub.add_response("list_service_quotas", page, {"ServiceCode": "sagemaker"})
 
 
-def refused(handler, props: dict | None = None) -> str:
+def refused(handler, props: dict | None = None, request: str = "Create", **extra) -> str:
     with pytest.raises(handler.PreflightFailed) as error:
-        handler.on_event(event(props=props))
+        handler.on_event(event(request, props=props, **extra))
     message = str(error.value)
     assert len(message.encode()) <= handler.REASON_LIMIT < 4096
     return message
@@ -453,14 +453,25 @@ def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3): 
 def test_quota_counts_the_new_fleet_of_a_blue_green_update(handler, s3):  # noqa: F811
     stage(s3)
     applied(handler, quota(value=3))
-    message = refused(handler, properties(InstancesNeeded="2", UpdateInstances="2"))
+    message = refused(
+        handler, properties(InstancesNeeded="2", UpdateInstances="2"), "Update", PhysicalResourceId="preflight-1"
+    )
     assert "this deployment needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in message
 
 
 def test_quota_that_holds_both_fleets_passes(handler, s3):  # noqa: F811
     stage(s3)
     applied(handler, quota(value=2))
-    assert handler.on_event(event(props=properties(UpdateInstances="1")))["Data"]["QuotaValue"] == "2"
+    update = event("Update", props=properties(UpdateInstances="1"), PhysicalResourceId="preflight-1")
+    assert handler.on_event(update)["Data"]["QuotaValue"] == "2"
+
+
+def test_a_first_deploy_needs_no_second_fleet(handler, s3):  # noqa: F811
+    # The endpoint does not exist yet: a quota that fits the serving fleet exactly must pass.
+    stage(s3)
+    applied(handler, quota(value=2))
+    created = handler.on_event(event("Create", props=properties(InstancesNeeded="2", UpdateInstances="2")))
+    assert created["Data"]["QuotaValue"] == "2"
 
 
 def test_update_instances_zero_or_absent_adds_nothing_and_a_bad_value_is_refused(handler):

@@ -448,7 +448,9 @@ def test_delete_after_a_failed_create_stops_every_running_job_of_the_resource(ha
         {"NameContains": PREFIX},
     )
     stub.add_response("stop_processing_job", {}, {"ProcessingJobName": f"{PREFIX}a"})
-    handler.on_event(event("Delete", properties(), PhysicalResourceId="Checkpoint-req-1"))
+    answer = handler.on_event(event("Delete", properties(), PhysicalResourceId="Checkpoint-req-1"))
+    assert answer == {"PhysicalResourceId": "Checkpoint-req-1"}
+    stub.assert_no_pending_responses()  # the stop was sent, not merely allowed
 
 
 # --- the job's state change (EventBridge) -----------------------------------------------------------

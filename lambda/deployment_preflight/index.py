@@ -30,6 +30,7 @@ they give, and their problems are logged, not raised.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -742,6 +743,11 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     if request == "Update" and event.get("PhysicalResourceId") and rolling_back(event.get("StackId", "")):
         return rollback_answer(event)
     settings = Settings.from_properties(event["ResourceProperties"])
+    if request == "Create" and settings.update_instances:
+        # A first deploy creates the endpoint: no old fleet serves beside a new one. Deployment guardrails
+        # (blue/green) apply to UpdateEndpoint only (SageMaker deployment-guardrails docs), so the second
+        # fleet counts from the first update on; counting it here would refuse a quota that fits exactly.
+        settings = dataclasses.replace(settings, update_instances=0)
     log(
         "start",
         request=request,

@@ -1,0 +1,296 @@
+"""Mutation testing of the integrity-critical code: ``make mutation`` (not part of ``make test``).
+
+Each suite mutates one module and runs only that module's own tests against each mutant, so a run fits
+on 2 cores. Python modules go through mutmut (mutation schemata: one fork per mutant, and only the tests
+that reach the mutated function run). The constructs' IAM grants go through a narrower mutator of our
+own: each action string in a grant is deleted in turn, and the IAM tests must notice; mutmut would
+mutate every line of a construct and need a CDK synth (seconds, through jsii) for each.
+
+    .venv/bin/python tools/mutation.py                 # every suite
+    .venv/bin/python tools/mutation.py --only preflight --only iam
+
+Each suite runs in a scratch copy under ``.mutation/<suite>/`` (kept, so mutmut's cache makes a rerun
+after a small change quick). Mutants judged equivalent (no test can tell them from the original) are
+listed with a reason in ``tools/mutation_equivalents.json`` and left out of the score.
+A timeout counts as killed (the mutant never finishes where the original does, as Stryker counts it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = ROOT / ".mutation"
+EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.json")
+GOAL = 0.90
+PRELOAD = "mutmut-preload.txt"
+PRELOADED = ("pytest", "boto3", "botocore.session", "botocore.stub", "hypothesis", "urllib3", "http.server")
+
+
+@dataclass(frozen=True)
+class Suite:
+    name: str
+    sources: tuple[str, ...]  # what mutmut mutates
+    tests: tuple[str, ...]  # the module's own tests, and nothing else
+    kind: str = "mutmut"  # or "iam"
+
+
+SUITES = (
+    Suite(
+        "hfstage",
+        ("hfstage/",),
+        (
+            "tests/test_hfstage_units.py",
+            "tests/test_hfstage_transfer.py",
+            "tests/test_hfstage_hub.py",
+            "tests/test_hfstage_worker.py",
+            "tests/test_hfstage_worker_edges.py",
+            "tests/test_hfstage_ranges.py",
+        ),
+    ),
+    Suite("endpoint_client", ("endpoint_client/",), ("tests/test_sse.py", "tests/test_invoke_integration.py")),
+    Suite("preflight", ("preflight/",), ("tests/test_memory_fit.py", "tests/test_plan_command.py")),
+    Suite("stacks/config.py", ("stacks/config.py",), ("tests/test_config.py", "tests/test_config_limits.py")),
+    Suite(
+        "iam",
+        ("constructs_lib/",),
+        (
+            "tests/test_iam_exact.py",
+            "tests/test_iam_calls.py",
+            "tests/test_gpu_endpoint.py::test_grant_invoke_covers_streaming_on_this_endpoint_only",
+            "tests/test_monitoring.py::test_topic_is_encrypted_with_a_rotated_key_cloudwatch_may_use_and_ssl_only_with_email",
+        ),
+        kind="iam",
+    ),
+)
+
+
+@dataclass
+class Outcome:
+    suite: str
+    counts: dict[str, int] = field(default_factory=dict)
+    survivors: list[str] = field(default_factory=list)
+    equivalent: int = 0
+    seconds: float = 0.0
+
+    @property
+    def killed(self) -> int:
+        return self.counts.get("killed", 0) + self.counts.get("timeout", 0)
+
+    @property
+    def scored(self) -> int:
+        return sum(self.counts.values()) - self.equivalent - self.counts.get("skipped", 0)
+
+    @property
+    def score(self) -> float:
+        return self.killed / self.scored if self.scored else 1.0
+
+
+def scratch_copy(suite: Suite) -> Path:
+    """The tracked tree (and uncommitted edits) in ``.mutation/<suite>``; unchanged files keep their mtime."""
+    where = SCRATCH / re.sub(r"[^A-Za-z0-9_.-]", "_", suite.name)
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    for name in filter(None, listed):
+        source, target = ROOT / name, where / name
+        if not source.is_file():
+            continue
+        if target.is_file() and target.read_bytes() == source.read_bytes():
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+    venv = where / ".venv"
+    if not venv.exists():
+        venv.symlink_to((ROOT / ".venv").resolve())
+    return where
+
+
+def mutmut_config(suite: Suite, where: Path) -> str:
+    listed = lambda values: "[" + ", ".join(json.dumps(v) for v in values) + "]"  # noqa: E731
+    # mutmut runs the tests in its own copy (mutants/): everything else the tests import must be there too.
+    # A folder holding a mutated file goes file by file, so the copy never overwrites the mutants.
+    mutated = {(where / s).resolve() for s in suite.sources}
+    others: list[str] = []
+    for p in sorted(where.iterdir()):
+        if (
+            p.name.startswith(".")
+            or p.name in ("mutants", "tests", "mutmut-run.log", PRELOAD)
+            or p.resolve() in mutated
+        ):
+            continue
+        if p.is_dir() and any(m.is_relative_to(p.resolve()) for m in mutated):
+            others += [str(f.relative_to(where)) for f in sorted(p.rglob("*.py")) if f.resolve() not in mutated]
+        else:
+            others.append(p.name + ("/" if p.is_dir() else ""))
+    return (
+        "\n[tool.mutmut]\n"
+        f"source_paths = {listed(suite.sources)}\n"
+        f"also_copy = {listed(others)}\n"
+        f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        # Each mutant imports our modules afresh: a table built at import time (the context parsers, the
+        # engine data) is built by the mutant, not inherited from a parent that imported the original.
+        # Only third-party modules are preloaded; aws_cdk is not, as its jsii kernel is a child process.
+        'process_isolation = "forkserver"\n'
+        'forkserver_warmup = "import"\n'
+        f'preload_modules_file = "{PRELOAD}"\n'
+        "timeout_multiplier = 4.0\n"
+        "timeout_constant = 60.0\n"  # a fresh import of aws_cdk per mutant is not in the measured durations
+    )
+
+
+def run_mutmut(suite: Suite, children: int, log) -> Outcome:
+    where = scratch_copy(suite)
+    pyproject = where / "pyproject.toml"
+    text = (ROOT / "pyproject.toml").read_text()
+    pyproject.write_text(text + mutmut_config(suite, where))
+    (where / PRELOAD).write_text("\n".join(PRELOADED) + "\n")
+    mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
+    started = time.monotonic()
+    env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    with open(where / "mutmut-run.log", "w") as out:
+        subprocess.run([*mutmut, "run", "--max-children", str(children)], cwd=where, env=env, stdout=out, stderr=out)
+    listing = subprocess.run(
+        [*mutmut, "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True
+    ).stdout
+    outcome = Outcome(suite.name, seconds=time.monotonic() - started)
+    for line in listing.splitlines():
+        name, sep, status = line.strip().rpartition(": ")
+        if not sep:
+            continue
+        outcome.counts[status] = outcome.counts.get(status, 0) + 1
+        if status not in ("killed", "timeout", "skipped"):
+            outcome.survivors.append(f"{name}: {status}")
+    return outcome
+
+
+# -- the IAM grant mutator -------------------------------------------------------------------------------
+
+ACTION = re.compile(r"^[a-z0-9-]+:[A-Za-z0-9*]+$")
+
+
+def iam_mutants(source: str) -> list[tuple[int, int, str]]:
+    """(start, end, action) of each IAM action literal in a list, tuple or call: deleting it is one mutant."""
+    tree = ast.parse(source)
+    offsets = [0]
+    for line in source.splitlines(keepends=True):
+        offsets.append(offsets[-1] + len(line))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.List | ast.Tuple):
+            elements = node.elts
+        elif isinstance(node, ast.Call):  # key.grant(role, "kms:Decrypt", ...)
+            elements = node.args
+        else:
+            continue
+        for element in elements:
+            if isinstance(element, ast.Constant) and isinstance(element.value, str) and ACTION.match(element.value):
+                start = offsets[element.lineno - 1] + element.col_offset
+                end = offsets[element.end_lineno - 1] + element.end_col_offset
+                found.append((start, end, element.value))
+    return found
+
+
+def delete_element(source: str, start: int, end: int) -> str:
+    """The list element at [start, end) and one adjoining comma removed: still valid Python."""
+    tail = re.match(r"\s*,", source[end:])
+    if tail:
+        return source[:start] + source[end + tail.end() :]
+    head = re.search(r",\s*$", source[:start])
+    return source[: head.start()] + source[end:] if head else source[:start] + "None" + source[end:]
+
+
+def run_iam(suite: Suite, log) -> Outcome:
+    where = scratch_copy(suite)
+    outcome = Outcome(suite.name)
+    started = time.monotonic()
+    pytest = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+    env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    files = sorted(p for d in suite.sources for p in (where / d).glob("*.py"))
+    for path in files:
+        original = path.read_text()
+        for index, (start, end, action) in enumerate(iam_mutants(original)):
+            name = f"{path.relative_to(where)}:{action}#{index}"
+            path.write_text(delete_element(original, start, end))
+            try:
+                run = subprocess.run([*pytest, *suite.tests], cwd=where, env=env, capture_output=True, timeout=900)
+                status = "killed" if run.returncode != 0 else "survived"
+            except subprocess.TimeoutExpired:
+                status = "timeout"
+            finally:
+                path.write_text(original)
+            outcome.counts[status] = outcome.counts.get(status, 0) + 1
+            if status == "survived":
+                outcome.survivors.append(f"{name}: survived")
+            log(f"  {suite.name}: {name} {status}")
+    outcome.seconds = time.monotonic() - started
+    return outcome
+
+
+def apply_equivalents(outcome: Outcome, equivalents: dict[str, str]) -> None:
+    judged = [s for s in outcome.survivors if s.rsplit(": ", 1)[0] in equivalents]
+    outcome.equivalent = len(judged)
+    outcome.survivors = [s for s in outcome.survivors if s not in judged]
+
+
+def table(outcomes: list[Outcome]) -> str:
+    lines = [
+        "| suite | mutants | killed | survived | no tests | equivalent | score | minutes |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        total = sum(o.counts.values())
+        survived = o.counts.get("survived", 0) + o.counts.get("suspicious", 0)
+        lines.append(
+            f"| {o.suite} | {total} | {o.killed} | {survived} | {o.counts.get('no tests', 0)} | {o.equivalent} "
+            f"| {o.score:.1%} | {o.seconds / 60:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="tools/mutation.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", action="append", choices=[s.name for s in SUITES], help="run only this suite")
+    parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutants (mutmut)")
+    args = parser.parse_args(argv)
+    equivalents = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
+    outcomes = []
+    for suite in SUITES:
+        if args.only and suite.name not in args.only:
+            continue
+        print(
+            f"mutation: {suite.name} ({', '.join(suite.sources)}) against {len(suite.tests)} test file(s)", flush=True
+        )
+        outcome = run_iam(suite, print) if suite.kind == "iam" else run_mutmut(suite, args.max_children, print)
+        apply_equivalents(outcome, equivalents)
+        outcomes.append(outcome)
+        print(f"mutation: {suite.name}: {outcome.score:.1%} in {outcome.seconds / 60:.1f} min", flush=True)
+    report = table(outcomes)
+    print("\n" + report)
+    survivors = [s for o in outcomes for s in o.survivors]
+    if survivors:
+        print(f"\n{len(survivors)} surviving or untested mutant(s) (`mutmut show NAME` in .mutation/<suite>):")
+        print("\n".join(f"  {s}" for s in survivors[:200]))
+    SCRATCH.mkdir(exist_ok=True)
+    (SCRATCH / "report.json").write_text(
+        json.dumps([{**o.__dict__, "score": o.score} for o in outcomes], indent=2) + "\n"
+    )
+    below = [o.suite for o in outcomes if o.score < GOAL]
+    if below:
+        print(f"\nbelow the {GOAL:.0%} goal: {', '.join(below)}")
+    return 1 if below else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
