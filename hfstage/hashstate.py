@@ -17,11 +17,16 @@ compared with the Hub's.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import hashlib
+import sys
 import threading
 from typing import Any
+
+try:
+    import ctypes
+    import ctypes.util
+except ImportError:  # a Python built without _ctypes (libffi): hashlib only, no resume inside a file
+    ctypes = None  # type: ignore[assignment]
 
 # sizeof(SHA256_CTX) = 8 + 2 + 16 + 2 words of 4 bytes; sizeof(SHA_CTX) = 5 + 2 + 16 + 1 words (sha.h).
 _CTX_SIZE = {"sha256": 112, "sha1": 96}
@@ -56,6 +61,8 @@ def _candidates() -> list[str]:
 
 
 def _load() -> Any:
+    if ctypes is None:
+        return None
     for path in _candidates():
         try:
             lib = ctypes.CDLL(path)  # CDLL releases the GIL during each call
@@ -137,12 +144,26 @@ class ResumableHash:
         return self.digest().hex()
 
 
+# Offset of the 64-bit message length in bits (two 32-bit words, Nl then Nh) in each context (sha.h).
+_LENGTH_AT = {"sha256": 32, "sha1": 20}
+
+
+def hashed_bytes(algorithm: str, state: bytes) -> int:
+    """How many bytes a saved state has hashed (the context's ``Nl``/``Nh`` bit count, native byte order)."""
+    at = _LENGTH_AT[algorithm]
+    low = int.from_bytes(state[at : at + 4], sys.byteorder)
+    high = int.from_bytes(state[at + 4 : at + 8], sys.byteorder)
+    return ((high << 32) | low) // 8
+
+
 def _self_test(lib: Any) -> bool:
     message = bytes(range(256)) * 1000 + b"tail"
     for algorithm, reference in (("sha256", hashlib.sha256), ("sha1", hashlib.sha1)):
         first = ResumableHash(algorithm, _lib_override=lib)
         first.update(message[:100_003])
         if first._ctx.raw[first._size :] != b"\0" * _GUARD:
+            return False
+        if hashed_bytes(algorithm, first.state()) != 100_003:  # the layout read by ``hashed_bytes``
             return False
         second = ResumableHash(algorithm, first.state(), _lib_override=lib)
         second.update(bytearray(message[100_003:]))
@@ -151,4 +172,4 @@ def _self_test(lib: Any) -> bool:
     return True
 
 
-__all__ = ["ResumableHash", "available"]
+__all__ = ["ResumableHash", "available", "hashed_bytes"]

@@ -51,6 +51,7 @@ READ_CHUNK = 1024 * 1024  # the stop flag is checked between reads: keep a read 
 # objects (nothing an endpoint downloads or a listing shows); the bucket's abort-incomplete rule and the
 # worker abort them. Their key carries the state: ListMultipartUploads gives keys, not metadata.
 CHECKPOINT_DIR = ".hfstage-resume/"
+MAX_KEY_BYTES = 1024  # S3 object key names are at most 1,024 bytes of UTF-8 (S3 User Guide, object-keys.html)
 CONTENT_TYPE = "application/octet-stream"
 _TRANSIENT_S3_CODES = {
     "InternalError",
@@ -252,11 +253,16 @@ class _Upload:
     upload_id: str | None = None
     parts: dict[int, dict[str, Any]] = field(default_factory=dict)
     hashes: dict[int, Verifier] = field(default_factory=dict)  # part k -> hash of bytes before part k+1
+    # part k -> the ETag S3 gave part k once it held exactly the bytes hashed into ``hashes`` as part k (S3
+    # checked their CRC32, computed from the hashed buffer): what a checkpoint covers. A part that ListParts
+    # shows but this chain has not hashed is not in it.
+    etags: dict[int, str] = field(default_factory=dict)
     completed: bool = False
     failed: BaseException | None = None  # set by a part upload that failed: stop reading
     checkpoint: int = 0  # the part boundary whose hash state is saved in S3 (0: none)
     checkpoint_key: str | None = None  # its marker upload's key ...
     checkpoint_upload: str | None = None  # ... and id
+    no_checkpoints: bool = False  # a checkpoint cannot be saved (key too long, access denied): stop trying
     single_stream: bool = False  # the server ignored a Range request: one stream for this file
     file: HubFile | None = None
     total_parts: int = 0
@@ -272,6 +278,7 @@ class ResumePoint:
     state: bytes
     checkpoint_key: str
     checkpoint_upload: str
+    parts_digest: str = ""  # of the ETags of parts 1..part as hashed (``parts_digest``)
 
 
 def _short_digest(text: str) -> str:
@@ -283,22 +290,30 @@ def checkpoint_prefix(prefix: str, path: str) -> str:
     return f"{prefix}{CHECKPOINT_DIR}{_short_digest(path)}/"
 
 
-def checkpoint_key(prefix: str, path: str, upload_id: str, part: int, state: bytes) -> str:
-    """``<prefix>.hfstage-resume/<file>/<upload>/<part>-<hash state, hex>``: about 300 bytes of S3's 1,024."""
-    return f"{checkpoint_prefix(prefix, path)}{_short_digest(upload_id)}/{part:05d}-{state.hex()}"
+def parts_digest(etags: list[str]) -> str:
+    """Binds a checkpoint's hash state to the parts it covers: a digest of their ETags in order (as UploadPart
+    returned them), compared on resume with those ListParts reports, so a part uploaded again since is noticed."""
+    return _short_digest("\n".join(etag.strip('"') for etag in etags))  # quoted or not, as a client gives it
 
 
-def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes] | None:
-    """(file digest, upload digest, part, state) of a checkpoint key, or None for any other key."""
+def checkpoint_key(prefix: str, path: str, upload_id: str, part: int, state: bytes, digest: str = "") -> str:
+    """``<prefix>.hfstage-resume/<file>/<upload>/<part>-<parts digest>-<hash state, hex>``: about 300 bytes
+    plus the revision prefix, of S3's 1,024 (longer keys are not written: ``MAX_KEY_BYTES``)."""
+    return f"{checkpoint_prefix(prefix, path)}{_short_digest(upload_id)}/{part:05d}-{digest}-{state.hex()}"
+
+
+def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes, str] | None:
+    """(file digest, upload digest, part, state, parts digest) of a checkpoint key, or None for any other key."""
     head = prefix + CHECKPOINT_DIR
     if not key.startswith(head):
         return None
     fields = key[len(head) :].split("/")
     if len(fields) != 3:
         return None
-    part, _, state = fields[2].partition("-")
+    part, _, rest = fields[2].partition("-")
+    digest, _, state = rest.partition("-")
     try:
-        return fields[0], fields[1], int(part), bytes.fromhex(state)
+        return fields[0], fields[1], int(part), bytes.fromhex(state), digest
     except ValueError:
         return None
 
@@ -378,6 +393,7 @@ class FileStager:
                     reason, retry_after = str(error), None
                     self._drop_checkpoint(state)  # the file starts again from byte 0, in the same upload
                     state.parts.clear()
+                    state.etags.clear()
                     state.hashes = {0: Verifier(file, resumable=True)}
                     state.single_stream = True
                     self.progress.position(file.path, 0)
@@ -452,6 +468,7 @@ class FileStager:
                 raise s3_error(error, f"CreateMultipartUpload s3://{self.bucket}/{key}") from None
             state.upload_id = created["UploadId"]
             state.parts.clear()
+            state.etags.clear()
             state.hashes = {0: Verifier(file, resumable=True)}
         total_parts = -(-file.size // part_size)
         state.file, state.total_parts = file, total_parts
@@ -459,6 +476,12 @@ class FileStager:
         while uploaded < total_parts and uploaded + 1 in state.parts:
             uploaded += 1
         done = max(n for n in state.hashes if n <= uploaded)  # the attempt resumes after part ``done``
+        # Hash states past ``done`` come from an earlier attempt's bytes, and this attempt uploads those parts
+        # again: keeping them could pair a hash of the earlier bytes with different bytes in S3.
+        for stale in [n for n in state.hashes if n > done]:
+            del state.hashes[stale]
+        for stale in [n for n in state.etags if n > done]:
+            del state.etags[stale]
         verifier = state.hashes[done].copy()
         offset = done * part_size
         self.progress.position(file.path, offset)
@@ -543,6 +566,7 @@ class FileStager:
         uploading: dict[int, Future[dict[str, Any]]] = {}
         url = self.hub.file_url(self.repo_id, self.sha, file.path)
         resolved = False  # ``url`` is the one that answered the first range (the CDN's, after the redirect)
+        link = [url]  # the URL later ranges ask; a range that finds it expired puts a fresh one here
         next_fetch = next_hash = first_part
         try:
             while next_hash <= total_parts:
@@ -562,6 +586,7 @@ class FileStager:
                             self.pool.release(buffer)
                             raise
                         url, resolved = response.url, True
+                        link[0] = url
                         if response.status != 206 and start == 0:
                             # RFC 9110 14.2: a server may ignore Range; this answer is the whole file.
                             self.pool.release(buffer)
@@ -571,7 +596,7 @@ class FileStager:
                             return
                     buffers[next_fetch] = buffer
                     fetching[next_fetch] = self.ranges.submit(
-                        self._fetch_range, file, url, response, buffer, start, n, abort
+                        self._fetch_range, file, link, response, buffer, start, n, abort
                     )
                     next_fetch += 1
                 future = fetching[next_hash]
@@ -602,17 +627,19 @@ class FileStager:
             raise errors[0]
 
     def _fetch_range(
-        self, file: HubFile, url: str, response: Any, buffer: bytearray, start: int, n: int, abort: threading.Event
+        self,
+        file: HubFile,
+        link: list[str],
+        response: Any,
+        buffer: bytearray,
+        start: int,
+        n: int,
+        abort: threading.Event,
     ) -> None:
         """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked)."""
         try:
             if response is None:
-                try:
-                    response = self.hub.open_range(self.repo_id, file.path, url, start, start + n)
-                except HubUnavailable:
-                    raise
-                except HubError as error:  # e.g. the CDN's signed URL expired: a new attempt resolves it again
-                    raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+                response = self._open_range(file, link, start, n)
             if response.status != 206:
                 raise RangeIgnored(f"downloading {file.path}: the server ignored the Range request")
             expected = f"bytes {start}-{start + n - 1}/{file.size}"
@@ -626,6 +653,29 @@ class FileStager:
         finally:
             if response is not None:
                 response.close()
+
+    def _open_range(self, file: HubFile, link: list[str], start: int, n: int) -> Any:
+        """Open bytes ``start``.. of ``file`` at ``link[0]``; when that (signed CDN) URL is refused, resolve the
+        file again at the Hub once: such URLs expire (huggingface.js refetches expired presigned URLs, its
+        issue #1277; the lifetime is not documented), and a long transfer must not spend an attempt on each."""
+        url = link[0]
+        resolve = self.hub.file_url(self.repo_id, self.sha, file.path)
+        try:
+            return self.hub.open_range(self.repo_id, file.path, url, start, start + n)
+        except HubUnavailable:
+            raise
+        except HubError as error:
+            if url == resolve:
+                raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+        self.log.emit("resolve_again", path=file.path, offset=start)
+        try:
+            response = self.hub.open_range(self.repo_id, file.path, resolve, start, start + n)
+        except HubUnavailable:
+            raise
+        except HubError as error:
+            raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None
+        link[0] = response.url
+        return response
 
     def _resumed(self, file: HubFile, key: str, part_size: int, resume: ResumePoint) -> _Upload:
         """The upload state of ``resume`` after checking its parts in S3; a fresh state when it cannot be used."""
@@ -653,8 +703,20 @@ class FileStager:
                     if part.get("ChecksumCRC32"):
                         state.parts[number]["ChecksumCRC32"] = part["ChecksumCRC32"]
             missing = [n for n in range(1, resume.part + 1) if n not in state.parts]
+            covered = resume.part * part_size + (0 if file.sha256 else len(b"blob %d\0" % file.size))
             if missing:
                 problem = f"part {missing[0]} before the checkpoint is not in S3"
+            elif hashstate.hashed_bytes(Verifier.algorithm_name(file), resume.state) != covered:
+                problem = f"the saved hash state does not cover the {resume.part} parts before the checkpoint"
+            else:
+                # ListParts's ETag is the "entity tag returned when the part was uploaded" (botocore's s3 model).
+                etags = [str(state.parts[n]["ETag"]) for n in range(1, resume.part + 1)]
+                # The parts in S3 must be the bytes the saved state hashed (a part uploaded again since, by a
+                # run whose hash was not saved, would otherwise complete the file unhashed).
+                if parts_digest(etags) != resume.parts_digest:
+                    problem = "the parts in S3 are not the ones the checkpoint hashed"
+                else:
+                    state.etags = dict(enumerate(etags, start=1))
         except ValueError as error:
             problem = str(error)
         except (ClientError, BotoCoreError) as error:
@@ -672,18 +734,25 @@ class FileStager:
         one: the upload is completed next). Called by each part's upload once the part is in S3."""
         with state.lock:
             boundary = state.checkpoint
-            while boundary + 1 in state.parts and boundary + 1 in state.hashes:
+            while boundary + 1 in state.etags and boundary + 1 in state.hashes:
                 boundary += 1
             if boundary in (state.checkpoint, state.total_parts) or state.upload_id is None or state.file is None:
                 return
             saved = state.hashes[boundary].saved_state()
-            if saved is None:
+            if saved is None or state.no_checkpoints:
                 return
-            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved)
+            digest = parts_digest([state.etags[n] for n in range(1, boundary + 1)])
+            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved, digest)
+            if len(key.encode()) > MAX_KEY_BYTES:
+                state.no_checkpoints = True
+                reason = f"{state.file.path}: no resume checkpoints, their key would exceed {MAX_KEY_BYTES} bytes"
+                self.log.emit("warning", reason=reason + " (shorten the destination prefix)")
+                return
             try:
                 marker = self.s3.create_multipart_upload(Bucket=self.bucket, Key=key, ContentType=CONTENT_TYPE)
             except (ClientError, BotoCoreError) as error:
                 reason = describe_client_error(error, f"saving a checkpoint of {state.file.path}")
+                state.no_checkpoints = isinstance(s3_error(error, reason), PermanentError)  # else: next part
                 self.log.emit("warning", reason=reason)
                 return
             self._drop_checkpoint(state)
@@ -710,19 +779,22 @@ class FileStager:
             if known is not None and known.get("ChecksumCRC32") == checksum:
                 # Already in S3 with this checksum (uploaded past a resumed run's checkpoint): not sent again.
                 self.progress.uploaded(key[len(self.prefix) :], len(buffer))
-                return known
-            answer = self.s3.upload_part(
-                Bucket=self.bucket,
-                Key=key,
-                UploadId=upload_id,
-                PartNumber=part_number,
-                Body=buffer,
-                ChecksumAlgorithm="CRC32",
-                ChecksumCRC32=checksum,
-            )
-            self.progress.uploaded(key[len(self.prefix) :], len(buffer))
-            part = {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
-            state.parts[part_number] = part
+                state.etags[part_number] = known["ETag"]
+                part = known
+            else:
+                answer = self.s3.upload_part(
+                    Bucket=self.bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    PartNumber=part_number,
+                    Body=buffer,
+                    ChecksumAlgorithm="CRC32",
+                    ChecksumCRC32=checksum,
+                )
+                self.progress.uploaded(key[len(self.prefix) :], len(buffer))
+                part = {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
+                state.parts[part_number] = part
+                state.etags[part_number] = answer["ETag"]
         except (ClientError, BotoCoreError) as error:
             state.failed = s3_error(error, f"UploadPart {part_number} of s3://{self.bucket}/{key}")
             raise state.failed from None
@@ -743,6 +815,7 @@ class FileStager:
                 state.parts[number] = future.result()
             else:
                 state.parts.pop(number, None)
+                state.etags.pop(number, None)
 
     def _abort(self, key: str, state: _Upload) -> None:
         self._drop_checkpoint(state)
@@ -812,7 +885,7 @@ def reclaim_uploads(
     with the latest checkpoint is returned (key -> ResumePoint) to be continued; every other upload and
     checkpoint there is aborted. ``resume=False`` aborts them all."""
     uploads: list[dict[str, Any]] = []
-    markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes]]] = []
+    markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes, str]]] = []
     mine = {_short_digest(key[len(prefix) :]) for key in keys}  # other hosts' checkpoints are theirs
     try:
         for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix):
@@ -831,13 +904,13 @@ def reclaim_uploads(
         for upload in uploads:
             path = upload["Key"][len(prefix) :]
             wanted = (_short_digest(path), _short_digest(upload["UploadId"]))
-            for marker, (file_digest, upload_digest, part, state) in markers:
+            for marker, (file_digest, upload_digest, part, state, digest) in markers:
                 if (file_digest, upload_digest) != wanted or part < 1:
                     continue
                 current = best.get(upload["Key"])
                 if current is None or part > current.part:
                     best[upload["Key"]] = ResumePoint(
-                        upload["UploadId"], part, state, marker["Key"], marker["UploadId"]
+                        upload["UploadId"], part, state, marker["Key"], marker["UploadId"], digest
                     )
     kept = {(p.upload_id, p.checkpoint_upload) for p in best.values()}
     for upload in [*uploads, *(m for m, _ in markers)]:

@@ -164,8 +164,12 @@ def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
     finally:
         process.kill()
         process.wait()
-    (saved,) = checkpoints(s3, prefix)  # one checkpoint per upload: each replaces the one before
-    assert prefix + BIG not in s3.list_keys() and len(s3.open_uploads()) == 2  # the upload and its checkpoint
+    # One checkpoint per upload, each replacing the one before; two when the kill fell between writing the
+    # new one and aborting the old (the next run keeps the later).
+    saved = max(checkpoints(s3, prefix))
+    assert len(checkpoints(s3, prefix)) in (1, 2)
+    assert prefix + BIG not in s3.list_keys()
+    assert [u["Key"] for u in s3.open_uploads() if CHECKPOINT_DIR not in u["Key"]] == [prefix + BIG]
     fetched_before = fake_hub.bytes_sent(BIG)
     fake_hub.connection_bytes_per_s = 0
 
@@ -175,7 +179,7 @@ def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
     capsys.readouterr()
     assert main(argv, s3_client=client) == 0
     out = capsys.readouterr().out
-    assert "event=resume_upload" in out and f"checkpoint={saved}" in out
+    assert "event=resume_upload" in out and f"checkpoint={saved}" in out, out
     assert fake_hub.bytes_sent(BIG) - fetched_before == size - saved * 5 * MiB  # only the parts after it
     assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
     assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
@@ -209,3 +213,147 @@ def test_reclaim_keeps_the_latest_checkpointed_upload_of_each_own_file_and_abort
     assert (prefix + "a.gguf", kept) in left and (prefix + "a.gguf", stale) not in left
     assert (prefix + "b.gguf", bare) not in left and (prefix + "c.gguf", other_host) in left
     assert sorted(parse_checkpoint_key(prefix, k)[2] for k, _ in left if CHECKPOINT_DIR in k) == [1, 3]
+
+
+def test_a_part_refetched_after_a_failed_upload_is_hashed_again_even_if_later_parts_were_hashed(
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Attempt 1 hashes every part, but part 2's upload fails; attempt 2 refetches part 2 with a flipped byte,
+    uploads it, and breaks in part 3; attempt 3 finds every part in S3. It must not take attempt 1's hash of
+    all four parts (made from the good part 2) as the hash of what S3 holds: the file hashes wrong, starts over."""
+    import threading
+
+    from botocore.exceptions import ClientError
+
+    from hfstage.worker import main
+
+    size = 18 * MiB  # four parts; the corrupt fault flips byte 9 MiB, in part 2
+    repo = fake_hub.add_repo(REPO, {"config.json": b"{}", BIG: Synthetic(size, seed=29)})
+    client, _ = s3.worker_client()
+    part_4_sent = threading.Event()
+    failed = []
+
+    def fail_part_2_once(params: dict, **_: object) -> None:
+        if params.get("PartNumber") == 4:
+            part_4_sent.set()
+        if params.get("PartNumber") == 2 and not failed:
+            failed.append(True)
+            part_4_sent.wait(30)  # attempt 1 has hashed every part by now
+            fake_hub.corrupt(BIG, times=1)  # the next request (attempt 2's stream from part 2) is corrupt
+            fake_hub.drop_after(BIG, after_bytes=6 * MiB, range=f"bytes={5 * MiB}-")  # ... and breaks in part 3
+            raise ClientError(
+                {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "UploadPart"
+            )
+
+    client.meta.events.register("before-parameter-build.s3.UploadPart", fail_part_2_once)
+    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5", "--retry-base-s=0.01"]
+    capsys.readouterr()
+    code = main([*argv, "--ranges-per-file=1", f"--failure-file={tmp_path / 'message'}"], s3_client=client)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert failed and out.count("event=retry") >= 3, out  # the part failure, the break, the hash mismatch
+    assert "does not match the Hub's" in out
+    prefix = revision_prefix("models/", REPO, repo.sha)
+    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
+
+
+@pytest.mark.parametrize("case", ["a part replaced since", "a state of fewer bytes"])
+def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
+    case: str,
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """The saved hash state says "parts 1-2 hashed"; S3's part 2 is other bytes (uploaded again by a run
+    whose state was never saved), or the state covers one part only. Resuming from it would complete the
+    file with unhashed bytes (or hash the wrong length): the checkpoint is discarded and the file starts over."""
+    from hfstage.transfer import checkpoint_key, crc32_b64, parts_digest
+
+    content = repo.files[BIG].content.to_bytes()
+    prefix = revision_prefix("models/", REPO, repo.sha)
+    client = s3.client
+    created = client.create_multipart_upload(Bucket=s3.bucket, Key=prefix + BIG, ChecksumAlgorithm="CRC32")
+    upload_id = created["UploadId"]
+
+    def put(number: int, body: bytes) -> str:
+        return client.upload_part(
+            Bucket=s3.bucket, Key=prefix + BIG, UploadId=upload_id, PartNumber=number, Body=body,
+            ChecksumAlgorithm="CRC32", ChecksumCRC32=crc32_b64(body),
+        )["ETag"]  # fmt: skip
+
+    good = [content[: 5 * MiB], content[5 * MiB : 10 * MiB]]
+    etags = [put(1, good[0]), put(2, good[1])]
+    hashed = hashstate.ResumableHash("sha256")
+    if case == "a part replaced since":
+        hashed.update(b"".join(good))
+        put(2, bytes([good[1][0] ^ 1]) + good[1][1:])
+    else:
+        hashed.update(good[0])
+    key = checkpoint_key(prefix, BIG, upload_id, 2, hashed.state(), parts_digest(etags))
+    client.create_multipart_upload(Bucket=s3.bucket, Key=key)
+    code, out, _ = stage()
+    assert code == 0, out
+    assert "event=resume_discarded" in out and "event=resume_upload" not in out
+    assert s3.body(prefix + BIG) == content
+    assert s3.open_uploads() == []
+
+
+def test_a_prefix_too_long_for_checkpoint_keys_stages_without_them(s3: S3Env, fake_hub: FakeHub, repo, capsys) -> None:  # noqa: F811
+    """S3 keys are at most 1,024 bytes: the file's key fits, its checkpoint's (about 300 bytes more) would not."""
+    from hfstage.worker import main
+
+    long_prefix = "models/" + "p" * 700 + "/"
+    # Parts arrive 0.5 s apart, so part 1 is in S3 before the last is read: a checkpoint is due (when every
+    # part lands at once the upload completes next and none is taken).
+    fake_hub.connection_bytes_per_s = 10 * MiB
+    client, _ = s3.worker_client()
+    created: list[str] = []
+    client.meta.events.register(
+        "before-parameter-build.s3.CreateMultipartUpload", lambda params, **_: created.append(params["Key"])
+    )
+    capsys.readouterr()
+    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/{long_prefix}", "--part-size-mib=5"]
+    assert main([*argv, "--ranges-per-file=1"], s3_client=client) == 0
+    out = capsys.readouterr().out
+    prefix = revision_prefix(long_prefix, REPO, repo.sha)
+    assert len((prefix + BIG).encode()) <= 1024
+    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
+    assert created and set(created) == {prefix + BIG}, out  # the file's upload only: no checkpoint attempted
+    assert out.count("their key would exceed 1024 bytes") == created.count(prefix + BIG), out  # one per upload
+
+
+def test_a_python_without_ctypes_still_stages_with_hashlib() -> None:
+    """hashstate is optional: without ``_ctypes`` (a Python built without libffi) the worker must still import."""
+    code = (
+        "import sys; sys.modules['_ctypes'] = None\n"
+        "from hfstage import hashstate, worker\n"
+        "from hfstage.transfer import Verifier\n"
+        "from hfstage.hub import HubFile\n"
+        "assert not hashstate.available()\n"
+        f"f = HubFile(path='a', size=3, blob_id='', sha256='{hashlib.sha256(b'abc').hexdigest()}')\n"
+        "v = Verifier(f, resumable=True); v.update(b'abc'); v.check(); print('ok')\n"
+    )
+    done = subprocess.run([PYTHON, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
+def test_a_range_refused_by_the_cdn_resolves_the_file_again_without_spending_an_attempt(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """Later ranges reuse the signed CDN URL the first one was redirected to; once it has expired (403), the
+    range asks the Hub's resolve URL again rather than failing the attempt."""
+    fake_hub.cdn_status(BIG, 403, range=ranges_of(10 * MiB))
+    code, out, calls = stage()
+    assert code == 0, out
+    assert "event=resolve_again" in out and "event=retry" not in out
+    resolves = [r for r in fake_hub.requests_for(BIG) if r.server == "hub"]
+    assert len(resolves) == 2  # the first range's, and the refused range's
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+    assert calls["UploadPart"] == 3

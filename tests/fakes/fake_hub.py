@@ -167,7 +167,7 @@ class FakeRepo:
 
 @dataclass
 class Fault:
-    kind: str  # "status", "corrupt", "drop", "slow"
+    kind: str  # "status", "cdn_status", "corrupt", "drop", "slow"
     times: int | None  # None: every request
     status: int = 500
     retry_after: float | None = None
@@ -292,6 +292,11 @@ class FakeHub:
     def corrupt(self, path: str, times: int | None = None) -> None:
         """Serve ``path`` with one byte flipped (same length) ``times`` times (None: always)."""
         self._add_fault(path, Fault("corrupt", times))
+
+    def cdn_status(self, path: str, status: int, times: int = 1, range: str | None = None) -> None:
+        """Answer ``status`` from the CDN for ``path`` ``times`` times (only for the Range header ``range``, when
+        given), as for a signed URL that expired."""
+        self._add_fault(path, Fault("cdn_status", times, status=status, range=range))
 
     def drop_after(self, path: str, after_bytes: int, times: int = 1, range: str | None = None) -> None:
         """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (only for requests
@@ -585,6 +590,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "NoSuchKey", None)
             return
         self._record.file = f.path
+        fault = self.hub._take_fault(f.path, ("cdn_status",), self.command, self.headers.get("Range"))
+        if fault is not None:  # e.g. 403 for a signed URL that expired
+            self._error(fault.status, "Injected CDN failure", None)
+            return
         self._content(f, {"ETag": f'"{f.sha256}"'})
 
     def _content(self, f: FakeFile, headers: dict[str, str]) -> None:
