@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean mutation
+.PHONY: setup synth test lint format clean mutation test-llamacpp
 
 # uv (from PyPI, pinned) installs the environment in a fraction of pip's time; pip is the fallback when uv
 # cannot be installed (no pip for python3, an offline mirror without it). Either way the same pins install.
@@ -63,6 +63,15 @@ test: setup lint
 ONLY ?=
 mutation: setup
 	$(BIN)/python tools/mutation.py $(if $(ONLY),$(foreach s,$(ONLY),--only $(s)))
+
+# The llama.cpp adapter against a real CPU llama-server, built once from the llama-cpp-python sdist's sources
+# (minutes on 2 cores) and kept outside the clone, so later runs and fresh clones on the machine reuse it.
+LLAMA_CPP_PYTHON := 0.3.36
+LLAMA_CACHE ?= $(HOME)/.cache/llm-endpoint-llamacpp
+test-llamacpp: setup
+	bash containers/llamacpp/build_cpu_server.sh $(LLAMA_CACHE) $(LLAMA_CPP_PYTHON) $(BIN)/pip
+	LLAMACPP_REAL_SERVER=$(abspath $(LLAMA_CACHE))/llama-server-$(LLAMA_CPP_PYTHON) \
+		$(BIN)/python -m pytest tests/test_llamacpp_real.py -p no:cacheprovider
 
 clean:
 	rm -rf cdk.out $(VENV) $(UV_DIR) node_modules .pytest_cache .ruff_cache .mutation

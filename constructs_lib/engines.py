@@ -12,7 +12,7 @@ import json
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
@@ -109,6 +109,14 @@ class EngineSpec:
     fixed_env: Mapping[str, tuple[str, str]] = field(default_factory=dict)
     # The engine flag that lets it import Python code from the checkpoint; None when it has none.
     remote_code_flag: str | None = None
+    # The weight format the engine serves ("safetensors", or "gguf": one file named by gguf_file).
+    model_format: str = "safetensors"
+    # An image CDK builds (a folder with a Dockerfile, its CUDA level) instead of a DLC repository.
+    image_build: Mapping[str, str] | None = None
+
+    def for_model_file(self, model_file: str) -> EngineSpec:
+        """This engine with its model path pointing at one file (or glob) below the model directory."""
+        return replace(self, model_path_value=f"{self.model_path_value.rstrip('/')}/{model_file}")
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
@@ -184,6 +192,8 @@ def _engines() -> dict[str, EngineSpec]:
             loading_timeout_default_s=e.get("model_loading_timeout", {}).get("image_default_s"),
             fixed_env={k: (v["value"], v["why"]) for k, v in e.get("fixed_env", {}).items()},
             remote_code_flag=e.get("remote_code_flag"),
+            model_format=e.get("model_format", "safetensors"),
+            image_build=e.get("image_build"),
         )
         for name, e in raw.items()
     }

@@ -31,6 +31,7 @@ from .hosting import (
     sagemaker_scaling_role,
     serving_model,
 )
+from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
@@ -107,7 +108,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
-        image = image or ServingImage.from_dlc(engine_spec)
+        image = image or default_image(engine_spec, instance_type)
         startup_timeout = startup_timeout or cdk.Duration.minutes(20)
         download_timeout = download_timeout or cdk.Duration.minutes(20)
         name = endpoint_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")

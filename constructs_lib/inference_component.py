@@ -44,6 +44,7 @@ from .hosting import (
     sagemaker_scaling_role,
     serving_model,
 )
+from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
@@ -125,7 +126,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
-        image = image or ServingImage.from_dlc(engine_spec)
+        image = image or default_image(engine_spec, instance_type)
         name = endpoint_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
 
         plan = plan_endpoint(
@@ -322,7 +323,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
-        image = image or ServingImage.from_dlc(engine_spec)
+        image = image or default_image(engine_spec, endpoint.instance_type)
         startup_timeout = startup_timeout or DEFAULT_TIMEOUT
         download_timeout = download_timeout or DEFAULT_TIMEOUT
         scale_to_zero = endpoint.scale_to_zero if scale_to_zero is None else scale_to_zero

@@ -107,6 +107,7 @@ class DeploymentPreflight(Construct):
         engine: str | None = None,
         dtype: str | None = None,
         quantization: str | None = None,
+        gguf_file: str | None = None,
     ) -> None:
         """
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
@@ -135,6 +136,9 @@ class DeploymentPreflight(Construct):
             Default: the weight format is not checked against the GPU.
         :param dtype: the engine's ``dtype`` flag, when set (it wins over config.json's). Default: config.json's.
         :param quantization: the engine's ``quantization`` flag, when set. Default: config.json's.
+        :param gguf_file: the GGUF model (file name or glob) llama.cpp serves from the prefix: its header,
+            read by range GETs, stands in for config.json. Default: a config.json checkpoint (or the only
+            GGUF model when the prefix has no config.json).
         """
         super().__init__(scope, id)
         skipped = tuple(dict.fromkeys(skip_checks))
@@ -206,6 +210,7 @@ class DeploymentPreflight(Construct):
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
                 "SkipChecks": list(skipped),
                 **self._format_properties(instance_type, engine, dtype, quantization),
+                **({"GgufFile": gguf_file} if gguf_file else {}),
             },
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.

@@ -5,6 +5,7 @@
     python -m llmops.plan --config config.json --weights-bytes 16381470000 --max-model-len 32768
     python -m llmops.plan --model-s3-uri s3://my-bucket/models/Qwen--Qwen3-8B/<revision>/ \\
         --instance-type ml.g6.xlarge --max-model-len 32768
+    python -m llmops.plan --gguf Qwen3-8B-Q4_K_M.gguf --instance-type ml.g5.2xlarge --max-model-len 16384
 
 The model comes from the Hugging Face Hub (``--model-id``: config.json and the weight files' sizes through
 ``huggingface_hub``, no weights downloaded; ``HF_ENDPOINT`` and a token from ``$HF_TOKEN`` or
@@ -428,6 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--hf-token-secret-arn",
         help="with --model-id: Secrets Manager secret holding the Hub token. Default: $HF_TOKEN",
     )
+    source.add_argument("--gguf", help="a GGUF file for llama.cpp: a local path or s3://bucket/key.gguf (header only)")
     parser.add_argument("--weights-bytes", type=positive_int, help="on-disk bytes of the weight files")
     parser.add_argument(
         "--instance-type", help="e.g. ml.g6e.2xlarge: the detailed report for that type. Default: rank every type"
@@ -501,6 +503,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
             notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
             weight_bytes = args.weights_bytes
         return Source(model.config, weight_bytes, notes, f"--model-id {args.model_id}", args.model_id, token)
+    notes: list[str] = []
     if args.config is not None:
         if args.weights_bytes is None:
             parser.error("argument --weights-bytes: required with --config (the on-disk size of the weight files)")
@@ -558,6 +561,10 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
             if value is not None:
                 parser.error(f"argument {flag}: only with --instance-type (the ranking uses every GPU of each type)")
 
+    if args.gguf is not None:
+        from llmops.plan_gguf import plan_gguf
+
+        return plan_gguf(args, spec, parser, s3_client)
     source = _load(args, parser, s3_client)
     if isinstance(source, int):
         return source

@@ -98,8 +98,10 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
         if res["Type"] == "AWS::SageMaker::Model":
             container = props.get("PrimaryContainer", {})
             image = container.get("Image")
-            if isinstance(image, dict):
+            if isinstance(image, dict) and "Fn::Join" in image:
                 image = "<DLC registry>/" + str(image["Fn::Join"][1][-1]).split("/", 1)[-1]
+            elif isinstance(image, dict) and "Fn::Sub" in image:  # a DockerImageAsset in the CDK asset repository
+                image = "<CDK asset repository>:" + str(image["Fn::Sub"]).rsplit(":", 1)[-1] + " (built at deploy)"
             lines.append(f"  image: {image}")
             isolated = props.get("EnableNetworkIsolation") is True and (endpoint_isolated or not component_mode)
             lines.append(f"  network isolation: {isolated}")

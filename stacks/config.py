@@ -18,7 +18,10 @@ from typing import Any
 
 from constructs_lib.component_plan import DEPLOYMENT_MODES, INFERENCE_COMPONENT, ROUTING_STRATEGIES, plan_scaling
 from constructs_lib.endpoint_plan import plan_endpoint
-from constructs_lib.engines import SECRET_HINT, engine_names, get_engine, looks_secret
+from constructs_lib.engines import SECRET_HINT, EngineSpec, engine_names, get_engine, looks_secret
+from constructs_lib.gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
+from constructs_lib.gguf_file import GGUF_FILE, staging_patterns
+from constructs_lib.image_asset import default_image
 from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
 from preflight import KV_CACHE_DTYPES
@@ -289,6 +292,7 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "startup_timeout_s": _integer(60, 3600),
     "download_timeout_s": _integer(60, 3600),
     "endpoint_name": _optional(_text),
+    "gguf_file": _optional(_pattern(GGUF_FILE, GGUF_FILE_DESCRIPTION)),
 }
 # Dashboard, alarms and update policy (stacks/observability.py), parsed with the parsers above.
 FIELDS.update(
@@ -327,6 +331,19 @@ def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> li
             '(as a number or as text such as "0.9")'
         )
     return problems
+
+
+def _gguf_file_problems(engine: EngineSpec, gguf_file: str | None) -> list[str]:
+    """gguf_file goes with an engine that serves GGUF files, and such an engine needs one."""
+    if gguf_file and engine.model_format != "gguf":
+        serving = [n for n in engine_names() if get_engine(n).model_format == "gguf"]
+        return [
+            f"gguf_file={gguf_file!r}: engine={engine.name!r} serves {engine.model_format} checkpoints, not GGUF "
+            f"files; allowed: engine={' or '.join(serving)} with gguf_file, or no gguf_file"
+        ]
+    if not gguf_file and engine.model_format == "gguf":
+        return [f"gguf_file: missing; engine={engine.name!r} serves one GGUF file: give {GGUF_FILE_DESCRIPTION}"]
+    return []
 
 
 def describe_allowed(key: str) -> str:
@@ -399,6 +416,7 @@ class DeploymentConfig:
     alarm_gpu_memory_percent: float | None
     alarm_no_capacity: bool
     dashboard: bool
+    gguf_file: str | None
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
     image_source: str = "engine default"
@@ -466,12 +484,14 @@ class DeploymentConfig:
         engine_known = "engine" in values
         engine = get_engine(values["engine"] if engine_known else DEFAULT_ENGINE)
         image_source = "engine default (constructs_lib/data/engines.json)"
-        image = ServingImage.from_dlc(engine)
+        image = default_image(engine, values.get("instance_type"))
+        if engine.image_build:
+            image_source = f"built by cdk deploy from {engine.image_build['directory']} (Docker needed)"
         try:
             if values.get("image"):
                 image = ServingImage.from_uri(values["image"])
                 image_source = "image context key"
-            elif "instance_type" in values:
+            elif "instance_type" in values and not engine.image_build:
                 key = recorded_tag_key(engine.name, values["instance_type"])
                 recorded = context.get(key)
                 if recorded is not None:
@@ -494,9 +514,11 @@ class DeploymentConfig:
         component_mode = values.get("deployment_mode") == INFERENCE_COMPONENT
         if component_mode and values.get("tensor_parallel_size") is None:
             values["tensor_parallel_size"] = values.get("accelerators_per_copy")
+        if engine_known and "gguf_file" in values:
+            problems += _gguf_file_problems(engine, values["gguf_file"])
         if "instance_type" in values:
             plan = plan_endpoint(
-                engine=engine,
+                engine=engine.for_model_file(values["gguf_file"]) if values.get("gguf_file") else engine,
                 image=image,
                 instance_type=values["instance_type"],
                 instance_count=values.get("instance_count", 1),
@@ -550,3 +572,14 @@ class DeploymentConfig:
         if problems:
             raise ConfigError(problems)
         return cls(**values, serving_image=image, image_source=image_source)
+
+    @property
+    def engine_spec(self) -> EngineSpec:
+        """The engine, its model path pointing at ``gguf_file`` when one is given."""
+        engine = get_engine(self.engine)
+        return engine.for_model_file(self.gguf_file) if self.gguf_file else engine
+
+    @property
+    def staging_include(self) -> tuple[str, ...]:
+        """``include``, plus the GGUF file and its split parts: the only weights staged for llama.cpp."""
+        return (*self.include, *staging_patterns(self.gguf_file)) if self.gguf_file else self.include

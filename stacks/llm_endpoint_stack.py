@@ -73,7 +73,7 @@ class LlmEndpointStack(cdk.Stack):
                 repo_id=config.model_id,
                 revision=config.revision,
                 bucket=bucket,
-                include=config.include,
+                include=config.staging_include,
                 exclude=config.exclude,
                 hf_token_secret=secret,
                 instance_type=config.staging_instance_type,
@@ -167,7 +167,7 @@ class LlmEndpointStack(cdk.Stack):
             self,
             "Endpoint",
             model=model,
-            engine=config.engine,
+            engine=config.engine_spec,
             image=config.serving_image,
             instance_type=config.instance_type,
             instance_count=config.instance_count,
@@ -221,7 +221,7 @@ class LlmEndpointStack(cdk.Stack):
         self.component = endpoint.add_component(
             "Model",
             model=model,
-            engine=config.engine,
+            engine=config.engine_spec,
             image=config.serving_image,
             tensor_parallel_size=config.tensor_parallel_size,
             max_model_len=config.max_model_len,
@@ -298,4 +298,5 @@ class LlmEndpointStack(cdk.Stack):
             skip_checks=config.preflight_skip,
             engine=config.engine,
             **weight_format_flags(get_engine(config.engine), config.engine_env),
+            gguf_file=config.gguf_file,
         )

@@ -22,11 +22,23 @@ def model_environment(template) -> dict[str, str]:
     return (props.get("PrimaryContainer") or props["Containers"][0])["Environment"]
 
 
-@pytest.mark.parametrize("engine", engine_names())
+# The DLC engines start through standard-supervisor; the images this repository builds (llama.cpp) do not.
+@pytest.mark.parametrize("engine", [name for name in engine_names() if not get_engine(name).image_build])
 def test_every_engine_turns_off_requirements_install_and_hub_access(engine):
     env = model_environment(stack_template(engine=engine, instance_type="ml.g6e.2xlarge"))
     assert env["STANDARD_AUTO_INSTALL_REQ"] == "false"
     assert env["HF_HUB_OFFLINE"] == "1"
+
+
+def test_llamacpp_runs_no_checkpoint_code_and_downloads_nothing():
+    """Its adapter only resolves the .gguf path; llama-server is told to stay offline."""
+    env = model_environment(
+        stack_template(
+            engine="llamacpp", gguf_file="m-Q4_K_M.gguf", model_id="org/m-GGUF", instance_type="ml.g5.xlarge"
+        )
+    )
+    assert env["LLAMA_ARG_OFFLINE"] == "true"
+    assert env["LLAMA_ARG_MODEL"] == "/opt/ml/model/m-Q4_K_M.gguf"
 
 
 def test_component_mode_gets_the_same_fixed_variables():

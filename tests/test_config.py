@@ -123,7 +123,7 @@ def test_prefix_wildcards_that_would_widen_iam_are_refused(uri):
 
 def test_wrong_engine_names_key_value_and_allowed():
     (problem,) = problems_of(engine="foo")
-    assert problem == "engine='foo': not allowed; allowed: lmi, sglang, vllm"
+    assert problem == "engine='foo': not allowed; allowed: llamacpp, lmi, sglang, vllm"
 
 
 def test_tensor_parallel_size_must_match_the_gpu_count():

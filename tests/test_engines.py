@@ -21,8 +21,8 @@ def env_for(engine: str, *, tp: int = 1, max_model_len=None, max_num_seqs=None, 
 
 
 def test_engines_listed_from_data():
-    assert engine_names() == ["lmi", "sglang", "vllm"]
-    with pytest.raises(ValueError, match=r"engine='foo' is not a known engine; allowed: lmi, sglang, vllm"):
+    assert engine_names() == ["llamacpp", "lmi", "sglang", "vllm"]
+    with pytest.raises(ValueError, match=r"engine='foo' is not a known engine; allowed: llamacpp, lmi, sglang, vllm"):
         get_engine("foo")
 
 

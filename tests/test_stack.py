@@ -49,6 +49,20 @@ VARIANTS = {
         "max_model_len": "16384",
         "deployment_mode": "inference-component",
     },
+    "llamacpp": {
+        "engine": "llamacpp",
+        "model_id": "lmstudio-community/Qwen3.6-35B-A3B-GGUF",
+        "gguf_file": "Qwen3.6-35B-A3B-Q4_K_M.gguf",
+        "instance_type": "ml.g5.2xlarge",
+        "max_model_len": "16384",
+    },
+    "llamacpp-component": {
+        "engine": "llamacpp",
+        "model_id": "lmstudio-community/Qwen3.6-35B-A3B-GGUF",
+        "gguf_file": "*Q4_K_M*.gguf",
+        "instance_type": "ml.g5.2xlarge",
+        "deployment_mode": "inference-component",
+    },
 }
 
 

@@ -55,6 +55,7 @@ from preflight import (
 )
 from preflight.checkpoint_code import code_files_note
 from preflight.formats import check_deployment
+from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
 from preflight.memory_fit import context_limit, text_config
 from preflight.weights import SAFETENSORS_INDEX
 
@@ -174,6 +175,7 @@ class Settings:
     dtype: str = ""
     quantization: str = ""
     format_alternatives: str = ""  # JSON {"8.0": "ml.g6.xlarge"}: nearest instance type per minimum capability
+    gguf_file: str | None = None  # the GGUF model to check (llama.cpp); None: a config.json checkpoint
 
     @property
     def where(self) -> str:
@@ -246,6 +248,7 @@ class Settings:
             allow_unverified_s3=allow == "true",
             skip=frozenset(skip & set(CHECKS)),
             **{k: str(props.get(p) or "") for k, p in FORMAT_PROPERTIES.items()},
+            gguf_file=str(props.get("GgufFile") or "") or None,
         )
         if problems:
             raise PreflightFailed(shorten("Preflight properties are invalid: " + "; ".join(problems), REASON_LIMIT))
@@ -303,13 +306,15 @@ class Checkpoint:
     error: str | None = None
     # Files that are there but could not be used: name -> why (unreadable, not JSON).
     unusable: dict[str, str] = field(default_factory=dict)
+    # A GGUF model (llama.cpp) stands in for config.json: its header gives the same settings.
+    gguf: S3Gguf = field(default_factory=S3Gguf)
 
 
 def _denied_hint(code: str, action: str) -> str:
     return f" (the preflight role needs {action} on the prefix)" if code in DENIED else ""
 
 
-def read_checkpoint(s3: Any, bucket: str, prefix: str) -> Checkpoint:
+def read_checkpoint(s3: Any, bucket: str, prefix: str, gguf_file: str | None = None) -> Checkpoint:
     checkpoint = Checkpoint(where=f"s3://{bucket}/{prefix}")
     try:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
@@ -329,6 +334,12 @@ def read_checkpoint(s3: Any, bucket: str, prefix: str) -> Checkpoint:
                 checkpoint.unusable[name] = why
             else:
                 setattr(checkpoint, attribute, value)
+    if gguf_file or CONFIG_NAME not in checkpoint.sizes:
+        checkpoint.gguf = read_s3_gguf(s3, bucket, prefix, checkpoint.sizes, gguf_file)
+        if checkpoint.gguf.error:
+            checkpoint.unusable[str(checkpoint.gguf.name)] = checkpoint.gguf.error
+        elif checkpoint.gguf.config is not None:
+            checkpoint.config = checkpoint.gguf.config
     return checkpoint
 
 
@@ -376,7 +387,10 @@ def check_s3(checkpoint: Checkpoint, *, allow_unverified: bool) -> list[str]:
     if not checkpoint.sizes:
         return [f"{where} is empty: stage the model first, or check model_s3_uri (it must be the checkpoint's root)"]
     problems = []
-    if CONFIG_NAME not in checkpoint.sizes:
+    if checkpoint.gguf.name:
+        if checkpoint.gguf.error:
+            problems.append(f"{where}{checkpoint.gguf.name} {checkpoint.gguf.error}")
+    elif CONFIG_NAME not in checkpoint.sizes:
         problems.append(f"no {CONFIG_NAME} under {where}: is this the checkpoint's root prefix?")
     elif CONFIG_NAME in checkpoint.unusable:
         problems.append(f"{where}{CONFIG_NAME} {checkpoint.unusable[CONFIG_NAME]}")
@@ -421,6 +435,8 @@ def weights_of(checkpoint: Checkpoint) -> Weights | None:
     """The weight bytes an engine loads: the manifest's sizes when there is a usable manifest, else the listing's."""
     listed = manifest_sizes(checkpoint.manifest) if checkpoint.manifest else None
     sizes, source = (listed, "manifest") if listed is not None else (checkpoint.sizes, "listing")
+    if checkpoint.gguf.files:  # llama.cpp loads one GGUF model (its parts), whatever else is there
+        sizes = {p: size for p, size in sizes.items() if p in checkpoint.gguf.files}
     selected = select_weight_files(sizes, checkpoint.index)
     if not selected.files:
         return None
@@ -442,24 +458,34 @@ def _gib(n: float) -> str:
 
 
 def check_memory(
-    config: Mapping[str, Any], weights: Weights, settings: Settings
+    config: Mapping[str, Any], weights: Weights, settings: Settings, gguf: S3Gguf | None = None
 ) -> tuple[list[str], dict[str, str], MemoryFit | None]:
     """Problems (with numbers and what to change), the key figures, and the estimate itself."""
     max_model_len, problem = effective_max_model_len(config, settings)
     if problem or max_model_len is None:
         return [problem or "no context length to check"], {}, None
     try:
-        fit = estimate_memory_fit(
-            config,
-            weight_bytes=weights.total_bytes,
-            gpu_count=settings.gpu_count,
-            gpu_memory_gib=settings.gpu_memory_gib,
-            tensor_parallel_size=settings.tensor_parallel_size,
-            max_model_len=max_model_len,
-            max_num_seqs=settings.max_num_seqs,
-            kv_cache_dtype=settings.kv_cache_dtype,
-            gpu_memory_utilization=settings.gpu_memory_utilization,
-        )
+        if gguf is not None and gguf.header is not None:
+            fit = estimate_gguf_fit(
+                gguf.header,
+                weight_bytes=weights.total_bytes,
+                gpu_count=settings.gpu_count,
+                gpu_memory_gib=settings.gpu_memory_gib,
+                max_model_len=max_model_len,
+                max_num_seqs=settings.max_num_seqs,
+            )
+        else:
+            fit = estimate_memory_fit(
+                config,
+                weight_bytes=weights.total_bytes,
+                gpu_count=settings.gpu_count,
+                gpu_memory_gib=settings.gpu_memory_gib,
+                tensor_parallel_size=settings.tensor_parallel_size,
+                max_model_len=max_model_len,
+                max_num_seqs=settings.max_num_seqs,
+                kv_cache_dtype=settings.kv_cache_dtype,
+                gpu_memory_utilization=settings.gpu_memory_utilization,
+            )
     except ValueError as e:
         return [f"cannot estimate GPU memory: {e}"], {}, None
     figures = {
@@ -590,7 +616,7 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
     checks = settings.checks
     reads_checkpoint = {"s3", "memory", "tensor-parallel"} | ({"format"} if settings.engine else set())
     if reads_checkpoint & set(checks):
-        checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix)
+        checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix, settings.gguf_file)
         # A warning, not a failure: the user may have staged them on purpose (include names them).
         report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
         if "s3" in checks:
@@ -607,16 +633,17 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
             elif weights is None:
                 report.add("memory", [f"cannot estimate GPU memory: no weight files under {checkpoint.where}"])
             else:
-                problems, figures, fit = check_memory(config, weights, settings)
+                problems, figures, fit = check_memory(config, weights, settings, checkpoint.gguf)
                 report.add("memory", problems)
                 report.data.update(figures, WeightsBytes=str(weights.total_bytes), WeightsSource=weights.source)
                 report.notes += list(weights.notes) + (fit.warnings if fit else [])
         if "tensor-parallel" in checks:
             if config is None:
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])
-            else:
+            elif not checkpoint.gguf.name:  # llama.cpp splits layers over GPUs, not attention heads
                 report.add("tensor-parallel", check_tensor_parallel(config, settings))
-        if "format" in checks and config is not None and settings.engine:
+        # A GGUF's quantization is llama.cpp's own (ggml kernels for every CUDA GPU it builds for): no table row.
+        if "format" in checks and config is not None and settings.engine and not checkpoint.gguf.name:
             problems, notes = check_format(config, settings)
             report.add("format", problems)
             report.notes += notes
@@ -638,6 +665,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
 def _why_no_config(checkpoint: Checkpoint) -> str:
     if checkpoint.error:
         return checkpoint.error
+    if checkpoint.gguf.error:
+        return f"{checkpoint.where}{checkpoint.gguf.name} {checkpoint.gguf.error}"
     if CONFIG_NAME in checkpoint.unusable:
         return f"{checkpoint.where}{CONFIG_NAME} {checkpoint.unusable[CONFIG_NAME]}"
     return f"no {CONFIG_NAME} under {checkpoint.where}"

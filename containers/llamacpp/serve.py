@@ -1,0 +1,284 @@
+"""SageMaker serving adapter for llama.cpp's ``llama-server`` (standard library only).
+
+SageMaker talks to a hosting container on port 8080: ``GET /ping`` for health and ``POST /invocations``
+for requests ("Use your own inference code with hosting services", SageMaker developer guide). llama-server
+speaks OpenAI's API on its own port; this program starts it as a child on 127.0.0.1 and sits in front:
+
+- ``/ping`` is 200 only once llama-server's ``GET /health`` is 200 (it answers 503 "Loading model" until
+  the model is loaded: tools/server/README.md, "GET /health"), and 503 while loading or after the child died.
+- ``/invocations`` takes the OpenAI chat body, checks that it is a JSON object with ``messages``, and
+  forwards the same bytes to ``/v1/chat/completions``. A streamed answer (``"stream": true``) is relayed
+  chunk by chunk as llama-server writes it (``data: {...}\\n\\n`` events, then ``data: [DONE]``:
+  format_oai_sse in tools/server/server-common.cpp); nothing is parsed or re-encoded on the way.
+- Prompts and answers are never logged: one ``key=value`` line per request (path, status, bytes, time).
+- SIGTERM (how SageMaker stops a container) stops the child with SIGTERM, then SIGKILL after a grace period.
+
+Every llama-server setting comes from ``LLAMA_ARG_*`` environment variables, which llama-server reads
+itself (tools/server/README.md: "(env: LLAMA_ARG_...)", and "If both command line argument and environment
+variable are both set for the same param, the argument will take precedence"). The adapter passes only what
+it owns on the command line: host, port and the resolved model file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import http.client
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+MODEL_DIR = "/opt/ml/model"
+SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
+# Bodies above this are refused before reading: a chat request is text, far below it.
+MAX_BODY_BYTES = 64 * 1024 * 1024
+RELAY_CHUNK = 64 * 1024
+
+
+def log(**fields: object) -> None:
+    """One structured line on stderr (CloudWatch keeps it); callers never pass request or answer text."""
+    print(" ".join(f"{k}={v}" for k, v in fields.items()), file=sys.stderr, flush=True)
+
+
+class ModelNotFound(Exception):
+    pass
+
+
+def resolve_model(model: str) -> Path:
+    """The GGUF file llama-server loads, from ``LLAMA_ARG_MODEL``.
+
+    The stack sets it to ``/opt/ml/model/<gguf_file>``, where ``gguf_file`` is a file name or glob: the
+    path itself when it is a file, else the one model below its deepest existing folder whose path
+    (relative to that folder) or bare name matches the rest. A bare folder takes its only GGUF model.
+    A split GGUF (``name-00001-of-00003.gguf``) is loaded from its first part, and ``name.gguf`` names
+    it too; llama.cpp opens the other parts itself (the first part's ``split.count`` metadata;
+    llama_split_path in include/llama.h).
+    """
+    path = Path(model)
+    if path.is_file():
+        return path
+    root, pattern = path, None
+    while not root.is_dir() and root.parent != root:
+        root = root.parent
+    if root != path:
+        pattern = path.relative_to(root).as_posix()
+
+    def matches(p: Path) -> bool:
+        rel = p.relative_to(root).as_posix()
+        unsplit = SPLIT_PART.sub(".gguf", rel)
+        names = (rel, p.name, unsplit, unsplit.rsplit("/", 1)[-1])
+        return any(fnmatch.fnmatchcase(name, pattern) for name in names)
+
+    candidates = sorted(p for p in root.rglob("*.gguf") if p.is_file() and (pattern is None or matches(p)))
+    # The first part stands for a whole split file; later parts are not separate models.
+    models = [p for p in candidates if not (m := SPLIT_PART.search(p.name)) or m.group(1) == "00001"]
+    if not models:
+        shown = f" matching {pattern!r}" if pattern else ""
+        raise ModelNotFound(f"no .gguf file{shown} below {root}")
+    if len(models) > 1:
+        names = ", ".join(p.relative_to(root).as_posix() for p in models[:5])
+        raise ModelNotFound(f"{len(models)} GGUF models match below {root} ({names}); set gguf_file to one of them")
+    return models[0]
+
+
+def server_command(binary: list[str], model: Path, port: int) -> list[str]:
+    """The command line of llama-server: only what the adapter owns; everything else is LLAMA_ARG_*."""
+    return [*binary, "--model", str(model), "--host", "127.0.0.1", "--port", str(port)]
+
+
+class Child:
+    """llama-server as a child process, with its health as SageMaker should see it."""
+
+    def __init__(self, command: list[str], port: int) -> None:
+        self.port = port
+        self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL)
+        self.stopping = False
+        log(event="llama_server_started", pid=self.process.pid)
+
+    def health(self) -> tuple[bool, str]:
+        code = self.process.poll()
+        if code is not None:
+            return False, f"llama-server exited with code {code}"
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
+            conn.request("GET", "/health")
+            status = conn.getresponse().status
+            conn.close()
+        except OSError as e:
+            return False, f"llama-server is not answering yet ({type(e).__name__})"
+        if status == 200:
+            return True, "ready"
+        return False, f"llama-server /health answered {status} (loading the model)"
+
+    def stop(self, grace_s: float) -> int | None:
+        self.stopping = True
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        log(event="llama_server_stopped", code=self.process.returncode)
+        return self.process.returncode
+
+
+def request_problem(body: bytes) -> str | None:
+    """Why a request body is not an OpenAI chat request, or None when it is one."""
+    try:
+        request = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"the body is not valid JSON ({getattr(e, 'msg', type(e).__name__)})"
+    if not isinstance(request, dict):
+        return "the body must be a JSON object (an OpenAI chat completion request)"
+    messages = request.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return 'the body needs "messages": a non-empty list of {"role": ..., "content": ...} objects'
+    return None
+
+
+def make_handler(child: Child) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        server_version = "llamacpp-sagemaker-adapter"
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass  # the default line would carry the request line only, but we log our own fields instead
+
+        def _send_json(self, status: int, payload: dict) -> None:
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self) -> None:
+            if self.path != "/ping":
+                self._send_json(404, {"error": "not found; SageMaker calls GET /ping and POST /invocations"})
+                return
+            ready, reason = child.health()
+            if ready:
+                self._send_json(200, {"status": "ok"})
+            else:
+                self._send_json(503, {"status": "unavailable", "reason": reason})
+
+        def do_POST(self) -> None:
+            started = time.monotonic()
+            if self.path != "/invocations":
+                self._send_json(404, {"error": "not found; SageMaker calls GET /ping and POST /invocations"})
+                return
+            length = int(self.headers.get("Content-Length") or 0)
+            if length > MAX_BODY_BYTES:
+                self.close_connection = True
+                self._send_json(413, {"error": f"the body is over {MAX_BODY_BYTES} bytes"})
+                return
+            body = self.rfile.read(length)
+            problem = request_problem(body)
+            if problem:
+                log(event="invocation", status=400, reason="bad_request", request_bytes=len(body))
+                self._send_json(400, {"error": {"code": 400, "type": "invalid_request_error", "message": problem}})
+                return
+            sent, status = self._forward(body)
+            log(
+                event="invocation",
+                status=status,
+                request_bytes=len(body),
+                response_bytes=sent,
+                seconds=f"{time.monotonic() - started:.3f}",
+            )
+
+        def _forward(self, body: bytes) -> tuple[int, int]:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", child.port, timeout=3600)
+                conn.request(
+                    "POST",
+                    "/v1/chat/completions",
+                    body=body,
+                    headers={"Content-Type": "application/json", "Content-Length": str(len(body))},
+                )
+                upstream = conn.getresponse()
+            except OSError as e:
+                ready, reason = child.health()
+                self._send_json(503, {"error": {"code": 503, "message": f"llama-server unreachable: {reason}"}})
+                log(event="upstream_error", error=type(e).__name__, ready=ready)
+                return 0, 503
+            try:
+                content_type = upstream.getheader("Content-Type", "application/json")
+                if "text/event-stream" in content_type:
+                    return self._relay_stream(upstream, content_type), upstream.status
+                data = upstream.read()
+                self.send_response(upstream.status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                return len(data), upstream.status
+            finally:
+                conn.close()
+
+        def _relay_stream(self, upstream: http.client.HTTPResponse, content_type: str) -> int:
+            """Copy the SSE bytes as they arrive, in HTTP chunks, flushing each one."""
+            self.send_response(upstream.status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Cache-Control", "no-cache")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            sent = 0
+            try:
+                while chunk := upstream.read1(RELAY_CHUNK):
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                    self.wfile.flush()
+                    sent += len(chunk)
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                # The client went away: closing the upstream connection tells llama-server to stop the task.
+                self.close_connection = True
+            return sent
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    env = os.environ
+    port = int(env.get("SAGEMAKER_BIND_TO_PORT", "8080"))
+    child_port = int(env.get("LLAMACPP_SERVER_PORT", "8081"))
+    # A command line, so tests can run a stand-in through an interpreter.
+    binary = shlex.split(env.get("LLAMACPP_SERVER_BIN", "llama-server"))
+    grace_s = float(env.get("LLAMACPP_STOP_GRACE_S", "20"))
+    try:
+        model = resolve_model(env.get("LLAMA_ARG_MODEL", MODEL_DIR))
+    except ModelNotFound as e:
+        log(event="startup_failed", reason=json.dumps(str(e)))
+        return 2
+    log(event="model_resolved", path=json.dumps(str(model)))
+    child = Child(server_command(binary, model, child_port), child_port)
+    server = ThreadingHTTPServer(("0.0.0.0", port), make_handler(child))
+    server.daemon_threads = True
+
+    def on_term(signum: int, frame: object) -> None:
+        log(event="signal", signal=signal.Signals(signum).name)
+        # shutdown() waits for serve_forever to return, so it cannot run on the serving thread.
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    log(event="listening", port=port, child_port=child_port)
+    try:
+        server.serve_forever(poll_interval=0.2)
+    finally:
+        server.server_close()
+        child.stop(grace_s)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,343 @@
+"""GGUF headers (preflight/gguf.py) read from files the ``gguf`` package writes, locally and by S3 range GETs;
+the llama.cpp memory fit, ``python -m llmops.plan --gguf`` and the deploy-time preflight on a GGUF prefix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import gguf
+import numpy as np
+import pytest
+
+from llmops.plan import main as plan_main
+from preflight import format_table
+from preflight.gguf import (
+    GgufError,
+    estimate_gguf_fit,
+    file_reader,
+    gguf_config,
+    read_header,
+    read_s3_gguf,
+    select_gguf,
+)
+from tests.fakes.fixtures import BUCKET, s3  # noqa: F401
+
+GIB = 1 << 30
+# The seed article's file: Qwen3.6-35B-A3B Q4_K_M, 21.2 GB, on one 24 GB A10G at 16,384 tokens.
+SEED_BYTES = 21_200_000_000
+
+
+def write_gguf(path: Path, arch: str = "llama", *, big_endian: bool = False, tensor_mib: int = 0, **kv) -> Path:
+    """A small GGUF with the metadata llama.cpp reads, written by the ``gguf`` package."""
+    endian = gguf.GGUFEndian.BIG if big_endian else gguf.GGUFEndian.LITTLE
+    writer = gguf.GGUFWriter(str(path), arch, endianess=endian)
+    writer.add_name("Tiny test model")
+    writer.add_file_type(kv.pop("file_type", 15))
+    writer.add_block_count(kv.pop("block_count", 8))
+    writer.add_context_length(kv.pop("context_length", 32768))
+    writer.add_embedding_length(kv.pop("embedding_length", 2048))
+    writer.add_head_count(kv.pop("head_count", 16))
+    head_count_kv = kv.pop("head_count_kv", 4)
+    if isinstance(head_count_kv, list):
+        writer.add_array(f"{arch}.attention.head_count_kv", head_count_kv)
+    else:
+        writer.add_head_count_kv(head_count_kv)
+    for key, value in kv.items():
+        name = f"{arch}.{key}"
+        if isinstance(value, list):
+            writer.add_array(name, value)
+        elif isinstance(value, bool):
+            writer.add_bool(name, value)
+        else:
+            writer.add_uint32(name, value)
+    # A vocabulary long enough that the reader must skip it, as real tokenizers make it.
+    writer.add_token_list([f"token-{i}" for i in range(20_000)])
+    writer.add_tensor("token_embd.weight", np.zeros((64, 128), dtype=np.float16))
+    if tensor_mib:
+        writer.add_tensor("blk.0.ffn.weight", np.zeros((tensor_mib, 1 << 19), dtype=np.float16))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+class CountingReader:
+    def __init__(self, path: Path) -> None:
+        self.read_at, self.calls, self.bytes = file_reader(str(path)), [], 0
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        data = self.read_at(offset, length)
+        self.calls.append((offset, length))
+        self.bytes += len(data)
+        return data
+
+
+# --- the reader ---------------------------------------------------------------------------------------
+
+
+def test_reads_version_counts_metadata_and_parameters(tmp_path):
+    path = write_gguf(tmp_path / "m.gguf")
+    header = read_header(file_reader(str(path)))
+    assert header.version == 3 and header.tensor_count == 1
+    assert header.architecture == "llama" and header.file_type == "Q4_K_M"
+    assert header.arch_value("block_count") == 8 and header.arch_value("attention.head_count_kv") == 4
+    assert header.metadata["general.name"] == "Tiny test model"
+    assert len(header.metadata["tokenizer.ggml.tokens"]) == 20_000  # skipped, its length kept
+    assert header.parameter_count == 64 * 128
+
+
+def test_reads_only_the_header_in_growing_ranges_never_the_tensor_data(tmp_path):
+    path = write_gguf(tmp_path / "m.gguf", tensor_mib=8)
+    reader = CountingReader(path)
+    header = read_header(reader, first_read=64 << 10)
+    size = path.stat().st_size
+    assert size > 8 << 20
+    assert len(reader.calls) > 1  # the 20,000-token vocabulary is past the first 64 KiB
+    assert reader.bytes < 1 << 20 and header.header_bytes <= reader.bytes
+    assert header.parameter_count == 64 * 128 + 8 * (1 << 19)
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"NOPE" + b"\0" * 60, "does not start with the bytes 'GGUF'"),
+        (b"GGUF" + (1).to_bytes(4, "little") + b"\0" * 16, "GGUF version 1 is not supported"),
+        (b"GGUF" + (3).to_bytes(4, "little") + (1).to_bytes(8, "little"), "ends inside its header"),
+    ],
+    ids=["magic", "version", "truncated"],
+)
+def test_bad_headers_say_why(data, reason):
+    with pytest.raises(GgufError, match=reason):
+        read_header(lambda offset, length: data[offset : offset + length])
+
+
+def test_big_endian_files_are_refused_by_name(tmp_path):
+    path = write_gguf(tmp_path / "be.gguf", big_endian=True)
+    with pytest.raises(GgufError, match="big-endian file: not supported"):
+        read_header(file_reader(str(path)))
+
+
+def test_select_gguf_picks_the_named_model_and_all_its_parts():
+    paths = [
+        "README.md",
+        "m-Q8_0.gguf",
+        "Q4/m-Q4_K_M-00002-of-00002.gguf",
+        "Q4/m-Q4_K_M-00001-of-00002.gguf",
+    ]
+    assert select_gguf(paths, "m-Q4_K_M.gguf") == (
+        "Q4/m-Q4_K_M-00001-of-00002.gguf",
+        ["Q4/m-Q4_K_M-00001-of-00002.gguf", "Q4/m-Q4_K_M-00002-of-00002.gguf"],
+    )
+    assert select_gguf(paths, "*Q8_0*") == ("m-Q8_0.gguf", ["m-Q8_0.gguf"])
+    assert select_gguf(["config.json"]) == (None, [])
+
+
+# --- metadata -> the settings the estimate reads -------------------------------------------------------
+
+
+def test_dense_gqa_model(tmp_path):
+    config = gguf_config(
+        read_header(file_reader(str(write_gguf(tmp_path / "m.gguf", **{"attention.key_length": 128}))))
+    )
+    assert config["num_hidden_layers"] == 8
+    assert (config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"]) == (16, 4, 128)
+    assert config["max_position_embeddings"] == 32768 and config["torch_dtype"] == "float16"
+
+
+def test_per_layer_kv_heads_mark_the_layers_without_attention(tmp_path):
+    path = write_gguf(tmp_path / "m.gguf", "lfm2", head_count_kv=[0, 0, 8, 0, 0, 8, 0, 0])
+    config = gguf_config(read_header(file_reader(str(path))))
+    assert config["num_key_value_heads"] == 8
+    assert config["layer_types"].count("full_attention") == 2
+
+
+def test_sliding_windows_and_hybrid_intervals(tmp_path):
+    swa = write_gguf(
+        tmp_path / "swa.gguf",
+        "gemma3n",
+        **{"attention.sliding_window": 512, "attention.sliding_window_pattern": [True, True, True, False] * 2},
+    )
+    config = gguf_config(read_header(file_reader(str(swa))))
+    assert config["sliding_window"] == 512
+    assert config["layer_types"].count("sliding_attention") == 6
+    hybrid = write_gguf(tmp_path / "hybrid.gguf", "qwen35moe", full_attention_interval=4, expert_count=256)
+    config = gguf_config(read_header(file_reader(str(hybrid))))
+    assert config["full_attention_interval"] == 4 and config["num_experts"] == 256
+
+
+def test_latent_attention_and_unequal_key_value_widths(tmp_path):
+    path = write_gguf(
+        tmp_path / "mla.gguf",
+        "deepseek2",
+        **{
+            "attention.kv_lora_rank": 512,
+            "rope.dimension_count": 64,
+            "attention.key_length": 192,
+            "attention.value_length": 128,
+        },
+    )
+    config = gguf_config(read_header(file_reader(str(path))))
+    assert (config["kv_lora_rank"], config["qk_rope_head_dim"], config["head_dim"]) == (512, 64, 160)
+
+
+# --- llama.cpp's memory fit ----------------------------------------------------------------------------
+
+
+def qwen36_like(tmp_path: Path) -> Path:
+    """Qwen3.6-35B-A3B's attention as its GGUF states it: 40 layers, every 4th full attention, 2 KV heads x 256."""
+    return write_gguf(
+        tmp_path / "Qwen3.6-35B-A3B-Q4_K_M.gguf",
+        "qwen35moe",
+        block_count=40,
+        head_count=16,
+        head_count_kv=2,
+        context_length=262144,
+        full_attention_interval=4,
+        expert_count=256,
+        expert_used_count=8,
+        **{"attention.key_length": 256, "attention.value_length": 256},
+    )
+
+
+def test_seed_article_setup_fits_one_a10g_at_16k(tmp_path):
+    header = read_header(file_reader(str(qwen36_like(tmp_path))))
+    fit = estimate_gguf_fit(header, weight_bytes=SEED_BYTES, gpu_count=1, gpu_memory_gib=24, max_model_len=16384)
+    assert fit.fits, fit.problems
+    # 10 full-attention layers x 2 (K, V) x 2 heads x 256 x 2 bytes = 20 KiB per token.
+    assert fit.kv_bytes_per_token == 20 * 1024
+    assert fit.overhead_bytes_per_gpu == GIB and fit.gpu_memory_utilization == 1.0
+    table = format_table(fit, title="ml.g5.2xlarge")
+    assert "verdict" in table and "FITS" in table
+    assert "quantization Q4_K_M" in table and "architecture qwen35moe" in table
+
+
+def test_too_big_a_file_does_not_fit_and_says_why(tmp_path):
+    header = read_header(file_reader(str(qwen36_like(tmp_path))))
+    fit = estimate_gguf_fit(header, weight_bytes=40_000_000_000, gpu_count=1, gpu_memory_gib=24, max_model_len=16384)
+    assert not fit.fits
+    (problem,) = fit.problems
+    assert problem.startswith("weights do not fit:")
+
+
+def test_layers_split_over_gpus_need_no_head_divisibility(tmp_path):
+    path = write_gguf(tmp_path / "m.gguf", head_count=12, head_count_kv=4, embedding_length=1536)
+    header = read_header(file_reader(str(path)))
+    fit = estimate_gguf_fit(header, weight_bytes=10**9, gpu_count=8, gpu_memory_gib=24, max_model_len=4096)
+    assert fit.fits and fit.problems == []
+
+
+def test_past_the_trained_context_is_a_llama_cpp_warning(tmp_path):
+    header = read_header(file_reader(str(write_gguf(tmp_path / "m.gguf", context_length=4096))))
+    fit = estimate_gguf_fit(header, weight_bytes=10**9, gpu_count=1, gpu_memory_gib=24, max_model_len=8192)
+    (warning,) = fit.warnings
+    assert "llama.cpp runs it" in warning and "LLAMA_ARG_ROPE_SCALING_TYPE" in warning
+
+
+# --- the plan command ----------------------------------------------------------------------------------
+
+
+def test_plan_gguf_local_file_fits(tmp_path, capsys):
+    path = qwen36_like(tmp_path)
+    rc = plan_main(
+        [
+            "--gguf",
+            str(path),
+            "--weights-bytes",
+            str(SEED_BYTES),
+            "--instance-type",
+            "ml.g5.2xlarge",
+            "--max-model-len",
+            "16384",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "ml.g5.2xlarge (1 x NVIDIA A10G, 24 GB), llama.cpp" in out and "FITS" in out
+
+
+def test_plan_gguf_that_does_not_fit_suggests_instances(tmp_path, capsys):
+    path = qwen36_like(tmp_path)
+    rc = plan_main(
+        [
+            "--gguf",
+            str(path),
+            "--weights-bytes",
+            "60000000000",
+            "--instance-type",
+            "ml.g5.2xlarge",
+            "--max-model-len",
+            "16384",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert "DOES NOT FIT" in out and "instance types that fit these settings with llama.cpp:" in out
+
+
+def test_plan_gguf_sums_the_parts_of_a_split_file(tmp_path, capsys):
+    # gguf-split writes split.count (a general key) into the first part, which holds all the metadata.
+    writer_path = tmp_path / "s-00001-of-00002.gguf"
+    writer = gguf.GGUFWriter(str(writer_path), "llama")
+    writer.add_uint16("split.count", 2)
+    writer.add_block_count(4)
+    writer.add_head_count(8)
+    writer.add_head_count_kv(8)
+    writer.add_embedding_length(512)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    (tmp_path / "s-00002-of-00002.gguf").write_bytes(b"\0" * 5000)
+    rc = plan_main(["--gguf", str(writer_path), "--instance-type", "ml.g6.xlarge", "--max-model-len", "4096"])
+    out = capsys.readouterr().out
+    total = writer_path.stat().st_size + 5000
+    assert rc == 0, out
+    assert f"weights: {total:,} bytes in 2 file(s)" in out
+
+
+def test_plan_gguf_reads_the_header_from_s3(tmp_path, s3, capsys):  # noqa: F811
+    path = qwen36_like(tmp_path)
+    s3.client.put_object(Bucket=BUCKET, Key="ggufs/" + path.name, Body=path.read_bytes())
+    uri = f"s3://{BUCKET}/ggufs/{path.name}"
+    rc = plan_main(["--gguf", uri, "--instance-type", "ml.g5.2xlarge", "--max-model-len", "16384"], s3_client=s3.client)
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"weights: {path.stat().st_size:,} bytes in 1 object(s) under s3://{BUCKET}/ggufs/" in out
+
+
+def test_plan_gguf_bad_file_is_exit_2_with_the_reason(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    rc = plan_main(["--gguf", str(bad), "--instance-type", "ml.g5.2xlarge", "--max-model-len", "4096"])
+    assert rc == 2
+    assert "does not start with the bytes 'GGUF'" in capsys.readouterr().err
+
+
+# --- S3 range reads, as the preflight does them ---------------------------------------------------------
+
+
+def test_read_s3_gguf_uses_range_gets(tmp_path, s3):  # noqa: F811
+    path = write_gguf(tmp_path / "m-Q4_K_M.gguf", tensor_mib=6)
+    s3.client.put_object(Bucket=BUCKET, Key="p/m-Q4_K_M.gguf", Body=path.read_bytes())
+    ranges = []
+    s3.client.meta.events.register(
+        "before-call.s3.GetObject", lambda params, **kw: ranges.append(params["headers"].get("Range"))
+    )
+    found = read_s3_gguf(s3.client, BUCKET, "p/", ["m-Q4_K_M.gguf", "README.md"], "m-Q4_K_M.gguf")
+    assert found.error is None and found.config["num_hidden_layers"] == 8
+    # One range GET of the first 4 MiB: the 6 MiB of tensor data past it are never fetched.
+    assert ranges == ["bytes=0-4194303"]
+    assert found.files == ("m-Q4_K_M.gguf",)
+
+
+def test_read_s3_gguf_says_when_the_object_is_not_gguf(s3):  # noqa: F811
+    s3.client.put_object(Bucket=BUCKET, Key="p/x.gguf", Body=b"<html>not a model</html>")
+    found = read_s3_gguf(s3.client, BUCKET, "p/", ["x.gguf"])
+    assert found.error.startswith("is not a GGUF file llama.cpp can load: not a GGUF file")
+
+
+def test_the_header_sizes_match_what_the_estimate_reports(tmp_path):
+    header = read_header(file_reader(str(qwen36_like(tmp_path))))
+    assert json.dumps(gguf_config(header))  # plain JSON values: the Lambda's data stays serialisable
