@@ -387,7 +387,25 @@ def _graph(title: str, left: Sequence[cloudwatch.IMetric], *, label: str | None 
     )
 
 
-class MonitoredEndpoint(_DashboardOwner):
+class InvocationMetrics:
+    """The invocation metrics an endpoint variant and an inference component both publish in AWS/SageMaker
+    (SageMaker monitoring docs, "Endpoint invocation metrics"), through the owner's own ``metric``."""
+
+    def metric_invocation_4xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation4XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_invocation_model_errors(self, **kwargs: Any) -> cloudwatch.Metric:
+        return self.metric("InvocationModelErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
+
+    def metric_overhead_latency(self, **kwargs: Any) -> cloudwatch.Metric:
+        """SageMaker's own latency on top of the model's, in microseconds (p90 by default)."""
+        return self.metric("OverheadLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)  # type: ignore[attr-defined]
+
+
+class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
     """Metrics, alarms, dashboard and update policy of a ``GpuEndpoint`` (one model on whole instances).
 
     Expects ``monitored_name`` (the literal endpoint name), ``variant_name``, ``instance``, ``endpoint``,
@@ -402,16 +420,6 @@ class MonitoredEndpoint(_DashboardOwner):
         return _variant_dims(self.monitored_name, self.variant_name)  # type: ignore[attr-defined]
 
     # metric_* helpers (dimensions through the endpoint's attributes, like metric_invocations)
-    def metric_invocation_4xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation4XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
-
-    def metric_invocation_model_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("InvocationModelErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
-
-    def metric_overhead_latency(self, **kwargs: Any) -> cloudwatch.Metric:
-        """SageMaker's own latency on top of the model's, in microseconds (p90 by default)."""
-        return self.metric("OverheadLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)  # type: ignore[attr-defined]
-
     def metric_cpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
         return self.metric("CPUUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)  # type: ignore[attr-defined]
 
@@ -531,7 +539,7 @@ class MonitoredEndpoint(_DashboardOwner):
         )
 
 
-class MonitoredComponent:
+class MonitoredComponent(InvocationMetrics):
     """Metrics, alarms and update policy of an ``InferenceComponent`` (dimension ``InferenceComponentName``).
 
     Expects ``inference_component_name``, ``component``, ``role``, ``scale_to_zero``, ``initial_copies`` and
@@ -540,18 +548,6 @@ class MonitoredComponent:
 
     alarms: Sequence[cloudwatch.Alarm] = ()
     update_policy: UpdatePolicy | None = None
-
-    def metric_invocation_4xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation4XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
-
-    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
-
-    def metric_invocation_model_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("InvocationModelErrors", statistic="Sum", **kwargs)  # type: ignore[attr-defined]
-
-    def metric_overhead_latency(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("OverheadLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)  # type: ignore[attr-defined]
 
     def metric_gpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
         """GPU use of the component's copies, 0-100 over the GPUs reserved for them."""

@@ -357,8 +357,9 @@ class StagedCheckpoint(Construct):
         # "Multipart upload API and permissions" (mpuoverview.html#mpuAndPermissions).
         role.add_to_policy(
             iam.PolicyStatement(
-                # ListMultipartUploadParts: the worker resumes a file's upload from its listed parts.
-                actions=["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
+                # ListMultipartUploadParts: the worker resumes a file's upload from its listed parts. Reads
+                # (GetObject) come from grant_read below, on the same scope.
+                actions=["s3:PutObject", "s3:AbortMultipartUpload", "s3:ListMultipartUploadParts"],
                 resources=[self._write_scope()],
                 conditions=self._read_scope.owner_condition() or None,
             )
