@@ -33,8 +33,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".mutation"
 EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.json")
 GOAL = 0.90
-PRELOAD = "mutmut-preload.txt"
-PRELOADED = ("pytest", "boto3", "botocore.session", "botocore.stub", "hypothesis", "urllib3", "http.server")
 
 
 @dataclass(frozen=True)
@@ -123,11 +121,7 @@ def mutmut_config(suite: Suite, where: Path) -> str:
     mutated = {(where / s).resolve() for s in suite.sources}
     others: list[str] = []
     for p in sorted(where.iterdir()):
-        if (
-            p.name.startswith(".")
-            or p.name in ("mutants", "tests", "mutmut-run.log", PRELOAD)
-            or p.resolve() in mutated
-        ):
+        if p.name.startswith(".") or p.name in ("mutants", "tests", "mutmut-run.log") or p.resolve() in mutated:
             continue
         if p.is_dir() and any(m.is_relative_to(p.resolve()) for m in mutated):
             others += [str(f.relative_to(where)) for f in sorted(p.rglob("*.py")) if f.resolve() not in mutated]
@@ -139,14 +133,10 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         f"also_copy = {listed(others)}\n"
         f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
-        # Each mutant imports our modules afresh: a table built at import time (the context parsers, the
-        # engine data) is built by the mutant, not inherited from a parent that imported the original.
-        # Only third-party modules are preloaded; aws_cdk is not, as its jsii kernel is a child process.
-        'process_isolation = "forkserver"\n'
-        'forkserver_warmup = "import"\n'
-        f'preload_modules_file = "{PRELOAD}"\n'
-        "timeout_multiplier = 4.0\n"
-        "timeout_constant = 60.0\n"  # a fresh import of aws_cdk per mutant is not in the measured durations
+        # One fork per mutant from a process that imported the code once: mutmut switches mutants inside each
+        # function at call time, so code must run in functions to be mutated (the context parsers are
+        # module-level functions with bound settings for this reason); what runs only at import is not.
+        "timeout_constant = 10.0\n"
     )
 
 
@@ -155,7 +145,6 @@ def run_mutmut(suite: Suite, children: int, log) -> Outcome:
     pyproject = where / "pyproject.toml"
     text = (ROOT / "pyproject.toml").read_text()
     pyproject.write_text(text + mutmut_config(suite, where))
-    (where / PRELOAD).write_text("\n".join(PRELOADED) + "\n")
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     started = time.monotonic()
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
