@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from constructs_lib.catalog import DATA_DIR, known_instance_types
 from constructs_lib.prices import UNKNOWN, hours_per_month, known_regions, price
@@ -16,41 +17,48 @@ def test_every_figure_has_a_date_and_a_source_and_names_a_catalog_type():
     for region, prices in DATA["regions"].items():
         for instance_type, entry in prices.items():
             assert instance_type in known_instance_types(), (region, instance_type)
-            assert entry["usd_per_hour"] > 0 and entry["date"] and entry["source"].startswith("AWS Price List"), (
+            assert entry["usd_per_hour"] > 0 and re.fullmatch(r"\d{4}-\d{2}-\d{2}", entry["date"]), (
                 region,
                 instance_type,
             )
+            # Traceable: a URL, and a repository file is pinned to a commit (never a branch that moves).
+            source = entry["source"]
+            assert source.startswith("https://"), (region, instance_type)
+            if "/blob/" in source:
+                assert re.search(r"/blob/[0-9a-f]{40}/", source), (region, instance_type)
 
 
 def test_known_and_unknown_prices():
-    g6 = price("ml.g6.xlarge", "us-east-1")
-    assert g6.usd_per_hour == 1.1267 and g6.hourly_text(2) == "2.25" and g6.monthly_text() == "822"
+    g5 = price("ml.g5.2xlarge", "us-east-1")
+    assert g5.usd_per_hour == 1.515 and g5.hourly_text(2) == "3.03" and g5.monthly_text() == "1,106"
+    assert g5.date == "2025-02-13" and "foundation-model-benchmarking-tool" in g5.source
     assert hours_per_month() == 730
-    for unknown in (price("ml.g6.xlarge", "eu-west-1"), price("ml.p5.48xlarge", "us-east-1"), price("x", "mars-1")):
+    # No sourced figure: another region, a type no source prices, an unknown region. Never borrowed from us-east-1.
+    for unknown in (price("ml.g5.2xlarge", "eu-west-1"), price("ml.g6e.2xlarge", "us-east-1"), price("x", "mars-1")):
         assert not unknown.known and unknown.usd_per_month is None
         assert unknown.hourly_text() == UNKNOWN and unknown.monthly_text() == UNKNOWN
 
 
 def test_cost_of_an_always_on_variant():
-    (line,) = cost_lines({"InstanceType": "ml.g6e.2xlarge", "InitialInstanceCount": 2}, "us-east-1")
-    assert line.startswith("  cost in us-east-1: 2 x ml.g6e.2xlarge = USD 5.61/h, USD 4,092/month (730 h always on)")
-    assert "price of 2026-10-05, sourced in constructs_lib/data/sagemaker_prices.json" in line
+    (line,) = cost_lines({"InstanceType": "ml.g5.2xlarge", "InitialInstanceCount": 2}, "us-east-1")
+    assert line.startswith("  cost in us-east-1: 2 x ml.g5.2xlarge = USD 3.03/h, USD 2,212/month (730 h always on)")
+    assert "price of 2025-02-13, sourced in constructs_lib/data/sagemaker_prices.json" in line
     (unknown,) = cost_lines({"InstanceType": "ml.g6e.2xlarge", "InitialInstanceCount": 1}, "eu-west-1")
     assert "USD ?/h, USD ?/month" in unknown and "no sourced price" in unknown
 
 
 def test_cost_with_managed_scaling_and_scale_to_zero():
     variant = {
-        "InstanceType": "ml.g6.xlarge",
+        "InstanceType": "ml.g6.2xlarge",
         "InitialInstanceCount": 1,
         "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 3},
     }
     cost, note = cost_lines(variant, "us-east-1")
-    assert "USD 0.00/h idle (0 x ml.g6.xlarge), USD 3.38/h at full scale (3 x)" in cost
+    assert "USD 0.00/h idle (0 x ml.g6.2xlarge), USD 3.67/h at full scale (3 x)" in cost
     assert note.startswith("  scale-to-zero: no instance (USD 0/h) while idle; a cold start")
     variant["ManagedInstanceScaling"]["MinInstanceCount"] = 1
     (cost,) = cost_lines(variant, "us-east-1")
-    assert "always-on minimum USD 822/month" in cost
+    assert "always-on minimum USD 892/month" in cost
     (token,) = cost_lines({"InstanceType": {"Ref": "Type"}}, "us-east-1")
     assert "not a literal" in token
 
@@ -62,7 +70,7 @@ def test_summary_prints_the_cost_for_the_region_asked(tmp_path, capsys):
                 "Type": "AWS::SageMaker::EndpointConfig",
                 "Properties": {
                     "ProductionVariants": [
-                        {"VariantName": "AllTraffic", "InstanceType": "ml.g6.xlarge", "InitialInstanceCount": 1}
+                        {"VariantName": "AllTraffic", "InstanceType": "ml.g6.2xlarge", "InitialInstanceCount": 1}
                     ]
                 },
             }
@@ -70,5 +78,5 @@ def test_summary_prints_the_cost_for_the_region_asked(tmp_path, capsys):
     }
     (tmp_path / "Stack.template.json").write_text(json.dumps(template))
     assert main([str(tmp_path), "--region", "us-east-1"]) == 0
-    assert "cost in us-east-1: 1 x ml.g6.xlarge = USD 1.13/h, USD 822/month" in capsys.readouterr().out
+    assert "cost in us-east-1: 1 x ml.g6.2xlarge = USD 1.22/h, USD 892/month" in capsys.readouterr().out
     assert main([str(tmp_path), "--region"]) == 2
