@@ -267,7 +267,7 @@ def table(outcomes: list[Outcome]) -> str:
     ]
     for o in outcomes:
         total = sum(o.counts.values())
-        survived = o.counts.get("survived", 0) + o.counts.get("suspicious", 0)
+        survived = o.counts.get("survived", 0) + o.counts.get("suspicious", 0) - o.equivalent
         lines.append(
             f"| {o.suite} | {total} | {o.killed} | {survived} | {o.counts.get('no tests', 0)} | {o.equivalent} "
             f"| {o.score:.1%} | {o.seconds / 60:.1f} |"

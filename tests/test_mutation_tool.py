@@ -1,0 +1,57 @@
+"""``tools/mutation.py`` without running a mutation: the IAM mutator's mutants, the scoring, the suites."""
+
+from __future__ import annotations
+
+import ast
+import json
+
+from tests.conftest import ROOT
+from tools.mutation import EQUIVALENTS, SUITES, Outcome, apply_equivalents, delete_element, iam_mutants, table
+
+SOURCE = """
+role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"], resources=[x]))
+key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
+only = ["sagemaker:InvokeEndpoint"]
+not_an_action = ["models/", "https://example.com"]
+"""
+
+
+def test_each_action_literal_is_one_mutant_and_each_deletion_is_still_python() -> None:
+    mutants = iam_mutants(SOURCE)
+    assert sorted(action for _, _, action in mutants) == [
+        "kms:Decrypt",
+        "kms:GenerateDataKey",
+        "s3:AbortMultipartUpload",
+        "s3:PutObject",
+        "sagemaker:InvokeEndpoint",
+    ]
+    for start, end, action in mutants:
+        mutated = delete_element(SOURCE, start, end)
+        ast.parse(mutated)
+        assert mutated.count(f'"{action}"') == SOURCE.count(f'"{action}"') - 1
+
+
+def test_deleting_the_last_element_removes_the_comma_before_it() -> None:
+    (_, (start, end, _)) = iam_mutants('x = ["a:B", "c:D"]\n')
+    assert delete_element('x = ["a:B", "c:D"]\n', start, end) == 'x = ["a:B"]\n'
+
+
+def test_an_equivalent_mutant_leaves_the_score_and_the_survivor_list() -> None:
+    outcome = Outcome("iam", counts={"killed": 9, "survived": 1}, survivors=["a.py:s3:GetObject#3: survived"])
+    apply_equivalents(outcome, {"a.py:s3:GetObject#3": "granted twice"})
+    assert (outcome.score, outcome.survivors, outcome.equivalent) == (1.0, [], 1)
+    assert "| iam | 10 | 9 | 0 | 0 | 1 | 100.0% |" in table([outcome])
+
+
+def test_timeouts_count_as_killed_and_untested_mutants_against_the_score() -> None:
+    outcome = Outcome("m", counts={"killed": 6, "timeout": 1, "survived": 2, "no tests": 1})
+    assert outcome.killed == 7 and outcome.score == 0.7
+
+
+def test_every_suite_names_test_files_that_exist_and_every_equivalent_has_a_reason() -> None:
+    for suite in SUITES:
+        assert suite.tests, suite.name
+        for test in suite.tests:
+            assert (ROOT / test.split("::")[0]).is_file(), test
+    for name, reason in json.loads(EQUIVALENTS.read_text()).items():
+        assert len(reason) > 40, name
