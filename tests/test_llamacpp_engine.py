@@ -128,6 +128,7 @@ def test_model_image_is_the_built_asset_with_the_gguf_model_path():
                     "LLAMA_ARG_N_PARALLEL": "4",
                     "LLAMA_ARG_FLASH_ATTN": "on",
                     "LLAMA_ARG_OFFLINE": "true",
+                    "LLAMA_ARG_KV_UNIFIED": "true",
                 },
             },
         },

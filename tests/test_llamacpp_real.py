@@ -34,6 +34,7 @@ def real_adapter(tmp_path):
         LLAMA_ARG_N_GPU_LAYERS="0",
         LLAMA_ARG_THREADS="2",
         LLAMA_ARG_OFFLINE="true",
+        LLAMA_ARG_KV_UNIFIED="true",  # as engines.json sets it
         LLAMA_ARG_UI="false",
     )
     assert model.is_file()
@@ -75,7 +76,8 @@ def test_real_server_settings_come_from_llama_arg_variables(real_adapter):
     assert status == 200
     props = json.loads(body)
     assert props["total_slots"] == 2
-    assert props["default_generation_settings"]["n_ctx"] in (256, 512)  # per slot, or the whole context
+    # One KV cache shared by the slots: each request may use the whole context, not 512 / 2.
+    assert props["default_generation_settings"]["n_ctx"] == 512
 
 
 def test_sigterm_stops_the_real_server(real_adapter):
