@@ -26,7 +26,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
 	@if [ -x $(UV_DIR)/bin/uv ] || $(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR) uv==$(UV_VERSION) >/dev/null 2>&1; then \
 	  echo "installing $(VENV) with uv $(UV_VERSION)"; \
-	  $(UV_DIR)/bin/uv venv --quiet --seed --python $(PYTHON) $(VENV) && \
+	  $(UV_DIR)/bin/uv venv --clear --quiet --seed --python $(PYTHON) $(VENV) && \
 	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt; \
 	else \
 	  echo "uv unavailable: installing $(VENV) with pip"; \
