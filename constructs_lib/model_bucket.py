@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -71,7 +73,16 @@ class ModelBucket(Construct):
 def app_bucket_name(app: str) -> str:
     """``<app>-models-<account>-<region>``: one model bucket per account, region and app, found again by name.
 
-    S3 bucket names are global, lower case and at most 63 characters: the app part is cut to 28.
+    S3 bucket names are global, lower case and at most 63 characters (S3 bucket naming rules): with
+    ``-models-``, a 12-digit account and the longest region name (15, ``us-isof-south-1``), 27 are left for
+    the app. A longer name keeps its first 20 characters and a hash of the whole name, so two apps that
+    share a beginning never share a bucket.
     """
-    part = "".join(c if c.isalnum() else "-" for c in app.lower())[:28].strip("-") or "llm"
+    part = "".join(c if c.isalnum() else "-" for c in app.lower()).strip("-") or "llm"
+    if len(part) > APP_PART:
+        digest = hashlib.sha256(app.encode()).hexdigest()[:6]
+        part = f"{part[: APP_PART - 7].rstrip('-')}-{digest}"
     return f"{part}-models-{cdk.Aws.ACCOUNT_ID}-{cdk.Aws.REGION}"
+
+
+APP_PART = 63 - len("-models-") - 12 - 1 - 15  # 27

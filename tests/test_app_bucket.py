@@ -45,3 +45,26 @@ def test_reuse_goes_alone():
     with pytest.raises(ConfigError) as info:
         DeploymentConfig.from_context(context_with(reuse_model_bucket="true", model_bucket="my-models"))
     assert any(p.startswith("reuse_model_bucket=true: reuses the bucket") for p in info.value.problems)
+
+
+def test_long_app_names_fit_63_characters_in_every_region_and_stay_apart():
+    from constructs_lib.model_bucket import app_bucket_name
+
+    longest_region, account = "us-isof-south-1", "123456789012"
+
+    def resolved(app: str) -> str:
+        return (
+            app_bucket_name(app).replace(cdk_token("AccountId"), account).replace(cdk_token("Region"), longest_region)
+        )
+
+    a = resolved("LlmEndpoint-Qwen3-Coder-30B-A3B")
+    b = resolved("LlmEndpoint-Qwen3-Coder-30B-A3B-FP8")
+    assert len(a) <= 63 and len(b) <= 63
+    assert a != b  # the same first 28 characters once gave both apps one bucket
+    assert resolved("LlmEndpoint") == f"llmendpoint-models-{account}-{longest_region}"  # short names unchanged
+
+
+def cdk_token(name: str) -> str:
+    import aws_cdk as cdk
+
+    return {"AccountId": cdk.Aws.ACCOUNT_ID, "Region": cdk.Aws.REGION}[name]
