@@ -213,6 +213,11 @@ def _matches(path: str, pattern: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for name in names)
 
 
+def gguf_models(ggufs: Iterable[str]) -> list[str]:
+    """The models among ``.gguf`` paths: a split file counts once, by its first part."""
+    return sorted(p for p in ggufs if not (m := SPLIT_PART.search(p)) or m.group(1) == "00001")
+
+
 def select_gguf(paths: Iterable[str], pattern: str | None = None) -> tuple[str | None, list[str]]:
     """(the file whose header holds the metadata, every file of that model) among ``paths``.
 
@@ -220,7 +225,7 @@ def select_gguf(paths: Iterable[str], pattern: str | None = None) -> tuple[str |
     first part holds the metadata (gguf-split writes it there), and all its parts hold the weights.
     """
     ggufs = sorted(p for p in paths if p.endswith(".gguf") and (pattern is None or _matches(p, pattern)))
-    firsts = [p for p in ggufs if not (m := SPLIT_PART.search(p)) or m.group(1) == "00001"]
+    firsts = gguf_models(ggufs)
     if not firsts:
         return None, []
     first = firsts[0]
@@ -365,9 +370,21 @@ class S3Gguf:
 
 def read_s3_gguf(s3: Any, bucket: str, prefix: str, paths: Iterable[str], pattern: str | None = None) -> S3Gguf:
     """Find the GGUF model among ``paths`` (keys relative to ``prefix``) and read its header by range GETs."""
+    paths = list(paths)
     name, files = select_gguf(paths, pattern)
     if name is None:
         return S3Gguf()
+    matching = gguf_models(p for p in paths if p.endswith(".gguf") and pattern is not None and _matches(p, pattern))
+    if len(matching) > 1:
+        # The adapter refuses to choose among several (containers/llamacpp/serve.py find_model): the endpoint
+        # would fail its health check after the whole wait, so say it now.
+        shown = ", ".join(matching[:5])
+        return S3Gguf(
+            name,
+            tuple(files),
+            error=f"is one of {len(matching)} GGUF models matching gguf_file={pattern!r} ({shown}): the serving "
+            "adapter refuses to choose, so the endpoint would never start; set gguf_file to one of them",
+        )
     try:
         header = read_header(s3_reader(s3, bucket, prefix + name))
         return S3Gguf(name, tuple(files), header, gguf_config(header))

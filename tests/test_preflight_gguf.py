@@ -92,3 +92,16 @@ def test_the_weight_format_table_is_not_applied_to_a_gguf(handler, s3, gguf_byte
     )
     data = handler.on_event(event(props=props))["Data"]
     assert "format table" not in data.get("Notes", "")
+
+
+def test_a_gguf_file_pattern_matching_several_models_is_refused_as_the_adapter_would(
+    handler,  # noqa: F811
+    s3,  # noqa: F811
+    tmp_path,
+    gguf_bytes,
+):
+    other = write_gguf(tmp_path / "other.gguf").read_bytes()
+    stage_gguf(s3, gguf_bytes, extra={"Qwen3.6-35B-A3B-Q4_K_L.gguf": other})
+    applied(handler, quota("ml.g5.2xlarge for endpoint usage"))
+    message = refused(handler, properties(InstanceType="ml.g5.2xlarge", MaxModelLen="16384", GgufFile="*Q4_K*"))
+    assert "is one of 2 GGUF models matching gguf_file='*Q4_K*'" in message and "set gguf_file to one" in message
