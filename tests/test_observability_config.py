@@ -2,21 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
-from stacks.config import ConfigError, DeploymentConfig
 from stacks.observability import thresholds_of, update_policy_of
-from tests.conftest import context_with
-
-
-def load(**overrides):
-    return DeploymentConfig.from_context(context_with(**overrides))
-
-
-def problems_of(**overrides) -> list[str]:
-    with pytest.raises(ConfigError) as info:
-        load(**overrides)
-    return info.value.problems
+from tests.test_config import load, problems_of
 
 
 def test_defaults_are_alarms_dashboard_and_the_modes_policy():
