@@ -164,6 +164,11 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         # function at call time, so code must run in functions to be mutated (the context parsers are
         # module-level functions with bound settings for this reason); what runs only at import is not.
         "timeout_constant = 10.0\n"
+        # mutmut keeps a cached verdict when only tests change ("Rerun mutant if it's explicitly mentioned, but
+        # otherwise let the result stand", mutmut/__main__.py _run): a test added to kill a survivor would not
+        # count. Watching the tests and rerunning everything when one changes keeps the score honest.
+        'cache_invalidation_files = ["tests/**/*.py", "tests/**/*.json", "tests/**/*.txt"]\n'
+        'on_dependency_change = "rerun"\n'
     )
 
 
