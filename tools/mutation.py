@@ -41,6 +41,8 @@ class Suite:
     sources: tuple[str, ...]  # what mutmut mutates
     tests: tuple[str, ...]  # the module's own tests, and nothing else
     kind: str = "mutmut"  # or "iam"
+    # mutmut kills a mutant after (its tests' time + 10 s) x this many seconds (mutmut's default: 15)
+    timeout_multiplier: float | None = None
 
 
 SUITES = (
@@ -55,6 +57,9 @@ SUITES = (
             "tests/test_hfstage_worker_edges.py",
             "tests/test_hfstage_ranges.py",
         ),
+        # Mutants of its retry, wait and poll loops hang (a wait with no timeout, a condition never met);
+        # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s.
+        timeout_multiplier=3.0,
     ),
     Suite(
         "endpoint_client",
@@ -169,6 +174,7 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         # count. Watching the tests and rerunning everything when one changes keeps the score honest.
         'cache_invalidation_files = ["tests/**/*.py", "tests/**/*.json", "tests/**/*.txt"]\n'
         'on_dependency_change = "rerun"\n'
+        + (f"timeout_multiplier = {suite.timeout_multiplier}\n" if suite.timeout_multiplier else "")
     )
 
 
