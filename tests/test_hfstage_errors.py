@@ -1,0 +1,126 @@
+"""How the worker classifies and words a failed call: retry it or stop, and what the user reads.
+
+An S3 error the worker retries when it should stop wastes the job's hours; one it stops on when a retry
+would do fails a deployment; a reason without its code or HTTP status leaves the user guessing.
+"""
+
+from __future__ import annotations
+
+import pytest
+from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+
+from hfstage.hub import _retry_after
+from hfstage.transfer import IntegrityError, PermanentError, TransientError, describe_client_error, s3_error
+from hfstage.worker import parse_token
+
+
+def client_error(code: str | None, status: int | None, operation: str = "UploadPart") -> ClientError:
+    response: dict = {}
+    if code is not None:
+        response["Error"] = {"Code": code, "Message": "..."}
+    if status is not None:
+        response["ResponseMetadata"] = {"HTTPStatusCode": status}
+    return ClientError(response, operation)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "kind"),
+    [
+        ("InternalError", 500, TransientError),
+        ("ServiceUnavailable", 503, TransientError),
+        ("SlowDown", 503, TransientError),
+        ("Whatever", 500, TransientError),  # any 5xx
+        ("Whatever", 501, TransientError),
+        ("TooManyRequests", 429, TransientError),
+        ("RequestTimeout", 400, TransientError),  # S3 answers 400 for these (S3 API error codes)
+        ("RequestTimeTooSkewed", 403, TransientError),
+        ("BadDigest", 400, TransientError),  # the part arrived damaged: send it again
+        ("InvalidPart", 400, TransientError),
+        ("Throttling", 400, TransientError),
+        ("ThrottlingException", 400, TransientError),
+        ("AccessDenied", 403, PermanentError),
+        ("NoSuchBucket", 404, PermanentError),
+        ("InvalidRequest", 400, PermanentError),
+        ("Whatever", 499, PermanentError),
+        ("Whatever", 428, PermanentError),
+        ("Whatever", 430, PermanentError),
+        ("NoSuchUpload", 404, IntegrityError),  # the upload is gone: the file starts again
+    ],
+)
+def test_s3_errors_are_retried_or_stop_the_run_by_code_and_status(code: str, status: int, kind: type) -> None:
+    error = s3_error(client_error(code, status), "UploadPart 3 of s3://bkt/models/w")
+    assert type(error) is kind
+    assert str(error).startswith(f"UploadPart 3 of s3://bkt/models/w: {code} (HTTP {status})")
+
+
+def test_a_code_alone_or_a_status_alone_still_classifies() -> None:
+    assert type(s3_error(client_error("SlowDown", None), "PutObject")) is TransientError
+    assert type(s3_error(client_error(None, 503), "PutObject")) is TransientError
+    assert type(s3_error(client_error(None, 403), "PutObject")) is PermanentError
+    assert type(s3_error(client_error("AccessDenied", None), "PutObject")) is PermanentError
+    assert type(s3_error(ClientError({}, "PutObject"), "PutObject")) is PermanentError
+
+
+def test_an_upload_aborted_elsewhere_says_so() -> None:
+    error = s3_error(client_error("NoSuchUpload", 404), "UploadPart 1 of s3://bkt/k")
+    assert (
+        str(error) == "UploadPart 1 of s3://bkt/k: NoSuchUpload (HTTP 404) (the multipart upload was aborted elsewhere)"
+    )
+
+
+@pytest.mark.parametrize(
+    "error",
+    [EndpointConnectionError(endpoint_url="https://s3"), ReadTimeoutError(endpoint_url="https://s3")],
+)
+def test_connection_errors_are_retried_and_named(error: Exception) -> None:
+    classified = s3_error(error, "UploadPart 2 of s3://bkt/k")
+    assert type(classified) is TransientError
+    assert str(classified) == f"UploadPart 2 of s3://bkt/k: {type(error).__name__}"
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "text"),
+    [
+        ("AccessDenied", 403, "ListParts: AccessDenied (HTTP 403)"),
+        ("404", 404, "ListParts: 404"),  # HeadObject's code is its status: said once
+        (None, 503, "ListParts: 503"),
+        ("SlowDown", None, "ListParts: SlowDown"),
+        (None, None, "ListParts: error"),
+    ],
+)
+def test_a_client_error_is_described_by_code_and_status(code: str | None, status: int | None, text: str) -> None:
+    assert describe_client_error(client_error(code, status, "ListParts"), "ListParts") == text
+
+
+def test_any_other_error_is_described_by_its_type() -> None:
+    assert describe_client_error(KeyError("x"), "reading the secret") == "reading the secret: KeyError"
+
+
+@pytest.mark.parametrize(
+    ("secret", "reason"),
+    [
+        ("{not json", "the secret looks like JSON but does not parse"),
+        ('{"other": "x"}', "the secret is a JSON object without a 'token' or 'HF_TOKEN' string"),
+        ('{"token": "  "}', "the secret is a JSON object without a 'token' or 'HF_TOKEN' string"),
+        ('{"token": 5}', "the secret is a JSON object without a 'token' or 'HF_TOKEN' string"),
+        ("   ", "the secret is empty"),
+    ],
+)
+def test_an_unusable_token_secret_says_why(secret: str, reason: str) -> None:
+    with pytest.raises(ValueError) as raised:
+        parse_token(secret)
+    assert str(raised.value) == reason
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("7", 7.0), ("0", 0.0), ("-3", 0.0), ("1.5", 1.5), ("Wed, 21 Oct 2015 07:28:00 GMT", None), (None, None)],
+)
+def test_retry_after_is_seconds_never_negative(value: str | None, seconds: float | None) -> None:
+    import email.message
+
+    headers = email.message.Message()
+    if value is not None:
+        headers["Retry-After"] = value
+    assert _retry_after(headers) == seconds
+    assert _retry_after(None) is None
