@@ -224,14 +224,19 @@ class FakeHub:
         self.endpoint = f"http://127.0.0.1:{hub.server_address[1]}"
         self.cdn_endpoint = f"http://127.0.0.1:{cdn.server_address[1]}"
         for server in self._servers:
-            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+            # A short poll: stop() waits for it, once per test (mutation testing runs each test thousands of times).
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
 
     def stop(self) -> None:
+        stopping = [threading.Thread(target=server.shutdown) for server in self._servers]  # both at once
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join(timeout=5)
         for server in self._servers:
-            server.shutdown()
             server.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
