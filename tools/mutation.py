@@ -60,6 +60,7 @@ SUITES = (
             "tests/test_hfstage_errors.py",
             "tests/test_hfstage_cli.py",
             "tests/test_hfstage_log.py",
+            "tests/test_hfstage_hosts.py",
         ),
         # Mutants of its retry, wait and poll loops hang (a wait with no timeout, a condition never met);
         # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s.
