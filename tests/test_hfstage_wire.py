@@ -1,0 +1,295 @@
+"""The exact S3 calls FileStager makes for one file, in order, checked by botocore's Stubber: what each part
+carries (its number, its CRC32 for S3 to check), the metadata on the object, the hash checkpoints created
+and dropped, and the completion that lists every part. One upload thread and one part buffer make the order
+fixed: part n's checkpoint is written before part n+1 is sent.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from botocore.stub import ANY, Stubber
+
+from hfstage import hashstate
+from hfstage.events import EventLog, Progress
+from hfstage.hub import HubClient
+from hfstage.transfer import (
+    BufferPool,
+    FileFailed,
+    FileStager,
+    ResumePoint,
+    Settings,
+    checkpoint_key,
+    crc32_b64,
+    parts_digest,
+)
+from tests.fakes.fake_hub import FakeHub, Synthetic
+from tests.fakes.fixtures import boto_session, fake_hub  # noqa: F401
+
+MiB = 1024 * 1024
+REPO = "Org/Model"
+BIG = "w.safetensors"
+SIZE = 11 * MiB  # parts of 5, 5 and 1 MiB
+
+
+@pytest.fixture
+def s3_stub():
+    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.fixture
+def repo(fake_hub: FakeHub):  # noqa: F811
+    return fake_hub.add_repo(REPO, {BIG: Synthetic(SIZE, seed=7), "config.json": b'{"a": 1}'})
+
+
+def stager(hub: FakeHub, s3, uploads: ThreadPoolExecutor, log: io.StringIO, **settings) -> FileStager:
+    config = Settings(part_size=5 * MiB, parts_in_flight=1, retry_base_s=0.0, **settings)
+    return FileStager(
+        hub=HubClient(hub.endpoint),
+        s3=s3,
+        bucket="bkt",
+        prefix="models/",
+        repo_id=REPO,
+        sha=hub.repos[REPO].sha,
+        settings=config,
+        pool=BufferPool(config.part_size, config.parts_in_flight),
+        uploads=uploads,
+        progress=Progress(1, SIZE),
+        log=EventLog(log),
+        stop=threading.Event(),
+    )
+
+
+def file_of(hub: FakeHub, path: str):
+    return next(f for f in HubClient(hub.endpoint).revision_info(REPO, "main").files if f.path == path)
+
+
+def metadata(hub: FakeHub, path: str) -> dict[str, str]:
+    f = hub.repos[REPO].files[path]
+    meta = {"hf-repo-id": REPO, "hf-revision": hub.repos[REPO].sha, "hf-blob-id": f.blob_id}
+    if f.lfs:
+        meta["hf-sha256"] = f.sha256
+    return meta
+
+
+def parts_of(data: bytes) -> list[bytes]:
+    return [data[i : i + 5 * MiB] for i in range(0, len(data), 5 * MiB)]
+
+
+def states_after(data: bytes) -> list[bytes]:
+    """The SHA-256 state after each part (what a checkpoint key carries)."""
+    assert hashstate.available()
+    h = hashstate.ResumableHash("sha256")
+    states = []
+    for part in parts_of(data):
+        h.update(part)
+        states.append(h.state())
+    return states
+
+
+def test_a_multipart_file_on_the_wire(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    key = "models/" + BIG
+    etags = ['"e1"', '"e2"', '"e3"']
+    ckpt = [checkpoint_key("models/", BIG, "u1", n, states[n - 1], parts_digest(etags[:n])) for n in (1, 2)]
+    stub.add_response(
+        "create_multipart_upload",
+        {"UploadId": "u1"},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "ContentType": "application/octet-stream",
+            "Metadata": metadata(fake_hub, BIG),
+            "ChecksumAlgorithm": "CRC32",
+        },
+    )
+
+    def part(n: int) -> None:
+        stub.add_response(
+            "upload_part",
+            {"ETag": etags[n - 1]},
+            {
+                "Bucket": "bkt",
+                "Key": key,
+                "UploadId": "u1",
+                "PartNumber": n,
+                "Body": ANY,
+                "ChecksumAlgorithm": "CRC32",
+                "ChecksumCRC32": crc32_b64(parts[n - 1]),
+            },
+        )
+
+    def marker(n: int) -> None:
+        stub.add_response(
+            "create_multipart_upload",
+            {"UploadId": f"c{n}"},
+            {"Bucket": "bkt", "Key": ckpt[n - 1], "ContentType": "application/octet-stream"},
+        )
+
+    def drop(n: int) -> None:
+        stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": ckpt[n - 1], "UploadId": f"c{n}"})
+
+    part(1), marker(1)
+    part(2), marker(2), drop(1)  # the newer checkpoint replaces the older
+    part(3)  # the last boundary gets none: the upload is completed next
+    stub.add_response(
+        "complete_multipart_upload",
+        {"ETag": '"x-3"'},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "MultipartUpload": {
+                "Parts": [
+                    {"PartNumber": n, "ETag": etags[n - 1], "ChecksumCRC32": crc32_b64(parts[n - 1])} for n in (1, 2, 3)
+                ]
+            },
+        },
+    )
+    drop(2)  # a completed file keeps no checkpoint
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        worker = stager(fake_hub, client, uploads, log)
+        worker.stage(file_of(fake_hub, BIG))
+    assert worker.progress.files_done == 1 and worker.progress.bytes_read == SIZE
+    lines = log.getvalue().splitlines()
+    assert " event=start path=w.safetensors size=11534336 parts=3 hash=sha256" in lines[0]
+    assert " event=done path=w.safetensors size=11534336 " in lines[-1]
+
+
+def test_a_small_file_is_one_put_with_its_checksum_and_metadata(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, stub = s3_stub
+    body = b'{"a": 1}'
+    stub.add_response(
+        "put_object",
+        {"ETag": '"e"'},
+        {
+            "Bucket": "bkt",
+            "Key": "models/config.json",
+            "Body": ANY,
+            "ContentType": "application/octet-stream",
+            "Metadata": metadata(fake_hub, "config.json"),
+            "ChecksumAlgorithm": "CRC32",
+            "ChecksumCRC32": crc32_b64(body),
+        },
+    )
+    with ThreadPoolExecutor(1) as uploads:
+        worker = stager(fake_hub, client, uploads, io.StringIO())
+        worker.stage(file_of(fake_hub, "config.json"))
+    assert worker.progress.snapshot()["bytes_done"] == len(body)
+
+
+def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    """ListParts shows parts 1-2, the checkpoint covers part 1: part 2's bytes are fetched again to be hashed,
+    but with the same CRC32 not sent again; part 3 is sent; the completion lists S3's ETags and checksums."""
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    key = "models/" + BIG
+    listed = [
+        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
+        {"PartNumber": 2, "Size": 5 * MiB, "ETag": '"s2"', "ChecksumCRC32": crc32_b64(parts[1])},
+        {"PartNumber": 9, "Size": 5 * MiB, "ETag": '"s9"'},  # beyond the file: another part size, ignored
+    ]
+    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']))
+    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']))
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    # Part 2 is in S3 with this CRC32: not uploaded; its checkpoint replaces the old one.
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"s2"']))
+    stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": old, "UploadId": "c1"})
+    stub.add_response(
+        "upload_part",
+        {"ETag": '"e3"'},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "PartNumber": 3,
+            "Body": ANY,
+            "ChecksumAlgorithm": "CRC32",
+            "ChecksumCRC32": crc32_b64(parts[2]),
+        },
+    )
+    stub.add_response(
+        "complete_multipart_upload",
+        {},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "MultipartUpload": {
+                "Parts": [
+                    {"PartNumber": 1, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
+                    {"PartNumber": 2, "ETag": '"s2"', "ChecksumCRC32": crc32_b64(parts[1])},
+                    {"PartNumber": 3, "ETag": '"e3"', "ChecksumCRC32": crc32_b64(parts[2])},
+                ]
+            },
+        },
+    )
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, BIG), resume)
+    ranges = [r.range for r in fake_hub.requests_for(BIG) if r.server == "cdn"]
+    assert ranges == [f"bytes={5 * MiB}-"]  # from the checkpoint on: part 1 is never fetched
+    text = log.getvalue()
+    assert "event=resume_upload path=w.safetensors parts_in_s3=2 checkpoint=1" in text
+    assert f"event=resume path=w.safetensors offset={5 * MiB} part=2" in text
+
+
+@pytest.mark.parametrize(
+    ("listed_sizes", "state_part", "reason"),
+    [
+        ({2: 5 * MiB}, 1, "part 1 before the checkpoint is not in S3"),
+        ({1: 4 * MiB, 2: 5 * MiB}, 1, "part 1 before the checkpoint is not in S3"),  # another part size
+        ({1: 5 * MiB, 2: 5 * MiB}, 2, "the saved hash state does not cover the 1 parts before the checkpoint"),
+    ],
+)
+def test_a_checkpoint_that_does_not_match_s3_is_discarded_and_the_file_starts_over(
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    s3_stub,
+    listed_sizes: dict[int, int],
+    state_part: int,
+    reason: str,
+) -> None:
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    states = states_after(data)
+    key = "models/" + BIG
+    listed = [{"PartNumber": n, "Size": size, "ETag": f'"s{n}"'} for n, size in listed_sizes.items()]
+    resume = ResumePoint("u1", 1, states[state_part - 1], "models/ck", "c1", parts_digest(['"s1"']))
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        worker = stager(fake_hub, client, uploads, log)
+        state = worker._resumed(file_of(fake_hub, BIG), key, 5 * MiB, resume)
+    assert state.upload_id is None and state.parts == {} and state.checkpoint == 0
+    assert f'event=resume_discarded path=w.safetensors reason="{reason}"' in log.getvalue()
+
+
+def test_a_wrong_hash_names_both_digests_and_nothing_is_put(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, _ = s3_stub  # no S3 call at all: the hash is checked before PutObject
+    fake_hub.corrupt("config.json")
+    expected = fake_hub.repos[REPO].files["config.json"].blob_id
+    with ThreadPoolExecutor(1) as uploads:
+        worker = stager(fake_hub, client, uploads, io.StringIO(), max_attempts=1)
+        with pytest.raises(FileFailed) as failed:
+            worker.stage(file_of(fake_hub, "config.json"))
+    assert re.fullmatch(
+        rf"config\.json: config\.json: content git-sha1 [0-9a-f]{{40}} does not match the Hub's {expected} "
+        r"\(gave up after 1 attempts\)",
+        str(failed.value),
+    )
