@@ -293,3 +293,88 @@ def test_a_wrong_hash_names_both_digests_and_nothing_is_put(fake_hub: FakeHub, r
         r"\(gave up after 1 attempts\)",
         str(failed.value),
     )
+
+
+# -- what a rerun finds open -------------------------------------------------------------------------------
+
+PREFIX = "models/Org--Model/" + "a" * 40 + "/"
+
+
+def open_uploads(state2: bytes, state3: bytes) -> tuple[list[dict], dict[str, tuple[str, str]]]:
+    """The open uploads a killed run leaves: (listing, name -> (key, upload id))."""
+    from hfstage.transfer import CHECKPOINT_DIR
+
+    named = {
+        "a": (PREFIX + "a.gguf", "u-a"),
+        "a-2": (checkpoint_key(PREFIX, "a.gguf", "u-a", 2, state2, "d2"), "m2"),
+        "a-3": (checkpoint_key(PREFIX, "a.gguf", "u-a", 3, state3, "d3"), "m3"),
+        "a-0": (checkpoint_key(PREFIX, "a.gguf", "u-a", 0, state3, "d0"), "m0"),  # no part before it: useless
+        "a-other": (checkpoint_key(PREFIX, "a.gguf", "u-gone", 4, state3, "d4"), "m4"),  # an upload since aborted
+        "b": (PREFIX + "b.gguf", "u-b"),  # no checkpoint: nothing to resume from
+        "c": (PREFIX + "c.gguf", "u-c"),  # another host's file
+        "c-1": (checkpoint_key(PREFIX, "c.gguf", "u-c", 1, state2, "d1"), "m-c"),
+        "junk": (PREFIX + CHECKPOINT_DIR + "not/a/checkpoint/key", "u-j"),  # not ours to judge: left
+    }
+    return [{"Key": key, "UploadId": upload} for key, upload in named.values()], named
+
+
+def reclaim(client, log: io.StringIO, **kwargs):
+    from hfstage.transfer import reclaim_uploads
+
+    return reclaim_uploads(client, "bkt", PREFIX, {PREFIX + "a.gguf", PREFIX + "b.gguf"}, EventLog(log), **kwargs)
+
+
+def test_a_rerun_keeps_each_own_files_latest_checkpointed_upload_and_aborts_the_rest(s3_stub) -> None:
+    client, stub = s3_stub
+    assert hashstate.available()
+    state2, state3 = states_after(bytes(20 * MiB))[1:3]
+    listing, named = open_uploads(state2, state3)
+    stub.add_response("list_multipart_uploads", {"Uploads": listing}, {"Bucket": "bkt", "Prefix": PREFIX})
+    for name in ("b", "a-2", "a-0", "a-other"):  # uploads first, then checkpoints, in listing order
+        key, upload = named[name]
+        stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": upload})
+    log = io.StringIO()
+    found = reclaim(client, log)
+    assert found == {PREFIX + "a.gguf": ResumePoint("u-a", 3, state3, named["a-3"][0], "m3", "d3")}
+    text = log.getvalue()
+    assert [line.split(" event=")[1] for line in text.splitlines()] == [
+        *(f"abort_stale key={named[n][0]}" for n in ("b", "a-2", "a-0", "a-other")),
+        f"resumable key={PREFIX}a.gguf checkpoint=3",
+    ]
+
+
+def test_without_resumable_hashing_or_when_told_every_own_upload_is_aborted(
+    s3_stub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, stub = s3_stub
+    state2, state3 = states_after(bytes(20 * MiB))[1:3]
+    listing, named = open_uploads(state2, state3)
+    for _ in range(2):  # resume=False, then no resumable hashing
+        stub.add_response("list_multipart_uploads", {"Uploads": listing}, {"Bucket": "bkt", "Prefix": PREFIX})
+        for name in ("a", "b", "a-2", "a-3", "a-0", "a-other"):
+            key, upload = named[name]
+            stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": upload})
+    assert reclaim(client, io.StringIO(), resume=False) == {}
+    monkeypatch.setattr(hashstate, "_lib", None)
+    monkeypatch.setattr(hashstate, "_checked", True)
+    assert reclaim(client, io.StringIO()) == {}
+
+
+def test_an_abort_or_a_listing_that_fails_is_a_warning_not_a_failure(s3_stub) -> None:
+    client, stub = s3_stub
+    stub.add_response(
+        "list_multipart_uploads",
+        {"Uploads": [{"Key": PREFIX + "b.gguf", "UploadId": "u-b"}, {"Key": PREFIX + "a.gguf", "UploadId": "u-a"}]},
+    )
+    stub.add_client_error("abort_multipart_upload", "AccessDenied", http_status_code=403)
+    stub.add_response("abort_multipart_upload", {})
+    stub.add_client_error("list_multipart_uploads", "AccessDenied", http_status_code=403)
+    log = io.StringIO()
+    assert reclaim(client, log) == {}
+    assert reclaim(client, log) == {}
+    lines = [line.split(" event=")[1] for line in log.getvalue().splitlines()]
+    assert lines == [
+        'warning reason="aborting an open multipart upload: AccessDenied (HTTP 403)"',
+        f"abort_stale key={PREFIX}a.gguf",
+        'warning reason="listing open multipart uploads: AccessDenied (HTTP 403)"',
+    ]
