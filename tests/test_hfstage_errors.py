@@ -124,3 +124,71 @@ def test_retry_after_is_seconds_never_negative(value: str | None, seconds: float
         headers["Retry-After"] = value
     assert _retry_after(headers) == seconds
     assert _retry_after(None) is None
+
+
+def test_the_hub_client_never_shows_its_token() -> None:
+    from hfstage.hub import HubClient
+
+    assert repr(HubClient("https://hub.example", token="hf_secret")) == (
+        "HubClient(endpoint='https://hub.example', token=set)"
+    )
+    assert repr(HubClient("https://hub.example/")) == "HubClient(endpoint='https://hub.example', token=none)"
+
+
+def test_the_worker_sizes_its_own_s3_client_from_its_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage.worker import make_s3_client_for, parse_args
+
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    args = parse_args(["--repo-id=Org/Name", "--destination=s3://bkt/p/", "--parts-in-flight=3", "--files-in-flight=2"])
+    assert make_s3_client_for(args).meta.config.max_pool_connections == 3 + 2 + 16
+
+
+@pytest.fixture
+def s3_stub():
+    from botocore.stub import Stubber
+
+    from tests.fakes.fixtures import boto_session
+
+    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+@pytest.mark.parametrize(
+    ("code", "status"), [("AccessDenied", 403), ("403", 403), ("Forbidden", 403), ("AccessDenied", None), (None, 403)]
+)
+def test_a_forbidden_manifest_that_the_listing_does_not_show_is_absent(s3_stub, code, status) -> None:
+    """With s3:ListBucket granted for the prefix only, S3 answers 403 (not 404) for a missing key."""
+    from hfstage.manifest import read_manifest
+
+    client, stub = s3_stub
+    prefix = "models/Org--Name/" + "a" * 40 + "/"
+    stub.add_client_error("get_object", code or "", http_status_code=status or 400)
+    stub.add_response(
+        "list_objects_v2",
+        {"Contents": [{"Key": prefix + ".hf-model-manifest.json.bak", "Size": 3}]},
+        {"Bucket": "bkt", "Prefix": prefix + ".hf-model-manifest.json"},
+    )
+    assert read_manifest(client, "bkt", prefix) is None
+
+
+def test_a_forbidden_manifest_that_the_listing_shows_is_an_error(s3_stub) -> None:
+    from hfstage.manifest import read_manifest
+
+    client, stub = s3_stub
+    prefix = "models/Org--Name/" + "a" * 40 + "/"
+    stub.add_client_error("get_object", "AccessDenied", http_status_code=403)
+    stub.add_response("list_objects_v2", {"Contents": [{"Key": prefix + ".hf-model-manifest.json", "Size": 3}]})
+    with pytest.raises(ClientError, match="AccessDenied"):
+        read_manifest(client, "bkt", prefix)
+
+
+@pytest.mark.parametrize(("code", "status"), [("InternalError", 500), ("SlowDown", 503), ("Whatever", 400)])
+def test_any_other_manifest_error_is_raised_without_a_listing(s3_stub, code, status) -> None:
+    from hfstage.manifest import read_manifest
+
+    client, stub = s3_stub
+    stub.add_client_error("get_object", code, http_status_code=status)
+    with pytest.raises(ClientError, match=code):
+        read_manifest(client, "bkt", "p/")

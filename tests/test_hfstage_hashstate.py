@@ -22,7 +22,8 @@ def test_libcrypto_is_found_where_hashlib_loaded_it() -> None:
     assert len(set(loaded)) == len(loaded), paths  # each mapped library once, not once per mapping
 
 
-def test_the_loader_returns_a_library_that_hashes_like_hashlib() -> None:
+def test_the_loader_returns_a_library_that_hashes_like_hashlib(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hashstate, "_lib", None)  # as in a new process: nothing loaded yet
     lib = hashstate._load()
     assert lib is not None
     for name, reference in (("sha256", hashlib.sha256), ("sha1", hashlib.sha1)):
@@ -56,8 +57,29 @@ def test_without_ctypes_there_is_no_library(monkeypatch: pytest.MonkeyPatch) -> 
     assert hashstate._load() is None
 
 
-def test_the_self_test_passes_the_real_library() -> None:
-    assert hashstate._self_test(hashstate._load()) is True
+def test_the_self_test_passes_the_real_library(monkeypatch: pytest.MonkeyPatch) -> None:
+    lib = hashstate._load()
+    monkeypatch.setattr(hashstate, "_lib", None)  # the self-test must use the library it is given
+    assert hashstate._self_test(lib) is True
+
+
+def test_the_self_test_refuses_a_library_whose_digest_differs() -> None:
+    """Every byte counted, the layout as assumed, but other bytes hashed: only the digest shows it."""
+    lib = hashstate._load()
+
+    class Blind:
+        SHA256_Init, SHA256_Final = lib.SHA256_Init, lib.SHA256_Final
+        SHA1_Init, SHA1_Final = lib.SHA1_Init, lib.SHA1_Final
+
+        @staticmethod
+        def SHA256_Update(ctx, data, n):
+            return lib.SHA256_Update(ctx, bytes(n), n)
+
+        @staticmethod
+        def SHA1_Update(ctx, data, n):
+            return lib.SHA1_Update(ctx, bytes(n), n)
+
+    assert hashstate._self_test(Blind()) is False
 
 
 @pytest.mark.parametrize("algorithm", ["sha256", "sha1"])
