@@ -378,3 +378,30 @@ def test_an_abort_or_a_listing_that_fails_is_a_warning_not_a_failure(s3_stub) ->
         f"abort_stale key={PREFIX}a.gguf",
         'warning reason="listing open multipart uploads: AccessDenied (HTTP 403)"',
     ]
+
+
+# -- stopping ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("path", "ranges"), [(BIG, False), (BIG, True), ("config.json", False)])
+def test_a_stop_while_waiting_for_a_buffer_cancels_the_file(fake_hub: FakeHub, repo, s3_stub, path, ranges) -> None:  # noqa: F811
+    """Every buffer is held (by other files): a SIGTERM must not leave the worker waiting for one forever."""
+    from hfstage.transfer import Cancelled
+
+    client, stub = s3_stub
+    if path == BIG:
+        stub.add_response("create_multipart_upload", {"UploadId": "u1"})
+        stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/" + BIG, "UploadId": "u1"})
+    with ThreadPoolExecutor(1) as uploads, ThreadPoolExecutor(2) as fetches:
+        worker = stager(fake_hub, client, uploads, io.StringIO(), ranges_per_file=2)
+        worker.ranges = fetches if ranges else None
+        held = worker.pool.acquire(5 * MiB)
+        timer = threading.Timer(0.3, worker.stop.set)
+        timer.start()
+        try:
+            with pytest.raises(Cancelled):
+                worker.stage(file_of(fake_hub, path))
+        finally:
+            timer.cancel()
+            worker.pool.release(held)
+    assert worker.progress.snapshot()["bytes_done"] == 0
