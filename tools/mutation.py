@@ -62,6 +62,7 @@ SUITES = (
             "tests/test_hfstage_log.py",
             "tests/test_hfstage_hosts.py",
             "tests/test_hfstage_wire.py",
+            "tests/test_hfstage_token.py",
         ),
         # Mutants of its retry, wait and poll loops hang (a wait with no timeout, a condition never met);
         # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s.
