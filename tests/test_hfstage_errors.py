@@ -192,3 +192,140 @@ def test_any_other_manifest_error_is_raised_without_a_listing(s3_stub, code, sta
     stub.add_client_error("get_object", code, http_status_code=status)
     with pytest.raises(ClientError, match=code):
         read_manifest(client, "bkt", "p/")
+
+
+# -- the Hub's answers -------------------------------------------------------------------------------------
+
+HINT = "give a token with access through hf_token_secret_arn"
+
+
+def hub_error(status: int, code: str | None = None, token: str | None = None, retry_after: str | None = None):
+    import email.message
+
+    from hfstage.hub import HubClient
+
+    headers = email.message.Message()
+    if code is not None:
+        headers["X-Error-Code"] = code
+    if retry_after is not None:
+        headers["Retry-After"] = retry_after
+    return HubClient("https://hub.example", token=token)._error_for(status, headers, "downloading a.bin", "Org/M")
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "token", "kind", "message"),
+    [
+        (500, None, None, "HubUnavailable", "downloading a.bin: the Hub answered HTTP 500"),
+        (502, "GatedRepo", None, "HubUnavailable", "downloading a.bin: the Hub answered HTTP 502"),
+        (429, None, None, "HubUnavailable", "downloading a.bin: the Hub answered HTTP 429"),
+        (403, None, None, "GatedRepo", f"Org/M is gated or private: {HINT}"),
+        (401, "GatedRepo", None, "GatedRepo", f"Org/M is gated or private: {HINT}"),
+        (
+            403,
+            None,
+            "hf_tok",
+            "GatedRepo",
+            "Org/M is gated or private and the given token has no access to it (HTTP 403): accept the model's "
+            f"conditions on the Hub with that account, or {HINT}",
+        ),
+        (
+            401,
+            "GatedRepo",
+            "hf_tok",
+            "GatedRepo",
+            "Org/M is gated or private and the given token has no access to it (HTTP 401): accept the model's "
+            f"conditions on the Hub with that account, or {HINT}",
+        ),
+        (
+            404,
+            "RevisionNotFound",
+            None,
+            "RevisionNotFound",
+            "downloading a.bin: no such revision (branch, tag or commit) in Org/M",
+        ),
+        (404, "EntryNotFound", None, "EntryNotFound", "downloading a.bin: the Hub has no such file in Org/M"),
+        (
+            401,
+            None,
+            None,
+            "RepoNotFound",
+            "Org/M was not found on https://hub.example, or it is gated or private: check the repository id, "
+            f"or {HINT}",
+        ),
+        (401, None, "hf_tok", "GatedRepo", f"Org/M: the Hub rejected the token (HTTP 401): {HINT}"),
+        (404, None, None, "RepoNotFound", "Org/M was not found on https://hub.example: check the repository id"),
+        (
+            400,
+            "RepoNotFound",
+            None,
+            "RepoNotFound",
+            "Org/M was not found on https://hub.example: check the repository id",
+        ),
+        (400, None, None, "HubError", "downloading a.bin: the Hub answered HTTP 400"),
+        (499, None, None, "HubError", "downloading a.bin: the Hub answered HTTP 499"),
+    ],
+)
+def test_each_hub_answer_is_an_error_a_person_can_act_on(status, code, token, kind, message) -> None:
+    error = hub_error(status, code, token)
+    assert type(error).__name__ == kind
+    assert str(error) == message
+    assert error.retryable is (kind == "HubUnavailable")
+
+
+def test_a_busy_hub_says_when_to_come_back() -> None:
+    assert hub_error(503, retry_after="12").retry_after == 12.0
+    assert hub_error(429, retry_after="3").retry_after == 3.0
+    assert hub_error(503).retry_after is None
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"sha": "a" * 40, "siblings": [{"rfilename": "a"}]},  # no size
+        {"sha": "a" * 40, "siblings": [{"rfilename": "a", "size": 1}]},  # no blob id
+        {"sha": "a" * 40, "siblings": [{"rfilename": "a", "size": "x", "blobId": "b"}]},
+        {"sha": "a" * 40, "siblings": [{"rfilename": "a", "blobId": "b", "lfs": {"oid": "c"}}]},  # lfs without size
+        {"sha": "a" * 40, "siblings": [{"rfilename": "a", "blobId": "b", "lfs": {"size": 1}}]},  # lfs without hash
+        {"sha": "a" * 40, "siblings": ["a"]},
+        [],
+    ],
+)
+def test_a_revision_without_sizes_or_hashes_is_refused(body) -> None:
+    from hfstage.hub import HubError, parse_revision
+
+    with pytest.raises(HubError) as refused:
+        parse_revision("Org/M", body)
+    assert str(refused.value) == "resolving Org/M: the Hub's answer lacks file sizes or hashes"
+
+
+@pytest.mark.parametrize("sha", ["a" * 39, "a" * 41, "A" * 40, "g" * 40, None, 5])
+def test_a_revision_without_a_commit_sha_is_refused(sha) -> None:
+    from hfstage.hub import HubError, parse_revision
+
+    with pytest.raises(HubError) as refused:
+        parse_revision("Org/M", {"sha": sha, "siblings": []})
+    assert str(refused.value) == "resolving Org/M: the Hub's answer has no commit SHA"
+
+
+def test_a_revision_lists_each_file_with_its_size_and_hashes_sorted_by_path() -> None:
+    from hfstage.hub import HubFile, parse_revision
+
+    body = {
+        "sha": "0123456789abcdef" * 2 + "01234567",
+        "siblings": [
+            {"rfilename": "w.bin", "size": 99, "blobId": "b1", "lfs": {"size": 1234, "sha256": "s" * 64, "oid": "o"}},
+            {"rfilename": "old.bin", "size": 5, "blobId": "b2", "lfs": {"size": 77, "oid": "o" * 64}},
+            {"rfilename": "a.json", "size": 3, "blobId": "b3"},
+            {"rfilename": "n.json", "size": 4, "blobId": "b4", "lfs": None},
+        ],
+    }
+    revision = parse_revision("Org/M", body)
+    assert revision.repo_id == "Org/M" and revision.sha == body["sha"]
+    assert revision.files == (
+        HubFile("a.json", 3, "b3"),
+        HubFile("n.json", 4, "b4"),
+        HubFile("old.bin", 77, "b2", "o" * 64),  # an older answer: the LFS oid is the SHA-256
+        HubFile("w.bin", 1234, "b1", "s" * 64),
+    )
+    assert parse_revision("Org/M", {"sha": body["sha"]}).files == ()
