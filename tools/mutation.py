@@ -43,6 +43,7 @@ class Suite:
     kind: str = "mutmut"  # or "iam"
     # mutmut kills a mutant after (its tests' time + 10 s) x this many seconds (mutmut's default: 15)
     timeout_multiplier: float | None = None
+    pytest_args: tuple[str, ...] = ()  # added to each pytest run of this suite's mutants
 
 
 SUITES = (
@@ -64,9 +65,12 @@ SUITES = (
             "tests/test_hfstage_wire.py",
             "tests/test_hfstage_token.py",
         ),
-        # Mutants of its retry, wait and poll loops hang (a wait with no timeout, a condition never met);
-        # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s.
+        # Mutants of its retry, wait and poll loops hang (a buffer never released, a wait with no timeout);
+        # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s, and a
+        # test that runs 40 s (the slowest takes 5) ends its mutant's run at once (pytest-timeout's thread
+        # method exits with status 1, a kill) rather than waiting for the whole budget of its tests.
         timeout_multiplier=3.0,
+        pytest_args=("--timeout=40", "--timeout-method=thread"),
     ),
     Suite(
         "endpoint_client",
@@ -171,7 +175,7 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         f"source_paths = {listed(suite.sources)}\n"
         f"also_copy = {listed(others)}\n"
         f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        f"pytest_add_cli_args = {listed(['-p', 'no:cacheprovider', '-q', *suite.pytest_args])}\n"
         # One fork per mutant from a process that imported the code once: mutmut switches mutants inside each
         # function at call time, so code must run in functions to be mutated (the context parsers are
         # module-level functions with bound settings for this reason); what runs only at import is not.
