@@ -192,3 +192,69 @@ def test_a_failed_run_logs_the_reason_it_reports(run, fake_hub: FakeHub, tmp_pat
     }
     assert one(log, "fail") == {"reason": reason}
     assert (tmp_path / "message").read_text() == reason + "\n"
+
+
+@pytest.fixture
+def unreachable_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")  # nothing listens on the discard port
+
+
+@pytest.mark.usefixtures("unreachable_hub")
+def test_a_hub_that_cannot_be_reached_is_retried_then_given_up(s3: S3Env, tmp_path: Path, capsys) -> None:  # noqa: F811
+    from hfstage.worker import main
+
+    client, calls = s3.worker_client()
+    capsys.readouterr()
+    code = main(
+        [
+            f"--repo-id={REPO}",
+            f"--destination=s3://{s3.bucket}/models/",
+            "--max-attempts=3",
+            "--retry-base-s=0.01",
+            f"--failure-file={tmp_path / 'message'}",
+        ],
+        s3_client=client,
+    )
+    log = events(capsys.readouterr().out)
+    assert code == 1
+    reason = f"resolving {REPO}@main: connection to the Hub failed (ConnectionRefusedError)"
+    assert (tmp_path / "message").read_text() == f"staging {REPO}@main failed: {reason} (gave up after 3 attempts)\n"
+    retries = [f for e, f in log if e == "retry"]
+    assert [(f["what"], f["attempt"], f["reason"]) for f in retries] == [
+        ("revision", "2", reason),
+        ("revision", "3", reason),
+    ]
+    assert all(0 <= float(f["wait_s"]) <= 0.1 for f in retries)  # base 0.01 s, doubling
+    assert not calls.calls  # nothing asked of S3 before the revision is known
+
+
+def test_a_file_s3_cannot_hold_is_refused_before_anything_is_copied(run, fake_hub: FakeHub, s3: S3Env) -> None:  # noqa: F811
+    from tests.fakes.fake_hub import Declared
+
+    fake_hub.add_repo("Org/Huge", {"config.json": b"{}", "huge.bin": Declared(5 * 1024**4 * 10 + 1)})
+    code, log = run("--repo-id=Org/Huge")
+    assert code == 1
+    (fail,) = [f for e, f in log if e == "fail"]
+    assert fail["reason"] == (
+        "staging Org/Huge@main failed: huge.bin cannot be one S3 object: "
+        f"{5 * 1024**4 * 10 + 1} bytes do not fit in 10000 parts of at most 5 GiB"
+    )
+    assert s3.list_keys() == [] and s3.open_uploads() == []
+
+
+def test_a_file_the_hub_refuses_stops_the_run_as_a_hub_error(run, fake_hub: FakeHub, s3: S3Env, tmp_path) -> None:  # noqa: F811
+    """A 60 GiB file needs 7 MiB parts to stay within 10,000 (said once); the Hub then refuses it (a 404 for a
+    listed file: not worth retrying): exit 3, nothing left open, no manifest."""
+    from tests.fakes.fake_hub import Declared
+
+    fake_hub.add_repo("Org/Big", {"config.json": b"{}", "big.bin": Declared(60 * 1024**3)})
+    fake_hub.fail("big.bin", status=404, times=None)
+    code, log = run("--repo-id=Org/Big", "--include=big.bin")
+    assert code == 3
+    assert one(log, "note") == {"reason": "a file needs 7 MiB parts to stay within 10,000 parts"}
+    assert one(log, "start", path="big.bin")["parts"] == str(-(-60 * 1024**3 // (7 * MiB)))
+    assert one(log, "fail")["reason"] == (
+        "staging Org/Big@main failed: Org/Big was not found on " + fake_hub.endpoint + ": check the repository id"
+    )
+    assert not [e for e, _ in log if e == "retry"]
+    assert s3.open_uploads() == [] and s3.list_keys() == []
