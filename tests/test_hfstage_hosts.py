@@ -205,3 +205,51 @@ def test_an_unexpected_error_is_reported_as_internal(run, monkeypatch: pytest.Mo
     code, _, message = run(None)
     assert code == 1
     assert message.strip() == f"staging {REPO}@main failed: internal error ValueError: a bug"
+
+
+def test_a_stopped_file_with_a_checkpoint_keeps_its_upload_for_the_rerun(
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """SIGTERM after a checkpoint: the upload and its checkpoint stay open (no object, no manifest); the rerun
+    resumes after the checkpoint and completes the file."""
+    from hfstage.transfer import CHECKPOINT_DIR
+    from hfstage.worker import main
+
+    repo = fake_hub.add_repo("Org/Long", {"w.bin": Synthetic(15 * MiB, seed=5)})
+    prefix = revision_prefix("models/", "Org/Long", repo.sha)
+    fake_hub.connection_bytes_per_s = 10 * MiB
+    argv = ["--repo-id=Org/Long", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5", "--ranges-per-file=1"]
+    argv += ["--progress-interval-s=0", f"--failure-file={tmp_path / 'message'}"]
+    stop_waiting = threading.Event()
+
+    def terminate_after_a_checkpoint() -> None:
+        while not stop_waiting.wait(0.05):
+            if any(CHECKPOINT_DIR in u["Key"] for u in s3.open_uploads()):
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    original = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    killer = threading.Thread(target=terminate_after_a_checkpoint)
+    killer.start()
+    try:
+        client, _ = s3.worker_client()
+        assert main(argv, s3_client=client) == 1
+    finally:
+        stop_waiting.set()
+        killer.join()
+        signal.signal(signal.SIGTERM, original)
+    assert "stopped by SIGTERM" in (tmp_path / "message").read_text()
+    left = sorted(u["Key"] for u in s3.open_uploads())
+    assert left[-1] == prefix + "w.bin" and len(left) == 2 and CHECKPOINT_DIR in left[0]
+    assert s3.list_keys() == []
+
+    fake_hub.connection_bytes_per_s = 0
+    capsys.readouterr()
+    client, calls = s3.worker_client()
+    assert main(argv, s3_client=client) == 0
+    out = capsys.readouterr().out
+    assert "event=resume_upload path=w.bin" in out and calls.calls["UploadPart"] <= 2
+    assert s3.body(prefix + "w.bin") == repo.files["w.bin"].content.to_bytes() and s3.open_uploads() == []
