@@ -258,3 +258,105 @@ def test_a_file_the_hub_refuses_stops_the_run_as_a_hub_error(run, fake_hub: Fake
     )
     assert not [e for e, _ in log if e == "retry"]
     assert s3.open_uploads() == [] and s3.list_keys() == []
+
+
+# -- the log's pieces --------------------------------------------------------------------------------------
+
+
+def test_values_are_written_so_a_line_splits_back_into_its_fields() -> None:
+    import io
+
+    from hfstage.events import EventLog
+
+    out = io.StringIO()
+    log = EventLog(out)
+    log.emit("x", plain="a", space="a b", quote='say "hi"', eq="k=v", nl="a\nb", cr="a\rb", tab="a\tb", empty="")
+    log.emit("y", ratio=2 / 3, big=1234.56, whole=3, none=None, flag=True)
+    first, second = out.getvalue().splitlines()
+    assert first.split(" ", 1)[1] == (
+        'event=x plain=a space="a b" quote="say \\"hi\\"" eq="k=v" nl="a\\nb" cr="a\\rb" tab="a\\tb" empty=""'
+    )
+    assert second.split(" ", 1)[1] == "event=y ratio=0.7 big=1234.6 whole=3 flag=True"  # None: left out
+    assert events(out.getvalue())[0][1]["quote"] == 'say "hi"'
+
+
+def test_a_secret_is_redacted_wherever_it_appears_and_registered_once() -> None:
+    import io
+
+    from hfstage.events import EventLog
+
+    out = io.StringIO()
+    log = EventLog(out)
+    log.add_secret(None)
+    log.add_secret("")
+    log.add_secret("hf_s")
+    log.add_secret("hf_s")
+    log.add_secret("other")
+    assert log.redact("a hf_s b other hf_s") == "a *** b *** ***"
+    assert log._secrets == ["hf_s", "other"]
+    log.emit("x", url="https://h/?t=hf_s")
+    assert out.getvalue().endswith(' event=x url="https://h/?t=***"\n')  # "=" in the URL: quoted
+
+
+def test_progress_counts_files_bytes_and_time_left(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage import events
+
+    now = [100.0]
+    monkeypatch.setattr(events.time, "monotonic", lambda: now[0])
+    progress = events.Progress(3, 1000)
+    assert progress.snapshot() == {
+        "files_done": "0/3",
+        "bytes_done": 0,
+        "bytes_total": 1000,
+        "pct": 0.0,
+        "mb_per_s": 0.0,
+        "eta_s": "unknown",
+        "bytes_read": 0,
+    }
+    now[0] = 102.0
+    progress.read(300)
+    progress.read(50)
+    progress.uploaded("a", 200)
+    progress.uploaded("a", 100)
+    progress.uploaded("b", 100)
+    assert progress.snapshot() == {
+        "files_done": "0/3",
+        "bytes_done": 400,
+        "bytes_total": 1000,
+        "pct": 40.0,
+        "mb_per_s": 200 / 1e6,
+        "eta_s": 3,  # 600 bytes left at 200 bytes/s
+        "bytes_read": 350,
+    }
+    progress.position("a", 0)  # a restart: its bytes in S3 count again from 0
+    progress.finished("b", 250)
+    progress.abandoned("c")
+    snapshot = progress.snapshot()
+    assert (snapshot["files_done"], snapshot["bytes_done"]) == ("1/3", 250)
+    progress.position("a", 100)
+    progress.abandoned("a")
+    assert progress.snapshot()["bytes_done"] == 250
+    progress.finished("a", 2000)  # more than the total: nothing negative
+    snapshot = progress.snapshot()
+    assert snapshot["eta_s"] == 0 and snapshot["pct"] == 225.0
+    assert events.Progress(0, 0).snapshot()["pct"] == 100.0
+
+
+def test_the_reporter_writes_progress_every_interval_until_stopped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+    import time
+
+    from hfstage.events import EventLog, Progress, ProgressReporter
+
+    out = io.StringIO()
+    with ProgressReporter(EventLog(out), Progress(1, 10), 0.05) as reporter:
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert 2 <= len(lines) <= 7 and all(" event=progress files_done=0/1 " in line for line in lines)
+    assert not reporter._thread.is_alive()
+    time.sleep(0.1)
+    assert out.getvalue().splitlines() == lines  # nothing after the end
+    quiet = io.StringIO()
+    with ProgressReporter(EventLog(quiet), Progress(1, 10), 0) as reporter:
+        time.sleep(0.05)
+    assert quiet.getvalue() == "" and not reporter._thread.is_alive()
