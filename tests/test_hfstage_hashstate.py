@@ -177,3 +177,21 @@ def test_updates_of_every_buffer_kind_hash_the_same() -> None:
     copy = h.copy()
     h.update(b"more")
     assert copy.hexdigest() == expected and copy.digest() == bytes.fromhex(expected)
+
+
+def test_without_proc_the_linker_finds_libcrypto(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where /proc/self/maps cannot be read (another OS, a locked-down sandbox), the linker's answer is used."""
+    import builtins
+
+    real_open = builtins.open
+
+    def no_proc(path, *args, **kwargs):
+        if str(path) == "/proc/self/maps":
+            raise PermissionError(path)
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", no_proc)
+    found = ctypes.util.find_library("crypto")
+    assert found and "crypto" in found
+    assert hashstate._candidates() == [found]
+    assert hashstate._load() is not None
