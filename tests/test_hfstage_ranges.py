@@ -358,3 +358,31 @@ def test_a_range_refused_by_the_cdn_resolves_the_file_again_without_spending_an_
     assert len(resolves) == 2  # the first range's, and the refused range's
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
     assert calls["UploadPart"] == 3
+
+
+def test_a_later_range_answered_with_the_whole_file_restarts_it_as_one_stream(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """The first range was honoured, a later one is not (a 200 with every byte): the file starts again from byte
+    0 over one connection, in the same multipart upload, and hashes right."""
+    fake_hub.whole_file(BIG, range=ranges_of(5 * MiB))
+    code, out, calls = stage()
+    assert code == 0, out
+    assert f'reason="downloading {BIG}: the server ignored the Range request"' in out
+    assert cdn_ranges(fake_hub)[-1] is None  # the restart: one stream from byte 0, no Range header
+    assert calls["CreateMultipartUpload"] - calls["AbortMultipartUpload"] == 1  # checkpoints aside, one upload
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+    assert s3.open_uploads() == []
+
+
+def test_a_range_answered_with_other_bytes_is_fetched_again(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
+    fake_hub.wrong_range(BIG, range=ranges_of(5 * MiB))
+    code, out, _ = stage()
+    assert code == 0, out
+    asked = f"bytes {5 * MiB}-{10 * MiB - 1}/{SIZE}"
+    assert f'reason="{BIG}: asked for {asked}, the server sent bytes 0-{5 * MiB - 1}/{SIZE}"' in out
+    assert sorted(cdn_ranges(fake_hub)).count(ranges_of(5 * MiB)) == 2
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
