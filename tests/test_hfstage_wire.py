@@ -405,3 +405,101 @@ def test_a_stop_while_waiting_for_a_buffer_cancels_the_file(fake_hub: FakeHub, r
             timer.cancel()
             worker.pool.release(held)
     assert worker.progress.snapshot()["bytes_done"] == 0
+
+
+# -- checkpoints and aborts that fail ----------------------------------------------------------------------
+
+
+def expect_parts(stub, parts: list[bytes], numbers: list[int], etags: list[str]) -> None:
+    for n in numbers:
+        stub.add_response(
+            "upload_part",
+            {"ETag": etags[n - 1]},
+            {
+                "Bucket": "bkt",
+                "Key": "models/" + BIG,
+                "UploadId": "u1",
+                "PartNumber": n,
+                "Body": ANY,
+                "ChecksumAlgorithm": "CRC32",
+                "ChecksumCRC32": crc32_b64(parts[n - 1]),
+            },
+        )
+
+
+def test_a_checkpoint_s3_refuses_is_not_tried_again_and_the_file_still_completes(
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    s3_stub,
+) -> None:
+    client, stub = s3_stub
+    parts = parts_of(repo.files[BIG].content.to_bytes())
+    etags = ['"e1"', '"e2"', '"e3"']
+    stub.add_response("create_multipart_upload", {"UploadId": "u1"})
+    expect_parts(stub, parts, [1], etags)
+    stub.add_client_error("create_multipart_upload", "AccessDenied", http_status_code=403)  # the checkpoint
+    expect_parts(stub, parts, [2, 3], etags)  # no second checkpoint attempt: refused is refused
+    stub.add_response("complete_multipart_upload", {})
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, BIG))
+    warnings = [line for line in log.getvalue().splitlines() if " event=warning " in line]
+    assert len(warnings) == 1
+    assert warnings[0].endswith(f'reason="saving a checkpoint of {BIG}: AccessDenied (HTTP 403)"')
+
+
+def test_a_checkpoint_that_fails_for_now_is_tried_at_the_next_part(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    etags = ['"e1"', '"e2"', '"e3"']
+    stub.add_response("create_multipart_upload", {"UploadId": "u1"})
+    expect_parts(stub, parts, [1], etags)
+    stub.add_client_error("create_multipart_upload", "SlowDown", http_status_code=503)
+    expect_parts(stub, parts, [2], etags)
+    key = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(etags[:2]))
+    stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": key, "ContentType": ANY})
+    expect_parts(stub, parts, [3], etags)
+    stub.add_response("complete_multipart_upload", {})
+    # Dropping the checkpoint after completion fails: said, not fatal (the bucket's lifecycle rule removes it).
+    stub.add_client_error("abort_multipart_upload", "InternalError", http_status_code=500)
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, BIG))
+    lines = log.getvalue().splitlines()
+    assert any(line.endswith(f'reason="saving a checkpoint of {BIG}: SlowDown (HTTP 503)"') for line in lines)
+    assert any(
+        f" event=abort_failed key={key} " in line
+        and line.endswith('reason="AbortMultipartUpload: InternalError (HTTP 500)"')
+        for line in lines
+    ), lines
+
+
+def test_an_upload_that_cannot_be_aborted_is_said_and_the_error_kept(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    from hfstage.transfer import PermanentError
+
+    client, stub = s3_stub
+    stub.add_response("create_multipart_upload", {"UploadId": "u1"})
+    stub.add_client_error("upload_part", "AccessDenied", http_status_code=403)
+    stub.add_client_error("abort_multipart_upload", "AccessDenied", http_status_code=403)
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads, pytest.raises(PermanentError) as failed:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, BIG))
+    assert str(failed.value) == f"UploadPart 1 of s3://bkt/models/{BIG}: AccessDenied (HTTP 403)"
+    assert (
+        log.getvalue()
+        .splitlines()[-1]
+        .endswith(f' event=abort_failed key=models/{BIG} reason="AbortMultipartUpload: AccessDenied (HTTP 403)"')
+    )
+
+
+def test_a_broken_download_says_where_it_broke(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, stub = s3_stub
+    fake_hub.drop_after("config.json", after_bytes=3)
+    stub.add_response("put_object", {})
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, "config.json"))
+    (retry,) = [line for line in log.getvalue().splitlines() if " event=retry " in line]
+    assert " path=config.json attempt=2 " in retry
+    assert re.search(r'reason="config\.json: the download (stopped|broke) after 3 of 8 bytes', retry), retry
