@@ -503,3 +503,82 @@ def test_a_broken_download_says_where_it_broke(fake_hub: FakeHub, repo, s3_stub)
     (retry,) = [line for line in log.getvalue().splitlines() if " event=retry " in line]
     assert " path=config.json attempt=2 " in retry
     assert re.search(r'reason="config\.json: the download (stopped|broke) after 3 of 8 bytes', retry), retry
+
+
+# -- one range ---------------------------------------------------------------------------------------------
+
+
+def cdn_url(hub: FakeHub, path: str) -> str:
+    return f"{hub.cdn_endpoint}/lfs/{hub.repos[REPO].files[path].sha256}?X-Amz-Signature=fake"
+
+
+def test_a_refused_signed_url_is_resolved_again_once(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, _ = s3_stub
+    fake_hub.cdn_status(BIG, status=403, times=1)
+    log = io.StringIO()
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), log)
+    link = [cdn_url(fake_hub, BIG) + "&expired=1"]
+    response = worker._open_range(file_of(fake_hub, BIG), link, 5 * MiB, 10)
+    try:
+        assert response.status == 206 and response.read() == repo.files[BIG].content.to_bytes()[5 * MiB : 5 * MiB + 10]
+    finally:
+        response.close()
+    assert link[0].startswith(fake_hub.cdn_endpoint) and "expired" not in link[0]  # later ranges use the new URL
+    assert log.getvalue().splitlines()[-1].endswith(f" event=resolve_again path={BIG} offset={5 * MiB}")
+
+
+def test_a_refused_range_on_the_resolve_url_itself_is_a_transient_error(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    from hfstage.transfer import TransientError
+
+    client, _ = s3_stub
+    fake_hub.fail(BIG, status=404, times=1)
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), io.StringIO())
+    resolve = worker.hub.file_url(REPO, fake_hub.repos[REPO].sha, BIG)
+    with pytest.raises(TransientError) as raised:
+        worker._open_range(file_of(fake_hub, BIG), [resolve], 10, 5)
+    assert str(raised.value) == (
+        f"{BIG}: range 10-14: {REPO} was not found on {fake_hub.endpoint}: check the repository id"
+    )
+
+
+def test_a_refused_url_whose_resolution_fails_too_is_a_transient_error(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    from hfstage.transfer import TransientError
+
+    client, _ = s3_stub
+    fake_hub.cdn_status(BIG, status=403, times=1)
+    fake_hub.fail(BIG, status=404, times=1)
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), io.StringIO())
+    with pytest.raises(TransientError, match=rf"^{BIG}: range 0-9: {REPO} was not found on "):
+        worker._open_range(file_of(fake_hub, BIG), [cdn_url(fake_hub, BIG)], 0, 10)
+
+
+@pytest.mark.parametrize("where", ["first", "again"])
+def test_a_busy_hub_during_a_range_is_retried_later_not_resolved(fake_hub: FakeHub, repo, s3_stub, where) -> None:  # noqa: F811
+    from hfstage.hub import HubUnavailable
+
+    client, _ = s3_stub
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), io.StringIO())
+    if where == "first":
+        link = ["http://127.0.0.1:9/lfs/x"]  # nothing listens: a connection error, not a refusal
+    else:
+        fake_hub.cdn_status(BIG, status=403, times=1)
+        fake_hub.fail(BIG, status=503, times=1)
+        link = [cdn_url(fake_hub, BIG)]
+    with pytest.raises(HubUnavailable):
+        worker._open_range(file_of(fake_hub, BIG), link, 0, 10)
+    resolved = [r.status for r in fake_hub.requests_for(BIG) if r.server == "hub"]
+    assert resolved == ([] if where == "first" else [503])  # not resolved again after a connection error
+
+
+def test_a_range_of_another_file_length_is_an_integrity_error(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    """Content-Range names the file's total length: another total means the CDN serves another file."""
+    from hfstage.hub import HubFile
+    from hfstage.transfer import IntegrityError
+
+    client, _ = s3_stub
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), io.StringIO())
+    real = file_of(fake_hub, BIG)
+    listed = HubFile(real.path, real.size + 1, real.blob_id, real.sha256)
+    with pytest.raises(IntegrityError) as raised:
+        worker._fetch_range(listed, [cdn_url(fake_hub, BIG)], None, bytearray(10), 0, 10, threading.Event())
+    assert str(raised.value) == f"{BIG}: the Hub sends {SIZE} bytes, the revision lists {SIZE + 1}"
