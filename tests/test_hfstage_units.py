@@ -294,3 +294,44 @@ def test_the_s3_client_reads_its_endpoint_from_the_environment(monkeypatch: pyte
     client = make_s3_client(Settings(parts_in_flight=8, files_in_flight=4))
     assert client.meta.endpoint_url == "http://127.0.0.1:4566"
     assert client.meta.config.max_pool_connections >= 12
+
+
+def test_buffer_pool_slots_of_each_request() -> None:
+    pool = BufferPool(buffer_size=1000, count=4)
+    assert [pool._slots(n) for n in (0, 1, 1000, 1001, 2000, 2001, 10**9)] == [1, 1, 1, 2, 2, 3, 4]
+    assert BufferPool(buffer_size=1000, count=0).count == 1  # never a pool that can hold nothing
+
+
+def test_buffer_pool_without_a_free_slot() -> None:
+    import threading
+
+    from hfstage.transfer import Cancelled
+
+    pool = BufferPool(buffer_size=1000, count=2)
+    first = pool.acquire(1500)  # two slots
+    assert pool.acquire(10, block=False) is None  # none free: no wait when told not to
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        pool.acquire(10, stop)  # a stopped run does not wait for a slot
+    pool.release(first)
+    assert len(pool.acquire(10, block=False)) == 10 and pool.peak_in_use == 2
+
+
+def test_buffer_pool_keeps_no_more_buffers_than_its_bound() -> None:
+    pool = BufferPool(buffer_size=1000, count=2)
+    a, b = pool.acquire(1000), pool.acquire(1000)
+    pool.release(a)
+    pool.release(b)
+    assert len(pool._free) == 2 and pool._in_use == 0  # both cached, none in use: within the bound
+    big = pool.acquire(2000)  # both slots: the cached buffers would exceed the bound, they are dropped
+    assert pool._free == [] and len(big) == 2000
+    pool.release(big)  # not a pool-size buffer: not cached
+    assert pool._free == [] and pool._in_use == 0
+    c = pool.acquire(1000)
+    d = pool.acquire(999)  # not the pool's size: a new buffer
+    assert len(c) == 1000 and len(d) == 999
+    pool.release(d)
+    assert pool._free == []
+    pool.release(c)
+    assert pool._free == [c] and pool.acquire(1000) is c  # reused
