@@ -253,3 +253,37 @@ def test_a_stopped_file_with_a_checkpoint_keeps_its_upload_for_the_rerun(
     out = capsys.readouterr().out
     assert "event=resume_upload path=w.bin" in out and calls.calls["UploadPart"] <= 2
     assert s3.body(prefix + "w.bin") == repo.files["w.bin"].content.to_bytes() and s3.open_uploads() == []
+
+
+def test_the_reported_reason_never_carries_the_token(
+    run,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hfstage import worker
+
+    def leaky(*args, **kwargs):
+        raise ValueError("request with hf_secret_token failed")
+
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    monkeypatch.setattr(worker, "missing_files", leaky)
+    code, out, message = run(None)
+    assert code == 1
+    assert message.strip() == f"staging {REPO}@main failed: internal error ValueError: request with *** failed"
+    assert "hf_secret_token" not in out and "token=yes" in out
+
+
+def test_a_failure_file_that_cannot_be_written_is_a_warning(run, tmp_path: Path) -> None:
+    (tmp_path / "dir").mkdir()
+    code, out, _ = run(None, f"--failure-file={tmp_path / 'dir'}", "--include=nothing*")
+    assert code == 2
+    assert out.splitlines()[-1].endswith(f'event=warning reason="cannot write {tmp_path / "dir"}: IsADirectoryError"')
+    assert " event=fail reason=" in out.splitlines()[-2]
+
+
+def test_the_help_exits_zero_and_bad_arguments_exit_two(run, capsys: pytest.CaptureFixture[str]) -> None:
+    from hfstage.worker import main
+
+    assert main(["--help"]) == 0
+    assert main(["--repo-id"]) == 2
+    assert "bad arguments: argument --repo-id: expected one argument" in capsys.readouterr().err
