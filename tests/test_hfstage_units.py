@@ -335,3 +335,50 @@ def test_buffer_pool_keeps_no_more_buffers_than_its_bound() -> None:
     assert pool._free == []
     pool.release(c)
     assert pool._free == [c] and pool.acquire(1000) is c  # reused
+
+
+def test_verifier_resumable_states_continue_the_same_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from hfstage import hashstate
+
+    assert hashstate.available()
+    data = bytes(range(256)) * 40
+    blob = HubFile("t.json", len(data), hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+    lfs = HubFile("w.bin", len(data), "x" * 40, hashlib.sha256(data).hexdigest().upper())  # the Hub's case
+    for f, algorithm in ((blob, "git-sha1"), (lfs, "sha256")):
+        v = Verifier(f, resumable=True)
+        v.update(data[:1000])
+        state = v.saved_state()
+        assert state is not None and v.algorithm == algorithm
+        restored = Verifier.restore(f, state)
+        restored.update(data[1000:])
+        restored.check()  # header (git blobs) and first bytes carried by the state
+        assert Verifier.algorithm_name(f) == ("sha256" if f.sha256 else "sha1")
+        assert Verifier(f).saved_state() is None  # plain hashlib: nothing to save
+        copy = Verifier(f, resumable=True)
+        copy.update(data)
+        copy.copy().check()
+    monkeypatch.setattr(hashstate, "_lib", None)
+    with pytest.raises(ValueError, match="resumable hashing is not available"):
+        Verifier.restore(lfs, state)
+    plain = Verifier(blob, resumable=True)  # falls back to hashlib
+    plain.update(data)
+    plain.check()
+    assert plain.saved_state() is None
+
+
+def test_verifier_names_the_file_the_algorithm_and_both_digests() -> None:
+    import hashlib
+
+    data = b"abc"
+    f = HubFile("w.bin", 3, "x" * 40, "d" * 64)
+    v = Verifier(f)
+    v.update(data)
+    with pytest.raises(Exception) as failed:
+        v.check()
+    assert (
+        str(failed.value)
+        == f"w.bin: content sha256 {hashlib.sha256(data).hexdigest()} does not match the Hub's {'d' * 64}"
+    )
+    assert type(failed.value).__name__ == "IntegrityError"
