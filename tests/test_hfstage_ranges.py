@@ -7,7 +7,6 @@ the killed run is a separate process, ended with SIGKILL, so that it cleans noth
 from __future__ import annotations
 
 import hashlib
-import signal
 import subprocess
 from pathlib import Path
 
@@ -135,56 +134,6 @@ def test_resumable_hash_matches_hashlib_across_a_saved_state() -> None:
 def checkpoints(s3: S3Env, prefix: str) -> list[int]:  # noqa: F811
     keys = [u["Key"] for u in s3.open_uploads() if u["Key"].startswith(prefix + CHECKPOINT_DIR)]
     return [parse_checkpoint_key(prefix, key)[2] for key in keys]
-
-
-def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
-    s3: S3Env,  # noqa: F811
-    fake_hub: FakeHub,  # noqa: F811
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    size = 30 * MiB  # six parts
-    repo = fake_hub.add_repo(REPO, {"config.json": b"{}", BIG: Synthetic(size, seed=23)})
-    prefix = revision_prefix("models/", REPO, repo.sha)
-    fake_hub.connection_bytes_per_s = 5 * MiB  # each part takes about a second
-    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5"]
-    log = tmp_path / "killed.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "hfstage", *argv, "--parts-in-flight=2", "--ranges-per-file=2"],
-            cwd=ROOT,
-            env=subprocess_env(s3, fake_hub),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        from tests.test_hfstage_processes import until
-
-        until(lambda: max(checkpoints(s3, prefix), default=0) >= 2, timeout=60, what="a checkpoint after part 2")
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    # One checkpoint per upload, each replacing the one before; two when the kill fell between writing the
-    # new one and aborting the old (the next run keeps the later).
-    saved = max(checkpoints(s3, prefix))
-    assert len(checkpoints(s3, prefix)) in (1, 2)
-    assert prefix + BIG not in s3.list_keys()
-    assert [u["Key"] for u in s3.open_uploads() if CHECKPOINT_DIR not in u["Key"]] == [prefix + BIG]
-    fetched_before = fake_hub.bytes_sent(BIG)
-    fake_hub.connection_bytes_per_s = 0
-
-    from hfstage.worker import main
-
-    client, counter = s3.worker_client()
-    capsys.readouterr()
-    assert main(argv, s3_client=client) == 0
-    out = capsys.readouterr().out
-    assert "event=resume_upload" in out and f"checkpoint={saved}" in out, out
-    assert fake_hub.bytes_sent(BIG) - fetched_before == size - saved * 5 * MiB  # only the parts after it
-    assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
-    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
-    assert s3.open_uploads() == [] and prefix + MANIFEST_NAME in s3.list_keys()
 
 
 def test_reclaim_keeps_the_latest_checkpointed_upload_of_each_own_file_and_aborts_the_rest(s3: S3Env) -> None:  # noqa: F811

@@ -67,10 +67,10 @@ SUITES = (
         ),
         # Mutants of its retry, wait and poll loops hang (a buffer never released, a wait with no timeout);
         # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s, and a
-        # test that runs 40 s (the slowest takes 5) ends its mutant's run at once (pytest-timeout's thread
+        # test that runs 20 s (the slowest takes 2) ends its mutant's run at once (pytest-timeout's thread
         # method exits with status 1, a kill) rather than waiting for the whole budget of its tests.
         timeout_multiplier=3.0,
-        pytest_args=("--timeout=40", "--timeout-method=thread"),
+        pytest_args=("--timeout=20", "--timeout-method=thread"),
     ),
     Suite(
         "endpoint_client",
