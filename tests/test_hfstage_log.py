@@ -360,3 +360,18 @@ def test_the_reporter_writes_progress_every_interval_until_stopped(monkeypatch: 
     with ProgressReporter(EventLog(quiet), Progress(1, 10), 0) as reporter:
         time.sleep(0.05)
     assert quiet.getvalue() == "" and not reporter._thread.is_alive()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--include=*.gguf"], "include ['*.gguf'] and exclude []"),
+        (["--exclude=*"], "include ['*'] and exclude ['*']"),  # no include: every file, then all excluded
+    ],
+)
+def test_a_selection_of_no_file_says_what_was_asked(run, fake_hub: FakeHub, argv, said) -> None:  # noqa: F811
+    code, log = run(*argv)
+    assert code == 2
+    sha = fake_hub.repos[REPO].sha
+    assert one(log, "fail")["reason"] == f"staging {REPO}@main failed: no file of {REPO} at {sha} matches {said}"
+    assert one(log, "resolved")["selected"] == "0" and one(log, "resolved")["files"] == "2"
