@@ -221,7 +221,7 @@ def test_a_stopped_file_with_a_checkpoint_keeps_its_upload_for_the_rerun(
 
     repo = fake_hub.add_repo("Org/Long", {"w.bin": Synthetic(15 * MiB, seed=5)})
     prefix = revision_prefix("models/", "Org/Long", repo.sha)
-    fake_hub.connection_bytes_per_s = 10 * MiB
+    fake_hub.slow("w.bin", bytes_per_s=2 * MiB, after_bytes=10 * MiB)  # the last part crawls: time to stop it
     argv = ["--repo-id=Org/Long", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5", "--ranges-per-file=1"]
     argv += ["--progress-interval-s=0", f"--failure-file={tmp_path / 'message'}"]
     stop_waiting = threading.Event()
@@ -247,7 +247,7 @@ def test_a_stopped_file_with_a_checkpoint_keeps_its_upload_for_the_rerun(
     assert left[-1] == prefix + "w.bin" and len(left) == 2 and CHECKPOINT_DIR in left[0]
     assert s3.list_keys() == []
 
-    fake_hub.connection_bytes_per_s = 0
+    fake_hub.clear_faults()
     capsys.readouterr()
     client, calls = s3.worker_client()
     # The rest comes as parallel ranges (the stop above was on one stream).
