@@ -582,3 +582,58 @@ def test_a_range_of_another_file_length_is_an_integrity_error(fake_hub: FakeHub,
     with pytest.raises(IntegrityError) as raised:
         worker._fetch_range(listed, [cdn_url(fake_hub, BIG)], None, bytearray(10), 0, 10, threading.Event())
     assert str(raised.value) == f"{BIG}: the Hub sends {SIZE} bytes, the revision lists {SIZE + 1}"
+
+
+def test_a_resumed_file_whose_last_part_is_in_s3_sends_no_part(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    """Every part is in S3 (the last one shorter), the checkpoint covers two: the third is fetched to be hashed,
+    matches S3's checksum, and the upload is completed with S3's ETags; no part is sent."""
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    key = "models/" + BIG
+    sizes = [5 * MiB, 5 * MiB, MiB]
+    listed = [
+        {"PartNumber": n, "Size": sizes[n - 1], "ETag": f'"s{n}"', "ChecksumCRC32": crc32_b64(parts[n - 1])}
+        for n in (1, 2, 3)
+    ]
+    digest = parts_digest(['"s1"', '"s2"'])
+    resume = ResumePoint("u1", 2, states[1], "models/ck", "c1", digest)
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    stub.add_response(
+        "complete_multipart_upload",
+        {},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "MultipartUpload": {
+                "Parts": [
+                    {"PartNumber": n, "ETag": f'"s{n}"', "ChecksumCRC32": crc32_b64(parts[n - 1])} for n in (1, 2, 3)
+                ]
+            },
+        },
+    )
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
+    log = io.StringIO()
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, BIG), resume)
+    assert [r.range for r in fake_hub.requests_for(BIG) if r.server == "cdn"] == [f"bytes={10 * MiB}-"]
+    assert "event=resume_upload path=w.safetensors parts_in_s3=3 checkpoint=2" in log.getvalue()
+
+
+def test_a_resumed_file_stopped_again_keeps_its_upload_and_checkpoint(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    states = states_after(data)
+    key = "models/" + BIG
+    listed = [{"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"'}]
+    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']))
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    # Nothing else: no abort of the upload or of its checkpoint, so the next run resumes from the same point.
+    from hfstage.transfer import Cancelled
+
+    with ThreadPoolExecutor(1) as uploads:
+        worker = stager(fake_hub, client, uploads, io.StringIO())
+        worker.stop.set()
+        with pytest.raises(Cancelled):
+            worker.stage(file_of(fake_hub, BIG), resume)
