@@ -637,3 +637,47 @@ def test_a_resumed_file_stopped_again_keeps_its_upload_and_checkpoint(fake_hub: 
         worker.stop.set()
         with pytest.raises(Cancelled):
             worker.stage(file_of(fake_hub, BIG), resume)
+
+
+def test_a_part_of_another_size_in_s3_is_sent_again_and_the_parts_after_it_kept(
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    s3_stub,
+) -> None:
+    """Part 2 in S3 has another size (a run with another part size): it is uploaded again; part 3, listed after
+    it with the right size and checksum, is still recognised and not sent."""
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    key = "models/" + BIG
+    crc = [crc32_b64(p) for p in parts]
+    listed = [
+        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc[0]},
+        {"PartNumber": 2, "Size": 4 * MiB, "ETag": '"s2"', "ChecksumCRC32": "AAAAAA=="},
+        {"PartNumber": 3, "Size": MiB, "ETag": '"s3"', "ChecksumCRC32": crc[2]},
+    ]
+    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']))
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    expect_parts(stub, parts, [2], ["", '"e2"'])
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']))
+    stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
+    stub.add_response(
+        "complete_multipart_upload",
+        {},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "MultipartUpload": {
+                "Parts": [
+                    {"PartNumber": 1, "ETag": '"s1"', "ChecksumCRC32": crc[0]},
+                    {"PartNumber": 2, "ETag": '"e2"', "ChecksumCRC32": crc[1]},
+                    {"PartNumber": 3, "ETag": '"s3"', "ChecksumCRC32": crc[2]},
+                ]
+            },
+        },
+    )
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, io.StringIO()).stage(file_of(fake_hub, BIG), resume)
