@@ -64,6 +64,7 @@ SUITES = (
             "tests/test_jsonlines_stream.py",
             "tests/test_invoke_integration.py",
             "tests/test_smoke_handler.py",
+            "tests/test_endpoint_client.py",
         ),
     ),
     Suite(
