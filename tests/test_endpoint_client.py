@@ -31,7 +31,10 @@ from endpoint_client import (
     ErrorInfo,
     InvocationError,
     InvocationResult,
+    JsonLinesDecoder,
     MalformedResponse,
+    SseDecoder,
+    build_chat_request,
     classify,
     excerpt,
     invoke_chat,
@@ -160,9 +163,9 @@ def test_a_failed_stream_through_llmops_invoke_is_one_line_saying_try_again():
 
 
 def test_an_unknown_event_type_is_skipped_and_reading_goes_on():
-    data = sse(chunk("a"), chunk("b"))
-    head, tail = parts(data, 10)
-    stream = EventStream([head, {"SomethingNew": {"x": 1}}, {"PayloadPart": {}}, tail])
+    first = sse(chunk("a"), done=False)
+    head, tail = parts(first + sse(chunk("b")), len(first))
+    stream = EventStream([head, {"SomethingNew": {"x": 1}}, {"PayloadPart": {}}, tail])  # a part without bytes
     result = stream_chat(StreamingClient(stream), ENDPOINT, BODY)
     assert result.content == "ab" and result.done
 
@@ -621,3 +624,71 @@ def test_short_reason(reason, limit, suffix, expected):
 def test_short_reason_default_limit_is_3000_bytes():
     assert short_reason("a" * 3000) == "a" * 3000
     assert short_reason("a" * 3001) == "a" * 2997 + "…"
+
+
+def test_a_malformed_response_without_a_body_is_described_without_one():
+    assert classify(MalformedResponse("the answer is empty")).describe() == "MalformedResponse: the answer is empty"
+
+
+def test_a_status_that_is_not_a_number_is_not_shown_as_one():
+    response = {"Error": {"Code": "X", "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": "503"}}
+    assert classify(ClientError(response, "InvokeEndpoint")) == ErrorInfo("X", "m", False, None)
+
+
+def test_extra_none_removes_a_default_and_ignores_a_key_never_set():
+    assert build_chat_request("hi", extra={"max_tokens": None, "temperature": None}) == {
+        "messages": [{"role": "user", "content": "hi"}]
+    }
+
+
+# --- stream decoders: what they report before and after the end ------------------------------------
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_bytes_that_are_not_utf8_become_replacement_characters(decoder_class):
+    decoder = decoder_class()
+    prefix = b"data: " if decoder_class is SseDecoder else b""
+    events = decoder.feed(prefix + b'{"a": "\xff\xfe"}\n\n') + decoder.close()
+    assert [e.data for e in events] == ['{"a": "\ufffd\ufffd"}']
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_a_decoder_is_neither_done_nor_truncated_until_it_is(decoder_class):
+    decoder = decoder_class()
+    assert (decoder.done, decoder.truncated, decoder.events_seen) == (False, False, 0)
+    decoder.feed(b"")
+    assert (decoder.done, decoder.truncated) == (False, False)
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_a_stream_that_ends_inside_a_character_is_truncated(decoder_class):
+    decoder = decoder_class()
+    prefix = b"data: " if decoder_class is SseDecoder else b""
+    complete = decoder.feed(prefix + b'{"a": 1}\n\n')
+    assert [e.data for e in complete] == ['{"a": 1}']
+    # A line, then the first half of an emoji: the stream stopped inside a line that had begun.
+    events = decoder.feed(prefix + b'{"b": 2}\n' + "🪣".encode()[:2]) + decoder.close()
+    # JSON Lines: the complete line counts; SSE: its event never got its blank line, and a new line began.
+    assert [e.data for e in events] == (['{"b": 2}'] if decoder_class is JsonLinesDecoder else [])
+    assert (decoder.truncated, decoder.done) == (True, False)
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_a_byte_order_mark_is_dropped_only_at_the_start(decoder_class):
+    decoder = decoder_class()
+    prefix = b"data: " if decoder_class is SseDecoder else b""
+    events = decoder.feed(b"")
+    events += decoder.feed("\ufeff".encode() + prefix + b'{"a": "')
+    events += decoder.feed('\ufeff"}\n\n'.encode()) + decoder.close()
+    assert [e.data for e in events] == ['{"a": "\ufeff"}']
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_feed_after_close_says_so_and_close_twice_is_harmless(decoder_class):
+    decoder = decoder_class()
+    prefix = b"data: " if decoder_class is SseDecoder else b""
+    assert [e.data for e in decoder.close()] == []
+    assert decoder.close() == []
+    with pytest.raises(ValueError) as info:
+        decoder.feed(prefix + b"{}\n\n")
+    assert str(info.value) == "feed() after close()"
