@@ -38,6 +38,7 @@ from endpoint_client import (
     classify,
     excerpt,
     invoke_chat,
+    iter_events,
     parse_completion,
     parse_delta,
     short_reason,
@@ -692,3 +693,22 @@ def test_feed_after_close_says_so_and_close_twice_is_harmless(decoder_class):
     with pytest.raises(ValueError) as info:
         decoder.feed(prefix + b"{}\n\n")
     assert str(info.value) == "feed() after close()"
+
+
+@pytest.mark.parametrize("decoder_class", [JsonLinesDecoder, SseDecoder])
+def test_events_seen_counts_the_events_returned(decoder_class):
+    decoder = decoder_class()
+    if decoder_class is SseDecoder:
+        text = b"data: 1\n\n: ping\n\ndata: 2\n\ndata: 3\n\ndata: [DONE]\n\n"
+    else:
+        text = b'{"a": 1}\n\n{"a": 2}\n{"a": 3}\n'
+    events = decoder.feed(text) + decoder.close()
+    assert len(events) == decoder.events_seen == 3
+
+
+def test_iter_events_closes_the_decoder_it_reads_with():
+    decoder = SseDecoder()
+    assert [e.data for e in iter_events([b"data: a\n\ndata: [DONE]\n\n", b"data: b\n\n"], decoder)] == ["a"]
+    assert decoder.done
+    with pytest.raises(ValueError, match="after close"):
+        decoder.feed(b"data: c\n\n")
