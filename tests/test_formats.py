@@ -309,3 +309,11 @@ def test_a_quantization_flag_is_checked_at_deploy_time_as_cloudformation_passes_
         BF16, engine="vllm", compute_capability="7.5", dtype="bfloat16", alternatives_json='["ml.g5.xlarge"]'
     )
     assert problems and "nearest" not in problems[0]
+
+
+def test_an_empty_or_blank_engine_env_value_states_no_format():
+    from preflight.formats import engine_format_settings
+
+    env = {"SM_VLLM_DTYPE": " half ", "SM_VLLM_QUANTIZATION": "  "}
+    assert engine_format_settings("SM_VLLM_", env) == {"dtype": "half"}
+    assert engine_format_settings("SM_VLLM_", {"SM_VLLM_DTYPE": ""}) == {}

@@ -4,6 +4,7 @@ the llama.cpp memory fit, ``python -m llmops.plan --gguf`` and the deploy-time p
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import gguf
@@ -441,3 +442,56 @@ def test_an_unreadable_gguf_still_names_its_files(s3):  # noqa: F811
     found = read_s3_gguf(s3.client, BUCKET, "p/", ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"])
     assert found.error == "could not be read: NoSuchKey"
     assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
+
+
+def test_a_sliding_window_pattern_as_a_number_or_beside_per_layer_kv_heads():
+    # gguf's add_sliding_window_pattern writes a uint32 (every n-th layer is global) or one bool per layer.
+    base = {"general.architecture": "gemma3", "gemma3.block_count": 6, "gemma3.attention.sliding_window": 1024}
+    every_sixth = gguf_config(header_of({**base, "gemma3.attention.sliding_window_pattern": 6}))
+    assert every_sixth["sliding_window_pattern"] == 6 and "layer_types" not in every_sixth
+    # Per-layer KV heads already say which layers have attention: the window pattern does not replace them.
+    both = gguf_config(
+        header_of(
+            {
+                **base,
+                "gemma3.attention.head_count_kv": [0, 4, 4, 0, 4, 4],
+                "gemma3.attention.sliding_window_pattern": [True] * 6,
+            }
+        )
+    )
+    assert both["layer_types"].count("linear_attention") == 2 and both["sliding_window"] == 1024
+
+
+def gguf_bytes(version: int, *metadata: bytes, kv_count: int | None = None) -> bytes:
+    """A header by hand: magic, version, no tensors, the metadata entries as given."""
+    count = len(metadata) if kv_count is None else kv_count
+    return b"GGUF" + struct.pack("<IQQ", version, 0, count) + b"".join(metadata)
+
+
+def gguf_key(key: str, kind: int, value: bytes) -> bytes:
+    return struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", kind) + value
+
+
+def reader_of(data: bytes):
+    return lambda offset, length: data[offset : offset + length]
+
+
+def test_version_2_files_and_a_header_that_ends_with_the_file_are_read():
+    header = read_header(reader_of(gguf_bytes(2)))  # exactly 24 bytes, nothing after them
+    assert (header.version, header.tensor_count, header.metadata) == (2, 0, {})
+    # A name that is not valid UTF-8 is kept with a replacement character, not a crash.
+    name = gguf_key("general.name", 8, struct.pack("<Q", 3) + b"a\xffb")
+    assert read_header(reader_of(gguf_bytes(3, name))).metadata["general.name"] == "a\ufffdb"
+
+
+def test_corrupt_headers_say_what_is_wrong():
+    huge_string = gguf_key("general.name", 8, struct.pack("<Q", 2**64 - 1))
+    with pytest.raises(GgufError, match=r"^a string of 18,446,744,073,709,551,615 bytes at byte \d+.*corrupt$"):
+        read_header(reader_of(gguf_bytes(3, huge_string)))
+    odd_type = gguf_key("general.x", 13, b"")
+    with pytest.raises(GgufError, match=r"^unknown metadata value type 13 at byte 45$"):
+        read_header(reader_of(gguf_bytes(3, odd_type)))
+    # A 3 MiB array of bytes in the metadata: past the reader's 1 MiB limit, it stops and says so.
+    big_array = gguf_key("general.blob", 9, struct.pack("<IQ", 0, 3 << 20) + b"\0" * (3 << 20))
+    with pytest.raises(GgufError, match=r"^the header is larger than 1 MiB; not a GGUF file this reader reads$"):
+        read_header(reader_of(gguf_bytes(3, big_array)), first_read=64 << 10, limit=1 << 20)

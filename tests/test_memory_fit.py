@@ -639,6 +639,7 @@ def test_all_windowed_layers_leave_the_context_to_the_model_limit():
         ({"max_model_len": 0}, "max_model_len=0 must be at least 1"),
         ({"max_num_seqs": 0}, "max_num_seqs=0 must be at least 1"),
         ({"weight_bytes": -1}, "weight_bytes=-1 must not be negative"),
+        ({"usable_gpu_memory_bytes": 0}, "usable_gpu_memory_bytes=0 must be positive"),
     ],
 )
 def test_impossible_inputs_raise(kwargs, message):
@@ -756,3 +757,12 @@ def test_format_table_rows_and_sections_as_the_plan_prints_them():
     ]
     fits = format_table(fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE)).split("\n")
     assert "  verdict                                      FITS" in fits and "problems:" not in fits
+
+
+def test_attention_kind_is_named_by_its_kv_heads():
+    # tiiuae/falcon-7b: multi_query, 71 heads of 64; one KV head for all.
+    falcon = {"multi_query": True, "n_layer": 32, "n_head": 71, "hidden_size": 4544, "torch_dtype": "bfloat16"}
+    result = fit(falcon, 14_400_000_000, G6E_12XLARGE, max_model_len=2048, tensor_parallel_size=1)
+    assert "MQA: 1 KV heads x head_dim 64 over 32 attention layers; 1 per GPU at TP 1" in result.assumptions
+    two = attention_layout({**QWEN3_8B, "num_key_value_heads": 2})
+    assert (two.kind, two.kv_heads) == ("gqa", 2)
