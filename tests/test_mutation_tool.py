@@ -55,7 +55,9 @@ def test_an_equivalent_mutant_leaves_the_score_and_the_survivor_list() -> None:
 def test_an_equivalent_is_found_by_its_change_after_mutmut_renumbers_it() -> None:
     diff = "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-    n = f(k, n=1)\n+    n = f(k, n=2)\n"
     change = change_signature("pkg.mod.x_f__mutmut_16", diff)
-    assert change == "pkg.mod.x_f | n = f(k, n=2)"
+    assert change == "pkg.mod.x_f | n = f(k, n=1) -> n = f(k, n=2)"
+    twin = change_signature("pkg.mod.x_f__mutmut_18", diff.replace("n = f(k, n=1)", "n = g(k)"))
+    assert twin != change  # the same mutated line from another original is another mutant
     outcome = Outcome("m", counts={"killed": 3, "survived": 1}, survivors=["pkg.mod.x_f__mutmut_17: survived"])
     outcome.changes = {"pkg.mod.x_f__mutmut_17": change}
     apply_equivalents(outcome, {change: "only the best match is used"})

@@ -208,9 +208,15 @@ def run_mutmut(suite: Suite, children: int, log) -> Outcome:
 
 
 def change_signature(name: str, diff: str) -> str:
-    """``module.function | added line`` of a mutant from ``mutmut show``'s unified diff."""
-    added = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
-    return f"{name.split('__mutmut_')[0]} | {' / '.join(added)}"
+    """``module.function | original line -> mutated line`` of a mutant, from ``mutmut show``'s unified diff.
+
+    Both sides: two mutants of one function can produce the same line from different originals
+    (``start = match.end()`` and ``start = 0`` both becoming ``start = None``).
+    """
+    lines = diff.splitlines()
+    removed = [line[1:].strip() for line in lines if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in lines if line.startswith("+") and not line.startswith("+++")]
+    return f"{name.split('__mutmut_')[0]} | {' / '.join(removed)} -> {' / '.join(added)}"
 
 
 # -- the IAM grant mutator -------------------------------------------------------------------------------
