@@ -712,3 +712,30 @@ def test_iter_events_closes_the_decoder_it_reads_with():
     assert decoder.done
     with pytest.raises(ValueError, match="after close"):
         decoder.feed(b"data: c\n\n")
+
+
+# -- found by the review of the equivalents list: two mutants listed as equivalent were not --------------
+
+
+def test_a_byte_order_mark_after_a_leading_blank_line_is_not_at_the_start() -> None:
+    # Only the very first bytes may carry a BOM (WHATWG SSE: "one leading U+FEFF is removed"); after a
+    # blank line it is part of the field name, and "\ufeffdata" is not a field this decoder knows.
+    assert SseDecoder().feed(b"\n\xef\xbb\xbfdata: x\n\n") == []
+    decoder = SseDecoder()
+    assert decoder.feed(b"\n") == []
+    assert decoder.feed(b"\xef\xbb\xbfdata: y\n\n") == []
+
+
+class _RaisingClient:
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def invoke_endpoint(self, **_: object) -> None:
+        raise self.error
+
+
+def test_an_invocation_error_from_below_reaches_the_caller_as_it_was_raised() -> None:
+    error = InvocationError(ErrorInfo("ModelNotReadyException", "the model is still loading", True))
+    with pytest.raises(InvocationError) as raised:
+        invoke_chat(_RaisingClient(error), "ep", build_chat_request("hi", max_tokens=4, stream=False))
+    assert raised.value is error  # not re-classified into a generic error with another code and flag
