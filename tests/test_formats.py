@@ -12,6 +12,7 @@ from constructs_lib.images import ServingImage
 from preflight.formats import (
     check_checkpoint,
     check_formats,
+    checkpoint_dtype,
     format_table,
     quantization_format,
     required_capabilities,
@@ -206,3 +207,113 @@ def test_the_preflight_properties_arrive_as_text():
         [],
         ["bfloat16 weights and compute: the GPU's compute capability is unknown, not checked"],
     )
+
+
+# --- how config.json states formats, as real checkpoints write them --------------------------------------
+
+
+@pytest.mark.parametrize("nest", ["text_config", "llm_config", "language_config"])
+def test_a_nested_language_models_dtype_and_quantization_are_found(nest):
+    # InternVL nests it under llm_config, some VLMs under language_config, Llama 4 / Gemma 3 under text_config.
+    config = {nest: {"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "awq"}}}
+    assert resolve_formats(config) == ("bfloat16", "awq")
+
+
+@pytest.mark.parametrize(
+    ("config", "expected"),
+    [
+        ({"dtype": "bfloat16"}, "bfloat16"),  # transformers v5 writes dtype, not torch_dtype
+        ({"torch_dtype": "torch.float16"}, "float16"),  # some exporters write the torch name
+        ({"torch_dtype": "BF16"}, "bfloat16"),
+    ],
+)
+def test_the_compute_dtype_is_read_however_config_json_spells_it(config, expected):
+    assert checkpoint_dtype(config) == expected
+
+
+@pytest.mark.parametrize(
+    ("quant", "expected"),
+    [
+        # ModelOpt's INT4 AWQ (quant_algo W4A16_AWQ) is neither FP4 nor FP8: not checked as either.
+        ({"quant_method": "modelopt", "quant_algo": "W4A16_AWQ"}, "modelopt"),
+        ({"quant_method": "modelopt"}, "modelopt"),
+        # compressed-tensors NVFP4 from its weights (num_bits 4, float) when no format string says so.
+        (
+            {
+                "quant_method": "compressed-tensors",
+                "config_groups": {"g": {"weights": {"num_bits": 4, "type": "float"}}},
+            },
+            "nvfp4",
+        ),
+        # A group that is not a mapping is skipped, not a crash (the preflight Lambda reads any config.json).
+        ({"quant_method": "compressed-tensors", "config_groups": {"bad": None}}, "compressed-tensors"),
+        ({"quant_method": ""}, None),
+    ],
+)
+def test_quantization_formats_from_less_common_configs(quant, expected):
+    assert quantization_format({"quantization_config": quant}) == expected
+
+
+def test_a_dtype_flag_the_table_does_not_know_is_named_not_replaced_by_config_json():
+    assert resolve_formats(BF16, dtype="Float64") == ("float64",)
+    check = check_checkpoint(BF16, engine="vllm", compute_capability="7.5", dtype="Float64")
+    assert check.ok and check.notes == [
+        "weight format 'float64' is not in the format table: not checked against the GPU"
+    ]
+
+
+def test_every_format_is_checked_after_one_that_cannot_be():
+    # After an unknown format, one the engine has no source for, or an unknown GPU, the next is still judged.
+    unknown_first = check_formats(("float64", "awq"), compute_capability="7.0", engine="vllm")
+    assert len(unknown_first.notes) == 1 and "AWQ" in unknown_first.problems[0]
+    sglang = check_formats(("awq", "float16"), compute_capability="7.0", engine="sglang")
+    assert len(sglang.notes) == 1 and "SGLang only supports sm75 and above" in sglang.problems[0]
+    no_gpu = check_formats(("bfloat16", "fp8"), compute_capability=None, engine="vllm")
+    assert len(no_gpu.notes) == 2 and no_gpu.min_compute_capability == "8.0"
+    # Two formats below the GPU: both refused, both named.
+    both = check_checkpoint(
+        {"torch_dtype": "bfloat16", "quantization_config": {"quant_method": "awq"}},
+        engine="vllm",
+        compute_capability="7.0",
+        dtype="bfloat16",
+    )
+    assert [p.split(" need ")[0] for p in both.problems] == ["bfloat16 weights and compute", "AWQ 4-bit weights"]
+
+
+def test_the_refusal_names_the_gpu_the_rule_and_the_source_exactly():
+    rows = format_table()["formats"]
+    check = check_checkpoint(BF16, engine="vllm", compute_capability="7.5", dtype="bfloat16")
+    assert check.problems == [
+        "bfloat16 weights and compute need compute capability 8.0 or newer with vllm; this GPU (compute capability "
+        f"7.5) cannot run them: {rows['bfloat16']['below_min']}. Source: {rows['bfloat16']['sources'][0]}"
+    ]
+    direct = check_formats(("bfloat16",), compute_capability="7.5", engine="vllm")
+    assert direct.problems == check.problems
+    # The auto-dtype fallback warning cites the fallback's own first source (vLLM's _resolve_auto_dtype).
+    (warning,) = check_checkpoint(BF16, engine="vllm", compute_capability="7.5").warnings
+    assert warning.endswith(f"Source: {rows['bfloat16']['auto_fallback']['sources'][0]}")
+    assert "vllm/config/model.py (_resolve_auto_dtype)" in warning
+
+
+def test_a_quantization_flag_is_checked_at_deploy_time_as_cloudformation_passes_it():
+    from preflight.formats import check_deployment
+
+    assert check_checkpoint(BF16, engine="vllm", compute_capability="8.6", quantization="fp8").formats == (
+        "bfloat16",
+        "fp8",
+    )
+    problems, _ = check_deployment(BF16, engine="vllm", compute_capability="7.0", quantization="fp8")
+    assert any(p.startswith("FP8 weights") and "need compute capability 7.5" in p for p in problems)
+    # Alternatives that are not a JSON object are ignored, not a crash.
+    problems, _ = check_deployment(
+        BF16, engine="vllm", compute_capability="7.5", dtype="bfloat16", alternatives_json='["ml.g5.xlarge"]'
+    )
+    assert problems and "nearest" not in problems[0]
+
+
+def test_an_empty_or_blank_engine_env_value_states_no_format():
+    from preflight.formats import engine_format_settings
+
+    env = {"SM_VLLM_DTYPE": " half ", "SM_VLLM_QUANTIZATION": "  "}
+    assert engine_format_settings("SM_VLLM_", env) == {"dtype": "half"}
+    assert engine_format_settings("SM_VLLM_", {"SM_VLLM_DTYPE": ""}) == {}

@@ -4,6 +4,7 @@ the llama.cpp memory fit, ``python -m llmops.plan --gguf`` and the deploy-time p
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import gguf
@@ -14,11 +15,13 @@ from llmops.plan import main as plan_main
 from preflight import format_table
 from preflight.gguf import (
     GgufError,
+    GgufHeader,
     estimate_gguf_fit,
     file_reader,
     gguf_config,
     read_header,
     read_s3_gguf,
+    s3_reader,
     select_gguf,
 )
 from tests.fakes.fixtures import BUCKET, s3  # noqa: F401
@@ -341,3 +344,154 @@ def test_read_s3_gguf_says_when_the_object_is_not_gguf(s3):  # noqa: F811
 def test_the_header_sizes_match_what_the_estimate_reports(tmp_path):
     header = read_header(file_reader(str(qwen36_like(tmp_path))))
     assert json.dumps(gguf_config(header))  # plain JSON values: the Lambda's data stays serialisable
+
+
+# --- what the metadata turns into, key by key ------------------------------------------------------------
+
+
+def header_of(metadata: dict, parameter_count: int | None = None) -> GgufHeader:
+    return GgufHeader(3, 0, metadata, 1 << 20, parameter_count)
+
+
+def test_per_layer_head_counts_become_the_config_json_the_estimate_reads():
+    # A hybrid (LFM2-like) file: head counts per layer, 0 KV heads where a layer has no attention.
+    header = header_of(
+        {
+            "general.architecture": "lfm2",
+            "lfm2.block_count": 4,
+            "lfm2.attention.head_count": [32, 32, 32, 32],
+            "lfm2.attention.head_count_kv": [0, 8, 0, 8],
+            "lfm2.embedding_length": 2048,
+            "lfm2.context_length": 128000,
+            "lfm2.expert_count": 16,
+            "lfm2.expert_used_count": 1,  # top-1 routing, as Llama 4 Scout
+        }
+    )
+    assert gguf_config(header) == {
+        "model_type": "lfm2",
+        "num_hidden_layers": 4,
+        "torch_dtype": "float16",
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+        "hidden_size": 2048,
+        "max_position_embeddings": 128000,
+        "num_experts": 16,
+        "num_experts_per_tok": 1,
+    }
+    fit = estimate_gguf_fit(header, weight_bytes=10**9, gpu_count=1, gpu_memory_gib=24, max_model_len=4096)
+    # Only the 2 attention layers keep a cache: 2 x 2 (K, V) x 8 heads x 64 x 2 bytes = 4 KiB per token.
+    assert fit.attention.full_layers == 2 and fit.kv_bytes_per_token == 4096
+    assert "MoE: all 16 experts resident in GPU memory, 1 active per token" in fit.assumptions
+
+
+@pytest.mark.parametrize(
+    ("metadata", "reason"),
+    [
+        ({"llama.block_count": 8}, "^the GGUF metadata has no general.architecture$"),
+        ({"general.architecture": "llama"}, "^the GGUF metadata has no llama.block_count: cannot size the KV cache$"),
+        ({"general.architecture": "llama", "llama.block_count": 0}, "no llama.block_count"),
+        ({"general.architecture": "llama", "llama.block_count": True}, "no llama.block_count"),
+    ],
+)
+def test_metadata_that_cannot_size_the_cache_says_which_key_is_missing(metadata, reason):
+    with pytest.raises(GgufError, match=reason):
+        gguf_config(header_of(metadata))
+
+
+def test_a_one_layer_file_is_sized():
+    config = gguf_config(header_of({"general.architecture": "llama", "llama.block_count": 1}))
+    assert config["num_hidden_layers"] == 1
+
+
+def test_the_report_names_the_model_and_its_bits_per_weight_and_not_vllms_overhead():
+    header = header_of(
+        {
+            "general.architecture": "llama",
+            "general.name": "Tiny test model",
+            "general.file_type": 15,
+            "llama.block_count": 8,
+            "llama.attention.head_count": 16,
+            "llama.embedding_length": 2048,
+        },
+        parameter_count=8_000_000_000,
+    )
+    fit = estimate_gguf_fit(header, weight_bytes=4_900_000_000, gpu_count=1, gpu_memory_gib=24, max_model_len=4096)
+    assert fit.assumptions[0] == (
+        "GGUF v3, architecture llama, model 'Tiny test model', quantization Q4_K_M "
+        "(1.0 MiB of header read, no tensor data)"
+    )
+    assert fit.assumptions[1] == "8.00 B parameters at 4.90 bits per weight on average"
+    # llama.cpp's own overhead is stated; vLLM's calibrated share and gpu_memory_utilization are not.
+    assert not [a for a in fit.assumptions if a.startswith(("overhead:", "engine budget"))]
+
+
+def test_a_range_past_the_end_of_the_object_is_the_end_of_the_file(tmp_path, s3):  # noqa: F811
+    # S3 answers a range that starts at or past the object's end with InvalidRange; the reader takes it as
+    # end of file, so a header cut at exactly the first read's length is reported as truncated.
+    data = write_gguf(tmp_path / "m.gguf").read_bytes()[:4096]
+    s3.client.put_object(Bucket=BUCKET, Key="p/m.gguf", Body=data)
+    read_at = s3_reader(s3.client, BUCKET, "p/m.gguf")
+    assert read_at(4096, 100) == b""
+    with pytest.raises(GgufError, match=r"the file ends inside its header \(at byte 4,096\)"):
+        read_header(read_at, first_read=4096)
+
+
+def test_an_unreadable_gguf_still_names_its_files(s3):  # noqa: F811
+    # Listed, but gone (or denied) by the time the header is read: the model's files still scope the weights.
+    found = read_s3_gguf(s3.client, BUCKET, "p/", ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"])
+    assert found.error == "could not be read: NoSuchKey"
+    assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
+
+
+def test_a_sliding_window_pattern_as_a_number_or_beside_per_layer_kv_heads():
+    # gguf's add_sliding_window_pattern writes a uint32 (every n-th layer is global) or one bool per layer.
+    base = {"general.architecture": "gemma3", "gemma3.block_count": 6, "gemma3.attention.sliding_window": 1024}
+    every_sixth = gguf_config(header_of({**base, "gemma3.attention.sliding_window_pattern": 6}))
+    assert every_sixth["sliding_window_pattern"] == 6 and "layer_types" not in every_sixth
+    # Per-layer KV heads already say which layers have attention: the window pattern does not replace them.
+    both = gguf_config(
+        header_of(
+            {
+                **base,
+                "gemma3.attention.head_count_kv": [0, 4, 4, 0, 4, 4],
+                "gemma3.attention.sliding_window_pattern": [True] * 6,
+            }
+        )
+    )
+    assert both["layer_types"].count("linear_attention") == 2 and both["sliding_window"] == 1024
+
+
+def gguf_bytes(version: int, *metadata: bytes, kv_count: int | None = None) -> bytes:
+    """A header by hand: magic, version, no tensors, the metadata entries as given."""
+    count = len(metadata) if kv_count is None else kv_count
+    return b"GGUF" + struct.pack("<IQQ", version, 0, count) + b"".join(metadata)
+
+
+def gguf_key(key: str, kind: int, value: bytes) -> bytes:
+    return struct.pack("<Q", len(key)) + key.encode() + struct.pack("<I", kind) + value
+
+
+def reader_of(data: bytes):
+    return lambda offset, length: data[offset : offset + length]
+
+
+def test_version_2_files_and_a_header_that_ends_with_the_file_are_read():
+    header = read_header(reader_of(gguf_bytes(2)))  # exactly 24 bytes, nothing after them
+    assert (header.version, header.tensor_count, header.metadata) == (2, 0, {})
+    # A name that is not valid UTF-8 is kept with a replacement character, not a crash.
+    name = gguf_key("general.name", 8, struct.pack("<Q", 3) + b"a\xffb")
+    assert read_header(reader_of(gguf_bytes(3, name))).metadata["general.name"] == "a\ufffdb"
+
+
+def test_corrupt_headers_say_what_is_wrong():
+    huge_string = gguf_key("general.name", 8, struct.pack("<Q", 2**64 - 1))
+    with pytest.raises(GgufError, match=r"^a string of 18,446,744,073,709,551,615 bytes at byte \d+.*corrupt$"):
+        read_header(reader_of(gguf_bytes(3, huge_string)))
+    odd_type = gguf_key("general.x", 13, b"")
+    with pytest.raises(GgufError, match=r"^unknown metadata value type 13 at byte 45$"):
+        read_header(reader_of(gguf_bytes(3, odd_type)))
+    # A 3 MiB array of bytes in the metadata: past the reader's 1 MiB limit, it stops and says so.
+    big_array = gguf_key("general.blob", 9, struct.pack("<IQ", 0, 3 << 20) + b"\0" * (3 << 20))
+    with pytest.raises(GgufError, match=r"^the header is larger than 1 MiB; not a GGUF file this reader reads$"):
+        read_header(reader_of(gguf_bytes(3, big_array)), first_read=64 << 10, limit=1 << 20)

@@ -268,7 +268,10 @@ def test_command_streams_and_times(env, fake):
 
 def test_command_ctrl_c_exits_130_without_a_traceback(env, fake):
     fake.add_endpoint(ENDPOINT, default=Reply(token_delay_s=0.5))
-    process = command(env, "--endpoint", ENDPOINT, PROMPT)
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps an ignored
+    # SIGINT ignored: give the command the default disposition a user's terminal gives it.
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    process = command(env, "--endpoint", ENDPOINT, PROMPT, preexec_fn=restore)
     try:
         first = process.stdout.read(1)  # the first token has been printed: we are mid-stream
         assert first

@@ -639,6 +639,7 @@ def test_all_windowed_layers_leave_the_context_to_the_model_limit():
         ({"max_model_len": 0}, "max_model_len=0 must be at least 1"),
         ({"max_num_seqs": 0}, "max_num_seqs=0 must be at least 1"),
         ({"weight_bytes": -1}, "weight_bytes=-1 must not be negative"),
+        ({"usable_gpu_memory_bytes": 0}, "usable_gpu_memory_bytes=0 must be positive"),
     ],
 )
 def test_impossible_inputs_raise(kwargs, message):
@@ -690,3 +691,78 @@ def test_format_table_shows_the_numbers_and_the_verdict():
         assert expected in table
     fits = format_table(fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE))
     assert "FITS" in fits and "DOES NOT FIT" not in fits and "problems:" not in fits
+
+
+@pytest.mark.parametrize(
+    ("rope", "warned"),
+    [
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, False),
+        ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, False),  # transformers v5's name
+        ({"rope_scaling": None, "rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, False),
+        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),  # the older key inside it
+        ({"rope_scaling": {"rope_type": "default"}}, True),  # present, but no scaling
+        ({"rope_parameters": {"rope_theta": 10000.0}}, True),  # no type given: default
+        ({"rope_scaling": "yarn"}, True),  # not a mapping: not read as scaling
+    ],
+)
+def test_rope_scaling_in_config_json_silences_the_context_warning(rope, warned):
+    result = fit({**LLAMA2_7B, **rope}, LLAMA2_7B_BYTES, G6E_12XLARGE, max_model_len=8192)
+    exceeds = [w for w in result.warnings if "exceeds the model's max_position_embeddings=4,096" in w]
+    assert bool(exceeds) is warned
+
+
+def test_largest_context_for_several_sequences_splits_the_budget_and_keeps_to_the_model_limit():
+    from preflight.memory_fit import largest_context_for
+
+    l4 = fit(QWEN3_8B, QWEN3_8B_BYTES, G6_XLARGE)  # budget 2,769,387,264; 147,456 bytes per token
+    assert largest_context_for(l4, 1) == l4.max_model_len_that_fits == 18_781
+    # What the plan prints ("max_model_len up to 9,390"): whole tokens, the budget split in two.
+    assert f"{largest_context_for(l4, 2):,}" == "9,390"
+    # One L40S has room for 165,265 tokens, 41,316 for each of 4; the model stops at 40,960.
+    l40s = fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE, tensor_parallel_size=1, max_num_seqs=4)
+    assert l40s.max_model_len_that_fits == 165_265
+    assert largest_context_for(l40s, 4) == 40_960
+    # Every layer windowed at 4,096: 64 sequences of 18,020 tokens would fill the budget if the window did
+    # not bound them, but it does, so the model's own limit is the answer.
+    all_sliding = {**MISTRAL_7B_V01, "layer_types": ["sliding_attention"] * 32}
+    assert largest_context_for(fit(all_sliding, 14_480_000_000, G6E_12XLARGE), 64) == 32_768
+
+
+def test_format_table_rows_and_sections_as_the_plan_prints_them():
+    result = fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE, max_model_len=65536, tensor_parallel_size=1, max_num_seqs=4)
+    lines = format_table(result).split("\n")
+    assert lines[:14] == [
+        "memory fit: 4 GPU(s), tensor parallel 1; figures per GPU",
+        "  usable GPU memory                       44.70 GiB",
+        "  engine budget (x 0.90)                  40.23 GiB",
+        "  - weights (16.40 GB / TP 1)             15.27 GiB",
+        "  - runtime overhead                       2.26 GiB",
+        "  = KV-cache budget                       22.70 GiB",
+        "  KV cache per token (bfloat16)        144.0 KiB (whole model 144.0 KiB)",
+        "  KV cache, one 65,536-token sequence      9.00 GiB",
+        "  KV cache needed (max_num_seqs 4)        36.00 GiB",
+        "  largest context for one sequence     165,265 tokens",
+        "  model context limit (config.json)    40,960 tokens",
+        "  65,536-token sequences at once                  2",
+        "  verdict                              DOES NOT FIT",
+        "problems:",
+    ]
+    assert len(result.problems) == 1 and len(result.warnings) == 2
+    assert lines[14:] == [
+        f"  - {result.problems[0]}",
+        "warnings:",
+        *(f"  - {w}" for w in result.warnings),
+        "assumptions:",
+        *(f"  - {a}" for a in result.assumptions),
+    ]
+    fits = format_table(fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE)).split("\n")
+    assert "  verdict                                      FITS" in fits and "problems:" not in fits
+
+
+def test_attention_kind_is_named_by_its_kv_heads():
+    # tiiuae/falcon-7b: multi_query, 71 heads of 64; one KV head for all.
+    falcon = {"multi_query": True, "n_layer": 32, "n_head": 71, "hidden_size": 4544, "torch_dtype": "bfloat16"}
+    result = fit(falcon, 14_400_000_000, G6E_12XLARGE, max_model_len=2048, tensor_parallel_size=1)
+    assert "MQA: 1 KV heads x head_dim 64 over 32 attention layers; 1 per GPU at TP 1" in result.assumptions
+    two = attention_layout({**QWEN3_8B, "num_key_value_heads": 2})
+    assert (two.kind, two.kv_heads) == ("gqa", 2)

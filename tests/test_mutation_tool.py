@@ -13,6 +13,7 @@ from tools.mutation import (
     Outcome,
     Suite,
     apply_equivalents,
+    change_signature,
     delete_element,
     iam_mutants,
     mutmut_config,
@@ -52,6 +53,18 @@ def test_an_equivalent_mutant_leaves_the_score_and_the_survivor_list() -> None:
     apply_equivalents(outcome, {"a.py:s3:GetObject#3": "granted twice"})
     assert (outcome.score, outcome.survivors, outcome.equivalent) == (1.0, [], 1)
     assert "| iam | 10 | 9 | 0 | 0 | 1 | 100.0% |" in table([outcome])
+
+
+def test_an_equivalent_is_found_by_its_change_after_mutmut_renumbers_it() -> None:
+    diff = "--- a.py\n+++ a.py\n@@ -1 +1 @@\n-    n = f(k, n=1)\n+    n = f(k, n=2)\n"
+    change = change_signature("pkg.mod.x_f__mutmut_16", diff)
+    assert change == "pkg.mod.x_f | n = f(k, n=1) -> n = f(k, n=2)"
+    twin = change_signature("pkg.mod.x_f__mutmut_18", diff.replace("n = f(k, n=1)", "n = g(k)"))
+    assert twin != change  # the same mutated line from another original is another mutant
+    outcome = Outcome("m", counts={"killed": 3, "survived": 1}, survivors=["pkg.mod.x_f__mutmut_17: survived"])
+    outcome.changes = {"pkg.mod.x_f__mutmut_17": change}
+    apply_equivalents(outcome, {change: "only the best match is used"})
+    assert (outcome.score, outcome.survivors, outcome.equivalent) == (1.0, [], 1)
 
 
 def test_timeouts_count_as_killed_and_untested_mutants_against_the_score() -> None:

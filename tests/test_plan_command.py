@@ -249,6 +249,10 @@ def test_the_safetensors_index_drops_consolidated_copies():
     weights = select_weight_files(sizes, index)
     assert weights.total_bytes == 20
     assert "consolidated.safetensors" in weights.notes[0]
+    two = select_weight_files({**sizes, "extra.safetensors": 1}, index)
+    assert two.notes == (
+        "not in model.safetensors.index.json, not counted: consolidated.safetensors, extra.safetensors",
+    )
     assert select_weight_files(sizes).total_bytes == 40  # without the index all are counted
 
 

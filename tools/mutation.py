@@ -80,6 +80,7 @@ SUITES = (
             "tests/test_jsonlines_stream.py",
             "tests/test_invoke_integration.py",
             "tests/test_smoke_handler.py",
+            "tests/test_endpoint_client.py",
         ),
     ),
     Suite(
@@ -100,7 +101,12 @@ SUITES = (
     Suite(
         "stacks/config.py",
         ("stacks/config.py",),
-        ("tests/test_config.py", "tests/test_config_limits.py", "tests/test_observability_config.py"),
+        (
+            "tests/test_config.py",
+            "tests/test_config_limits.py",
+            "tests/test_config_rules.py",
+            "tests/test_observability_config.py",
+        ),
     ),
     Suite(
         "iam",
@@ -121,6 +127,9 @@ class Outcome:
     suite: str
     counts: dict[str, int] = field(default_factory=dict)
     survivors: list[str] = field(default_factory=list)
+    # survivor name -> "<function> | <the mutated line(s)>": what an equivalent is listed under, so the
+    # list survives mutmut renumbering a function's mutants after an edit.
+    changes: dict[str, str] = field(default_factory=dict)
     equivalent: int = 0
     seconds: float = 0.0
 
@@ -210,7 +219,21 @@ def run_mutmut(suite: Suite, children: int, log) -> Outcome:
         outcome.counts[status] = outcome.counts.get(status, 0) + 1
         if status not in ("killed", "timeout", "skipped"):
             outcome.survivors.append(f"{name}: {status}")
+            shown = subprocess.run([*mutmut, "show", name], cwd=where, env=env, capture_output=True, text=True)
+            outcome.changes[name] = change_signature(name, shown.stdout)
     return outcome
+
+
+def change_signature(name: str, diff: str) -> str:
+    """``module.function | original line -> mutated line`` of a mutant, from ``mutmut show``'s unified diff.
+
+    Both sides: two mutants of one function can produce the same line from different originals
+    (``start = match.end()`` and ``start = 0`` both becoming ``start = None``).
+    """
+    lines = diff.splitlines()
+    removed = [line[1:].strip() for line in lines if line.startswith("-") and not line.startswith("---")]
+    added = [line[1:].strip() for line in lines if line.startswith("+") and not line.startswith("+++")]
+    return f"{name.split('__mutmut_')[0]} | {' / '.join(removed)} -> {' / '.join(added)}"
 
 
 # -- the IAM grant mutator -------------------------------------------------------------------------------
@@ -277,7 +300,11 @@ def run_iam(suite: Suite, log) -> Outcome:
 
 
 def apply_equivalents(outcome: Outcome, equivalents: dict[str, str]) -> None:
-    judged = [s for s in outcome.survivors if s.rsplit(": ", 1)[0] in equivalents]
+    def listed(survivor: str) -> bool:
+        name = survivor.rsplit(": ", 1)[0]
+        return name in equivalents or outcome.changes.get(name) in equivalents
+
+    judged = [s for s in outcome.survivors if listed(s)]
     outcome.equivalent = len(judged)
     outcome.survivors = [s for s in outcome.survivors if s not in judged]
 
@@ -319,7 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     survivors = [s for o in outcomes for s in o.survivors]
     if survivors:
         print(f"\n{len(survivors)} surviving or untested mutant(s) (`mutmut show NAME` in .mutation/<suite>):")
-        print("\n".join(f"  {s}" for s in survivors[:200]))
+        changes = {name: change for o in outcomes for name, change in o.changes.items()}
+        for s in survivors[:200]:
+            print(f"  {s}" + (f"\n      {changes[s.rsplit(': ', 1)[0]]}" if s.rsplit(": ", 1)[0] in changes else ""))
     SCRATCH.mkdir(exist_ok=True)
     (SCRATCH / "report.json").write_text(
         json.dumps([{**o.__dict__, "score": o.score} for o in outcomes], indent=2) + "\n"
