@@ -248,6 +248,11 @@ def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
     code, out, _ = stage()
     assert code == 0, out
     assert "event=resume_discarded" in out and "event=resume_upload" not in out
+    reason = {
+        "a part replaced since": "the parts in S3 are not the ones the checkpoint hashed",
+        "a state of fewer bytes": "the saved hash state does not cover the 2 parts before the checkpoint",
+    }[case]
+    assert f'event=resume_discarded path={BIG} reason="{reason}"' in out
     assert s3.body(prefix + BIG) == content
     assert s3.open_uploads() == []
 

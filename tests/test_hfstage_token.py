@@ -36,6 +36,7 @@ class Secrets:
         ({"SecretString": json.dumps({"token": " hf_first ", "HF_TOKEN": "hf_second"})}, "hf_first"),
         ({"SecretBinary": b"hf_binary\n"}, "hf_binary"),
         ({"SecretString": "hf_string", "SecretBinary": b"hf_binary"}, "hf_string"),
+        ({"SecretBinary": b"hf_\xffx"}, "hf_\ufffdx"),  # not UTF-8: read anyway (the Hub will refuse it)
     ],
 )
 def test_the_token_comes_from_the_secret(answer: dict, token: str) -> None:

@@ -382,3 +382,21 @@ def test_verifier_names_the_file_the_algorithm_and_both_digests() -> None:
         == f"w.bin: content sha256 {hashlib.sha256(data).hexdigest()} does not match the Hub's {'d' * 64}"
     )
     assert type(failed.value).__name__ == "IntegrityError"
+
+
+def test_small_contracts_of_the_manifest_and_the_plan() -> None:
+    files = [hub_file("a.json", 5)]
+    assert build_manifest("Org/Name", SHA, files, "t", source="https://hub.example/")["source"] == "https://hub.example"
+    with pytest.raises(ValueError) as refused:
+        assign(files, [])
+    assert str(refused.value) == "no hosts to assign files to"
+
+
+def test_restoring_without_resumable_hashing_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage import hashstate
+
+    monkeypatch.setattr(hashstate, "_lib", None)
+    monkeypatch.setattr(hashstate, "_checked", True)
+    with pytest.raises(ValueError) as refused:
+        Verifier.restore(hub_file("w.bin", 10, lfs=True), b"x" * 112)
+    assert str(refused.value) == "resumable hashing is not available"

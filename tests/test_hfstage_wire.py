@@ -306,9 +306,9 @@ def open_uploads(state2: bytes, state3: bytes) -> tuple[list[dict], dict[str, tu
 
     named = {
         "a": (PREFIX + "a.gguf", "u-a"),
+        "a-0": (checkpoint_key(PREFIX, "a.gguf", "u-a", 0, state3, "d0"), "m0"),  # no part before it: useless
         "a-2": (checkpoint_key(PREFIX, "a.gguf", "u-a", 2, state2, "d2"), "m2"),
         "a-3": (checkpoint_key(PREFIX, "a.gguf", "u-a", 3, state3, "d3"), "m3"),
-        "a-0": (checkpoint_key(PREFIX, "a.gguf", "u-a", 0, state3, "d0"), "m0"),  # no part before it: useless
         "a-other": (checkpoint_key(PREFIX, "a.gguf", "u-gone", 4, state3, "d4"), "m4"),  # an upload since aborted
         "b": (PREFIX + "b.gguf", "u-b"),  # no checkpoint: nothing to resume from
         "c": (PREFIX + "c.gguf", "u-c"),  # another host's file
@@ -330,7 +330,7 @@ def test_a_rerun_keeps_each_own_files_latest_checkpointed_upload_and_aborts_the_
     state2, state3 = states_after(bytes(20 * MiB))[1:3]
     listing, named = open_uploads(state2, state3)
     stub.add_response("list_multipart_uploads", {"Uploads": listing}, {"Bucket": "bkt", "Prefix": PREFIX})
-    for name in ("b", "a-2", "a-0", "a-other"):  # uploads first, then checkpoints, in listing order
+    for name in ("b", "a-0", "a-2", "a-other"):  # uploads first, then checkpoints, in listing order
         key, upload = named[name]
         stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": upload})
     log = io.StringIO()
@@ -338,7 +338,7 @@ def test_a_rerun_keeps_each_own_files_latest_checkpointed_upload_and_aborts_the_
     assert found == {PREFIX + "a.gguf": ResumePoint("u-a", 3, state3, named["a-3"][0], "m3", "d3")}
     text = log.getvalue()
     assert [line.split(" event=")[1] for line in text.splitlines()] == [
-        *(f"abort_stale key={named[n][0]}" for n in ("b", "a-2", "a-0", "a-other")),
+        *(f"abort_stale key={named[n][0]}" for n in ("b", "a-0", "a-2", "a-other")),
         f"resumable key={PREFIX}a.gguf checkpoint=3",
     ]
 
@@ -351,7 +351,7 @@ def test_without_resumable_hashing_or_when_told_every_own_upload_is_aborted(
     listing, named = open_uploads(state2, state3)
     for _ in range(2):  # resume=False, then no resumable hashing
         stub.add_response("list_multipart_uploads", {"Uploads": listing}, {"Bucket": "bkt", "Prefix": PREFIX})
-        for name in ("a", "b", "a-2", "a-3", "a-0", "a-other"):
+        for name in ("a", "b", "a-0", "a-2", "a-3", "a-other"):
             key, upload = named[name]
             stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": upload})
     assert reclaim(client, io.StringIO(), resume=False) == {}
@@ -632,11 +632,13 @@ def test_a_resumed_file_stopped_again_keeps_its_upload_and_checkpoint(fake_hub: 
     # Nothing else: no abort of the upload or of its checkpoint, so the next run resumes from the same point.
     from hfstage.transfer import Cancelled
 
+    log = io.StringIO()
     with ThreadPoolExecutor(1) as uploads:
-        worker = stager(fake_hub, client, uploads, io.StringIO())
+        worker = stager(fake_hub, client, uploads, log)
         worker.stop.set()
         with pytest.raises(Cancelled):
             worker.stage(file_of(fake_hub, BIG), resume)
+    assert "abort" not in log.getvalue()  # (an unexpected abort would be a Stubber error, logged as abort_failed)
 
 
 def test_a_part_of_another_size_in_s3_is_sent_again_and_the_parts_after_it_kept(
@@ -681,3 +683,32 @@ def test_a_part_of_another_size_in_s3_is_sent_again_and_the_parts_after_it_kept(
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
     with ThreadPoolExecutor(1) as uploads:
         stager(fake_hub, client, uploads, io.StringIO()).stage(file_of(fake_hub, BIG), resume)
+
+
+@pytest.mark.parametrize("what", ["a state of another length", "ListParts refused"])
+def test_a_checkpoint_that_cannot_be_used_says_why_and_the_file_starts_over(
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    s3_stub,
+    what: str,
+) -> None:
+    fake_hub: FakeHub, repo, s3_stub, what
+) -> None:
+    client, stub = s3_stub
+    key = "models/" + BIG
+    states = states_after(repo.files[BIG].content.to_bytes())
+    state = b"short" if what == "a state of another length" else states[0]
+    resume = ResumePoint("u1", 1, state, "models/ck", "c1", parts_digest(['"s1"']))
+    if what == "ListParts refused":
+        stub.add_client_error("list_parts", "NoSuchUpload", http_status_code=404)
+        reason = "ListParts: NoSuchUpload (HTTP 404)"
+    else:
+        reason = "a saved sha256 state has 112 bytes, not 5"
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
+    log = io.StringIO()
+    state_after = stager(fake_hub, client, ThreadPoolExecutor(1), log)._resumed(
+        file_of(fake_hub, BIG), key, 5 * MiB, resume
+    )
+    assert state_after.upload_id is None and state_after.checkpoint == 0
+    assert f'event=resume_discarded path={BIG} reason="{reason}"' in log.getvalue()
