@@ -692,8 +692,6 @@ def test_a_checkpoint_that_cannot_be_used_says_why_and_the_file_starts_over(
     s3_stub,
     what: str,
 ) -> None:
-    fake_hub: FakeHub, repo, s3_stub, what
-) -> None:
     client, stub = s3_stub
     key = "models/" + BIG
     states = states_after(repo.files[BIG].content.to_bytes())
