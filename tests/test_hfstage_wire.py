@@ -710,3 +710,23 @@ def test_a_checkpoint_that_cannot_be_used_says_why_and_the_file_starts_over(
     )
     assert state_after.upload_id is None and state_after.checkpoint == 0
     assert f'event=resume_discarded path={BIG} reason="{reason}"' in log.getvalue()
+
+
+def test_a_checkpoint_of_a_git_file_counts_its_blob_header(fake_hub: FakeHub, s3_stub) -> None:  # noqa: F811
+    """A large file kept in git (not LFS) is checked by its blob SHA-1, whose hash starts with a
+    ``blob <size>\\0`` header: the saved state covers the header and the parts, and is resumed."""
+    client, stub = s3_stub
+    assert hashstate.available()
+    fake_hub.lfs_threshold = 64 * MiB
+    repo = fake_hub.add_repo(REPO, {"vocab.txt": Synthetic(11 * MiB, seed=3)})
+    data = repo.files["vocab.txt"].content.to_bytes()
+    assert not repo.files["vocab.txt"].lfs
+    hashed = hashstate.ResumableHash("sha1")
+    hashed.update(b"blob %d\0" % len(data) + data[: 5 * MiB])
+    resume = ResumePoint("u1", 1, hashed.state(), "models/ck", "c1", parts_digest(['"s1"']))
+    listed = [{"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"'}]
+    stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": "models/vocab.txt", "UploadId": "u1"})
+    log = io.StringIO()
+    worker = stager(fake_hub, client, ThreadPoolExecutor(1), log)
+    state = worker._resumed(file_of(fake_hub, "vocab.txt"), "models/vocab.txt", 5 * MiB, resume)
+    assert state.upload_id == "u1" and state.checkpoint == 1 and "resume_discarded" not in log.getvalue()
