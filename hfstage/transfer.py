@@ -89,9 +89,7 @@ class IntegrityError(Exception):
 class TransientError(Exception):
     """A broken connection or a retryable error: resume the file from its last complete part."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
+    retry_after: float | None = None  # S3 sends no Retry-After; only the Hub's HubUnavailable carries one
 
 
 class PermanentError(Exception):

@@ -195,3 +195,32 @@ def test_without_proc_the_linker_finds_libcrypto(monkeypatch: pytest.MonkeyPatch
     assert found and "crypto" in found
     assert hashstate._candidates() == [found]
     assert hashstate._load() is not None
+
+
+# -- found by the review of the equivalents list ------------------------------------------------------------
+
+
+def test_a_mapped_file_whose_name_is_not_utf8_does_not_hide_libcrypto(tmp_path) -> None:
+    # /proc/self/maps shows each mapped file's name as bytes; a staged model file need not be UTF-8.
+    # Read strictly (or with an unknown error handler), one such line would make resumable hashing
+    # unavailable on every host that maps one.
+    import mmap
+
+    name = os.fsencode(tmp_path) + b"/\xff-weights.bin"
+    with open(name, "wb") as f:
+        f.write(b"\0" * mmap.PAGESIZE)
+    with open(name, "rb") as f, mmap.mmap(f.fileno(), mmap.PAGESIZE, access=mmap.ACCESS_READ):
+        with open("/proc/self/maps", "rb") as maps:
+            assert b"\xff-weights.bin" in maps.read()  # the line is really there
+        paths = hashstate._candidates()
+    assert any("libcrypto" in p for p in paths)
+
+
+def test_the_hashed_length_goes_to_libcrypto_as_a_size_t() -> None:
+    # Without a declared size_t, ctypes passes a Python int as a C int: a part of 2 GiB or more
+    # (--part-size-mib allows 5120) would reach SHA*_Update as a negative length.
+    lib = hashstate._load()
+    if lib is None:
+        pytest.skip("no libcrypto with the SHA functions in this process")
+    for _, update, _, _ in hashstate._FUNCTIONS.values():
+        assert getattr(lib, update).argtypes[2] is ctypes.c_size_t
