@@ -230,7 +230,7 @@ def select_gguf(paths: Iterable[str], pattern: str | None = None) -> tuple[str |
     if not firsts:
         return None, []
     first = firsts[0]
-    stem = SPLIT_PART.sub("", first) if SPLIT_PART.search(first) else first
+    stem = SPLIT_PART.sub("", first)  # unchanged when ``first`` is not a split part
     # Every part, also when ``pattern`` names the first part only: llama.cpp loads them all from it.
     return first, [p for p in every if p == first or (SPLIT_PART.search(p) and SPLIT_PART.sub("", p) == stem)]
 
