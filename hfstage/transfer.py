@@ -926,11 +926,6 @@ def reclaim_uploads(
     return best
 
 
-def abort_stale_uploads(s3: Any, bucket: str, prefix: str, keys: set[str], log: EventLog) -> int:
-    """Abort every multipart upload (and checkpoint) left open under ``prefix`` for ``keys``."""
-    return len(reclaim_uploads(s3, bucket, prefix, keys, log, resume=False))
-
-
 __all__ = [
     "MAX_PART",
     "MAX_PARTS",
@@ -944,7 +939,6 @@ __all__ = [
     "PermanentError",
     "Settings",
     "TransientError",
-    "abort_stale_uploads",
     "part_size_for",
     "reclaim_uploads",
 ]

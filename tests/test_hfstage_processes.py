@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
-from hfstage.transfer import parse_checkpoint_key
+from hfstage.transfer import CHECKPOINT_DIR, parse_checkpoint_key
+from tests import test_hfstage_ranges as ranges
 from tests.fakes.fake_hub import FakeHub, Synthetic
 from tests.fakes.fixtures import PYTHON, ROOT, S3Env, fake_hub, s3, subprocess_env  # noqa: F401
 
@@ -205,3 +206,56 @@ def test_three_hosts_copy_each_file_once_and_the_leader_writes_the_manifest_last
     manifest = json.loads(s3.body(prefix + MANIFEST_NAME))
     assert sorted(f["path"] for f in manifest["files"]) == sorted(files)
     assert s3.list_keys(prefix) == sorted([prefix + MANIFEST_NAME] + [prefix + p for p in files])
+
+
+# A killed run resumed inside its file (here rather than in test_hfstage_ranges: a subprocess run takes seconds,
+# which every surviving mutant of the mutation suite would pay; test_hfstage_hosts covers the in-process resume).
+BIG = ranges.BIG
+
+
+def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    size = 30 * MiB  # six parts
+    repo = fake_hub.add_repo(ranges.REPO, {"config.json": b"{}", BIG: Synthetic(size, seed=23)})
+    prefix = revision_prefix("models/", ranges.REPO, repo.sha)
+    fake_hub.connection_bytes_per_s = 5 * MiB  # each part takes about a second
+    argv = [f"--repo-id={ranges.REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5"]
+    log = tmp_path / "killed.log"
+    with open(log, "wb") as out:
+        process = subprocess.Popen(
+            [PYTHON, "-m", "hfstage", *argv, "--parts-in-flight=2", "--ranges-per-file=2"],
+            cwd=ROOT,
+            env=subprocess_env(s3, fake_hub),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        until(lambda: max(ranges.checkpoints(s3, prefix), default=0) >= 2, timeout=60, what="a checkpoint after part 2")
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    # One checkpoint per upload, each replacing the one before; two when the kill fell between writing the
+    # new one and aborting the old (the next run keeps the later).
+    saved = max(ranges.checkpoints(s3, prefix))
+    assert len(ranges.checkpoints(s3, prefix)) in (1, 2)
+    assert prefix + BIG not in s3.list_keys()
+    assert [u["Key"] for u in s3.open_uploads() if CHECKPOINT_DIR not in u["Key"]] == [prefix + BIG]
+    fetched_before = fake_hub.bytes_sent(BIG)
+    fake_hub.connection_bytes_per_s = 0
+
+    from hfstage.worker import main
+
+    client, counter = s3.worker_client()
+    capsys.readouterr()
+    assert main(argv, s3_client=client) == 0
+    out = capsys.readouterr().out
+    assert "event=resume_upload" in out and f"checkpoint={saved}" in out, out
+    assert fake_hub.bytes_sent(BIG) - fetched_before == size - saved * 5 * MiB  # only the parts after it
+    assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
+    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
+    assert s3.open_uploads() == [] and prefix + MANIFEST_NAME in s3.list_keys()

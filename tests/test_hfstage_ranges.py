@@ -7,7 +7,6 @@ the killed run is a separate process, ended with SIGKILL, so that it cleans noth
 from __future__ import annotations
 
 import hashlib
-import signal
 import subprocess
 from pathlib import Path
 
@@ -63,7 +62,7 @@ def cdn_ranges(hub: FakeHub) -> list[str | None]:
 
 
 def test_ranges_arriving_out_of_order_hash_and_upload_in_order(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
-    fake_hub.slow(BIG, bytes_per_s=4 * MiB, range=ranges_of(0))  # the first part arrives last
+    fake_hub.slow(BIG, bytes_per_s=8 * MiB, range=ranges_of(0))  # the first part arrives last
     code, out, calls = stage()
     assert code == 0, out
     by_range = {r.range: r for r in fake_hub.requests_for(BIG) if r.server == "cdn"}
@@ -76,7 +75,8 @@ def test_ranges_arriving_out_of_order_hash_and_upload_in_order(stage, s3: S3Env,
 
 def test_a_range_failing_midway_refetches_that_range_only(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
     fake_hub.drop_after(BIG, after_bytes=MiB, range=ranges_of(10 * MiB))
-    fake_hub.slow(BIG, bytes_per_s=2 * MiB, range=ranges_of(10 * MiB))  # parts 1-2 are uploaded before it breaks
+    # Parts 1-2 are uploaded before it breaks; the range fetched again comes at full speed.
+    fake_hub.slow(BIG, bytes_per_s=2 * MiB, range=ranges_of(10 * MiB), times=1)
     code, out, calls = stage()
     assert code == 0, out
     assert "event=retry" in out and f"offset={10 * MiB}" in out  # the retry resumed at the third part
@@ -134,56 +134,6 @@ def test_resumable_hash_matches_hashlib_across_a_saved_state() -> None:
 def checkpoints(s3: S3Env, prefix: str) -> list[int]:  # noqa: F811
     keys = [u["Key"] for u in s3.open_uploads() if u["Key"].startswith(prefix + CHECKPOINT_DIR)]
     return [parse_checkpoint_key(prefix, key)[2] for key in keys]
-
-
-def test_a_killed_run_resumes_inside_the_file_fetching_only_the_missing_parts(
-    s3: S3Env,  # noqa: F811
-    fake_hub: FakeHub,  # noqa: F811
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    size = 30 * MiB  # six parts
-    repo = fake_hub.add_repo(REPO, {"config.json": b"{}", BIG: Synthetic(size, seed=23)})
-    prefix = revision_prefix("models/", REPO, repo.sha)
-    fake_hub.connection_bytes_per_s = 5 * MiB  # each part takes about a second
-    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5"]
-    log = tmp_path / "killed.log"
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            [PYTHON, "-m", "hfstage", *argv, "--parts-in-flight=2", "--ranges-per-file=2"],
-            cwd=ROOT,
-            env=subprocess_env(s3, fake_hub),
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        from tests.test_hfstage_processes import until
-
-        until(lambda: max(checkpoints(s3, prefix), default=0) >= 2, timeout=60, what="a checkpoint after part 2")
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    # One checkpoint per upload, each replacing the one before; two when the kill fell between writing the
-    # new one and aborting the old (the next run keeps the later).
-    saved = max(checkpoints(s3, prefix))
-    assert len(checkpoints(s3, prefix)) in (1, 2)
-    assert prefix + BIG not in s3.list_keys()
-    assert [u["Key"] for u in s3.open_uploads() if CHECKPOINT_DIR not in u["Key"]] == [prefix + BIG]
-    fetched_before = fake_hub.bytes_sent(BIG)
-    fake_hub.connection_bytes_per_s = 0
-
-    from hfstage.worker import main
-
-    client, counter = s3.worker_client()
-    capsys.readouterr()
-    assert main(argv, s3_client=client) == 0
-    out = capsys.readouterr().out
-    assert "event=resume_upload" in out and f"checkpoint={saved}" in out, out
-    assert fake_hub.bytes_sent(BIG) - fetched_before == size - saved * 5 * MiB  # only the parts after it
-    assert counter.calls["ListParts"] == 1 and counter.calls["UploadPart"] <= 6 - saved
-    assert s3.body(prefix + BIG) == repo.files[BIG].content.to_bytes()
-    assert s3.open_uploads() == [] and prefix + MANIFEST_NAME in s3.list_keys()
 
 
 def test_reclaim_keeps_the_latest_checkpointed_upload_of_each_own_file_and_aborts_the_rest(s3: S3Env) -> None:  # noqa: F811
@@ -298,6 +248,11 @@ def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
     code, out, _ = stage()
     assert code == 0, out
     assert "event=resume_discarded" in out and "event=resume_upload" not in out
+    reason = {
+        "a part replaced since": "the parts in S3 are not the ones the checkpoint hashed",
+        "a state of fewer bytes": "the saved hash state does not cover the 2 parts before the checkpoint",
+    }[case]
+    assert f'event=resume_discarded path={BIG} reason="{reason}"' in out
     assert s3.body(prefix + BIG) == content
     assert s3.open_uploads() == []
 
@@ -357,3 +312,31 @@ def test_a_range_refused_by_the_cdn_resolves_the_file_again_without_spending_an_
     assert len(resolves) == 2  # the first range's, and the refused range's
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
     assert calls["UploadPart"] == 3
+
+
+def test_a_later_range_answered_with_the_whole_file_restarts_it_as_one_stream(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """The first range was honoured, a later one is not (a 200 with every byte): the file starts again from byte
+    0 over one connection, in the same multipart upload, and hashes right."""
+    fake_hub.whole_file(BIG, range=ranges_of(5 * MiB))
+    code, out, calls = stage()
+    assert code == 0, out
+    assert f'reason="downloading {BIG}: the server ignored the Range request"' in out
+    assert cdn_ranges(fake_hub)[-1] is None  # the restart: one stream from byte 0, no Range header
+    assert calls["CreateMultipartUpload"] - calls["AbortMultipartUpload"] == 1  # checkpoints aside, one upload
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+    assert s3.open_uploads() == []
+
+
+def test_a_range_answered_with_other_bytes_is_fetched_again(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
+    fake_hub.wrong_range(BIG, range=ranges_of(5 * MiB))
+    code, out, _ = stage()
+    assert code == 0, out
+    asked = f"bytes {5 * MiB}-{10 * MiB - 1}/{SIZE}"
+    assert f'reason="{BIG}: asked for {asked}, the server sent bytes 0-{5 * MiB - 1}/{SIZE}"' in out
+    assert sorted(cdn_ranges(fake_hub)).count(ranges_of(5 * MiB)) == 2
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()

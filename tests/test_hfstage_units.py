@@ -1,11 +1,7 @@
-"""The staging worker's pure parts: part sizes, file selection, layout, manifest, sharding, tokens, packaging."""
+"""The staging worker's pure parts: part sizes, file selection, layout, manifest, sharding, tokens."""
 
 from __future__ import annotations
 
-import ast
-import subprocess
-import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -300,53 +296,107 @@ def test_the_s3_client_reads_its_endpoint_from_the_environment(monkeypatch: pyte
     assert client.meta.config.max_pool_connections >= 12
 
 
-# -- packaging -----------------------------------------------------------------------------------------
+def test_buffer_pool_slots_of_each_request() -> None:
+    pool = BufferPool(buffer_size=1000, count=4)
+    assert [pool._slots(n) for n in (0, 1, 1000, 1001, 2000, 2001, 10**9)] == [1, 1, 1, 2, 2, 3, 4]
+    assert BufferPool(buffer_size=1000, count=0).count == 1  # never a pool that can hold nothing
 
 
-def worker_sources() -> list[Path]:
-    """The worker's modules; a loop over none of them would pass whatever they import."""
-    sources = sorted((ROOT / "hfstage").glob("*.py"))
-    assert {"worker.py", "transfer.py", "hub.py", "manifest.py", "__main__.py"} <= {p.name for p in sources}
-    return sources
+def test_buffer_pool_without_a_free_slot() -> None:
+    import threading
+
+    from hfstage.transfer import Cancelled
+
+    pool = BufferPool(buffer_size=1000, count=2)
+    first = pool.acquire(1500)  # two slots
+    assert pool.acquire(10, block=False) is None  # none free: no wait when told not to
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Cancelled):
+        pool.acquire(10, stop)  # a stopped run does not wait for a slot
+    pool.release(first)
+    assert len(pool.acquire(10, block=False)) == 10 and pool.peak_in_use == 2
 
 
-def test_package_uses_only_stdlib_and_boto3() -> None:
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfstage"}
-    sources = worker_sources()
-    for source in sources:
-        tree = ast.parse(source.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom):
-                assert node.level == 0, f"{source.name}: relative import"
-                names = [node.module or ""]
-            elif isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            else:
-                continue
-            for name in names:
-                assert name.split(".")[0] in allowed, f"{source.name} imports {name}"
+def test_buffer_pool_keeps_no_more_buffers_than_its_bound() -> None:
+    pool = BufferPool(buffer_size=1000, count=2)
+    a, b = pool.acquire(1000), pool.acquire(1000)
+    pool.release(a)
+    pool.release(b)
+    assert len(pool._free) == 2 and pool._in_use == 0  # both cached, none in use: within the bound
+    big = pool.acquire(2000)  # both slots: the cached buffers would exceed the bound, they are dropped
+    assert pool._free == [] and len(big) == 2000
+    pool.release(big)  # not a pool-size buffer: not cached
+    assert pool._free == [] and pool._in_use == 0
+    c = pool.acquire(1000)
+    d = pool.acquire(999)  # not the pool's size: a new buffer
+    assert len(c) == 1000 and len(d) == 999
+    pool.release(d)
+    assert pool._free == []
+    pool.release(c)
+    assert pool._free == [c] and pool.acquire(1000) is c  # reused
 
 
-def test_zip_runs_with_a_top_level_main(tmp_path: Path) -> None:
-    """The Processing job runs ``python3 code.zip ...``: hfstage/ at the zip root beside a ``__main__.py``."""
-    archive = tmp_path / "hfstage.zip"
-    with zipfile.ZipFile(archive, "w") as z:
-        for source in worker_sources():
-            z.write(source, f"hfstage/{source.name}")
-        z.writestr("__main__.py", "import sys\n\nfrom hfstage.worker import main\n\nsys.exit(main(sys.argv[1:]))\n")
-    run = subprocess.run(
-        [sys.executable, "-I", str(archive), "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path
+def test_verifier_resumable_states_continue_the_same_hash(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    from hfstage import hashstate
+
+    assert hashstate.available()
+    data = bytes(range(256)) * 40
+    blob = HubFile("t.json", len(data), hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest())
+    lfs = HubFile("w.bin", len(data), "x" * 40, hashlib.sha256(data).hexdigest().upper())  # the Hub's case
+    for f, algorithm in ((blob, "git-sha1"), (lfs, "sha256")):
+        v = Verifier(f, resumable=True)
+        v.update(data[:1000])
+        state = v.saved_state()
+        assert state is not None and v.algorithm == algorithm
+        restored = Verifier.restore(f, state)
+        restored.update(data[1000:])
+        restored.check()  # header (git blobs) and first bytes carried by the state
+        assert Verifier.algorithm_name(f) == ("sha256" if f.sha256 else "sha1")
+        assert Verifier(f).saved_state() is None  # plain hashlib: nothing to save
+        copy = Verifier(f, resumable=True)
+        copy.update(data)
+        copy.copy().check()
+    monkeypatch.setattr(hashstate, "_lib", None)
+    with pytest.raises(ValueError, match="resumable hashing is not available"):
+        Verifier.restore(lfs, state)
+    plain = Verifier(blob, resumable=True)  # falls back to hashlib
+    plain.update(data)
+    plain.check()
+    assert plain.saved_state() is None
+
+
+def test_verifier_names_the_file_the_algorithm_and_both_digests() -> None:
+    import hashlib
+
+    data = b"abc"
+    f = HubFile("w.bin", 3, "x" * 40, "d" * 64)
+    v = Verifier(f)
+    v.update(data)
+    with pytest.raises(Exception) as failed:
+        v.check()
+    assert (
+        str(failed.value)
+        == f"w.bin: content sha256 {hashlib.sha256(data).hexdigest()} does not match the Hub's {'d' * 64}"
     )
-    assert run.returncode == 0, run.stderr
-    assert "--repo-id" in run.stdout and "--token-secret-arn" in run.stdout
-    bad = subprocess.run(
-        [sys.executable, "-I", str(archive), "--repo-id", "Org/Name"], capture_output=True, text=True, timeout=60
-    )
-    assert bad.returncode == 2 and "bad arguments" in bad.stderr
+    assert type(failed.value).__name__ == "IntegrityError"
 
 
-def test_llmops_stage_is_the_worker() -> None:
-    run = subprocess.run(
-        [sys.executable, "-m", "llmops.stage", "--help"], capture_output=True, text=True, timeout=60, cwd=ROOT
-    )
-    assert run.returncode == 0 and "python -m llmops.stage" in run.stdout
+def test_small_contracts_of_the_manifest_and_the_plan() -> None:
+    files = [hub_file("a.json", 5)]
+    assert build_manifest("Org/Name", SHA, files, "t", source="https://hub.example/")["source"] == "https://hub.example"
+    with pytest.raises(ValueError) as refused:
+        assign(files, [])
+    assert str(refused.value) == "no hosts to assign files to"
+
+
+def test_restoring_without_resumable_hashing_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage import hashstate
+
+    monkeypatch.setattr(hashstate, "_lib", None)
+    monkeypatch.setattr(hashstate, "_checked", True)
+    with pytest.raises(ValueError) as refused:
+        Verifier.restore(hub_file("w.bin", 10, lfs=True), b"x" * 112)
+    assert str(refused.value) == "resumable hashing is not available"

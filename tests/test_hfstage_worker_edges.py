@@ -15,19 +15,21 @@ from tests.fakes.fixtures import S3Env, boto_session, fake_hub, s3  # noqa: F401
 from tests.test_hfstage_worker import FILES, REPO, WEIGHTS_1, WEIGHTS_2, hub, prefix_of, stage  # noqa: F401
 
 
+@pytest.mark.parametrize("ranges", ["8", "1"], ids=["ranges", "one-stream"])
 @pytest.mark.parametrize("delta", [+4096, -4096], ids=["longer", "shorter"])
 def test_a_file_of_another_length_than_the_revision_lists_fails_on_its_headers(
     stage,  # noqa: F811
     s3: S3Env,  # noqa: F811
     hub: FakeHub,  # noqa: F811
     delta: int,
+    ranges: str,
 ) -> None:
     listed = hub.repos[REPO].files[WEIGHTS_2]
     # The CDN answers for the listed SHA-256 with an object of another length: a stale or wrong edge copy.
     other = FakeFile(WEIGHTS_2, Synthetic(listed.size + delta, seed=9), lfs=True)
     hub._by_sha256[listed.sha256] = other
 
-    result = stage("--max-attempts=2")
+    result = stage("--max-attempts=2", f"--ranges-per-file={ranges}")
 
     assert result.code == 1
     # The reason names both lengths: the user learns the Hub and the listing disagree, not "bad hash".

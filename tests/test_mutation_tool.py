@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import ast
 import json
+import tomllib
 
 from tests.conftest import ROOT
 from tools.mutation import (
     EQUIVALENTS,
     SUITES,
     Outcome,
+    Suite,
     apply_equivalents,
     change_signature,
     delete_element,
     iam_mutants,
+    mutmut_config,
     table,
 )
 
@@ -76,3 +79,15 @@ def test_every_suite_names_test_files_that_exist_and_every_equivalent_has_a_reas
             assert (ROOT / test.split("::")[0]).is_file(), test
     for name, reason in json.loads(EQUIVALENTS.read_text()).items():
         assert len(reason) > 40, name
+
+
+def test_a_suite_timeout_multiplier_and_pytest_args_reach_mutmut_and_the_others_keep_its_defaults(tmp_path) -> None:
+    (tmp_path / "pkg").mkdir()
+    for suite, expected in (
+        (Suite("a", ("pkg/",), ("t.py",), timeout_multiplier=3.0, pytest_args=("--timeout=9",)), 3.0),
+        (Suite("b", ("pkg/",), ("t.py",)), None),
+    ):
+        config = tomllib.loads(mutmut_config(suite, tmp_path))["tool"]["mutmut"]
+        assert config.get("timeout_multiplier") == expected
+        assert config["timeout_constant"] == 10.0 and config["source_paths"] == ["pkg/"]
+        assert config["pytest_add_cli_args"] == ["-p", "no:cacheprovider", "-q", *suite.pytest_args]

@@ -41,6 +41,9 @@ class Suite:
     sources: tuple[str, ...]  # what mutmut mutates
     tests: tuple[str, ...]  # the module's own tests, and nothing else
     kind: str = "mutmut"  # or "iam"
+    # mutmut kills a mutant after (its tests' time + 10 s) x this many seconds (mutmut's default: 15)
+    timeout_multiplier: float | None = None
+    pytest_args: tuple[str, ...] = ()  # added to each pytest run of this suite's mutants
 
 
 SUITES = (
@@ -54,7 +57,20 @@ SUITES = (
             "tests/test_hfstage_worker.py",
             "tests/test_hfstage_worker_edges.py",
             "tests/test_hfstage_ranges.py",
+            "tests/test_hfstage_hashstate.py",
+            "tests/test_hfstage_errors.py",
+            "tests/test_hfstage_cli.py",
+            "tests/test_hfstage_log.py",
+            "tests/test_hfstage_hosts.py",
+            "tests/test_hfstage_wire.py",
+            "tests/test_hfstage_token.py",
         ),
+        # Mutants of its retry, wait and poll loops hang (a buffer never released, a wait with no timeout);
+        # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s, and a
+        # test that runs 20 s (the slowest takes 2) ends its mutant's run at once (pytest-timeout's thread
+        # method exits with status 1, a kill) rather than waiting for the whole budget of its tests.
+        timeout_multiplier=3.0,
+        pytest_args=("--timeout=20", "--timeout-method=thread"),
     ),
     Suite(
         "endpoint_client",
@@ -168,7 +184,7 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         f"source_paths = {listed(suite.sources)}\n"
         f"also_copy = {listed(others)}\n"
         f"pytest_add_cli_args_test_selection = {listed(suite.tests)}\n"
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q"]\n'
+        f"pytest_add_cli_args = {listed(['-p', 'no:cacheprovider', '-q', *suite.pytest_args])}\n"
         # One fork per mutant from a process that imported the code once: mutmut switches mutants inside each
         # function at call time, so code must run in functions to be mutated (the context parsers are
         # module-level functions with bound settings for this reason); what runs only at import is not.
@@ -178,6 +194,7 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         # count. Watching the tests and rerunning everything when one changes keeps the score honest.
         'cache_invalidation_files = ["tests/**/*.py", "tests/**/*.json", "tests/**/*.txt"]\n'
         'on_dependency_change = "rerun"\n'
+        + (f"timeout_multiplier = {suite.timeout_multiplier}\n" if suite.timeout_multiplier else "")
     )
 
 

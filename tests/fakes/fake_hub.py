@@ -167,7 +167,7 @@ class FakeRepo:
 
 @dataclass
 class Fault:
-    kind: str  # "status", "cdn_status", "corrupt", "drop", "slow"
+    kind: str  # "status", "cdn_status", "corrupt", "drop", "slow", "whole", "wrong_range"
     times: int | None  # None: every request
     status: int = 500
     retry_after: float | None = None
@@ -224,14 +224,19 @@ class FakeHub:
         self.endpoint = f"http://127.0.0.1:{hub.server_address[1]}"
         self.cdn_endpoint = f"http://127.0.0.1:{cdn.server_address[1]}"
         for server in self._servers:
-            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)
+            # A short poll: stop() waits for it, once per test (mutation testing runs each test thousands of times).
+            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
 
     def stop(self) -> None:
+        stopping = [threading.Thread(target=server.shutdown) for server in self._servers]  # both at once
+        for thread in stopping:
+            thread.start()
+        for thread in stopping:
+            thread.join(timeout=5)
         for server in self._servers:
-            server.shutdown()
             server.server_close()
         for thread in self._threads:
             thread.join(timeout=5)
@@ -302,6 +307,16 @@ class FakeHub:
         """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (only for requests
         with the Range header ``range``, when given)."""
         self._add_fault(path, Fault("drop", times, after_bytes=after_bytes, range=range))
+
+    def whole_file(self, path: str, range: str, times: int = 1) -> None:
+        """Answer the request for ``path`` with the Range header ``range`` with the whole file (200), as a server
+        that ignores Range may (RFC 9110 section 14.2), ``times`` times."""
+        self._add_fault(path, Fault("whole", times, range=range))
+
+    def wrong_range(self, path: str, range: str, times: int = 1) -> None:
+        """Answer the request for ``path`` with the Range header ``range`` with as many bytes from offset 0 (a 206
+        whose Content-Range is not the one asked for), ``times`` times."""
+        self._add_fault(path, Fault("wrong_range", times, range=range))
 
     def slow(
         self, path: str, bytes_per_s: float, after_bytes: int = 0, times: int | None = None, range: str | None = None
@@ -600,18 +615,22 @@ class _Handler(BaseHTTPRequestHandler):
         size = f.size
         start, end = 0, size
         status = 200
-        wanted = None if self.hub.ignore_range else self.headers.get("Range")
+        asked = self.headers.get("Range")
+        whole = self.hub._take_fault(f.path, ("whole",), self.command, asked) if asked else None
+        wrong = self.hub._take_fault(f.path, ("wrong_range",), self.command, asked) if asked else None
+        wanted = None if self.hub.ignore_range or whole else asked
         if wanted and wanted.startswith("bytes="):
             first, _, last = wanted[len("bytes=") :].partition("-")
             start = int(first) if first else 0
             end = min(size, int(last) + 1) if last else size
+            if wrong is not None:
+                start, end = 0, end - start
             if start >= size and size > 0:
                 self._error(416, "Requested range not satisfiable", None, {"Content-Range": f"bytes */{size}"})
                 return
             status = 206
             headers = {**headers, "Content-Range": f"bytes {start}-{end - 1}/{size}"}
         corrupt = self.hub._take_fault(f.path, ("corrupt",), self.command) if self.command == "GET" else None
-        asked = self.headers.get("Range")
         drop = self.hub._take_fault(f.path, ("drop",), self.command, asked) if self.command == "GET" else None
         slow = self.hub._take_fault(f.path, ("slow",), self.command, asked) if self.command == "GET" else None
         self._record.status = status

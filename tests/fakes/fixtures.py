@@ -26,6 +26,7 @@ BUCKET = "staging-test-bucket"
 REGION = "us-east-1"
 
 _moto: Any = None
+_moto_pid = 0
 _moto_lock = threading.Lock()
 _session: Any = None
 
@@ -42,9 +43,12 @@ def boto_session() -> Any:
 
 def moto_endpoint() -> str:
     """The URL of the session's moto server, started on first use and stopped at exit."""
-    global _moto
+    global _moto, _moto_pid
     with _moto_lock:
-        if _moto is None:
+        # A forked process (mutmut runs each mutant in a fork of the process that ran the tests once) does not
+        # inherit the server's thread: it would share the parent's server, and tests in two forks would reset
+        # each other's buckets. Each process gets its own.
+        if _moto is None or _moto_pid != os.getpid():
             import logging
 
             from moto.server import ThreadedMotoServer
@@ -54,7 +58,7 @@ def moto_endpoint() -> str:
             server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
             server.start()
             atexit.register(server.stop)
-            _moto = server
+            _moto, _moto_pid = server, os.getpid()
         host, port = _moto.get_host_and_port()
     return f"http://{host}:{port}"
 
