@@ -224,13 +224,15 @@ def select_gguf(paths: Iterable[str], pattern: str | None = None) -> tuple[str |
     The model is the one ``pattern`` names (as the serving adapter chooses it), else the sorted first; its
     first part holds the metadata (gguf-split writes it there), and all its parts hold the weights.
     """
-    ggufs = sorted(p for p in paths if p.endswith(".gguf") and (pattern is None or _matches(p, pattern)))
+    every = sorted(p for p in paths if p.endswith(".gguf"))
+    ggufs = [p for p in every if pattern is None or _matches(p, pattern)]
     firsts = gguf_models(ggufs)
     if not firsts:
         return None, []
     first = firsts[0]
-    stem = SPLIT_PART.sub("", first) if SPLIT_PART.search(first) else first
-    return first, [p for p in ggufs if p == first or (SPLIT_PART.search(p) and SPLIT_PART.sub("", p) == stem)]
+    stem = SPLIT_PART.sub("", first)  # unchanged when ``first`` is not a split part
+    # Every part, also when ``pattern`` names the first part only: llama.cpp loads them all from it.
+    return first, [p for p in every if p == first or (SPLIT_PART.search(p) and SPLIT_PART.sub("", p) == stem)]
 
 
 def _int(value: Any) -> int | None:

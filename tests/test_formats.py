@@ -317,3 +317,12 @@ def test_an_empty_or_blank_engine_env_value_states_no_format():
     env = {"SM_VLLM_DTYPE": " half ", "SM_VLLM_QUANTIZATION": "  "}
     assert engine_format_settings("SM_VLLM_", env) == {"dtype": "half"}
     assert engine_format_settings("SM_VLLM_", {"SM_VLLM_DTYPE": ""}) == {}
+
+
+def test_an_engine_whose_keys_are_not_prefix_plus_flag_is_read_by_its_own_keys():
+    from preflight.formats import engine_format_settings
+
+    # LMI's quantization is OPTION_QUANTIZE, not OPTION_QUANTIZATION (constructs_lib/data/engines.json preflight_keys).
+    env = {"OPTION_QUANTIZE": "fp8", "OPTION_QUANTIZATION": "awq", "OPTION_DTYPE": "fp16"}
+    found = engine_format_settings("OPTION_", env, {"quantization": "OPTION_QUANTIZE"})
+    assert found == {"dtype": "fp16", "quantization": "fp8"}

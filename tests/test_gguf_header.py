@@ -14,8 +14,10 @@ import pytest
 from llmops.plan import main as plan_main
 from preflight import format_table
 from preflight.gguf import (
+    FIRST_READ,
     GgufError,
     GgufHeader,
+    describe,
     estimate_gguf_fit,
     file_reader,
     gguf_config,
@@ -25,6 +27,7 @@ from preflight.gguf import (
     select_gguf,
 )
 from tests.fakes.fixtures import BUCKET, s3  # noqa: F401
+from tests.harness.aws import Faults
 
 GIB = 1 << 30
 # The seed article's file: Qwen3.6-35B-A3B Q4_K_M, 21.2 GB, on one 24 GB A10G at 16,384 tokens.
@@ -495,3 +498,149 @@ def test_corrupt_headers_say_what_is_wrong():
     big_array = gguf_key("general.blob", 9, struct.pack("<IQ", 0, 3 << 20) + b"\0" * (3 << 20))
     with pytest.raises(GgufError, match=r"^the header is larger than 1 MiB; not a GGUF file this reader reads$"):
         read_header(reader_of(gguf_bytes(3, big_array)), first_read=64 << 10, limit=1 << 20)
+
+
+# --- corrupt, truncated and unusual headers, byte by byte (ggml's docs/gguf.md: version, type ids, counts
+# and dims are unsigned little-endian integers) --------------------------------------------------------------
+
+
+def refusal(data: bytes, **kwargs) -> str:
+    with pytest.raises(GgufError) as raised:
+        read_header(reader_of(data), **kwargs)
+    return str(raised.value)
+
+
+def test_an_unsupported_version_names_a_big_endian_file_only_when_it_is_one():
+    assert refusal(b"GGUF" + struct.pack("<I", 1) + b"\0" * 16) == "GGUF version 1 is not supported; allowed: 2, 3"
+    for version in (2, 3):  # a big-endian v2 or v3 file reads as 2 or 3 << 24 in little-endian
+        assert refusal(b"GGUF" + struct.pack(">I", version) + b"\0" * 16) == (
+            f"GGUF version {version << 24} is not supported; allowed: 2, 3 (a big-endian file: not supported)"
+        )
+    # Random bytes after the magic: the version is unsigned, and the answer a refusal, never a crash.
+    assert refusal(b"GGUF\xff\xff\xff\xff" + b"\0" * 16) == "GGUF version 4294967295 is not supported; allowed: 2, 3"
+
+
+def test_corrupt_counts_are_unsigned_and_run_into_the_end_of_the_file():
+    huge = 2**64 - 1
+    one_tensor = b"GGUF" + struct.pack("<IQQ", 3, 1, 0) + struct.pack("<Q", 1) + b"t"
+    for data in (
+        b"GGUF" + struct.pack("<IQQ", 3, huge, 0),  # tensor count
+        b"GGUF" + struct.pack("<IQQ", 3, 0, huge),  # metadata count
+        one_tensor + struct.pack("<I", 2**32 - 1) + b"\0" * 12,  # a tensor's dimension count
+    ):
+        assert refusal(data) == f"the file ends inside its header (at byte {len(data):,})"
+    # A type id past the known ones is named as the file states it.
+    assert refusal(gguf_bytes(3, gguf_key("general.x", 2**32 - 1, b""))) == (
+        "unknown metadata value type 4294967295 at byte 45"
+    )
+    # Arrays of arrays, or of an unknown type, are refused by the element type (after its type and count).
+    for element in (9, 13):
+        nested = gguf_key("general.x", 9, struct.pack("<IQ", element, 1))
+        assert refusal(gguf_bytes(3, nested)) == f"an array of unsupported element type {element} at byte 57"
+
+
+def test_tensor_dimensions_are_unsigned_and_parameters_summed_over_tensors():
+    tensors = b"".join(
+        struct.pack("<Q", len(name))
+        + name
+        + struct.pack("<I", len(dims))
+        + struct.pack(f"<{len(dims)}Q", *dims)
+        # ggml type and data offset
+        + struct.pack("<IQ", 0, 0)
+        for name, dims in ((b"a", (4096, 32000)), (b"b", (2**63,)))
+    )
+    data = b"GGUF" + struct.pack("<IQQ", 3, 2, 0) + tensors
+    header = read_header(reader_of(data))
+    assert header.parameter_count == 4096 * 32000 + 2**63 and header.header_bytes == len(data)
+    # Without the tensor infos, the parameter count is unknown (None), the header read up to the metadata.
+    header = read_header(reader_of(data), tensors=False)
+    assert (header.tensor_count, header.parameter_count, header.header_bytes) == (2, None, 24)
+
+
+def test_a_long_numeric_array_is_skipped_by_its_byte_size_and_the_keys_after_it_are_read():
+    # Tokenizers store one float score per token: 5,000 of them are past the kept length and skipped whole.
+    scores = gguf_key("tokenizer.ggml.scores", 9, struct.pack("<IQ", 6, 5000) + struct.pack("<5000f", *range(5000)))
+    name = gguf_key("general.name", 8, struct.pack("<Q", 4) + b"tiny")
+    data = gguf_bytes(3, scores, name)
+    header = read_header(reader_of(data))
+    assert header.metadata["general.name"] == "tiny" and header.header_bytes == len(data)
+    skipped = header.metadata["tokenizer.ggml.scores"]
+    assert (skipped.element_type, len(skipped)) == (6, 5000)
+    assert repr(skipped) == "ArrayInfo(type=6, length=5000)"
+
+
+class Reads:
+    """A file in memory that records each (offset, length) the reader asks for."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.calls = data, []
+
+    def __call__(self, offset: int, length: int) -> bytes:
+        self.calls.append((offset, length))
+        return self.data[offset : offset + length]
+
+
+def test_reads_are_as_large_as_the_header_needs_and_stop_at_the_limit():
+    # A short file is known to end at the first read: no further request (an S3 GET past the end) is made.
+    truncated = Reads(b"GGUF" + struct.pack("<IQQ", 3, 0, 1) + struct.pack("<Q", 12))
+    with pytest.raises(GgufError, match=r"^the file ends inside its header \(at byte 32\)$"):
+        read_header(truncated)
+    assert truncated.calls == [(0, FIRST_READ)]
+    # A value longer than what was read is fetched in one request of the bytes it still needs.
+    long_name = Reads(gguf_bytes(3, gguf_key("general.name", 8, struct.pack("<Q", 1000) + b"n" * 1000)))
+    assert read_header(long_name, first_read=64).metadata["general.name"] == "n" * 1000
+    assert long_name.calls == [(0, 64), (64, 1056 - 64)]
+    # A 3 MiB array with a 1 MiB limit: the reads stop at exactly 1 MiB, never past it.
+    big = Reads(gguf_bytes(3, gguf_key("general.blob", 9, struct.pack("<IQ", 0, 3 << 20) + b"\0" * (3 << 20))))
+    with pytest.raises(GgufError, match="larger than 1 MiB"):
+        read_header(big, first_read=64 << 10, limit=1 << 20)
+    assert big.calls == [(0, 64 << 10), (64 << 10, (1 << 20) - (64 << 10))]
+
+
+def test_a_split_part_named_by_its_own_file_name_in_a_folder_brings_all_its_parts():
+    # The serving adapter matches gguf_file against each file's bare name too (containers/llamacpp/serve.py), and
+    # llama.cpp loads every part from the first: the weights are all of them.
+    parts = ["Q4/m-00001-of-00002.gguf", "Q4/m-00002-of-00002.gguf"]
+    assert select_gguf(parts, "m-00001-of-00002.gguf") == ("Q4/m-00001-of-00002.gguf", parts)
+
+
+def test_layer_types_from_a_window_pattern_and_no_interval_beside_per_layer_heads():
+    base = {"general.architecture": "gemma3", "gemma3.block_count": 3, "gemma3.attention.sliding_window": 1024}
+    config = gguf_config(header_of({**base, "gemma3.attention.sliding_window_pattern": [True, True, False]}))
+    assert config["layer_types"] == ["sliding_attention", "sliding_attention", "full_attention"]
+    # Per-layer KV heads already say which layers keep a cache: a full_attention_interval is not added.
+    hybrid = {
+        "general.architecture": "qwen35moe",
+        "qwen35moe.block_count": 4,
+        "qwen35moe.attention.head_count_kv": [0, 0, 0, 2],
+        "qwen35moe.full_attention_interval": 4,
+    }
+    assert "full_attention_interval" not in gguf_config(header_of(hybrid))
+
+
+def test_bits_per_weight_from_one_bit_and_parameters_rounded_to_hundredths():
+    meta = {"general.architecture": "llama", "llama.block_count": 8}
+    one_bit = describe(header_of(meta, parameter_count=8_000_000_000), weight_bytes=1_000_000_000)
+    assert one_bit[1] == "8.00 B parameters at 1.00 bits per weight on average"
+    rounded = describe(header_of(meta, parameter_count=8_035_000_000), weight_bytes=4_017_500_000)
+    assert rounded[1] == "8.04 B parameters at 4.00 bits per weight on average"
+
+
+def test_a_measured_gpu_size_is_the_budget_and_llama_cpps_overhead_is_stated(tmp_path):
+    header = read_header(file_reader(str(qwen36_like(tmp_path))))
+    settings = {"weight_bytes": SEED_BYTES, "gpu_count": 1, "gpu_memory_gib": 24, "max_model_len": 16384}
+    assert estimate_gguf_fit(header, **settings).fits
+    measured = estimate_gguf_fit(header, **settings, usable_gpu_memory_bytes=20 * GIB)
+    assert measured.usable_bytes_per_gpu == 20 * GIB and not measured.fits
+    assert (
+        "llama.cpp: KV cache in f16 (its default --cache-type-k/v), no fixed share of GPU memory, 1.00 GiB per "
+        "GPU for the CUDA context and compute buffers; layers split evenly over the GPUs (--split-mode layer)"
+    ) in measured.assumptions
+
+
+def test_a_denied_header_read_names_the_error_code(tmp_path, s3):  # noqa: F811
+    path = write_gguf(tmp_path / "m.gguf")
+    s3.client.put_object(Bucket=BUCKET, Key="p/m.gguf", Body=path.read_bytes())
+    Faults(s3.client).deny("GetObject")  # S3's 403 AccessDenied, as a role without s3:GetObject gets it
+    found = read_s3_gguf(s3.client, BUCKET, "p/", ["m.gguf"])
+    assert found.error == "could not be read: AccessDenied" and found.files == ("m.gguf",)

@@ -475,7 +475,7 @@ def test_sliding_window_without_a_layer_map_is_counted_in_full():
 def test_hybrid_linear_attention_counts_attention_layers_only_qwen3_next():
     # Every 4th of 48 layers is attention: 12 layers x 2 x 2 KV heads x 256 x 2 = 24,576 per token.
     layout = attention_layout(QWEN3_NEXT_80B)
-    assert (layout.full_layers, layout.window_layers) == (12, 0)
+    assert (layout.num_layers, layout.full_layers, layout.window_layers) == (48, 12, 0)
     same_as_list = {**QWEN3_NEXT_80B, "layer_types": (["linear_attention"] * 3 + ["full_attention"]) * 12}
     fit_interval = fit(QWEN3_NEXT_80B, 162_000_000_000, G6E_12XLARGE)
     fit_list = fit(same_as_list, 162_000_000_000, G6E_12XLARGE)
