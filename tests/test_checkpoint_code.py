@@ -93,3 +93,15 @@ def test_trust_remote_code_warning_reaches_cdk_synth():
     app = build(engine_env='{"SM_VLLM_TRUST_REMOTE_CODE": "true"}')
     (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
     Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("SM_VLLM_TRUST_REMOTE_CODE lets"))
+
+
+def test_a_prefix_with_many_code_files_names_five_and_counts_the_rest():
+    paths = [f"code/handler_{i}.py" for i in range(7)] + ["model.py"]
+    assert code_files_note(paths, "s3://b/p/") == (
+        "s3://b/p/ holds code/handler_0.py, code/handler_1.py, code/handler_2.py, code/handler_3.py, "
+        "code/handler_4.py and 3 more: the vLLM image's standard-supervisor would pip-install a requirements.txt "
+        "(STANDARD_AUTO_INSTALL_REQ, which this app sets to false) and imports model.py as a handler; remove "
+        "them from the prefix unless you meant the container to run them"
+    )
+    five = [f"code/h{i}.py" for i in range(5)]
+    assert code_files_note(five, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(five)}: ")
