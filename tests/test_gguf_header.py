@@ -342,6 +342,7 @@ def test_read_s3_gguf_says_when_the_object_is_not_gguf(s3):  # noqa: F811
     s3.client.put_object(Bucket=BUCKET, Key="p/x.gguf", Body=b"<html>not a model</html>")
     found = read_s3_gguf(s3.client, BUCKET, "p/", ["x.gguf"])
     assert found.error.startswith("is not a GGUF file llama.cpp can load: not a GGUF file")
+    assert found.name == "x.gguf" and found.files == ("x.gguf",)
 
 
 def test_the_header_sizes_match_what_the_estimate_reports(tmp_path):
@@ -644,3 +645,43 @@ def test_a_denied_header_read_names_the_error_code(tmp_path, s3):  # noqa: F811
     Faults(s3.client).deny("GetObject")  # S3's 403 AccessDenied, as a role without s3:GetObject gets it
     found = read_s3_gguf(s3.client, BUCKET, "p/", ["m.gguf"])
     assert found.error == "could not be read: AccessDenied" and found.files == ("m.gguf",)
+
+
+def test_several_models_matching_gguf_file_name_five_and_keep_the_first_as_the_model():
+    # No read at all: the adapter would refuse to start, so the preflight says so before any GET.
+    paths = [f"m{i}-Q4_K_M.gguf" for i in range(6)] + ["README.md"]
+    found = read_s3_gguf(None, BUCKET, "p/", paths, "*Q4_K_M*")
+    assert found.error == (
+        "is one of 6 GGUF models matching gguf_file='*Q4_K_M*' (m0-Q4_K_M.gguf, m1-Q4_K_M.gguf, m2-Q4_K_M.gguf, "
+        "m3-Q4_K_M.gguf, m4-Q4_K_M.gguf): the serving adapter refuses to choose, so the endpoint would never "
+        "start; set gguf_file to one of them"
+    )
+    assert found.name == "m0-Q4_K_M.gguf" and found.files == ("m0-Q4_K_M.gguf",) and found.header is None
+
+
+def test_an_s3_error_code_botocore_has_no_class_for_is_named(tmp_path, s3):  # noqa: F811
+    # S3's 403 AllAccessDisabled (S3 API reference, "List of error codes") is not in botocore's S3 model, so the
+    # exception is a plain ClientError: the message must take the code from the response, not the class name.
+    s3.client.put_object(Bucket=BUCKET, Key="p/m.gguf", Body=write_gguf(tmp_path / "m.gguf").read_bytes())
+    Faults(s3.client).inject(
+        "GetObject", "AllAccessDisabled", "All access to this object has been disabled", status=403
+    )
+    found = read_s3_gguf(s3.client, BUCKET, "p/", ["m.gguf"])
+    assert found.error == "could not be read: AllAccessDisabled" and found.name == "m.gguf"
+
+
+def test_a_header_read_without_credentials_names_the_exception(tmp_path, s3, monkeypatch):  # noqa: F811
+    import boto3
+
+    s3.client.put_object(Bucket=BUCKET, Key="p/m.gguf", Body=write_gguf(tmp_path / "m.gguf").read_bytes())
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    client = boto3.session.Session().client("s3", endpoint_url=s3.endpoint)
+    # botocore's NoCredentialsError carries no response: the class name is all there is to say.
+    found = read_s3_gguf(client, BUCKET, "p/", ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"])
+    assert found.error == "could not be read: NoCredentialsError"
+    assert found.name == "m-00001-of-00002.gguf"
+    assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
