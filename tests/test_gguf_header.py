@@ -685,3 +685,60 @@ def test_a_header_read_without_credentials_names_the_exception(tmp_path, s3, mon
     assert found.error == "could not be read: NoCredentialsError"
     assert found.name == "m-00001-of-00002.gguf"
     assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
+
+
+def test_array_counts_and_element_types_are_unsigned_and_4096_elements_are_kept():
+    # ggml's docs/gguf.md: an array's element type is a uint32 and its length a uint64.
+    odd = gguf_key("general.x", 9, struct.pack("<IQ", 2**32 - 1, 1))
+    assert refusal(gguf_bytes(3, odd)) == "an array of unsupported element type 4294967295 at byte 57"
+    huge = gguf_bytes(3, gguf_key("general.x", 9, struct.pack("<IQ", 0, 2**63)))
+    assert refusal(huge) == f"the file ends inside its header (at byte {len(huge):,})"
+    long_string = gguf_key("general.x", 9, struct.pack("<IQ", 8, 4097) + struct.pack("<Q", 2**63))
+    data = gguf_bytes(3, long_string)
+    assert refusal(data) == f"the file ends inside its header (at byte {len(data):,})"
+    kept = gguf_key("general.x", 9, struct.pack("<IQ", 4, 4096) + struct.pack("<4096I", *range(4096)))
+    assert read_header(reader_of(gguf_bytes(3, kept))).metadata["general.x"] == list(range(4096))
+
+
+def test_a_string_exactly_as_long_as_the_limit_is_read_to_the_end_of_the_file():
+    data = gguf_bytes(3, gguf_key("general.name", 8, struct.pack("<Q", 1 << 20)))
+    assert refusal(data, limit=1 << 20) == f"the file ends inside its header (at byte {len(data):,})"
+
+
+def test_a_split_part_two_folders_deep_is_named_by_its_own_or_its_unsplit_bare_name():
+    parts = ["unsloth/Q4/m-00001-of-00002.gguf", "unsloth/Q4/m-00002-of-00002.gguf"]
+    for pattern in ("m-00001-of-00002.gguf", "m.gguf"):
+        assert select_gguf([*parts, "unsloth/Q8/x.gguf"], pattern) == (parts[0], parts)
+
+
+def test_describe_names_an_empty_model_name_never_and_a_split_of_two_parts():
+    meta = {"general.architecture": "llama", "general.name": "", "split.count": 2}
+    assert describe(header_of(meta, parameter_count=10**9), weight_bytes=4 * 10**9) == [
+        "GGUF v3, architecture llama (1.0 MiB of header read, no tensor data)",
+        "split into 2 files; the weights are their sizes summed",
+    ]
+
+
+def test_bits_per_weight_are_stated_from_1_to_33_bits():
+    meta = {"general.architecture": "llama"}
+    f32 = describe(header_of(meta, parameter_count=10**9), weight_bytes=4 * 10**9)
+    assert f32[1:] == ["1.00 B parameters at 32.00 bits per weight on average"]
+    top = describe(header_of(meta, parameter_count=10**9), weight_bytes=4_125_000_000)
+    assert top[1:] == ["1.00 B parameters at 33.00 bits per weight on average"]
+    # Past 33 bits the sizes are not the file's own (a manifest size of something else): nothing is claimed.
+    assert describe(header_of(meta, parameter_count=10**9), weight_bytes=4_187_500_000)[1:] == []
+
+
+def test_the_gguf_fit_counts_one_sequence_unless_told_and_the_context_warning_in_full(tmp_path):
+    header = read_header(file_reader(str(write_gguf(tmp_path / "m.gguf", context_length=4096))))
+    one = estimate_gguf_fit(header, weight_bytes=10**9, gpu_count=1, gpu_memory_gib=24, max_model_len=8192)
+    assert one.max_num_seqs == 1 and one.kv_bytes_needed_per_gpu == one.kv_bytes_per_sequence_per_gpu
+    assert one.warnings == [
+        "max_model_len=8,192 exceeds the context the model was trained for (4,096, llama.context_length): "
+        "llama.cpp runs it, but answers degrade past it unless RoPE scaling is set (engine_env "
+        "LLAMA_ARG_ROPE_SCALING_TYPE, LLAMA_ARG_ROPE_SCALE)"
+    ]
+    four = estimate_gguf_fit(
+        header, weight_bytes=10**9, gpu_count=1, gpu_memory_gib=24, max_model_len=8192, max_num_seqs=4
+    )
+    assert four.max_num_seqs == 4 and four.kv_bytes_needed_per_gpu == 4 * one.kv_bytes_needed_per_gpu
