@@ -326,3 +326,16 @@ def test_an_engine_whose_keys_are_not_prefix_plus_flag_is_read_by_its_own_keys()
     env = {"OPTION_QUANTIZE": "fp8", "OPTION_QUANTIZATION": "awq", "OPTION_DTYPE": "fp16"}
     found = engine_format_settings("OPTION_", env, {"quantization": "OPTION_QUANTIZE"})
     assert found == {"dtype": "fp16", "quantization": "fp8"}
+
+
+def test_an_engine_quantization_flag_fbgemm_fp8_is_the_fp8_row_and_others_stay_as_given():
+    # vLLM's --quantization fbgemm_fp8 loads FP8 weights: the fp8 row's minimum applies.
+    assert resolve_formats(BF16, quantization="FBGEMM_FP8") == ("bfloat16", "fp8")
+    assert resolve_formats(BF16, quantization="AWQ") == ("bfloat16", "awq")
+
+
+def test_without_a_gpu_name_the_refusal_says_this_gpu():
+    from preflight.formats import check_deployment
+
+    problems, _ = check_deployment(BF16, engine="vllm", compute_capability="7.0", quantization="fp8")
+    assert "need compute capability 7.5 or newer with vllm; this GPU (compute capability 7.0) cannot" in problems[0]
