@@ -458,3 +458,18 @@ def test_runs_as_a_module(config_file):
     assert result.returncode == 1, result.stderr
     assert "DOES NOT FIT" in result.stdout
     assert result.stderr == ""
+
+
+def test_weight_notes_say_what_was_left_out_and_nothing_when_nothing_was():
+    nested = select_weight_files({"original/model.safetensors": 15, "config.json": 1})
+    assert nested.notes == ("no weight file at the checkpoint root; counted the ones in subfolders",)
+    mixed = select_weight_files({"a.safetensors": 10, "b.safetensors": 5, "pytorch_model.bin": 15})
+    assert mixed.total_bytes == 15
+    assert mixed.notes == ("1 non-safetensors weight file(s) not counted: *.safetensors win",)
+    # An index that names every file, or none of those present (a stale index), drops nothing.
+    sizes = {"a.safetensors": 10, "b.safetensors": 5}
+    assert select_weight_files(sizes, {"weight_map": {"x": "a.safetensors", "y": "b.safetensors"}}).notes == ()
+    stale = select_weight_files(sizes, {"weight_map": {"x": "model-00001-of-00002.safetensors"}})
+    assert (stale.total_bytes, stale.notes) == (15, ())
+    # One GGUF file is the model, not a warning.
+    assert select_weight_files({"m-Q4_K_M.gguf": 100}).notes == ()
