@@ -118,7 +118,7 @@ class AttentionLayout:
         return self.full_layers + self.window_layers
 
     def kv_heads_per_rank(self, tp: int) -> int:
-        return 0 if self.kind == "mla" else math.ceil(self.kv_heads / tp)
+        return math.ceil(self.kv_heads / tp)  # 0 for MLA (kv_heads is 0); its callers handle MLA first
 
     def elements_per_token_per_layer(self, tp: int = 1) -> int:
         """Cached elements for one token in one attention layer on one of ``tp`` ranks."""
