@@ -766,3 +766,42 @@ def test_attention_kind_is_named_by_its_kv_heads():
     assert "MQA: 1 KV heads x head_dim 64 over 32 attention layers; 1 per GPU at TP 1" in result.assumptions
     two = attention_layout({**QWEN3_8B, "num_key_value_heads": 2})
     assert (two.kind, two.kv_heads) == ("gqa", 2)
+
+
+def _quant_note(quant):
+    """The report's line on a quantized checkpoint (None when it says none)."""
+    notes = [a for a in fit({**LLAMA2_7B, "quantization_config": quant}, 4 * GIB, G6_XLARGE).assumptions]
+    return next((a for a in notes if a.startswith("quantized checkpoint: ")), None)
+
+
+@pytest.mark.parametrize(
+    ("quant", "said"),
+    [
+        ({}, "unknown (bits unknown"),
+        ({"quant_method": "gptq", "w_bit": 4}, "gptq, 4-bit weights"),  # AutoAWQ's name
+        ({"quant_method": "gptq", "weight_bits": 3}, "gptq, 3-bit weights"),
+        ({"quant_method": "fbgemm_fp8"}, "fbgemm_fp8, 8-bit weights"),
+        ({"quant_method": "bitsandbytes", "load_in_8bit": True}, "bitsandbytes, 8-bit weights"),
+        ({"quant_method": "bitsandbytes"}, "bitsandbytes (bits unknown"),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": {"weights": {}}}}, "compressed-tensors (bits"),
+        ({"quant_method": "compressed-tensors", "config_groups": {"g": "x"}}, "compressed-tensors (bits unknown"),
+        ({"quant_method": "modelopt", "quant_algo": "fp4"}, "modelopt, 4-bit weights"),
+        ({"quant_method": "modelopt", "quant_algo": "W4A16_AWQ_INT4"}, "modelopt, 4-bit weights"),
+        ({"quant_method": "modelopt", "quant_algo": "FP8"}, "modelopt, 8-bit weights"),
+        ({"quant_method": "modelopt", "quant_algo": "W8A8_SQ_INT8"}, "modelopt, 8-bit weights"),
+        ({"quant_method": "modelopt", "quant_algo": "MIXED_PRECISION"}, "modelopt (bits unknown"),
+        ({"quant_method": "modelopt"}, "modelopt (bits unknown"),
+        ({"quant_method": "gptq", "bits": 1}, "gptq, 1-bit weights"),
+        ({"quant_method": "gptq", "bits": 16}, "gptq, 16-bit weights"),
+        ({"quant_method": "gptq", "bits": 17}, "gptq (bits unknown"),
+        ({"quant_method": "gptq", "bits": True}, "gptq (bits unknown"),
+    ],
+)
+def test_the_quantized_checkpoint_line_names_the_bits_each_method_states(quant, said):
+    assert _quant_note(quant).startswith(f"quantized checkpoint: {said}")
+
+
+def test_the_context_limit_comes_from_each_name_config_json_gives_it():
+    for key in ("n_positions", "max_sequence_length", "seq_length"):
+        config = {k: v for k, v in LLAMA2_7B.items() if k != "max_position_embeddings"}
+        assert fit({**config, key: 2048}, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=1024).context_limit == 2048
