@@ -805,3 +805,28 @@ def test_the_context_limit_comes_from_each_name_config_json_gives_it():
     for key in ("n_positions", "max_sequence_length", "seq_length"):
         config = {k: v for k, v in LLAMA2_7B.items() if k != "max_position_embeddings"}
         assert fit({**config, key: 2048}, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=1024).context_limit == 2048
+
+
+def test_only_windowed_layers_and_no_stated_limit_fit_any_context_the_memory_allows():
+    # Every layer slides over 128 tokens and config.json states no maximum: the cache stops growing at the window,
+    # so the longest context that fits is reported as the token count the memory would hold, never None.
+    config = {k: v for k, v in GPT_OSS_20B.items() if k != "max_position_embeddings"}
+    config["layer_types"] = ["sliding_attention"] * 24
+    result = fit(config, GPT_OSS_20B_BYTES, G6_XLARGE, max_model_len=4096)
+    assert result.context_limit is None and isinstance(result.max_model_len_that_fits, int)
+    assert result.max_model_len_that_fits > 128
+
+
+@pytest.mark.parametrize(
+    ("dtype", "cached", "note"),
+    [
+        ({"torch_dtype": "torch.bfloat16"}, "bfloat16", None),  # some exporters write torch's repr
+        ({"dtype": "float16"}, "float16", None),  # transformers >= 4.56 writes dtype
+        ({}, "16-bit", "config.json dtype unset: engines serve it, and cache KV, in 16-bit"),
+    ],
+)
+def test_the_kv_cache_dtype_follows_the_checkpoints_16_bit_dtype_however_config_json_names_it(dtype, cached, note):
+    config = {k: v for k, v in LLAMA2_7B.items() if k not in ("torch_dtype", "dtype")}
+    result = fit({**config, **dtype}, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4096)
+    assert result.kv_cache_dtype == cached and result.kv_bytes_per_element == 2
+    assert [a for a in result.assumptions if a.startswith("config.json dtype")] == ([note] if note else [])
