@@ -354,7 +354,7 @@ def _largest_context(layout: AttentionLayout, tp: int, elem_bytes: int, budget: 
     full = layout.full_layers * per_layer
     windowed = layout.window_layers * per_layer
     inside_window = budget // (full + windowed)
-    if layout.window is None or inside_window <= layout.window:
+    if layout.window is None or inside_window < layout.window:  # at the window, windowed layers stop growing
         return inside_window
     if full == 0:
         # Every attention layer is windowed and the window fits: memory does not bound the context.

@@ -830,3 +830,13 @@ def test_the_kv_cache_dtype_follows_the_checkpoints_16_bit_dtype_however_config_
     result = fit({**config, **dtype}, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4096)
     assert result.kv_cache_dtype == cached and result.kv_bytes_per_element == 2
     assert [a for a in result.assumptions if a.startswith("config.json dtype")] == ([note] if note else [])
+
+
+def test_a_budget_that_reaches_the_window_exactly_counts_the_tokens_past_it():
+    from preflight.memory_fit import _largest_context
+
+    # One full and one 128-token windowed layer, 2 bytes per token each: 515 bytes hold 128 tokens in both
+    # (512 bytes); past the window only the full layer grows, so 129 tokens need 258 + 256 = 514 bytes: they fit.
+    layout = AttentionLayout("gqa", 2, 1, 1, 128, 8, 1, 1)
+    assert _largest_context(layout, 1, 1, 515, None) == 129
+    assert _largest_context(layout, 1, 1, 513, None) == 128
