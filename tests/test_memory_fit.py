@@ -840,3 +840,22 @@ def test_a_budget_that_reaches_the_window_exactly_counts_the_tokens_past_it():
     layout = AttentionLayout("gqa", 2, 1, 1, 128, 8, 1, 1)
     assert _largest_context(layout, 1, 1, 515, None) == 129
     assert _largest_context(layout, 1, 1, 513, None) == 128
+
+
+def test_the_refusals_say_what_is_needed_in_full():
+    # 60 GB of weights on one 24 GB L4: the bigger GPU is sized for 90 % use (needed / utilization).
+    (weights,) = fit(QWEN3_8B, 60 * 10**9, G6_XLARGE).problems
+    assert weights == (
+        "weights do not fit: 55.88 GiB of weights plus 4.29 GiB runtime overhead per GPU exceed the 20.12 GiB the "
+        "engine may use (90% of usable memory) by 40.06 GiB, before any KV cache. Use GPUs of at least 78 GB each "
+        "at TP 1, or more GPUs (a larger tensor_parallel_size); or a quantized checkpoint (4-bit AWQ/GPTQ weights "
+        "are about a quarter of 16-bit, FP8 half)."
+    )
+    (concurrency,) = fit(QWEN3_8B, QWEN3_8B_BYTES, G6E_12XLARGE, max_num_seqs=64).problems
+    assert concurrency == (
+        "concurrency does not fit: max_num_seqs=64 sequences of 32,768 tokens need 72.00 GiB of KV cache per GPU; "
+        "34.72 GiB is left, enough for 30. Set max_num_seqs to at most 30, or max_model_len to at most 15,803 for "
+        "64 sequences; or an fp8 KV cache (kv-cache-dtype fp8: engine_env SM_<ENGINE>_KV_CACHE_DTYPE, or plan "
+        "--kv-cache-dtype; halves the KV cache: 61 full-length sequences fit); or more GPUs (a larger "
+        "tensor_parallel_size)."
+    )
