@@ -19,7 +19,10 @@ MiB = 1024 * 1024
 REPO = "Org/Model"
 
 
-def stager_for(hub: FakeHub, s3, uploads: ThreadPoolExecutor, **settings) -> FileStager:
+def stager_for(
+    hub: FakeHub, s3, uploads: ThreadPoolExecutor, log: io.StringIO | None = None, total: int = 0, **settings
+) -> FileStager:
+    """One file's stager over ``hub`` into bucket ``bkt``: 5 MiB parts, one in flight, no retry wait."""
     config = Settings(part_size=5 * MiB, parts_in_flight=1, retry_base_s=0.0, **settings)
     return FileStager(
         hub=HubClient(hub.endpoint),
@@ -31,8 +34,8 @@ def stager_for(hub: FakeHub, s3, uploads: ThreadPoolExecutor, **settings) -> Fil
         settings=config,
         pool=BufferPool(config.part_size, config.parts_in_flight),
         uploads=uploads,
-        progress=Progress(1, 0),
-        log=EventLog(io.StringIO()),
+        progress=Progress(1, total),
+        log=EventLog(log if log is not None else io.StringIO()),
         stop=threading.Event(),
     )
 

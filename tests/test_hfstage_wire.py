@@ -15,20 +15,19 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from hfstage import hashstate
-from hfstage.events import EventLog, Progress
+from hfstage.events import EventLog
 from hfstage.hub import HubClient
 from hfstage.transfer import (
-    BufferPool,
     FileFailed,
     FileStager,
     ResumePoint,
-    Settings,
     checkpoint_key,
     crc32_b64,
     parts_digest,
 )
 from tests.fakes.fake_hub import FakeHub, Synthetic
 from tests.fakes.fixtures import boto_session, fake_hub  # noqa: F401
+from tests.test_hfstage_transfer import stager_for
 
 MiB = 1024 * 1024
 REPO = "Org/Model"
@@ -50,21 +49,7 @@ def repo(fake_hub: FakeHub):  # noqa: F811
 
 
 def stager(hub: FakeHub, s3, uploads: ThreadPoolExecutor, log: io.StringIO, **settings) -> FileStager:
-    config = Settings(part_size=5 * MiB, parts_in_flight=1, retry_base_s=0.0, **settings)
-    return FileStager(
-        hub=HubClient(hub.endpoint),
-        s3=s3,
-        bucket="bkt",
-        prefix="models/",
-        repo_id=REPO,
-        sha=hub.repos[REPO].sha,
-        settings=config,
-        pool=BufferPool(config.part_size, config.parts_in_flight),
-        uploads=uploads,
-        progress=Progress(1, SIZE),
-        log=EventLog(log),
-        stop=threading.Event(),
-    )
+    return stager_for(hub, s3, uploads, log=log, total=SIZE, **settings)
 
 
 def file_of(hub: FakeHub, path: str):
