@@ -14,6 +14,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
+from tests.fakes.fixtures import s3_stub  # noqa: F401  (shared by the staging worker's Stubber tests)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The real llama-server tests run under `make test-llamacpp`, which builds the server and names it in

@@ -143,18 +143,6 @@ def test_the_worker_sizes_its_own_s3_client_from_its_arguments(monkeypatch: pyte
     assert make_s3_client_for(args).meta.config.max_pool_connections == 3 + 2 + 16
 
 
-@pytest.fixture
-def s3_stub():
-    from botocore.stub import Stubber
-
-    from tests.fakes.fixtures import boto_session
-
-    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
-
-
 @pytest.mark.parametrize(
     ("code", "status"),
     # Each code alone (an error answer may carry either), and the status alone (a HEAD's bodiless 403).

@@ -17,7 +17,7 @@ import pytest
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
 from hfstage.shard import assign
 from tests.fakes.fake_hub import FakeHub, Synthetic
-from tests.fakes.fixtures import S3Env, boto_session, fake_hub, s3  # noqa: F401
+from tests.fakes.fixtures import S3Env, boto_session, fake_hub, s3, worker_argv  # noqa: F401
 
 MiB = 1024 * 1024
 REPO = "Org/Model"
@@ -44,16 +44,7 @@ def run(s3: S3Env, fake_hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixt
         message = tmp_path / "message"
         message.unlink(missing_ok=True)
         capsys.readouterr()
-        argv = [
-            f"--repo-id={REPO}",
-            f"--destination=s3://{s3.bucket}/models/",
-            "--part-size-mib=5",
-            "--progress-interval-s=0",
-            "--retry-base-s=0.01",
-            f"--failure-file={message}",
-            f"--resource-config={config}",
-            *extra,
-        ]
+        argv = worker_argv(REPO, s3.bucket, message, config, *extra)
         code = main(argv, s3_client=client)
         return code, capsys.readouterr().out, message.read_text() if message.exists() else None
 

@@ -13,7 +13,7 @@ import pytest
 
 from hfstage.manifest import revision_prefix
 from tests.fakes.fake_hub import FakeHub, Synthetic
-from tests.fakes.fixtures import S3Env, boto_session, fake_hub, s3  # noqa: F401
+from tests.fakes.fixtures import S3Env, boto_session, fake_hub, s3, worker_argv  # noqa: F401
 
 MiB = 1024 * 1024
 REPO = "Org/Model"
@@ -40,16 +40,7 @@ def run(s3: S3Env, fake_hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixt
     def go(*extra: str) -> tuple[int, list[tuple[str, dict[str, str]]]]:
         client, _ = s3.worker_client()
         capsys.readouterr()
-        argv = [
-            f"--repo-id={REPO}",
-            f"--destination=s3://{s3.bucket}/models/",
-            "--part-size-mib=5",
-            "--progress-interval-s=0",
-            "--retry-base-s=0.01",
-            f"--failure-file={tmp_path / 'message'}",
-            f"--resource-config={tmp_path / 'absent.json'}",
-            *extra,
-        ]
+        argv = worker_argv(REPO, s3.bucket, tmp_path / "message", tmp_path / "absent.json", *extra)
         code = main(argv, s3_client=client)
         return code, events(capsys.readouterr().out)
 

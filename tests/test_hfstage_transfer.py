@@ -7,7 +7,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from botocore.stub import Stubber
 
 from hfstage.events import EventLog, Progress
 from hfstage.hub import HubClient
@@ -38,14 +37,6 @@ def stager_for(
         log=EventLog(log if log is not None else io.StringIO()),
         stop=threading.Event(),
     )
-
-
-@pytest.fixture
-def s3_stub():
-    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 def test_a_failed_completion_is_retried_without_downloading_again(fake_hub: FakeHub, s3_stub) -> None:  # noqa: F811

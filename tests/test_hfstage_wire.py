@@ -12,7 +12,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY
 
 from hfstage import hashstate
 from hfstage.events import EventLog
@@ -33,14 +33,6 @@ MiB = 1024 * 1024
 REPO = "Org/Model"
 BIG = "w.safetensors"
 SIZE = 11 * MiB  # parts of 5, 5 and 1 MiB
-
-
-@pytest.fixture
-def s3_stub():
-    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
-    with Stubber(client) as stubber:
-        yield client, stubber
-        stubber.assert_no_pending_responses()
 
 
 @pytest.fixture

@@ -156,3 +156,28 @@ def subprocess_env(s3: S3Env, hub: FakeHub, **extra: str) -> dict[str, str]:
 
 
 PYTHON = sys.executable
+
+
+@pytest.fixture
+def s3_stub():
+    """An S3 client under botocore's Stubber: each test states the exact calls and their answers."""
+    from botocore.stub import Stubber
+
+    client = boto_session().client("s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    with Stubber(client) as stubber:
+        yield client, stubber
+        stubber.assert_no_pending_responses()
+
+
+def worker_argv(repo: str, bucket: str, failure_file: Path, resource_config: Path, *extra: str) -> list[str]:
+    """The staging worker's arguments for ``repo`` on the fake Hub into ``bucket``: 5 MiB parts, fast retries."""
+    return [
+        f"--repo-id={repo}",
+        f"--destination=s3://{bucket}/models/",
+        "--part-size-mib=5",
+        "--progress-interval-s=0",
+        "--retry-base-s=0.01",
+        f"--failure-file={failure_file}",
+        f"--resource-config={resource_config}",
+        *extra,
+    ]
