@@ -89,7 +89,7 @@ class IntegrityError(Exception):
 class TransientError(Exception):
     """A broken connection or a retryable error: resume the file from its last complete part."""
 
-    retry_after: float | None = None  # S3 sends no Retry-After; only the Hub's HubUnavailable carries one
+    retry_after: float | None = None  # no S3 error path sets one; only the Hub's HubUnavailable carries Retry-After
 
 
 class PermanentError(Exception):
