@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
 import tomllib
 
 from tests.conftest import ROOT
@@ -16,6 +18,7 @@ from tools.mutation import (
     change_signature,
     delete_element,
     iam_mutants,
+    mutant_diffs,
     mutmut_config,
     table,
 )
@@ -91,3 +94,25 @@ def test_a_suite_timeout_multiplier_and_pytest_args_reach_mutmut_and_the_others_
         assert config.get("timeout_multiplier") == expected
         assert config["timeout_constant"] == 10.0 and config["source_paths"] == ["pkg/"]
         assert config["pytest_add_cli_args"] == ["-p", "no:cacheprovider", "-q", *suite.pytest_args]
+
+
+def test_survivors_changes_come_from_mutmut_in_one_process(tmp_path) -> None:
+    """A real (tiny) mutmut run: its survivors' diffs, read in one process, name each change."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "m.py").write_text("def double(n):\n    return n * 2\n")
+    (tmp_path / "tests" / "test_m.py").write_text("from pkg.m import double\n\ndef test_zero():\n    assert double(0) == 0\n")
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.mutmut]\nsource_paths = ["pkg/"]\npytest_add_cli_args_test_selection = ["tests/"]\n'
+    )
+    env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    mutmut = str(ROOT / ".venv" / "bin" / "mutmut")
+    subprocess.run([mutmut, "run", "--max-children", "1"], cwd=tmp_path, env=env, capture_output=True, check=True)
+    names = ["pkg.m.x_double__mutmut_1", "pkg.m.x_double__mutmut_2"]
+    changes = {name: change_signature(name, diff) for name, diff in mutant_diffs(tmp_path, names, env).items()}
+    assert changes == {
+        "pkg.m.x_double__mutmut_1": "pkg.m.x_double | return n * 2 -> return n / 2",
+        "pkg.m.x_double__mutmut_2": "pkg.m.x_double | return n * 2 -> return n * 3",
+    }
+    assert mutant_diffs(tmp_path, [], env) == {}
