@@ -102,7 +102,8 @@ def test_survivors_changes_come_from_mutmut_in_one_process(tmp_path) -> None:
     (tmp_path / "tests").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("")
     (tmp_path / "pkg" / "m.py").write_text("def double(n):\n    return n * 2\n")
-    (tmp_path / "tests" / "test_m.py").write_text("from pkg.m import double\n\ndef test_zero():\n    assert double(0) == 0\n")
+    test = "from pkg.m import double\n\ndef test_zero():\n    assert double(0) == 0\n"
+    (tmp_path / "tests" / "test_m.py").write_text(test)
     (tmp_path / "pyproject.toml").write_text(
         '[tool.mutmut]\nsource_paths = ["pkg/"]\npytest_add_cli_args_test_selection = ["tests/"]\n'
     )
