@@ -612,30 +612,36 @@ def _shortfall(fit: MemoryFit) -> str | None:
             f"the {_gib(fit.available_bytes_per_gpu)} the engine may use ({fit.gpu_memory_utilization:.0%} of "
             f"usable memory) by {_gib(-budget)}, before any KV cache. Use {bigger}; or {quantized}."
         )
-    fp8 = ""
-    fp8_how = FP8_KV_HINT
+    fp8: list[str] = []  # the fp8 KV cache as one more way out, unless the cache already is 1 byte per element
     if fit.kv_bytes_per_element > 1:
         fp8_sequences = budget // (sequence // fit.kv_bytes_per_element)
         if fit.max_num_seqs > 1:
-            fp8 = f"{fp8_how}{fp8_sequences} full-length sequences fit); "
+            fp8 = [f"{FP8_KV_HINT}{fp8_sequences} full-length sequences fit)"]
         elif fp8_sequences >= 1:
-            fp8 = f"{fp8_how}{fit.max_model_len:,} tokens then fit); "
+            fp8 = [f"{FP8_KV_HINT}{fit.max_model_len:,} tokens then fit)"]
         else:
             fp8_largest = _largest_context(fit.attention, tp, 1, budget, fit.context_limit)
-            fp8 = f"{fp8_how}max_model_len up to {fp8_largest:,}); "
+            fp8 = [f"{FP8_KV_HINT}max_model_len up to {fp8_largest:,})"]
     if fit.full_length_sequences < 1:
+        ways = [f"Set max_model_len to at most {fit.max_model_len_that_fits:,}", *fp8, bigger, quantized]
         return (
             f"KV cache does not fit: one {fit.max_model_len:,}-token sequence needs {_gib(sequence)} of KV cache per "
             f"GPU, but {_gib(budget)} is left after weights ({_gib(weights)}) and overhead ({_gib(overhead)}). "
-            f"Set max_model_len to at most {fit.max_model_len_that_fits:,}; or {fp8}or {bigger}; or {quantized}."
+            + "; or ".join(ways)
+            + "."
         )
     n = fit.max_num_seqs
     shorter = _largest_context(fit.attention, tp, fit.kv_bytes_per_element, budget // n, fit.context_limit)
+    ways = [
+        f"Set max_num_seqs to at most {fit.full_length_sequences}, or max_model_len to at most {shorter:,} for {n} "
+        "sequences",
+        *fp8,
+        "more GPUs (a larger tensor_parallel_size)",
+    ]
     return (
         f"concurrency does not fit: max_num_seqs={n} sequences of {fit.max_model_len:,} tokens need "
         f"{_gib(fit.kv_bytes_needed_per_gpu)} of KV cache per GPU; {_gib(budget)} is left, enough for "
-        f"{fit.full_length_sequences}. Set max_num_seqs to at most {fit.full_length_sequences}, or max_model_len "
-        f"to at most {shorter:,} for {n} sequences; or {fp8}or more GPUs (a larger tensor_parallel_size)."
+        f"{fit.full_length_sequences}. " + "; or ".join(ways) + "."
     )
 
 
