@@ -105,3 +105,6 @@ def test_a_prefix_with_many_code_files_names_five_and_counts_the_rest():
     )
     five = [f"code/h{i}.py" for i in range(5)]
     assert code_files_note(five, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(five)}: ")
+    # Six: the sixth is not named but still counted.
+    six = [f"code/h{i}.py" for i in range(6)]
+    assert code_files_note(six, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(six[:5])} and 1 more: ")
