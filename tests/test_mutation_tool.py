@@ -70,8 +70,8 @@ def test_an_equivalent_is_found_by_its_change_after_mutmut_renumbers_it() -> Non
     assert (outcome.score, outcome.survivors, outcome.equivalent) == (1.0, [], 1)
 
 
-def test_timeouts_count_as_killed_and_untested_mutants_against_the_score() -> None:
-    outcome = Outcome("m", counts={"killed": 6, "timeout": 1, "survived": 2, "no tests": 1})
+def test_timeouts_and_crashes_count_as_killed_and_untested_mutants_against_the_score() -> None:
+    outcome = Outcome("m", counts={"killed": 5, "timeout": 1, "segfault": 1, "survived": 2, "no tests": 1})
     assert outcome.killed == 7 and outcome.score == 0.7
 
 
@@ -117,3 +117,28 @@ def test_survivors_changes_come_from_mutmut_in_one_process(tmp_path) -> None:
         "pkg.m.x_double__mutmut_2": "pkg.m.x_double | return n * 2 -> return n * 3",
     }
     assert mutant_diffs(tmp_path, [], env) == {}
+
+
+def test_report_scores_the_last_run_again_without_running_or_copying(tmp_path, monkeypatch, capsys) -> None:
+    """``--report`` reads a suite's stored results; it neither copies the tree (a test edit would rerun it all)
+    nor runs mutmut, and says so for a suite with no stored run."""
+    import tools.mutation as tool
+
+    monkeypatch.setattr(tool, "SCRATCH", tmp_path)
+    (tmp_path / "preflight" / "mutants").mkdir(parents=True)
+    (tmp_path / "preflight" / "mutmut-run.seconds").write_text("90.0\n")
+    seen = []
+
+    def fake_run(command, **kwargs):
+        seen.append(command[1:3])
+        listing = "    preflight.a.x_f__mutmut_1: killed\n    preflight.a.x_f__mutmut_2: segfault\n"
+        return subprocess.CompletedProcess(command, 0, stdout=listing if command[1] == "results" else "{}")
+
+    monkeypatch.setattr(tool.subprocess, "run", fake_run)
+    monkeypatch.setattr(tool, "scratch_copy", lambda suite: (_ for _ in ()).throw(AssertionError("copied")))
+    assert tool.main(["--report", "--only", "preflight", "--only", "hfstage", "--only", "iam"]) == 0
+    out = capsys.readouterr().out
+    assert seen == [["results", "--all"]]
+    assert "mutation: preflight: 100.0% in 1.5 min" in out
+    assert "mutation: hfstage: no run to report under" in out
+    assert "mutation: iam: not stored between runs" in out

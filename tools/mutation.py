@@ -12,7 +12,7 @@ mutate every line of a construct and need a CDK synth (seconds, through jsii) fo
 Each suite runs in a scratch copy under ``.mutation/<suite>/`` (kept, so mutmut's cache makes a rerun
 after a small change quick). Mutants judged equivalent (no test can tell them from the original) are
 listed with a reason in ``tools/mutation_equivalents.json`` and left out of the score.
-A timeout counts as killed (the mutant never finishes where the original does, as Stryker counts it).
+A timeout or a crash of the test process counts as killed (``DETECTED``).
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = ROOT / ".mutation"
 EQUIVALENTS = Path(__file__).with_name("mutation_equivalents.json")
 GOAL = 0.90
+# What counts as the tests noticing a mutant: a failing test, a run that never finishes where the original does
+# (as Stryker counts a timeout), and a crash of the test process (mutmut's "segfault": exit -11 or -9, as when a
+# mutant hands OpenSSL a NULL context in hfstage/hashstate.py).
+DETECTED = ("killed", "timeout", "segfault")
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,7 @@ class Outcome:
 
     @property
     def killed(self) -> int:
-        return self.counts.get("killed", 0) + self.counts.get("timeout", 0)
+        return sum(self.counts.get(status, 0) for status in DETECTED)
 
     @property
     def scored(self) -> int:
@@ -151,7 +155,7 @@ class Outcome:
 
 def scratch_copy(suite: Suite) -> Path:
     """The tracked tree (and uncommitted edits) in ``.mutation/<suite>``; unchanged files keep their mtime."""
-    where = SCRATCH / re.sub(r"[^A-Za-z0-9_.-]", "_", suite.name)
+    where = scratch_dir(suite)
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True, check=True
     ).stdout.split("\n")
@@ -201,26 +205,35 @@ def mutmut_config(suite: Suite, where: Path) -> str:
     )
 
 
-def run_mutmut(suite: Suite, children: int, log) -> Outcome:
-    where = scratch_copy(suite)
-    pyproject = where / "pyproject.toml"
-    text = (ROOT / "pyproject.toml").read_text()
-    pyproject.write_text(text + mutmut_config(suite, where))
+def scratch_dir(suite: Suite) -> Path:
+    return SCRATCH / re.sub(r"[^A-Za-z0-9_.-]", "_", suite.name)
+
+
+def run_mutmut(suite: Suite, children: int, log, *, run: bool = True) -> Outcome:
+    """Run the suite's mutants (``run``), or only score its last run again (after an edit to the equivalents)."""
+    where = scratch_copy(suite) if run else scratch_dir(suite)
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     started = time.monotonic()
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
-    with open(where / "mutmut-run.log", "w") as out:
-        subprocess.run([*mutmut, "run", "--max-children", str(children)], cwd=where, env=env, stdout=out, stderr=out)
+    if run:
+        pyproject = where / "pyproject.toml"
+        pyproject.write_text((ROOT / "pyproject.toml").read_text() + mutmut_config(suite, where))
+        with open(where / "mutmut-run.log", "w") as out:
+            command = [*mutmut, "run", "--max-children", str(children)]
+            subprocess.run(command, cwd=where, env=env, stdout=out, stderr=out)
     listing = subprocess.run(
         [*mutmut, "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True
     ).stdout
-    outcome = Outcome(suite.name, seconds=time.monotonic() - started)
+    timing = where / "mutmut-run.seconds"  # how long the run took, for a later --report
+    if run:
+        timing.write_text(f"{time.monotonic() - started:.1f}\n")
+    outcome = Outcome(suite.name, seconds=float(timing.read_text()) if timing.exists() else 0.0)
     for line in listing.splitlines():
         name, sep, status = line.strip().rpartition(": ")
         if not sep:
             continue
         outcome.counts[status] = outcome.counts.get(status, 0) + 1
-        if status not in ("killed", "timeout", "skipped"):
+        if status not in (*DETECTED, "skipped"):
             outcome.survivors.append(f"{name}: {status}")
     diffs = mutant_diffs(where, [s.rsplit(": ", 1)[0] for s in outcome.survivors], env)
     outcome.changes = {name: change_signature(name, diff) for name, diff in diffs.items()}
@@ -352,6 +365,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="tools/mutation.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", action="append", choices=[s.name for s in SUITES], help="run only this suite")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutants (mutmut)")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="score each mutmut suite's last run again (after editing the equivalents) without running mutants",
+    )
     args = parser.parse_args(argv)
     equivalents = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
     outcomes = []
@@ -361,7 +379,16 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"mutation: {suite.name} ({', '.join(suite.sources)}) against {len(suite.tests)} test file(s)", flush=True
         )
-        outcome = run_iam(suite, print) if suite.kind == "iam" else run_mutmut(suite, args.max_children, print)
+        if suite.kind == "iam":
+            if args.report:
+                print(f"mutation: {suite.name}: not stored between runs; run it without --report")
+                continue
+            outcome = run_iam(suite, print)
+        elif args.report and not (scratch_dir(suite) / "mutants").is_dir():
+            print(f"mutation: {suite.name}: no run to report under {scratch_dir(suite)}")
+            continue
+        else:
+            outcome = run_mutmut(suite, args.max_children, print, run=not args.report)
         apply_equivalents(outcome, equivalents)
         outcomes.append(outcome)
         print(f"mutation: {suite.name}: {outcome.score:.1%} in {outcome.seconds / 60:.1f} min", flush=True)
