@@ -83,3 +83,12 @@ def test_a_message_at_the_limit_is_kept_and_one_byte_over_is_cut_to_the_limit():
     assert one_line("a" * 11, limit=10) == "a" * 7 + "..."
     # A character is never split: 4 two-byte characters are 8 bytes; 7 bytes leave 3 whole ones.
     assert one_line("é" * 6, limit=10) == "é" * 3 + "..."
+
+
+def test_backoff_jitter_spans_the_upper_half_of_the_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """"Equal jitter": a delay between half the ceiling and the ceiling, so retries never bunch near zero."""
+    import hfstage.transfer as transfer
+
+    monkeypatch.setattr(transfer.random, "uniform", lambda low, high: (low, high))
+    assert transfer.backoff_delay(3, 1.0, 30.0) == (2.0, 4.0)
+    assert transfer.backoff_delay(9, 1.0, 30.0) == (15.0, 30.0)
