@@ -224,3 +224,17 @@ def test_the_hashed_length_goes_to_libcrypto_as_a_size_t() -> None:
         pytest.skip("no libcrypto with the SHA functions in this process")
     for _, update, _, _ in hashstate._FUNCTIONS.values():
         assert getattr(lib, update).argtypes[2] is ctypes.c_size_t
+
+
+def test_a_copy_hashes_with_the_same_library_as_its_original(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hash built on a given library copies onto that library, not onto whatever the module loaded (here: none)."""
+    lib = hashstate._load()
+    monkeypatch.setattr(hashstate, "_lib", None)
+    h = hashstate.ResumableHash("sha256", _lib_override=lib)
+    h.update(b"abc")
+    twin = h.copy()
+    twin.update(b"def")
+    assert (h.hexdigest(), twin.hexdigest()) == (
+        hashlib.sha256(b"abc").hexdigest(),
+        hashlib.sha256(b"abcdef").hexdigest(),
+    )
