@@ -90,7 +90,8 @@ def test_a_server_ignoring_range_gets_one_stream(stage, s3: S3Env, fake_hub: Fak
     code, out, _ = stage()
     assert code == 0, out
     assert cdn_ranges(fake_hub) == [ranges_of(0)]  # answered with the whole file: read as the one stream
-    assert "event=single_stream" in out and fake_hub.bytes_sent(BIG) == SIZE
+    assert f'event=single_stream path={BIG} reason="the server ignored Range"' in out
+    assert fake_hub.bytes_sent(BIG) == SIZE
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
 
 
@@ -343,4 +344,20 @@ def test_a_range_answered_with_other_bytes_is_fetched_again(stage, s3: S3Env, fa
     asked = f"bytes {5 * MiB}-{10 * MiB - 1}/{SIZE}"
     assert f'reason="{BIG}: asked for {asked}, the server sent bytes 0-{5 * MiB - 1}/{SIZE}"' in out
     assert sorted(cdn_ranges(fake_hub)).count(ranges_of(5 * MiB)) == 2
+    assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+
+
+@pytest.mark.parametrize(("ranges_per_file", "parallel"), [("1", False), ("2", True)])
+def test_two_ranges_per_file_already_fetch_in_parallel_and_one_means_one_stream(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    ranges_per_file: str,
+    parallel: bool,
+) -> None:
+    code, out, _ = stage(f"--ranges-per-file={ranges_per_file}")
+    assert code == 0, out
+    expected = [ranges_of(n * 5 * MiB) for n in range(3)] if parallel else [None]  # None: no Range header
+    assert sorted(cdn_ranges(fake_hub), key=str) == sorted(expected, key=str)
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
