@@ -179,3 +179,19 @@ def test_server_errors_are_retryable(hub: FakeHub) -> None:
 def test_unreachable_hub_is_retryable() -> None:
     with pytest.raises(HubUnavailable, match="connection to the Hub failed"):
         HubClient("http://127.0.0.1:9", timeout=2).revision_info("Org/Model", "main")
+
+
+def test_a_failed_range_names_the_file_it_was_downloading(hub: FakeHub) -> None:
+    sha = hub.repos["Org/Model"].sha
+    client = HubClient(hub.endpoint)
+    hub.fail("config.json", status=503)
+    with pytest.raises(HubUnavailable) as caught:
+        client.open_range("Org/Model", "config.json", client.file_url("Org/Model", sha, "config.json"), 0, 2)
+    assert str(caught.value) == "downloading config.json: the Hub answered HTTP 503"
+    response = client.open_range("Org/Model", "config.json", client.file_url("Org/Model", sha, "config.json"), 0, 2)
+    assert (response.status, response.headers["Content-Range"], response.read()) == (
+        206,
+        f"bytes 0-1/{len(FILES['config.json'])}",
+        FILES["config.json"][:2],
+    )
+    response.close()
