@@ -361,3 +361,19 @@ def test_two_ranges_per_file_already_fetch_in_parallel_and_one_means_one_stream(
     expected = [ranges_of(n * 5 * MiB) for n in range(3)] if parallel else [None]  # None: no Range header
     assert sorted(cdn_ranges(fake_hub), key=str) == sorted(expected, key=str)
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
+
+
+def test_no_more_ranges_of_a_file_are_in_flight_than_ranges_per_file(
+    stage,
+    s3: S3Env,  # noqa: F811
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+) -> None:
+    """Three 5 MiB ranges at 10 MiB/s each (0.5 s): with two allowed, the third starts when one has finished."""
+    fake_hub.connection_bytes_per_s = 10 * MiB
+    code, out, _ = stage("--ranges-per-file=2")
+    assert code == 0, out
+    seen = [r for r in fake_hub.requests_for(BIG) if r.server == "cdn"]
+    assert len(seen) == 3
+    at_once = max(sum(1 for o in seen if o.started <= r.started < o.finished) for r in seen)
+    assert at_once == 2

@@ -187,6 +187,7 @@ class Recorded:
     range: str | None
     authorization: bool
     finished: float = 0.0  # time.monotonic() when the body was sent (0: not yet, or no body)
+    started: float = field(default_factory=time.monotonic)  # when the request arrived
 
 
 @dataclass
