@@ -13,6 +13,7 @@ import json
 import time
 
 import pytest
+from botocore.exceptions import ClientError
 
 from hfstage.manifest import MANIFEST_NAME, build_manifest, utc_now, write_manifest
 from hfstage.transfer import CHECKPOINT_DIR, checkpoint_key, parse_checkpoint_key, parts_digest
@@ -86,9 +87,53 @@ def test_a_message_at_the_limit_is_kept_and_one_byte_over_is_cut_to_the_limit():
 
 
 def test_backoff_jitter_spans_the_upper_half_of_the_ceiling(monkeypatch: pytest.MonkeyPatch) -> None:
-    """"Equal jitter": a delay between half the ceiling and the ceiling, so retries never bunch near zero."""
+    """ "Equal jitter": a delay between half the ceiling and the ceiling, so retries never bunch near zero."""
     import hfstage.transfer as transfer
 
     monkeypatch.setattr(transfer.random, "uniform", lambda low, high: (low, high))
     assert transfer.backoff_delay(3, 1.0, 30.0) == (2.0, 4.0)
     assert transfer.backoff_delay(9, 1.0, 30.0) == (15.0, 30.0)
+
+
+def client_error(code: str | None, status: int | None) -> ClientError:
+    response: dict = {}
+    if code is not None:
+        response["Error"] = {"Code": code, "Message": "m"}
+    if status is not None:
+        response["ResponseMetadata"] = {"HTTPStatusCode": status}
+    return ClientError(response, "HeadObject")
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "not_found"),
+    [
+        ("NoSuchKey", None, True),  # GetObject's code, whatever the status says
+        ("NotFound", None, True),
+        ("404", None, True),  # HeadObject has no body: botocore makes the status the code
+        (None, 404, True),  # a status alone
+        ("Weird", 404, True),
+        ("AccessDenied", 403, False),
+        ("SlowDown", 503, False),
+        (None, None, False),  # an error without either
+    ],
+)
+def test_not_found_is_read_from_the_code_or_the_status(code, status, not_found) -> None:
+    from hfstage.manifest import _is_not_found
+
+    assert _is_not_found(client_error(code, status)) is not_found
+
+
+def test_an_object_listed_but_gone_by_its_head_is_missing_and_other_errors_are_raised(s3_stub) -> None:
+    from hfstage.hub import HubFile
+    from hfstage.manifest import missing_files
+
+    client, stubber = s3_stub
+    files = [HubFile("a.bin", 3, "blob")]
+    listing = {"Contents": [{"Key": "p/a.bin", "Size": 3}], "KeyCount": 1, "IsTruncated": False}
+    stubber.add_response("list_objects_v2", listing, {"Bucket": "b", "Prefix": "p/"})
+    stubber.add_client_error("head_object", "404", "Not Found", 404, expected_params={"Bucket": "b", "Key": "p/a.bin"})
+    assert missing_files(client, "b", "p/", "o/m", "sha", files) == files
+    stubber.add_response("list_objects_v2", listing, {"Bucket": "b", "Prefix": "p/"})
+    stubber.add_client_error("head_object", "403", "Forbidden", 403, expected_params={"Bucket": "b", "Key": "p/a.bin"})
+    with pytest.raises(ClientError):
+        missing_files(client, "b", "p/", "o/m", "sha", files)
