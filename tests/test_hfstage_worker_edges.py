@@ -62,3 +62,33 @@ def test_rerun_restores_an_object_deleted_under_a_valid_manifest(
     assert again.calls["CreateMultipartUpload"] == 1 + again.calls["AbortMultipartUpload"]
     assert len(again.events("skip")) == len(FILES) - 1
     assert len(hub.requests_for(WEIGHTS_2)) == fetched_before  # an intact file is not fetched again
+
+
+def test_s3_refusing_the_writes_stops_the_run_with_the_transfer_exit_code_and_s3s_reason(
+    s3: S3Env,  # noqa: F811
+    hub: FakeHub,  # noqa: F811
+    tmp_path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A permanent S3 error (a bucket policy denying the writes) is not one file's problem: the run stops, exits 1
+    (a transfer failure, not 3, which means the Hub refused) and hands the user S3's own reason."""
+    from botocore.awsrequest import AWSResponse
+
+    from hfstage.worker import EXIT_TRANSFER, main
+
+    client, _ = s3.worker_client()
+    denied = {
+        "Error": {"Code": "AccessDenied", "Message": "Access Denied"},
+        "ResponseMetadata": {"HTTPStatusCode": 403},
+    }
+    for operation in ("PutObject", "CreateMultipartUpload"):
+        client.meta.events.register(
+            f"before-call.s3.{operation}", lambda **_: (AWSResponse("https://s3.test/", 403, {}, None), denied)
+        )
+    message = tmp_path / "message"
+    argv = [f"--repo-id={REPO}", f"--destination=s3://{s3.bucket}/models/", "--part-size-mib=5"]
+    code = main([*argv, "--retry-base-s=0.01", f"--failure-file={message}"], s3_client=client)
+    out = capsys.readouterr().out
+    assert code == EXIT_TRANSFER == 1, out
+    assert "AccessDenied (HTTP 403)" in message.read_text(), message.read_text()
+    assert s3.list_keys() == []
