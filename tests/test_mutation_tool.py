@@ -20,6 +20,7 @@ from tools.mutation import (
     iam_mutants,
     mutant_diffs,
     mutmut_config,
+    survivors_of,
     table,
 )
 
@@ -117,6 +118,8 @@ def test_survivors_changes_come_from_mutmut_in_one_process(tmp_path) -> None:
         "pkg.m.x_double__mutmut_2": "pkg.m.x_double | return n * 2 -> return n * 3",
     }
     assert mutant_diffs(tmp_path, [], env) == {}
+    assert survivors_of(tmp_path, env) == names
+    assert survivors_of(tmp_path / "never-ran", env) == []
 
 
 def test_report_scores_the_last_run_again_without_running_or_copying(tmp_path, monkeypatch, capsys) -> None:
@@ -142,3 +145,30 @@ def test_report_scores_the_last_run_again_without_running_or_copying(tmp_path, m
     assert "mutation: preflight: 100.0% in 1.5 min" in out
     assert "mutation: hfstage: no run to report under" in out
     assert "mutation: iam: not stored between runs" in out
+
+
+def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path, monkeypatch) -> None:
+    """``--recheck`` names the last run's survivors to mutmut and leaves the test watch out of the config, so
+    mutmut keeps every other verdict; the minutes add up over the run and its rechecks."""
+    import tools.mutation as tool
+
+    monkeypatch.setattr(tool, "SCRATCH", tmp_path)
+    where = tmp_path / "preflight"
+    (where / "mutants").mkdir(parents=True)
+    (where / "mutmut-run.seconds").write_text("60.0\n")
+    monkeypatch.setattr(tool, "scratch_copy", lambda suite: where)
+    commands = []
+
+    def fake_run(command, **kwargs):
+        commands.append(command[1:])
+        listing = "    preflight.a.x_f__mutmut_2: survived\n    preflight.a.x_f__mutmut_3: no tests\n"
+        return subprocess.CompletedProcess(command, 0, stdout=listing if command[1] == "results" else "{}")
+
+    monkeypatch.setattr(tool.subprocess, "run", fake_run)
+    monkeypatch.setattr(tool.time, "monotonic", iter([0.0, 30.0]).__next__)
+    (suite,) = [s for s in SUITES if s.name == "preflight"]
+    tool.run_mutmut(suite, 2, print, recheck=True)
+    assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_2", "preflight.a.x_f__mutmut_3"] in commands
+    config = (where / "pyproject.toml").read_text()
+    assert "[tool.mutmut]" in config and "cache_invalidation_files" not in config
+    assert (where / "mutmut-run.seconds").read_text() == "90.0\n"

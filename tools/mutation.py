@@ -174,7 +174,7 @@ def scratch_copy(suite: Suite) -> Path:
     return where
 
 
-def mutmut_config(suite: Suite, where: Path) -> str:
+def mutmut_config(suite: Suite, where: Path, *, watch_tests: bool = True) -> str:
     listed = lambda values: "[" + ", ".join(json.dumps(v) for v in values) + "]"  # noqa: E731
     # mutmut runs the tests in its own copy (mutants/): everything else the tests import must be there too.
     # A folder holding a mutated file goes file by file, so the copy never overwrites the mutants.
@@ -200,8 +200,12 @@ def mutmut_config(suite: Suite, where: Path) -> str:
         # mutmut keeps a cached verdict when only tests change ("Rerun mutant if it's explicitly mentioned, but
         # otherwise let the result stand", mutmut/__main__.py _run): a test added to kill a survivor would not
         # count. Watching the tests and rerunning everything when one changes keeps the score honest.
-        'cache_invalidation_files = ["tests/**/*.py", "tests/**/*.json", "tests/**/*.txt"]\n'
-        'on_dependency_change = "rerun"\n'
+        + (
+            'cache_invalidation_files = ["tests/**/*.py", "tests/**/*.json", "tests/**/*.txt"]\n'
+            'on_dependency_change = "rerun"\n'
+            if watch_tests
+            else ""
+        )
         + (f"timeout_multiplier = {suite.timeout_multiplier}\n" if suite.timeout_multiplier else "")
     )
 
@@ -210,24 +214,32 @@ def scratch_dir(suite: Suite) -> Path:
     return SCRATCH / re.sub(r"[^A-Za-z0-9_.-]", "_", suite.name)
 
 
-def run_mutmut(suite: Suite, children: int, log, *, run: bool = True) -> Outcome:
-    """Run the suite's mutants (``run``), or only score its last run again (after an edit to the equivalents)."""
-    where = scratch_copy(suite) if run else scratch_dir(suite)
+def run_mutmut(suite: Suite, children: int, log, *, run: bool = True, recheck: bool = False) -> Outcome:
+    """Run the suite's mutants (``run``), or only score its last run again (after an edit to the equivalents).
+
+    ``recheck``: run only the last run's survivors, against the tests as they are now, and keep every other
+    verdict. Sound after tests were added or tightened (a kill cannot be undone by more checks); after any other
+    change the measure is a full run.
+    """
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
-    started = time.monotonic()
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
+    again = survivors_of(scratch_dir(suite), env) if recheck else []
+    where = scratch_copy(suite) if run else scratch_dir(suite)
+    started = time.monotonic()
     if run:
         pyproject = where / "pyproject.toml"
-        pyproject.write_text((ROOT / "pyproject.toml").read_text() + mutmut_config(suite, where))
-        with open(where / "mutmut-run.log", "w") as out:
-            command = [*mutmut, "run", "--max-children", str(children)]
+        config = mutmut_config(suite, where, watch_tests=not recheck)
+        pyproject.write_text((ROOT / "pyproject.toml").read_text() + config)
+        with open(where / ("mutmut-recheck.log" if recheck else "mutmut-run.log"), "w") as out:
+            command = [*mutmut, "run", "--max-children", str(children), *again]
             subprocess.run(command, cwd=where, env=env, stdout=out, stderr=out)
     listing = subprocess.run(
         [*mutmut, "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True
     ).stdout
     timing = where / "mutmut-run.seconds"  # how long the run took, for a later --report
     if run:
-        timing.write_text(f"{time.monotonic() - started:.1f}\n")
+        earlier = float(timing.read_text()) if recheck and timing.exists() else 0.0
+        timing.write_text(f"{earlier + time.monotonic() - started:.1f}\n")
     outcome = Outcome(suite.name, seconds=float(timing.read_text()) if timing.exists() else 0.0)
     for line in listing.splitlines():
         name, sep, status = line.strip().rpartition(": ")
@@ -260,6 +272,19 @@ def mutant_diffs(where: Path, names: list[str], env: dict[str, str]) -> dict[str
         [python, "-c", _DIFFS], cwd=where, env=env, input=json.dumps(names), capture_output=True, text=True, check=True
     )
     return json.loads(shown.stdout)
+
+
+def survivors_of(where: Path, env: dict[str, str]) -> list[str]:
+    """The mutants the suite's last run left alive (none when it has not run)."""
+    if not (where / "mutants").is_dir():
+        return []
+    mutmut = str(ROOT / ".venv" / "bin" / "mutmut")
+    listing = subprocess.run([mutmut, "results"], cwd=where, env=env, capture_output=True, text=True).stdout
+    return [
+        name.strip()
+        for name, _, status in (line.rpartition(": ") for line in listing.splitlines())
+        if status in ("survived", "suspicious", "no tests")
+    ]
 
 
 def change_signature(name: str, diff: str) -> str:
@@ -367,6 +392,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", choices=[s.name for s in SUITES], help="run only this suite")
     parser.add_argument("--max-children", type=int, default=os.cpu_count() or 2, help="parallel mutants (mutmut)")
     parser.add_argument(
+        "--recheck",
+        action="store_true",
+        help="rerun only the last run's survivors against the current tests (after adding tests), keep the rest",
+    )
+    parser.add_argument(
         "--report",
         action="store_true",
         help="score each mutmut suite's last run again (after editing the equivalents) without running mutants",
@@ -389,7 +419,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutation: {suite.name}: no run to report under {scratch_dir(suite)}")
             continue
         else:
-            outcome = run_mutmut(suite, args.max_children, print, run=not args.report)
+            outcome = run_mutmut(suite, args.max_children, print, run=not args.report, recheck=args.recheck)
         apply_equivalents(outcome, equivalents)
         outcomes.append(outcome)
         print(f"mutation: {suite.name}: {outcome.score:.1%} in {outcome.seconds / 60:.1f} min", flush=True)
