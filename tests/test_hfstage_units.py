@@ -466,7 +466,7 @@ def test_completed_at_is_utc_to_the_second_whatever_the_local_zone(monkeypatch: 
         monkeypatch.undo()
         time.tzset()
     assert len(stamp) == 20 and stamp[4] == "-" and stamp[10] == "T" and stamp.endswith("Z")
-    assert before <= calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) <= after
+    assert before - 1 <= calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) <= after + 1  # not 9 h off
     assert build_manifest("o/m", "s", [], source="x")["completed_at"][:4] == stamp[:4]
 
 
@@ -542,3 +542,30 @@ def test_an_object_listed_but_gone_by_its_head_is_missing_and_other_errors_are_r
     stubber.add_client_error("head_object", "403", "Forbidden", 403, expected_params={"Bucket": "b", "Key": "p/a.bin"})
     with pytest.raises(ClientError):
         missing_files(client, "b", "p/", "o/m", "sha", files)
+
+
+def test_the_hub_endpoint_from_the_environment_loses_its_trailing_slash(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hfstage.hub import DEFAULT_ENDPOINT, default_endpoint
+
+    monkeypatch.setenv("HF_ENDPOINT", "https://mirror.test/hf/")
+    assert default_endpoint() == "https://mirror.test/hf"
+    monkeypatch.delenv("HF_ENDPOINT")
+    assert default_endpoint() == DEFAULT_ENDPOINT.rstrip("/")
+
+
+def test_a_destination_prefix_keeps_every_character_but_its_slashes() -> None:
+    assert revision_prefix("/XL-models/", "Org/Name", "abc") == "XL-models/Org--Name/abc/"
+    assert revision_prefix("", "Org/Name", "abc") == "Org--Name/abc/"
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [(b"{not json", "is not valid JSON: "), (b"[1, 2]", "is not a JSON object")],
+)
+def test_a_manifest_that_is_not_a_json_object_is_refused_by_name(s3: S3Env, body: bytes, said: str) -> None:  # noqa: F811
+    from hfstage.manifest import read_manifest
+
+    s3.client.put_object(Bucket=s3.bucket, Key="p/" + MANIFEST_NAME, Body=body)
+    with pytest.raises(ValueError) as raised:
+        read_manifest(s3.client, s3.bucket, "p/")
+    assert str(raised.value).startswith(f"s3://{s3.bucket}/p/{MANIFEST_NAME} {said}")

@@ -258,8 +258,13 @@ _DIFFS = """
 import json, sys
 from mutmut.__main__ import find_mutant
 from mutmut.mutation.diff_apply import get_diff_for_mutant
-names = json.load(sys.stdin)
-json.dump({name: get_diff_for_mutant(name, path=find_mutant(name).path) for name in names}, sys.stdout)
+diffs = {}
+for name in json.load(sys.stdin):
+    try:
+        diffs[name] = get_diff_for_mutant(name, path=find_mutant(name).path)
+    except Exception:  # one unreadable mutant leaves its change unnamed, not the whole report unwritten
+        diffs[name] = ""
+json.dump(diffs, sys.stdout)
 """
 
 
