@@ -62,7 +62,7 @@ test: setup lint
 # ONLY=preflight runs one suite; the README has the scores and how long each suite takes.
 ONLY ?=
 mutation: setup
-	$(BIN)/python tools/mutation.py $(if $(ONLY),$(foreach s,$(ONLY),--only $(s))) $(if $(REPORT),--report) $(if $(RECHECK),--recheck)
+	$(BIN)/python tools/mutation.py $(if $(ONLY),$(foreach s,$(ONLY),--only $(s))) $(if $(REPORT),--report) $(if $(RECHECK),--recheck) $(if $(MATCH),--match '$(MATCH)')
 
 # The llama.cpp adapter against a real CPU llama-server, built once from the llama-cpp-python sdist's sources
 # (minutes on 2 cores) and kept outside the clone, so later runs and fresh clones on the machine reuse it.

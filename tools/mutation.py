@@ -213,19 +213,23 @@ def scratch_dir(suite: Suite) -> Path:
     return SCRATCH / re.sub(r"[^A-Za-z0-9_.-]", "_", suite.name)
 
 
-def run_mutmut(suite: Suite, children: int, log, *, run: bool = True, recheck: bool = False) -> Outcome:
+def run_mutmut(
+    suite: Suite, children: int, log, *, run: bool = True, recheck: bool = False, match: str | None = None
+) -> Outcome:
     """Run the suite's mutants (``run``), or only score its last run again (after an edit to the equivalents).
 
     ``recheck``: run only the last run's survivors, against the tests as they are now, and keep every other
     verdict. Sound after tests were added or tightened (a kill cannot be undone by more checks); after any other
-    change the measure is a full run.
+    change the measure is a full run. ``match``: recheck only the survivors whose name matches this regex.
     """
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
-    again = survivors_of(scratch_dir(suite), env) if recheck else []
+    again = [n for n in survivors_of(scratch_dir(suite), env) if not match or re.search(match, n)] if recheck else []
+    if recheck and not again:
+        log(f"mutation: {suite.name}: no survivors to recheck")
     where = scratch_copy(suite) if run else scratch_dir(suite)
     started = time.monotonic()
-    if run:
+    if run and not (recheck and not again):  # a recheck with nothing named would run every unchecked mutant
         pyproject = where / "pyproject.toml"
         config = mutmut_config(suite, where, watch_tests=not recheck)
         pyproject.write_text((ROOT / "pyproject.toml").read_text() + config)
@@ -400,6 +404,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="rerun only the last run's survivors against the current tests (after adding tests), keep the rest",
     )
+    parser.add_argument("--match", help="with --recheck: only the survivors whose name matches this regex")
     parser.add_argument(
         "--report",
         action="store_true",
@@ -423,7 +428,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"mutation: {suite.name}: no run to report under {scratch_dir(suite)}")
             continue
         else:
-            outcome = run_mutmut(suite, args.max_children, print, run=not args.report, recheck=args.recheck)
+            outcome = run_mutmut(
+                suite, args.max_children, print, run=not args.report, recheck=args.recheck, match=args.match
+            )
         apply_equivalents(outcome, equivalents)
         outcomes.append(outcome)
         print(f"mutation: {suite.name}: {outcome.score:.1%} in {outcome.seconds / 60:.1f} min", flush=True)
