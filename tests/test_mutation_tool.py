@@ -169,6 +169,13 @@ def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path
     (suite,) = [s for s in SUITES if s.name == "preflight"]
     tool.run_mutmut(suite, 2, print, recheck=True)
     assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_2", "preflight.a.x_f__mutmut_3"] in commands
+    assert (where / "mutmut-run.seconds").read_text() == "90.0\n"
     config = (where / "pyproject.toml").read_text()
     assert "[tool.mutmut]" in config and "cache_invalidation_files" not in config
-    assert (where / "mutmut-run.seconds").read_text() == "90.0\n"
+    commands.clear()
+    monkeypatch.setattr(tool.time, "monotonic", lambda: 0.0)
+    tool.run_mutmut(suite, 2, print, recheck=True, match=r"_3$")
+    assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_3"] in commands
+    commands.clear()
+    tool.run_mutmut(suite, 2, print, recheck=True, match="nothing")
+    assert not [c for c in commands if c[0] == "run"]  # naming none would run every unchecked mutant
