@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import http.server
+import threading
+import urllib.parse
 from pathlib import Path
 
 import pytest
 
-from hfstage.hub import GatedRepo, HubClient, HubUnavailable, RepoNotFound, RevisionNotFound
+from hfstage.hub import (
+    MAX_REDIRECTS,
+    GatedRepo,
+    HubClient,
+    HubError,
+    HubUnavailable,
+    RepoNotFound,
+    RevisionNotFound,
+)
 from tests.fakes.fake_hub import TEST_TOKEN, FakeHub, Synthetic
 from tests.fakes.fixtures import fake_hub  # noqa: F401
 
@@ -195,3 +206,98 @@ def test_a_failed_range_names_the_file_it_was_downloading(hub: FakeHub) -> None:
         FILES["config.json"][:2],
     )
     response.close()
+
+
+# -- the client's own HTTP handling, against a minimal server that records what it was sent ---------------
+
+
+class _Recorder(http.server.BaseHTTPRequestHandler):
+    """GET /hop/N answers 302 to the relative /hop/N-1 (N > 0), /hop/0 answers 200; /status/CODE answers CODE,
+    with a Location when asked (?to=/hop/0). Every request's headers are kept in ``seen``."""
+
+    seen: list[dict[str, str]] = []
+
+    def do_GET(self) -> None:
+        type(self).seen.append({"path": self.path, **{k.lower(): v for k, v in self.headers.items()}})
+        path, _, query = self.path.partition("?")
+        if path.startswith("/hop/"):
+            left = int(path.rsplit("/", 1)[1])
+            if left:
+                self._answer(302, {"Location": f"/hop/{left - 1}"})
+            else:
+                self._answer(200, {}, b"ok")
+        else:
+            to = urllib.parse.parse_qs(query).get("to", [None])[0]
+            self._answer(int(path.rsplit("/", 1)[1]), {"Location": to} if to else {})
+
+    def _answer(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
+        self.send_response(status)
+        for name, value in {**headers, "Content-Length": str(len(body))}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def recorder():
+    _Recorder.seen = []
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_relative_redirects_are_followed_up_to_ten_and_the_eleventh_is_refused(recorder: str) -> None:
+    client = HubClient(recorder)
+    response = client.open_range("o/m", "f", f"{recorder}/hop/{MAX_REDIRECTS}", 0, 2)
+    assert response.read() == b"ok"
+    response.close()
+    assert [s["path"] for s in _Recorder.seen][-1] == "/hop/0"
+    with pytest.raises(HubError) as refused:
+        client.open_range("o/m", "f", f"{recorder}/hop/{MAX_REDIRECTS + 1}", 0, 2)
+    assert str(refused.value) == f"downloading f: more than {MAX_REDIRECTS} redirects"
+
+
+@pytest.mark.parametrize(("status", "followed"), [(300, True), (308, True), (400, False)])
+def test_only_a_3xx_with_a_location_is_followed(recorder: str, status: int, followed: bool) -> None:
+    client = HubClient(recorder)
+    if followed:
+        assert client.open_range("o/m", "f", f"{recorder}/status/{status}?to=/hop/0", 0, 2).read() == b"ok"
+    else:
+        with pytest.raises(HubError):
+            client.open_range("o/m", "f", f"{recorder}/status/{status}?to=/hop/0", 0, 2)
+        assert [s["path"] for s in _Recorder.seen] == [f"/status/{status}?to=/hop/0"]
+    _Recorder.seen.clear()
+    with pytest.raises(HubError):  # a redirect without a Location has nowhere to go
+        client.open_range("o/m", "f", f"{recorder}/status/302", 0, 2)
+    assert len(_Recorder.seen) == 1
+
+
+def test_every_request_says_who_it_is_and_asks_for_unencoded_bytes(recorder: str) -> None:
+    HubClient(recorder, token=TEST_TOKEN).open_range("o/m", "f", f"{recorder}/hop/1", 3, 10).close()
+    for sent in _Recorder.seen:
+        assert (sent["user-agent"], sent["accept-encoding"], sent["range"]) == ("hfstage/1", "identity", "bytes=3-9")
+        assert sent["authorization"] == f"Bearer {TEST_TOKEN}"  # the Hub's own origin: the token goes along
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("HTTPS://Hub.Example/a", ("https", "hub.example", 443)),
+        ("http://hub.example/a", ("http", "hub.example", 80)),
+        ("https://hub.example:8443/a", ("https", "hub.example", 8443)),
+        ("ftp://hub.example/a", ("ftp", "hub.example", 0)),
+        ("/relative", ("", "", 0)),
+    ],
+)
+def test_an_origin_is_scheme_host_and_port_with_the_default_ports_filled_in(url: str, origin: tuple) -> None:
+    from hfstage.hub import _origin
+
+    assert _origin(url) == origin
