@@ -396,4 +396,5 @@ def test_files_in_flight_bounds_the_files_copied_at_once(
     assert code == 0, out
     big = fake_hub.requests_for(BIG)  # the Hub's redirect, then the CDN's ranges
     (small,) = [r for r in fake_hub.requests_for("config.json") if r.method == "GET"]
-    assert (small.started < max(r.finished for r in big)) is overlap
+    # 0.1 s of slack for the Hub noting a body finished after the client has read it (see the test above).
+    assert (small.started < max(r.finished for r in big) - 0.1) is overlap
