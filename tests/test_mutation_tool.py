@@ -179,3 +179,9 @@ def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path
     commands.clear()
     tool.run_mutmut(suite, 2, print, recheck=True, match="nothing")
     assert not [c for c in commands if c[0] == "run"]  # naming none would run every unchecked mutant
+
+
+def test_scores_are_rounded_down_so_one_survivor_never_reads_as_all_killed() -> None:
+    from tools.mutation import percent
+
+    assert (percent(2284 / 2285), percent(0.8999), percent(1.0), percent(0.0)) == ("99.9%", "89.9%", "100.0%", "0.0%")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import math
 import os
 import re
 import shutil
@@ -380,6 +381,11 @@ def apply_equivalents(outcome: Outcome, equivalents: dict[str, str]) -> None:
     outcome.survivors = [s for s in outcome.survivors if s not in judged]
 
 
+def percent(score: float) -> str:
+    """Rounded down, so one survivor in thousands never reads as 100.0% nor a score under the goal as the goal."""
+    return f"{math.floor(score * 1000) / 10:.1f}%"
+
+
 def table(outcomes: list[Outcome]) -> str:
     lines = [
         "| suite | mutants | killed | survived | no tests | equivalent | score | minutes |",
@@ -390,7 +396,7 @@ def table(outcomes: list[Outcome]) -> str:
         survived = o.counts.get("survived", 0) + o.counts.get("suspicious", 0) - o.equivalent
         lines.append(
             f"| {o.suite} | {total} | {o.killed} | {survived} | {o.counts.get('no tests', 0)} | {o.equivalent} "
-            f"| {o.score:.1%} | {o.seconds / 60:.1f} |"
+            f"| {percent(o.score)} | {o.seconds / 60:.1f} |"
         )
     return "\n".join(lines)
 
@@ -433,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         apply_equivalents(outcome, equivalents)
         outcomes.append(outcome)
-        print(f"mutation: {suite.name}: {outcome.score:.1%} in {outcome.seconds / 60:.1f} min", flush=True)
+        print(f"mutation: {suite.name}: {percent(outcome.score)} in {outcome.seconds / 60:.1f} min", flush=True)
     report = table(outcomes)
     print("\n" + report)
     survivors = [s for o in outcomes for s in o.survivors]
