@@ -179,6 +179,11 @@ def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path
     commands.clear()
     tool.run_mutmut(suite, 2, print, recheck=True, match="nothing")
     assert not [c for c in commands if c[0] == "run"]  # naming none would run every unchecked mutant
+    judged = tmp_path / "equivalents.json"
+    judged.write_text('{"preflight.a.x_f__mutmut_2": "no test can tell"}')
+    monkeypatch.setattr(tool, "EQUIVALENTS", judged)
+    tool.run_mutmut(suite, 2, print, recheck=True)
+    assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_3"] in commands  # the equivalent is not rerun
 
 
 def test_scores_are_rounded_down_so_one_survivor_never_reads_as_all_killed() -> None:

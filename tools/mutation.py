@@ -226,6 +226,10 @@ def run_mutmut(
     mutmut = [str(ROOT / ".venv" / "bin" / "mutmut")]
     env = {**os.environ, "CI": "", "PYTHONDONTWRITEBYTECODE": "1"}
     again = [n for n in survivors_of(scratch_dir(suite), env) if not match or re.search(match, n)] if recheck else []
+    if again:  # an equivalent survives any test: rerunning it only costs its tests' time
+        judged = json.loads(EQUIVALENTS.read_text()) if EQUIVALENTS.exists() else {}
+        diffs = mutant_diffs(scratch_dir(suite), again, env)
+        again = [n for n in again if n not in judged and change_signature(n, diffs.get(n, "")) not in judged]
     if recheck and not again:
         log(f"mutation: {suite.name}: no survivors to recheck")
     where = scratch_copy(suite) if run else scratch_dir(suite)
