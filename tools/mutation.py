@@ -8,7 +8,7 @@ mutate every line of a construct and need a CDK synth (seconds, through jsii) fo
 
     .venv/bin/python tools/mutation.py                 # every suite
     .venv/bin/python tools/mutation.py --only preflight --only iam
-    .venv/bin/python tools/mutation.py --only hfstage --recheck --match 'hub\.'   # survivors only, after new tests
+    .venv/bin/python tools/mutation.py --only hfstage --recheck --match 'hub[.]'   # survivors only, after new tests
     .venv/bin/python tools/mutation.py --report        # score the last runs again (after editing the equivalents)
 
 Each suite runs in a scratch copy under ``.mutation/<suite>/`` (kept, so mutmut's cache makes a rerun
