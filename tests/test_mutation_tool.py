@@ -167,6 +167,7 @@ def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path
     monkeypatch.setattr(tool.subprocess, "run", fake_run)
     monkeypatch.setattr(tool.time, "monotonic", iter([0.0, 30.0]).__next__)
     (suite,) = [s for s in SUITES if s.name == "preflight"]
+    (where / "pyproject.toml").write_text(tool.mutmut_config(suite, where))  # as the last full run left it
     tool.run_mutmut(suite, 2, print, recheck=True)
     assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_2", "preflight.a.x_f__mutmut_3"] in commands
     assert (where / "mutmut-run.seconds").read_text() == "90.0\n"
@@ -184,6 +185,13 @@ def test_recheck_reruns_only_the_survivors_and_stops_watching_the_tests(tmp_path
     monkeypatch.setattr(tool, "EQUIVALENTS", judged)
     tool.run_mutmut(suite, 2, print, recheck=True)
     assert ["run", "--max-children", "2", "preflight.a.x_f__mutmut_3"] in commands  # the equivalent is not rerun
+    # A suite whose test files changed since its run: mutmut would drop every verdict, so nothing is rerun.
+    (where / "pyproject.toml").write_text('pytest_add_cli_args_test_selection = ["tests/other.py"]\n')
+    commands.clear()
+    said = []
+    tool.run_mutmut(suite, 2, said.append, recheck=True)
+    assert not [c for c in commands if c[0] == "run"]
+    assert said == ["mutation: preflight: its test files changed since the last run; run it in full, not --recheck"]
 
 
 def test_scores_are_rounded_down_so_one_survivor_never_reads_as_all_killed() -> None:
