@@ -118,20 +118,7 @@ def test_a_multipart_file_on_the_wire(fake_hub: FakeHub, repo, s3_stub) -> None:
     part(1), marker(1)
     part(2), marker(2), drop(1)  # the newer checkpoint replaces the older
     part(3)  # the last boundary gets none: the upload is completed next
-    stub.add_response(
-        "complete_multipart_upload",
-        {"ETag": '"x-3"'},
-        {
-            "Bucket": "bkt",
-            "Key": key,
-            "UploadId": "u1",
-            "MultipartUpload": {
-                "Parts": [
-                    {"PartNumber": n, "ETag": etags[n - 1], "ChecksumCRC32": crc32_b64(parts[n - 1])} for n in (1, 2, 3)
-                ]
-            },
-        },
-    )
+    expect_complete(stub, key, parts, etags, {"ETag": '"x-3"'})
     drop(2)  # a completed file keeps no checkpoint
     log = io.StringIO()
     with ThreadPoolExecutor(1) as uploads:
@@ -197,22 +184,7 @@ def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: Fa
             "ChecksumCRC32": crc32_b64(parts[2]),
         },
     )
-    stub.add_response(
-        "complete_multipart_upload",
-        {},
-        {
-            "Bucket": "bkt",
-            "Key": key,
-            "UploadId": "u1",
-            "MultipartUpload": {
-                "Parts": [
-                    {"PartNumber": 1, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
-                    {"PartNumber": 2, "ETag": '"s2"', "ChecksumCRC32": crc32_b64(parts[1])},
-                    {"PartNumber": 3, "ETag": '"e3"', "ChecksumCRC32": crc32_b64(parts[2])},
-                ]
-            },
-        },
-    )
+    expect_complete(stub, key, parts, ['"s1"', '"s2"', '"e3"'])
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
     log = io.StringIO()
     with ThreadPoolExecutor(1) as uploads:
@@ -385,6 +357,19 @@ def test_a_stop_while_waiting_for_a_buffer_cancels_the_file(fake_hub: FakeHub, r
 
 
 # -- checkpoints and aborts that fail ----------------------------------------------------------------------
+
+
+def expect_complete(stub, key: str, parts: list[bytes], etags: list[str], answer: dict | None = None) -> None:
+    """CompleteMultipartUpload of upload u1 listing every part with its ETag and CRC32, in order."""
+    listed = [
+        {"PartNumber": n, "ETag": etag, "ChecksumCRC32": crc32_b64(part)}
+        for n, (etag, part) in enumerate(zip(etags, parts, strict=True), start=1)
+    ]
+    stub.add_response(
+        "complete_multipart_upload",
+        answer or {},
+        {"Bucket": "bkt", "Key": key, "UploadId": "u1", "MultipartUpload": {"Parts": listed}},
+    )
 
 
 def expect_parts(stub, parts: list[bytes], numbers: list[int], etags: list[str]) -> None:
@@ -576,20 +561,7 @@ def test_a_resumed_file_whose_last_part_is_in_s3_sends_no_part(fake_hub: FakeHub
     digest = parts_digest(['"s1"', '"s2"'])
     resume = ResumePoint("u1", 2, states[1], "models/ck", "c1", digest)
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
-    stub.add_response(
-        "complete_multipart_upload",
-        {},
-        {
-            "Bucket": "bkt",
-            "Key": key,
-            "UploadId": "u1",
-            "MultipartUpload": {
-                "Parts": [
-                    {"PartNumber": n, "ETag": f'"s{n}"', "ChecksumCRC32": crc32_b64(parts[n - 1])} for n in (1, 2, 3)
-                ]
-            },
-        },
-    )
+    expect_complete(stub, key, parts, ['"s1"', '"s2"', '"s3"'])
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
     log = io.StringIO()
     with ThreadPoolExecutor(1) as uploads:

@@ -212,21 +212,9 @@ def mutmut_config(suite: Suite, where: Path, *, watch_tests: bool = True) -> str
     )
 
 
-def _selection(pyproject: Path) -> str | None:
-    """The test-selection line of a suite's mutmut config (None when it has none)."""
-    text = pyproject.read_text() if pyproject.exists() else ""
-    return next((line for line in text.splitlines() if line.startswith("pytest_add_cli_args_test_selection")), None)
-
-
-def _selection_of(suite: Suite, where: Path) -> str | None:
-    return next(
-        (
-            line
-            for line in mutmut_config(suite, where).splitlines()
-            if line.startswith("pytest_add_cli_args_test_selection")
-        ),
-        None,
-    )
+def _selection(config: str) -> str | None:
+    """The test-selection line of a mutmut config (None when it has none)."""
+    return next((line for line in config.splitlines() if line.startswith("pytest_add_cli_args_test_selection")), None)
 
 
 def scratch_dir(suite: Suite) -> Path:
@@ -251,7 +239,8 @@ def run_mutmut(
         again = [n for n in again if n not in judged and change_signature(n, diffs.get(n, "")) not in judged]
     if recheck and not again:
         log(f"mutation: {suite.name}: no survivors to recheck")
-    if again and _selection(scratch_dir(suite) / "pyproject.toml") != _selection_of(suite, scratch_dir(suite)):
+    last = scratch_dir(suite) / "pyproject.toml"  # the config the last run used
+    if again and _selection(last.read_text() if last.exists() else "") != _selection(mutmut_config(suite, last.parent)):
         # mutmut drops every verdict when the test selection changes (configuration.py config_fingerprint): the
         # recheck would leave all but the named mutants unchecked.
         log(f"mutation: {suite.name}: its test files changed since the last run; run it in full, not --recheck")
