@@ -7,9 +7,11 @@ condition's presigned URL is a local HTTP server that records every signal, as C
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -36,11 +38,43 @@ FILES = {
 }
 
 
-class SignalReceiver:
-    """Plays the WaitConditionHandle's presigned S3 URL: records each PUT body."""
+# A WaitConditionHandle's Ref as CloudFormation returns it (SigV4 presigned, regional virtual-hosted form).
+WAIT_HANDLE = (
+    "https://cloudformation-waitcondition-us-east-1.s3.us-east-1.amazonaws.com/"
+    "arn%3Aaws%3Acloudformation%3Aus-east-1%3A123456789012%3Astack/LlmEndpoint/"
+    "6f0c5c20-0000-0000-0000-000000000000/6f0c5c21-0000-0000-0000-000000000000/CheckpointWaitHandle0123456789"
+    "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Date=20261129T000000Z&X-Amz-SignedHeaders=host&X-Amz-Expires=86399"
+    "&X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20261129%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Signature=" + "0123456789abcdef" * 4
+)
 
-    def __init__(self) -> None:
+
+class _ToReceiver(urllib.request.HTTPSHandler):
+    """Carries the handler's https requests to the receiver over plain HTTP; the URL and Host stay as sent."""
+
+    def __init__(self, port: int) -> None:
+        super().__init__()
+        self.port = port
+
+    def https_open(self, req):
+        def connect(host, timeout=None, **_):
+            return http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+
+        return self.do_open(connect, req)
+
+
+class SignalReceiver:
+    """Plays the WaitConditionHandle's presigned S3 URL: records each PUT body (and where it went).
+
+    ``url`` has a real handle's form, which the handler accepts; ``attach(module)`` routes that module's
+    signals here, through the handler's own opener (https only, no redirects) with only the transport swapped.
+    ``answer`` is the status every PUT gets (a 3xx carries ``location``); only a 200 is recorded as a signal.
+    """
+
+    def __init__(self, url: str = WAIT_HANDLE) -> None:
         self.signals: list[dict] = []
+        self.requests: list[tuple[str, str]] = []  # (Host header, request target) of every PUT
+        self.answer, self.location = 200, ""
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -49,14 +83,22 @@ class SignalReceiver:
 
             def do_PUT(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.signals.append({"content_type": self.headers.get("Content-Type"), **json.loads(body)})
-                self.send_response(200)
+                receiver.requests.append((self.headers.get("Host"), self.path))
+                if receiver.answer == 200:
+                    receiver.signals.append({"content_type": self.headers.get("Content-Type"), **json.loads(body)})
+                self.send_response(receiver.answer)
+                if receiver.location:
+                    self.send_header("Location", receiver.location)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/signal?X-Amz-Signature=abc"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = url
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def attach(self, module):
+        module.SIGNAL_OPENER = module.signal_opener(_ToReceiver(self.server.server_address[1]))
+        return self
 
     def close(self) -> None:
         self.server.shutdown()
@@ -64,8 +106,8 @@ class SignalReceiver:
 
 
 @pytest.fixture
-def receiver():
-    r = SignalReceiver()
+def receiver(handler):
+    r = SignalReceiver().attach(handler)
     yield r
     r.close()
 

@@ -275,6 +275,7 @@ def _lambda_async(function, on_failure, event: dict, *, retries: int = 2) -> int
 def test_a_failing_signal_function_fails_the_wait_with_its_error(driver, receiver):
     """The signal function throws (its role cannot describe the job): the wait ends in minutes, with why."""
     driver.jobs.script = stuck
+    receiver.attach(driver.module)
     created = driver.cloudformation().create(driver.properties(JobNamePrefix="hfstage-0123456789-"))
     name = created.data["JobName"]
     driver.jobs.jobs[name].status = "Failed"
