@@ -15,11 +15,11 @@ from .catalog import InstanceSpec, resolve_instance
 from .engines import EngineSpec, build_environment, environment_warnings, loading_timeout_problems
 from .format_guard import synth_format_check
 from .images import ServingImage, ami_cuda, default_ami_for_cuda, known_ami_versions
+from .names import ENDPOINT_NAME, matches
 
 # SageMaker's bounds for ModelDataDownloadTimeoutInSeconds / ContainerStartupHealthCheckTimeoutInSeconds.
 TIMEOUT_RANGE = (60, 3600)
-ENDPOINT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-RESERVATION_ARN = re.compile(r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:[a-z-]+/\S+$")
+RESERVATION_ARN = re.compile(r"arn:aws(?:-[a-z]+)*:sagemaker:[a-z0-9-]+:\d{12}:[a-z-]+/[\x21-\x7e]+", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,7 @@ def plan_endpoint(
     download_timeout_s: int | None = None,
     endpoint_name: str | None = None,
     volume_kms_key: bool = False,
+    allow_checkpoint_code: bool = False,
 ) -> EndpointPlan:
     errors: list[str] = []
     warnings: list[str] = []
@@ -96,13 +97,16 @@ def plan_endpoint(
         max_num_seqs=max_num_seqs,
         engine_env=engine_env or {},
         container_env=container_env or {},
+        allow_checkpoint_code=allow_checkpoint_code,
     )
     errors += env_problems
     if startup_timeout_s is not None and TIMEOUT_RANGE[0] <= startup_timeout_s <= TIMEOUT_RANGE[1]:
         timeout_errors, timeout_warnings = loading_timeout_problems(engine, environment, startup_timeout_s)
         errors += timeout_errors
         warnings += timeout_warnings
-    warnings += environment_warnings(engine, engine_env or {})
+    warnings += environment_warnings(
+        engine, engine_env or {}, container_env or {}, allow_checkpoint_code=allow_checkpoint_code
+    )
     if instance is not None and engine_env:
         # Weight format against GPU, when engine_env states it (preflight/data/weight_formats.json).
         formats = synth_format_check(engine.name, engine.env_prefix, instance, engine_env, engine.preflight_keys)
@@ -155,12 +159,12 @@ def plan_endpoint(
             "storage, which is hardware-encrypted, and SageMaker rejects KmsKeyId for it."
         )
 
-    if endpoint_name is not None and (len(endpoint_name) > 63 or not ENDPOINT_NAME.match(endpoint_name)):
+    if endpoint_name is not None and (len(endpoint_name) > 63 or not matches(ENDPOINT_NAME, endpoint_name)):
         errors.append(
             f"endpoint_name={endpoint_name!r} is not a valid SageMaker endpoint name; allowed: 1-63 letters, "
             "digits and hyphens, starting and ending with a letter or digit."
         )
-    if capacity_reservation_arn is not None and not RESERVATION_ARN.match(capacity_reservation_arn):
+    if capacity_reservation_arn is not None and not matches(RESERVATION_ARN, capacity_reservation_arn):
         errors.append(
             f"capacity_reservation_arn={capacity_reservation_arn!r} is not a SageMaker capacity reservation "
             "ARN (arn:aws:sagemaker:<region>:<account>:<type>/<name>)."

@@ -25,7 +25,8 @@ DEFAULT_TAG_PATTERN = re.compile(
 )
 DEFAULT_TAG_FORMAT = "X.Y.Z[.postN]-gpu-pyNNN-cuNNN-ubuntuA.B-sagemaker"
 
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Whole-string, ASCII: a "$"-anchored re.match would accept a trailing newline in the name.
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*", re.ASCII)
 # SageMaker's limits on a container's Environment map (CreateModel API reference).
 MAX_ENV_ENTRIES = 100
 MAX_ENV_LENGTH = 1024
@@ -46,6 +47,16 @@ def looks_secret(key: str) -> bool:
         or upper.endswith("_TOKEN")
         or any(word in upper for word in ("SECRET", "PASSWORD", "API_KEY"))
     )
+
+
+# Characters no environment value may hold. The SGLang entrypoint reads ``env | grep ^SM_SGLANG_`` line by line
+# (aws/deep-learning-containers scripts/docker/sglang/sagemaker_entrypoint.sh), so a newline inside any value
+# starts a new variable there, and a NUL cannot be passed to execve(2) at all; the other C0 controls have no use
+# in a setting and hide in logs. TAB stays allowed.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# argparse reads a token that starts with '-' as an option unless it looks like a negative number (Python
+# argparse docs, "Arguments containing -"): a value "--trust-remote-code" would become a flag of its own.
+NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|-\.\d+(?:[eE][-+]?\d+)?", re.ASCII)
 
 
 # Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
@@ -113,6 +124,14 @@ class EngineSpec:
     model_format: str = "safetensors"
     # An image CDK builds (a folder with a Dockerfile, its CUDA level) instead of a DLC repository.
     image_build: Mapping[str, str] | None = None
+    # Checkpoint files this engine's container reads as code or configuration: glob -> why (engines.json's
+    # top-level checkpoint_code, which every engine gets, plus the engine's own). Staging leaves them out and
+    # the preflight refuses a prefix holding them, unless allow_checkpoint_code.
+    checkpoint_code: Mapping[str, str] = field(default_factory=dict)
+    # Whether a flag's value that is a JSON array becomes one argv token per element (vLLM's sagemaker_args.py).
+    splits_json_arrays: bool = False
+    # checkpoint_code patterns staged after all when remote_code_flag is on (the modeling files it imports).
+    remote_code_files: tuple[str, ...] = ()
 
     def for_model_file(self, model_file: str) -> EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
@@ -169,7 +188,7 @@ class EngineSpec:
 
 @cache
 def _engines() -> dict[str, EngineSpec]:
-    raw = json.loads((DATA_DIR / "engines.json").read_text())["engines"]
+    raw = _data()["engines"]
     return {
         name: EngineSpec(
             name=name,
@@ -194,9 +213,40 @@ def _engines() -> dict[str, EngineSpec]:
             remote_code_flag=e.get("remote_code_flag"),
             model_format=e.get("model_format", "safetensors"),
             image_build=e.get("image_build"),
+            checkpoint_code={**_data()["checkpoint_code"], **e.get("checkpoint_code", {})},
+            splits_json_arrays=e.get("splits_json_arrays", False),
+            remote_code_files=tuple(e.get("remote_code_files", ())),
         )
         for name, e in raw.items()
     }
+
+
+@cache
+def _data() -> dict[str, Any]:
+    return json.loads((DATA_DIR / "engines.json").read_text())
+
+
+def default_checkpoint_code() -> dict[str, str]:
+    """Checkpoint files some engine's container reads as code or configuration, staged for no engine unasked."""
+    return dict(_data()["checkpoint_code"])
+
+
+def checkpoint_code_patterns(engine: str | EngineSpec | None, *, trust_remote_code: bool = False) -> tuple[str, ...]:
+    """The checkpoint files ``engine``'s container reads as code or settings; every engine's common ones for None.
+
+    With ``trust_remote_code`` (the engine's remote-code flag is on: the user asked it to import the modeling
+    files) the engine's ``remote_code_files`` are left out of the list: for lmi, ``*.py``.
+    """
+    if engine is None:
+        return tuple(default_checkpoint_code())
+    spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
+    waived = set(spec.remote_code_files) if trust_remote_code else set()
+    return tuple(p for p in spec.checkpoint_code if p not in waived)
+
+
+def guarded_env() -> dict[str, dict[str, str]]:
+    """Variables that make a container load code or fetch models elsewhere (engines.json ``guarded_env``)."""
+    return {name: dict(rule) for name, rule in _data()["guarded_env"].items()}
 
 
 def all_tag_patterns() -> list[re.Pattern[str]]:
@@ -268,6 +318,48 @@ def loading_timeout_problems(
     return errors, warnings
 
 
+def argv_tokens(engine: EngineSpec, value: str) -> list[str]:
+    """The argv tokens the entrypoint makes of one flag's rendered value (after the flag itself).
+
+    vLLM's entrypoint turns a JSON array into one token per element and ``{...} {...}`` into one token per
+    object (aws/deep-learning-containers scripts/docker/vllm/sagemaker_args.py tokens_for, as_token); the
+    SGLang entrypoint passes the value as one token (scripts/docker/sglang/sagemaker_entrypoint.sh).
+    """
+    if not engine.splits_json_arrays:
+        return [value]
+    stripped = value.strip()
+    if stripped.startswith("[") and stripped.endswith("]"):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            return [value]
+        if isinstance(parsed, list):
+            return [
+                compact_json(e) if isinstance(e, (dict, list)) else render_plain_value(e) if e is not None else ""
+                for e in parsed
+            ]
+    return [value]
+
+
+def _option_like(token: str) -> bool:
+    """Whether argparse would read ``token`` as an option rather than as a flag's value."""
+    return token.startswith("-") and not NEGATIVE_NUMBER.fullmatch(token.strip())
+
+
+def _guarded_problem(map_name: str, key: str, value: str, allow_checkpoint_code: bool) -> str | None:
+    """The refusal for a variable that loads code or fetches models elsewhere; None when allowed."""
+    rule = {name.upper(): rule for name, rule in guarded_env().items()}.get(key.upper())
+    if rule is None or rule["kind"] == "warn":
+        return None
+    if "allowed" in rule and re.fullmatch(rule["allowed"], value.strip(), re.ASCII):
+        return None
+    if rule["kind"] == "code" and allow_checkpoint_code:
+        return None  # environment_warnings says what it does
+    allowed = f"allowed: {rule['allowed_text']}" if "allowed_text" in rule else "allowed: leave it unset"
+    opt_in = "; or set allow_checkpoint_code=true to run code you have read" if rule["kind"] == "code" else ""
+    return f"{map_name} key {key!r} is refused: it {rule['why']}. {allowed}{opt_in}."
+
+
 def build_environment(
     engine: EngineSpec,
     *,
@@ -276,8 +368,13 @@ def build_environment(
     max_num_seqs: int | None,
     engine_env: Mapping[str, Any],
     container_env: Mapping[str, Any],
+    allow_checkpoint_code: bool = False,
 ) -> tuple[dict[str, str], list[str]]:
-    """The container's Environment map and a list of problems with the free-form maps."""
+    """The container's Environment map and a list of problems with the free-form maps.
+
+    ``allow_checkpoint_code`` lets variables that load code (PYTHONPATH, LD_PRELOAD, a .py entry point...) through,
+    each with a warning from ``environment_warnings``; without it they are refused.
+    """
     problems: list[str] = []
     env: dict[str, str] = {engine.model_path_key: engine.model_path_value}
     env.update(engine.fixed_environment())
@@ -295,7 +392,7 @@ def build_environment(
     protected_upper = {k.upper(): why for k, why in protected.items()}
 
     def check_key(map_name: str, key: Any, value: Any) -> bool:
-        if not isinstance(key, str) or not ENV_NAME.match(key) or len(key) > MAX_ENV_LENGTH:
+        if not isinstance(key, str) or not ENV_NAME.fullmatch(key) or len(key) > MAX_ENV_LENGTH:
             problems.append(
                 f"{map_name} key {key!r} is not a valid environment variable name "
                 "(letters, digits and underscores, not starting with a digit)."
@@ -319,6 +416,32 @@ def build_environment(
                 "object (false drops a flag)."
             )
             return False
+        return True
+
+    def check_value(map_name: str, key: str, rendered: str) -> bool:
+        """The rendered value: no control characters, no guarded variable, no token argparse reads as an option."""
+        if bad := CONTROL_CHARACTERS.search(rendered):
+            problems.append(
+                f"{map_name} key {key!r}: its value holds the control character U+{ord(bad.group()):04X} "
+                "(a newline, carriage return, NUL...); the SGLang entrypoint reads the environment line by line "
+                "and execve cannot pass a NUL, so a value may hold none. Give it on one line."
+            )
+            return False
+        if why := _guarded_problem(map_name, key, rendered, allow_checkpoint_code):
+            problems.append(why)
+            return False
+        if map_name == "engine_env" and engine.flag_abbreviations:
+            tokens = argv_tokens(engine, rendered)
+            options = [i for i, token in enumerate(tokens, 1) if _option_like(token)]
+            if options:
+                where = "its value" if len(tokens) == 1 else f"element {options[0]} of its JSON array"
+                problems.append(
+                    f"engine_env key {key!r}: {where} starts with '-', which the engine's argument parser would "
+                    "read as a flag of its own, not as this flag's value (the entrypoint passes "
+                    + ("each element of a JSON array as an argument" if engine.splits_json_arrays else "the value")
+                    + "); give each flag its own engine_env key."
+                )
+                return False
         return True
 
     for key, value in engine_env.items():
@@ -347,8 +470,8 @@ def build_environment(
         except ValueError:
             problems.append(f"engine_env key {key!r} holds a number that is not finite; give finite numbers.")
             continue
-        if rendered is not None:  # None: the flag is switched off by leaving the key out
-            env[key] = rendered
+        if rendered is not None and check_value("engine_env", key, rendered):
+            env[key] = rendered  # rendered None: the flag is switched off by leaving the key out
 
     for key, value in container_env.items():
         if not check_key("container_env", key, value):
@@ -359,9 +482,12 @@ def build_environment(
             )
             continue
         try:
-            env[key] = render_plain_value(value)
+            rendered = render_plain_value(value)
         except ValueError:
             problems.append(f"container_env key {key!r} holds a number that is not finite; give finite numbers.")
+            continue
+        if check_value("container_env", key, rendered):
+            env[key] = rendered
 
     given = {k.upper() for k in env}
     for key, value in engine.default_env.items():
@@ -378,18 +504,57 @@ def build_environment(
     return env, problems
 
 
-def environment_warnings(engine: EngineSpec, engine_env: Mapping[str, Any]) -> list[str]:
-    """What ``engine_env`` allows that the user should know at synth time."""
+def remote_code_keys(engine: EngineSpec, engine_env: Mapping[str, Any]) -> list[str]:
+    """The engine_env keys that switch on the engine's trust-remote-code flag, under any spelling it reads.
+
+    The entrypoints lower-case the flag name, and argparse takes any unambiguous abbreviation of an option
+    (Python argparse docs, allow_abbrev), so SM_VLLM_TRUST_REMOTE is --trust-remote-code too.
+    """
     flag = engine.remote_code_flag
-    if flag is None or flag not in engine_env:
+    if flag is None:
         return []
-    value = engine_env[flag]
+    keys = []
+    for key, value in engine_env.items():
+        if not isinstance(key, str) or boolean_in_text(value) is False:
+            continue
+        upper = key.upper()
+        same = upper == flag.upper()
+        abbreviated = engine.flag_abbreviations and len(upper) > len(engine.env_prefix) and flag.startswith(upper)
+        if same or abbreviated:
+            keys.append(key)
+    return keys
+
+
+def environment_warnings(
+    engine: EngineSpec,
+    engine_env: Mapping[str, Any],
+    container_env: Mapping[str, Any] | None = None,
+    *,
+    allow_checkpoint_code: bool = False,
+) -> list[str]:
+    """What the free-form maps allow that the user should know at synth time."""
+    warnings = []
     # A bare flag (empty value) or true switches it on in every image version; false leaves it out.
-    if boolean_in_text(value) is False:
-        return []
-    return [
-        f"engine_env {flag} lets the engine import and run the Python files of the checkpoint (the modeling_*.py "
-        "and configuration_*.py that config.json's auto_map names) inside the serving container, with the "
-        "endpoint role's permissions. Set it only for a repository and revision you have read; staging copies "
-        "those files only when include names them or include is empty."
-    ]
+    for key in remote_code_keys(engine, engine_env):
+        spelled = "" if key.upper() == str(engine.remote_code_flag).upper() else f" (read as {engine.remote_code_flag})"
+        warnings.append(
+            f"engine_env {key}{spelled} lets the engine import and run the Python files of the checkpoint (the "
+            "modeling_*.py and configuration_*.py that config.json's auto_map names) inside the serving container, "
+            "with the endpoint role's permissions. Set it only for a repository and revision you have read; staging "
+            "copies those files only when include names them or include is empty."
+        )
+    rules = {name.upper(): rule for name, rule in guarded_env().items()}
+    for map_name, env in (("engine_env", engine_env), ("container_env", container_env or {})):
+        for key, value in env.items():
+            rule = rules.get(str(key).upper(), {})
+            allowed = "allowed" in rule and re.fullmatch(rule["allowed"], str(value).strip(), re.ASCII)
+            if rule.get("kind") == "warn" or (rule.get("kind") == "code" and allow_checkpoint_code and not allowed):
+                warnings.append(f"{map_name} {key}: it {rule['why']}.")
+    if allow_checkpoint_code:
+        warnings.append(
+            f"allow_checkpoint_code=true: staging copies, and the preflight accepts, the checkpoint files "
+            f"{engine.name}'s container runs or reads as configuration ({', '.join(engine.checkpoint_code)}); they "
+            "run inside the serving container with the endpoint role's permissions. Use it only for a repository "
+            "and revision you have read."
+        )
+    return warnings

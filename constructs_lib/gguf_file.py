@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-GGUF_FILE = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.(?:/|$))[\w.*?\[\]/+=@-]{1,250}\.gguf$")
+GGUF_FILE = re.compile(r"(?!/)(?!.*(?:^|/)\.\.(?:/|$))[\w.*?\[\]/+=@-]{1,250}\.gguf", re.ASCII)
 SPLIT_PART = re.compile(r"-\d{5}-of-\d{5}\.gguf$")
 # fnmatch has no repetition, so five digits are spelt out.
 SPLIT_GLOB = "-[0-9][0-9][0-9][0-9][0-9]-of-[0-9][0-9][0-9][0-9][0-9].gguf"

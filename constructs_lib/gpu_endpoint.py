@@ -75,6 +75,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        allow_checkpoint_code: bool = False,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -105,6 +106,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             Rejected on instance types with local NVMe storage (hardware-encrypted).
         :param log_retention: retention of the endpoint's log group, which is created before the
             endpoint and kept after it (so a failed deploy's logs survive the rollback). Default: one month.
+        :param allow_checkpoint_code: let the container run code from the checkpoint or the environment: variables
+            that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
+            warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
+            Default: refused (constructs_lib/data/engines.json guarded_env).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -131,6 +136,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             download_timeout_s=download_timeout.to_seconds(),
             endpoint_name=None if cdk.Token.is_unresolved(name) else name,
             volume_kms_key=volume_kms_key is not None,
+            allow_checkpoint_code=allow_checkpoint_code,
         )
         if plan.errors:
             raise ValueError(

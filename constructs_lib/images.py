@@ -19,7 +19,8 @@ SEMANTIC_TAG = DEFAULT_TAG_PATTERN
 CUDA_IN_TAG = re.compile(r"(?:^|[-_])cu(?:da)?-?(?P<cuda>\d{3,4})(?:$|[-_.])")
 ECR_URI = re.compile(
     r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
-    r"(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[A-Za-z0-9_.-]{1,128})|@(?P<digest>sha256:[a-f0-9]{64}))$"
+    r"(?P<repository>[a-z0-9._/-]+?)(?::(?P<tag>[A-Za-z0-9_.-]{1,128})|@(?P<digest>sha256:[a-f0-9]{64}))$",
+    re.ASCII,
 )
 MAPPING_ID = "DlcRegistryAccounts"
 
@@ -119,7 +120,7 @@ class ServingImage:
 
     @classmethod
     def from_uri(cls, uri: str) -> ServingImage:
-        m = ECR_URI.match(uri)
+        m = ECR_URI.fullmatch(uri)
         china_host = ".amazonaws.com.cn/" in uri
         if not m or china_host != m.group("region").startswith("cn-"):
             raise ValueError(

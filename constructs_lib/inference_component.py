@@ -28,7 +28,7 @@ from constructs import Construct, IValidation
 
 from .catalog import InstanceSpec
 from .component_plan import INFERENCE_COMPONENT, resolve_scaling
-from .endpoint_plan import ENDPOINT_NAME, plan_endpoint
+from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
     ENDPOINT_METRIC_NAMESPACES,
@@ -48,6 +48,7 @@ from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
+from .names import ENDPOINT_NAME, matches
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -287,6 +288,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         component_name: str | None = None,
         role: iam.IRole | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        allow_checkpoint_code: bool = False,
     ) -> None:
         """
         :param endpoint: the endpoint that hosts this component.
@@ -320,6 +322,10 @@ class InferenceComponent(MonitoredComponent, Construct):
         :param role: execution role of the model. Default: the endpoint's execution role.
         :param log_retention: retention of the component's log group
             ``/aws/sagemaker/InferenceComponents/<name>``, kept after the component. Default: one month.
+        :param allow_checkpoint_code: let the container run code from the checkpoint or the environment: variables
+            that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
+            warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
+            Default: refused (constructs_lib/data/engines.json guarded_env).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -346,6 +352,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             inference_ami_version=endpoint.inference_ami_version,
             startup_timeout_s=startup_timeout.to_seconds(),
             download_timeout_s=download_timeout.to_seconds(),
+            allow_checkpoint_code=allow_checkpoint_code,
         )
         scaling = resolve_scaling(
             deployment_mode=INFERENCE_COMPONENT,
@@ -362,7 +369,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             min_memory_mb=min_memory_mb,
         )
         errors = plan.errors + scaling.errors
-        if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not ENDPOINT_NAME.match(name)):
+        if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(ENDPOINT_NAME, name)):
             errors.append(
                 f"component_name={name!r} is not a valid inference component name; allowed: 1-63 letters, "
                 "digits and hyphens, starting and ending with a letter or digit."
@@ -379,6 +386,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             max_num_seqs=max_num_seqs,
             engine_env=engine_env or {},
             container_env=container_env or {},
+            allow_checkpoint_code=allow_checkpoint_code,
         )
         self.endpoint = endpoint
         self.engine = engine_spec

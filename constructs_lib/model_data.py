@@ -10,9 +10,9 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-S3_URI = re.compile(r"^s3://(?P<bucket>[^/]+)/(?P<prefix>.*)$")
-BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-IPV4 = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+S3_URI = re.compile(r"s3://(?P<bucket>[^/]+)/(?P<prefix>.*)", re.ASCII)
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
+IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}", re.ASCII)
 BUCKET_RULE = "3-63 lower-case letters, digits, dots and hyphens, starting and ending with a letter or digit"
 # IAM reads these in a resource ARN or an s3:prefix condition as patterns or variables: a prefix holding
 # them would widen the role's read access beyond the model.
@@ -21,7 +21,7 @@ PREFIX_FORBIDDEN = ("*", "?", "${")
 
 def bucket_name_problem(name: str) -> str | None:
     """Why ``name`` is not a valid S3 bucket name, or None."""
-    if not BUCKET_NAME.match(name) or ".." in name or ".-" in name or "-." in name or IPV4.match(name):
+    if not BUCKET_NAME.fullmatch(name) or ".." in name or ".-" in name or "-." in name or IPV4.fullmatch(name):
         return f"{name!r} is not a valid S3 bucket name ({BUCKET_RULE}; not an IP address)"
     return None
 
@@ -58,7 +58,7 @@ def hub_prefix(repo_id: str, revision: str) -> str:
 
 def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/"); ValueError naming what is wrong."""
-    m = S3_URI.match(uri)
+    m = S3_URI.fullmatch(uri)
     problem = (
         "expected s3://<bucket>/<prefix>/"
         if not m

@@ -31,6 +31,7 @@ from constructs import Construct, DependencyGroup, IDependable
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 
 from .catalog import lookup_instance, resolve_instance
+from .engines import checkpoint_code_patterns
 from .format_guard import nearest_capable
 from .model_data import ModelSource, parse_s3_uri
 from .nag import acknowledge_wildcard
@@ -108,6 +109,8 @@ class DeploymentPreflight(Construct):
         dtype: str | None = None,
         quantization: str | None = None,
         gguf_file: str | None = None,
+        allow_checkpoint_code: bool = False,
+        trust_remote_code: bool = False,
     ) -> None:
         """
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
@@ -139,6 +142,12 @@ class DeploymentPreflight(Construct):
         :param gguf_file: the GGUF model (file name or glob) llama.cpp serves from the prefix: its header,
             read by range GETs, stands in for config.json. Default: a config.json checkpoint (or the only
             GGUF model when the prefix has no config.json).
+        :param allow_checkpoint_code: accept a prefix holding files the serving container would run as code or
+            read as its settings (``engine``'s ``checkpoint_code`` in data/engines.json: requirements.txt,
+            model.py, code/*, serving.properties, and for lmi any .py), each named in a note. Default: such a
+            prefix is refused before any GPU starts.
+        :param trust_remote_code: the engine's remote-code flag is on, so the engine's ``remote_code_files`` (for
+            lmi: ``*.py``, the modeling files it imports) are accepted. Default: false.
         """
         super().__init__(scope, id)
         skipped = tuple(dict.fromkeys(skip_checks))
@@ -211,6 +220,8 @@ class DeploymentPreflight(Construct):
                 "SkipChecks": list(skipped),
                 **self._format_properties(instance_type, engine, dtype, quantization),
                 **({"GgufFile": gguf_file} if gguf_file else {}),
+                "CheckpointCode": sorted(checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code)),
+                "AllowCheckpointCode": "true" if allow_checkpoint_code else "false",
             },
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.

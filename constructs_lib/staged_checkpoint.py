@@ -22,7 +22,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import json
-import re
 from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
@@ -41,15 +40,15 @@ from constructs import Construct, IDependable
 
 from preflight.checkpoint_code import staging_exclude
 
+from .engines import EngineSpec, checkpoint_code_patterns
 from .images import ServingImage
 from .model_bucket import ModelBucket
 from .model_data import S3ModelData, prefix_problem
 from .nag import acknowledge_wildcard
+from .names import INSTANCE_TYPE, INSTANCE_TYPE_RULE, SHA, matches, repo_id_problem, revision_problem
 from .provider import HandlerProvider, python_function
 from .runtime_code import ROOT, bundled_asset_options, handler_code
 
-REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$")
-SHA = re.compile(r"^[0-9a-f]{40}$")
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
 SIGNAL_MARGIN_S = 900
@@ -122,6 +121,9 @@ class StagedCheckpoint(Construct):
         hub_endpoint: str | None = None,
         handoff_after: cdk.Duration | None = None,
         bucket_owner: str | None = None,
+        engine: str | EngineSpec | None = None,
+        allow_checkpoint_code: bool = False,
+        trust_remote_code: bool = False,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub.
@@ -132,8 +134,16 @@ class StagedCheckpoint(Construct):
         :param prefix: Default: ``models/``.
         :param include: glob patterns of files to copy. Default: every file.
         :param exclude: glob patterns of files to skip. Default: none. Always skipped as well, unless
-            ``include`` names them: ``requirements.txt``, ``model.py``, ``code/*`` (files a serving
-            container would install or run; preflight/checkpoint_code.py).
+            ``allow_checkpoint_code``: the files ``engine``'s container would run as code or read as its settings
+            (``checkpoint_code`` in data/engines.json; preflight/checkpoint_code.py).
+        :param engine: the engine that will serve the checkpoint (``vllm``, ``sglang``, ``lmi``, ``llamacpp``),
+            whose ``checkpoint_code`` staging leaves out (for lmi also every ``*.py``). Default: the files every
+            engine's container reads (``requirements.txt``, ``model.py``, ``code/*``, ``serving.properties``).
+        :param allow_checkpoint_code: stage those files too, for a repository and revision you have read (the
+            serving side needs the same setting). Default: they are left out.
+        :param trust_remote_code: the engine will import the checkpoint's modeling files (its remote-code flag is
+            on), so the ``remote_code_files`` of ``engine`` are staged (for lmi: ``*.py``; serving.properties,
+            model.py and the rest stay out). Default: false.
         :param hf_token_secret: a Secrets Manager secret holding a Hub token (the plain token, or JSON
             with ``token`` or ``HF_TOKEN``), read at run time by ARN. Default: no token (public repos).
         :param instance_type: Processing instance type. Default: ml.m5.2xlarge.
@@ -162,12 +172,15 @@ class StagedCheckpoint(Construct):
         max_instances = defaults["max_instances"] if max_instances is None else max_instances
         bytes_per_instance = bytes_per_instance or defaults["bytes_per_instance"]
         volume_size_gb = volume_size_gb or defaults["volume_size_gb"]
+        # The job's exclude patterns: the user's and the files the serving container would run (engines.json).
+        code = checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code)
+        staged_exclude = staging_exclude(exclude, code, allow=allow_checkpoint_code)
         _validate(
             repo_id=repo_id,
             revision=revision,
             prefix=prefix,
             include=include,
-            exclude=exclude,
+            exclude=staged_exclude,
             bucket_name=None if bucket is None else bucket.bucket_name,
             max_instances=max_instances,
             volume_size_gb=volume_size_gb,
@@ -179,7 +192,7 @@ class StagedCheckpoint(Construct):
         if bucket is None and bucket_owner is None:
             bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
-        pinned = SHA.match(revision) is not None
+        pinned = matches(SHA, revision)
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
         self._read_scope = S3ModelData(
             self.bucket,
@@ -222,7 +235,7 @@ class StagedCheckpoint(Construct):
             "Bucket": self.bucket.bucket_name,
             "Prefix": prefix,
             "Include": list(include),
-            "Exclude": list(staging_exclude(include, exclude)),
+            "Exclude": list(staged_exclude),
             "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
             "HubEndpoint": hub_endpoint or "",
             "ImageUri": image.image_uri(self),
@@ -608,10 +621,10 @@ def _validate(
     instance_type: str,
 ) -> None:
     problems = []
-    if not REPO_ID.match(repo_id):
-        problems.append(f"repo_id={repo_id!r} is not a Hugging Face repository id; expected <org>/<name>")
-    if not revision or any(c.isspace() for c in revision) or ".." in revision:
-        problems.append(f"revision={revision!r} is not a branch, tag or commit SHA")
+    if why := repo_id_problem(repo_id):
+        problems.append(f"repo_id={repo_id!r} is not a Hugging Face repository id; {why}")
+    if why := revision_problem(revision):
+        problems.append(f"revision={revision!r} is not a branch, tag or commit SHA; {why}")
     if problem := prefix_problem(prefix):
         problems.append(f"prefix: {problem}")
     elif not prefix.endswith("/"):
@@ -627,8 +640,10 @@ def _validate(
         )
     if not 60 <= handoff_s <= 1500:
         problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")
-    if not re.match(r"^ml\.[a-z0-9]+\.[a-z0-9]+$", instance_type):
-        problems.append(f"instance_type={instance_type!r} is not a SageMaker instance type (ml.<family>.<size>)")
+    if not matches(INSTANCE_TYPE, instance_type):
+        problems.append(
+            f"instance_type={instance_type!r} is not a SageMaker instance type; expected {INSTANCE_TYPE_RULE}"
+        )
     problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
     if problems:
         raise ValueError("StagedCheckpoint: " + "; ".join(problems))

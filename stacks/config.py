@@ -18,12 +18,25 @@ from typing import Any
 
 from constructs_lib.component_plan import DEPLOYMENT_MODES, INFERENCE_COMPONENT, ROUTING_STRATEGIES, plan_scaling
 from constructs_lib.endpoint_plan import plan_endpoint
-from constructs_lib.engines import SECRET_HINT, EngineSpec, engine_names, get_engine, looks_secret
+from constructs_lib.engines import SECRET_HINT, EngineSpec, engine_names, get_engine, looks_secret, remote_code_keys
 from constructs_lib.gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
 from constructs_lib.gguf_file import GGUF_FILE, staging_patterns
 from constructs_lib.image_asset import default_image
 from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
 from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
+from constructs_lib.names import (
+    COMPONENT_NAME,
+    INSTANCE_TYPE,
+    KMS_KEY_ARN,
+    REPO_ID_RULE,
+    REVISION_RULE,
+    SECRET_ARN,
+    SECRET_ARN_RULE,
+    STACK_NAME,
+    matches,
+    repo_id_problem,
+    revision_problem,
+)
 from preflight import KV_CACHE_DTYPES
 
 from .observability import observability_fields, observability_problems
@@ -36,12 +49,6 @@ DEFAULT_ENGINE = "vllm"
 # hf_token_secret_arn too: a token pasted where its secret's ARN belongs must not be printed back.
 UNECHOED_KEYS = {"engine_env", "container_env", "hf_token_secret_arn"}
 
-STACK_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{0,127}$")
-REPO_ID = re.compile(r"^(?:[A-Za-z0-9][\w.-]{0,95}/)?[A-Za-z0-9][\w.-]{0,95}$")
-REVISION = re.compile(r"^[\w][\w./-]{0,254}$")
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")
-SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$")
-COMPONENT_NAME = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 # Context keys handed to component_plan.plan_scaling under the same names.
 SCALING_KEYS = (
     "scale_to_zero",
@@ -58,7 +65,6 @@ SCALING_KEYS = (
 )
 # The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
 PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
-KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+$")
 
 
 def is_cdk_key(key: str) -> bool:
@@ -112,13 +118,35 @@ def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
     value = _text(raw)
-    if not regex.match(value):
+    if not matches(regex, value):
         raise ValueError(f"expected {what}")
     return value
 
 
 def _pattern(regex: re.Pattern[str], what: str) -> Callable[[Any], str]:
     return _bound(_parse_pattern, what, regex, what)  # pragma: no mutate
+
+
+def _parse_checked(problem: Callable[[str], str | None], raw: Any) -> str:
+    value = _text(raw)
+    if (why := problem(value)) is not None:
+        raise ValueError(why)
+    return value
+
+
+def _checked(problem: Callable[[str], str | None], what: str) -> Callable[[Any], str]:
+    """A text value checked by one of constructs_lib.names' rules, the same the constructs apply."""
+    return _bound(_parse_checked, what, problem)  # pragma: no mutate
+
+
+def _prompt(raw: Any) -> str:
+    """a non-empty prompt"""
+    value = _text(raw)
+    if not value.strip():
+        raise ValueError("expected a non-empty prompt")
+    if "\x00" in value:
+        raise ValueError("expected a prompt without NUL characters")
+    return value
 
 
 def _parse_integer(low: int, high: int, raw: Any) -> int:
@@ -239,16 +267,18 @@ def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
 
 FIELDS: dict[str, Callable[[Any], Any]] = {
     "stack_name": _pattern(STACK_NAME, "a CloudFormation stack name (letters, digits, hyphens; starts with a letter)"),
-    "model_id": _pattern(REPO_ID, "a Hugging Face repository id such as Qwen/Qwen3-4B-Instruct-2507"),
-    "revision": _pattern(REVISION, "a branch, tag or commit SHA (letters, digits, '.', '_', '-', '/')"),
-    "model_s3_uri": _optional(_pattern(re.compile(r"^s3://.+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
+    "model_id": _checked(repo_id_problem, REPO_ID_RULE),
+    "revision": _checked(revision_problem, REVISION_RULE),
+    "model_s3_uri": _optional(
+        _pattern(re.compile(r"s3://[^\s\x00-\x1f\x7f-\x9f]+"), "an S3 prefix URI s3://<bucket>/<prefix>/")
+    ),
     "model_bucket": _optional(_bucket),
     "reuse_model_bucket": _boolean,
     "model_kms_key_arn": _optional(
         _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
     ),
     "hf_token_secret_arn": _optional(
-        _pattern(SECRET_ARN, "the ARN of a Secrets Manager secret holding a Hugging Face token (never the token)")
+        _pattern(SECRET_ARN, f"{SECRET_ARN_RULE}, of a secret holding a Hugging Face token")
     ),
     "hf_token_kms_key_arn": _optional(
         _pattern(KMS_KEY_ARN, "the ARN of the customer-managed KMS key of the token secret (arn:aws:kms:...)")
@@ -273,9 +303,10 @@ FIELDS: dict[str, Callable[[Any], Any]] = {
     "component_name": _optional(_text),
     "preflight_skip": _choices_list(PREFLIGHT_CHECKS),
     "allow_unverified_s3": _boolean,
+    "allow_checkpoint_code": _boolean,
     "preflight_sequences": _integer(1, 4096),
     "smoke_test": _boolean,
-    "smoke_prompt": _pattern(re.compile(r"\S"), "a non-empty prompt"),
+    "smoke_prompt": _prompt,
     "smoke_max_tokens": _integer(1, 4096),
     "smoke_inputs": _json_object,
     "smoke_expected_pattern": _optional(_text),
@@ -387,6 +418,7 @@ class DeploymentConfig:
     component_name: str | None
     preflight_skip: tuple[str, ...]
     allow_unverified_s3: bool
+    allow_checkpoint_code: bool
     preflight_sequences: int
     smoke_test: bool
     smoke_prompt: str
@@ -541,6 +573,7 @@ class DeploymentConfig:
                 capacity_reservation_arn=values.get("capacity_reservation_arn"),
                 startup_timeout_s=values.get("startup_timeout_s"),
                 endpoint_name=values.get("endpoint_name"),
+                allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
             )
             problems += plan.errors
             if "deployment_mode" in values:
@@ -551,7 +584,7 @@ class DeploymentConfig:
                     initial_instances=values.get("instance_count"),
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
-        if values.get("component_name") is not None and not COMPONENT_NAME.match(values["component_name"]):
+        if values.get("component_name") is not None and not matches(COMPONENT_NAME, values["component_name"]):
             problems.append(
                 f"component_name={values['component_name']!r}: not a valid inference component name; allowed: "
                 "1-63 letters, digits and hyphens, starting and ending with a letter or digit"
@@ -583,6 +616,11 @@ class DeploymentConfig:
         """The engine, its model path pointing at ``gguf_file`` when one is given."""
         engine = get_engine(self.engine)
         return engine.for_model_file(self.gguf_file) if self.gguf_file else engine
+
+    @property
+    def trust_remote_code(self) -> bool:
+        """Whether engine_env switches on the engine's remote-code flag, under any spelling it reads."""
+        return bool(remote_code_keys(self.engine_spec, self.engine_env))
 
     @property
     def staging_include(self) -> tuple[str, ...]:

@@ -80,6 +80,9 @@ class LlmEndpointStack(cdk.Stack):
                 max_instances=config.staging_max_instances,
                 max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
                 bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
+                engine=config.engine,
+                allow_checkpoint_code=config.allow_checkpoint_code,
+                trust_remote_code=config.trust_remote_code,
             )
 
         self.preflight = self._preflight(config, model)
@@ -183,6 +186,7 @@ class LlmEndpointStack(cdk.Stack):
             startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
+            allow_checkpoint_code=config.allow_checkpoint_code,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
@@ -236,6 +240,7 @@ class LlmEndpointStack(cdk.Stack):
             startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             component_name=config.component_name,
+            allow_checkpoint_code=config.allow_checkpoint_code,
         )
         return endpoint
 
@@ -296,6 +301,8 @@ class LlmEndpointStack(cdk.Stack):
             ),
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
+            allow_checkpoint_code=config.allow_checkpoint_code,
+            trust_remote_code=config.trust_remote_code,
             engine=config.engine,
             **weight_format_flags(get_engine(config.engine), config.engine_env),
             gguf_file=config.gguf_file,

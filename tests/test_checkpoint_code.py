@@ -10,8 +10,14 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
-from constructs_lib.engines import engine_names, environment_warnings, get_engine
-from preflight.checkpoint_code import code_files, code_files_note, staging_exclude
+from constructs_lib.engines import checkpoint_code_patterns, engine_names, environment_warnings, get_engine
+from preflight.checkpoint_code import (
+    CHECKPOINT_CODE_PATTERNS,
+    code_files,
+    code_files_note,
+    code_files_problem,
+    staging_exclude,
+)
 from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
 
@@ -54,25 +60,66 @@ def test_fixed_variables_cannot_be_overridden(key):
     assert f"container_env key {key!r} would override a setting the app derives (set by the app:" in problem
 
 
-def test_staging_leaves_out_code_files_unless_include_names_them():
-    assert staging_exclude((), ("original/*",)) == ("original/*", "requirements.txt", "model.py", "code/*")
-    # A broad pattern (modeling files for trust_remote_code) is not a request for model.py.
-    assert "model.py" in staging_exclude(("*.json", "*.py"), ())
-    assert staging_exclude(("*.json", "model.py", "code/**"), ()) == ("requirements.txt",)
-    assert staging_exclude((), ("model.py",)) == ("model.py", "requirements.txt", "code/*")
+def test_staging_leaves_out_code_files_unless_allowed():
+    assert staging_exclude(("original/*",)) == (
+        "original/*",
+        "requirements.txt",
+        "model.py",
+        "code/*",
+        "serving.properties",
+    )
+    # Naming a file in include is no longer a way in: only allow_checkpoint_code is.
+    assert staging_exclude((), ("model.py", "*.py")) == ("model.py", "*.py")
+    assert staging_exclude(("model.py",), ("model.py", "*.py")) == ("model.py", "*.py")
+    assert staging_exclude(("original/*",), ("model.py",), allow=True) == ("original/*",)
 
 
-def test_the_staging_resource_gets_the_exclusions():
-    template = stack_template(include='["*.json", "*.safetensors", "requirements.txt"]')
-    template.has_resource_properties("Custom::StagedCheckpoint", {"Exclude": ["original/*", "model.py", "code/*"]})
+def test_every_engine_gets_the_common_patterns_and_lmi_every_python_file():
+    """The preflight's fallback list is engines.json's common list (a template without the property)."""
+    assert checkpoint_code_patterns(None) == CHECKPOINT_CODE_PATTERNS
+    for name in engine_names():
+        assert set(CHECKPOINT_CODE_PATTERNS) <= set(checkpoint_code_patterns(name))
+    assert "*.py" in checkpoint_code_patterns("lmi")
+    assert "*.py" not in checkpoint_code_patterns("vllm")  # trust_remote_code's modeling files stay staged
+
+
+@pytest.mark.parametrize(
+    ("engine", "excluded"),
+    [
+        ("vllm", ["original/*", "requirements.txt", "model.py", "code/*", "serving.properties"]),
+        ("lmi", ["original/*", "requirements.txt", "model.py", "code/*", "serving.properties", "*.py"]),
+    ],
+)
+def test_the_staging_resource_gets_the_engines_exclusions(engine, excluded):
+    template = stack_template(engine=engine, include='["*.json", "*.safetensors", "requirements.txt"]')
+    template.has_resource_properties("Custom::StagedCheckpoint", {"Exclude": excluded})
+    template.has_resource_properties(
+        "Custom::DeploymentPreflight",
+        {"CheckpointCode": sorted(excluded[1:]), "AllowCheckpointCode": "false"},
+    )
+
+
+def test_allow_checkpoint_code_stages_everything_but_the_users_exclusions():
+    template = stack_template(engine="lmi", allow_checkpoint_code="true")
+    template.has_resource_properties("Custom::StagedCheckpoint", {"Exclude": ["original/*"]})
+    template.has_resource_properties("Custom::DeploymentPreflight", {"AllowCheckpointCode": "true"})
 
 
 def test_code_files_are_found_at_the_top_level_and_under_code():
     paths = ["config.json", "model.py", "requirements.txt", "code/inference.py", "sub/model.py", "modeling_x.py"]
     assert code_files(paths) == ["code/inference.py", "model.py", "requirements.txt"]
-    assert code_files_note(["config.json", "modeling_x.py"], "s3://b/p/") is None
-    note = code_files_note(paths, "s3://b/p/")
-    assert note.startswith("s3://b/p/ holds code/inference.py, model.py, requirements.txt:")
+    assert code_files([*paths, "serving.properties"], ("serving.properties", "*.py")) == [
+        "code/inference.py",
+        "model.py",
+        "modeling_x.py",
+        "serving.properties",
+        "sub/model.py",
+    ]
+    assert code_files_problem(["config.json", "modeling_x.py"], "s3://b/p/") is None
+    problem = code_files_problem(paths, "s3://b/p/")
+    assert problem.startswith("s3://b/p/ holds code/inference.py, model.py, requirements.txt, which the serving")
+    assert "set allow_checkpoint_code=true" in problem
+    assert code_files_note(paths, "s3://b/p/").endswith("(allow_checkpoint_code is set)")
 
 
 @pytest.mark.parametrize("value", [True, "", "true", "TRUE"])
@@ -97,14 +144,14 @@ def test_trust_remote_code_warning_reaches_cdk_synth():
 
 def test_a_prefix_with_many_code_files_names_five_and_counts_the_rest():
     paths = [f"code/handler_{i}.py" for i in range(7)] + ["model.py"]
-    assert code_files_note(paths, "s3://b/p/") == (
+    assert code_files_problem(paths, "s3://b/p/") == (
         "s3://b/p/ holds code/handler_0.py, code/handler_1.py, code/handler_2.py, code/handler_3.py, "
-        "code/handler_4.py and 3 more: the vLLM image's standard-supervisor would pip-install a requirements.txt "
-        "(STANDARD_AUTO_INSTALL_REQ, which this app sets to false) and imports model.py as a handler; remove "
-        "them from the prefix unless you meant the container to run them"
+        "code/handler_4.py and 3 more, which the serving container would run as code or read as its settings "
+        "(files matching requirements.txt, model.py, code/*, serving.properties): remove them from the prefix, "
+        "or set allow_checkpoint_code=true for a repository and revision you have read"
     )
     five = [f"code/h{i}.py" for i in range(5)]
-    assert code_files_note(five, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(five)}: ")
+    assert code_files_problem(five, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(five)}, which")
     # Six: the sixth is not named but still counted.
     six = [f"code/h{i}.py" for i in range(6)]
-    assert code_files_note(six, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(six[:5])} and 1 more: ")
+    assert code_files_problem(six, "s3://b/p/").startswith(f"s3://b/p/ holds {', '.join(six[:5])} and 1 more, ")

@@ -440,11 +440,47 @@ def test_update_keeps_the_physical_id_and_a_retried_create_gets_the_same_one(han
     assert updated["PhysicalResourceId"] == first and updated["Data"]["MaxModelLen"] == "16384"
 
 
-def test_code_files_in_the_served_prefix_are_a_note_not_a_failure(handler, s3):  # noqa: F811
+def test_code_files_in_the_served_prefix_are_refused_before_any_gpu(handler, s3):  # noqa: F811
     stage(s3, extra={"requirements.txt": b"flash-attn\n", "model.py": b"import os\n"})
     applied(handler, quota(value=2))
-    notes = handler.on_event(event())["Data"]["Notes"]
-    assert f"{URI} holds model.py, requirements.txt: the vLLM image's standard-supervisor" in notes
+    message = refused(handler)
+    assert f"[checkpoint-code] {URI} holds model.py, requirements.txt, which the serving container would run" in message
+    assert "set allow_checkpoint_code=true" in message
+
+
+def test_an_lmi_checkpoint_that_brings_its_own_handler_is_refused(handler, s3):  # noqa: F811
+    """serving.properties overrides the environment in DJL Serving (its option.entryPoint names handler.py)."""
+    stage(
+        s3,
+        extra={
+            "serving.properties": b"option.entryPoint=handler.py\noption.trust_remote_code=true\n",
+            "handler.py": b"import os\nos.system('id')\n",
+        },
+    )
+    applied(handler, quota(value=2))
+    lmi = ["*.py", "code/*", "model.py", "requirements.txt", "serving.properties"]
+    message = refused(handler, properties(CheckpointCode=lmi))
+    assert f"{URI} holds handler.py, serving.properties, which the serving container" in message
+
+
+def test_a_template_without_the_pattern_list_still_checks_every_engines_files(handler, s3):  # noqa: F811
+    stage(s3, extra={"serving.properties": b"option.entryPoint=handler.py\n"})
+    applied(handler, quota(value=2))
+    props = properties()
+    props.pop("CheckpointCode", None)
+    assert "holds serving.properties, which" in refused(handler, props)
+
+
+def test_allowed_checkpoint_code_is_a_note(handler, s3):  # noqa: F811
+    stage(s3, extra={"requirements.txt": b"flash-attn\n", "model.py": b"import os\n"})
+    applied(handler, quota(value=2))
+    notes = handler.on_event(event(props=properties(AllowCheckpointCode="true")))["Data"]["Notes"]
+    assert f"{URI} holds model.py, requirements.txt, which the serving container may run" in notes
+
+
+def test_allow_checkpoint_code_must_be_a_boolean(handler):
+    with pytest.raises(handler.PreflightFailed, match="AllowCheckpointCode='yes' must be true or false"):
+        handler.Settings.from_properties(properties(AllowCheckpointCode="yes"))
 
 
 # --- quota: the second fleet of a blue/green update -----------------------------------------------------

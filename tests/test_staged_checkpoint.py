@@ -63,7 +63,7 @@ def test_custom_resource_properties_and_service_timeout():
             "Revision": "main",
             "Prefix": "models/",
             "Include": ["*.json", "*.safetensors"],
-            "Exclude": ["original/*", "requirements.txt", "model.py", "code/*"],
+            "Exclude": ["original/*", "requirements.txt", "model.py", "code/*", "serving.properties"],
             "TokenSecretArn": SECRET_ARN,
             "InstanceType": "ml.m5.2xlarge",
             "MaxInstances": "4",

@@ -53,7 +53,7 @@ from preflight import (
     select_weight_files,
     tp_divides_heads,
 )
-from preflight.checkpoint_code import code_files_note
+from preflight.checkpoint_code import CHECKPOINT_CODE_PATTERNS, code_files_note, code_files_problem
 from preflight.formats import check_deployment
 from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
 from preflight.memory_fit import context_limit, text_config
@@ -176,6 +176,9 @@ class Settings:
     quantization: str = ""
     format_alternatives: str = ""  # JSON {"8.0": "ml.g6.xlarge"}: nearest instance type per minimum capability
     gguf_file: str | None = None  # the GGUF model to check (llama.cpp); None: a config.json checkpoint
+    # Files the serving container runs or reads as settings (engines.json checkpoint_code), refused unless allowed.
+    checkpoint_code: tuple[str, ...] = CHECKPOINT_CODE_PATTERNS
+    allow_checkpoint_code: bool = False
 
     @property
     def where(self) -> str:
@@ -229,6 +232,11 @@ class Settings:
         allow = str(props.get("AllowUnverifiedS3") or "false").strip().lower()
         if allow not in ("true", "false"):
             problems.append(f"AllowUnverifiedS3={allow!r} must be true or false")
+        allow_code = str(props.get("AllowCheckpointCode") or "false").strip().lower()
+        if allow_code not in ("true", "false"):
+            problems.append(f"AllowCheckpointCode={allow_code!r} must be true or false")
+        # A template from before the property existed names none: every engine's files are checked then.
+        code_patterns = _patterns(props.get("CheckpointCode")) or CHECKPOINT_CODE_PATTERNS
         # 0 (no extra instances during an update) is valid here, unlike the other numbers.
         raw_update = str(props.get("UpdateInstances") or "0").strip()
         update_instances = int(raw_update) if raw_update.isdigit() else number("UpdateInstances", int, 0)
@@ -249,6 +257,8 @@ class Settings:
             skip=frozenset(skip & set(CHECKS)),
             **{k: str(props.get(p) or "") for k, p in FORMAT_PROPERTIES.items()},
             gguf_file=str(props.get("GgufFile") or "") or None,
+            checkpoint_code=code_patterns,
+            allow_checkpoint_code=allow_code == "true",
         )
         if problems:
             raise PreflightFailed(shorten("Preflight properties are invalid: " + "; ".join(problems), REASON_LIMIT))
@@ -275,6 +285,18 @@ def check_format(config: Mapping[str, Any], settings: Settings) -> tuple[list[st
         gpu=settings.instance_type,
         alternatives_json=settings.format_alternatives,
     )
+
+
+def _patterns(raw: Any) -> tuple[str, ...]:
+    """Glob patterns as CloudFormation passes a list (or a JSON array in a string), as given: case matters."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else []
+        except json.JSONDecodeError:
+            raw = [raw]
+    if not isinstance(raw, list):
+        return ()
+    return tuple(dict.fromkeys(str(p) for p in raw if str(p).strip()))
 
 
 def _names(raw: Any) -> set[str]:
@@ -617,8 +639,13 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
     reads_checkpoint = {"s3", "memory", "tensor-parallel"} | ({"format"} if settings.engine else set())
     if reads_checkpoint & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix, settings.gguf_file)
-        # A warning, not a failure: the user may have staged them on purpose (include names them).
-        report.notes += filter(None, [code_files_note(checkpoint.sizes, checkpoint.where)])
+        # Refused before any GPU runs them, unless the user asked for them (allow_checkpoint_code): then a note.
+        if settings.allow_checkpoint_code:
+            report.notes += filter(
+                None, [code_files_note(checkpoint.sizes, checkpoint.where, settings.checkpoint_code)]
+            )
+        elif problem := code_files_problem(checkpoint.sizes, checkpoint.where, settings.checkpoint_code):
+            report.add("checkpoint-code", [problem])
         if "s3" in checks:
             report.add("s3", check_s3(checkpoint, allow_unverified=settings.allow_unverified_s3))
         report.data["S3Verified"] = "true" if checkpoint.manifest and "s3" in checks else "false"

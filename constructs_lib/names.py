@@ -1,0 +1,85 @@
+"""Rules for the identifiers users give: one definition, used by the constructs and by the context check.
+
+Every rule is a whole-string, ASCII-only match. ``re.match`` with a ``$``-anchored pattern accepts a
+trailing newline (``$`` matches before a final ``\\n``, Python ``re`` docs) and ``\\w`` accepts any Unicode
+letter or digit unless ``re.ASCII`` is set, so a value such as ``"Qwen/Qwen3-4B\\n"`` or one with Arabic-Indic
+digits would pass and land in IAM ARNs, tags and S3 keys. ``matches`` is the only way these patterns are used.
+"""
+
+from __future__ import annotations
+
+import re
+
+# SageMaker instance types: botocore's ProductionVariantInstanceType and ProcessingInstanceType enums hold
+# families with hyphens (ml.p6-b200.48xlarge, ml.m7i-flex.large).
+INSTANCE_TYPE = re.compile(r"ml\.[a-z0-9]+(?:-[a-z0-9]+)*\.[a-z0-9]+", re.ASCII)
+INSTANCE_TYPE_RULE = "ml.<family>.<size>, such as ml.g6.xlarge"
+
+# Hub repository ids: huggingface_hub utils/_validators.py validate_repo_id (letters, digits, '-', '_', '.';
+# at most 96 characters a part; no '--' or '..'; not ending in '.git'). The staged layout writes <org>--<name>,
+# so a '--' inside a part would make two repositories share a prefix: refused, as the Hub refuses it.
+_REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+REPO_ID = re.compile(rf"{_REPO_PART}/{_REPO_PART}", re.ASCII)
+REPO_ID_RULE = (
+    "a Hugging Face repository id <org>/<name>, such as Qwen/Qwen3-4B-Instruct-2507 (letters, digits, '-', '_', '.'; "
+    "no '--' or '..')"
+)
+
+# A commit SHA as the Hub returns it (api/models/{repo}/revision/{rev} "sha").
+SHA = re.compile(r"[0-9a-f]{40}", re.ASCII)
+
+# Branch and tag names, per git check-ref-format(1): no '..', no component starting with '.' or ending in
+# '.lock', no '//', not ending in '/' or '.', no '@{', no control characters, space, ~ ^ : ? * [ \\. The Hub's
+# revisions are git refs (also refs/pr/<n> for pull requests), put into URLs and the S3 layout.
+_REF_CHARS = re.compile(r"[A-Za-z0-9._/+=@,-]{1,255}", re.ASCII)
+REVISION_RULE = (
+    "a branch, tag or commit SHA as git allows it (letters, digits and . _ / + = @ , -; no '..', no '//', "
+    "no part starting with '.' or ending in '.lock', not ending in '/' or '.'; at most 255 characters)"
+)
+
+# Secrets Manager ARNs end in '-' and six random characters (Secrets Manager user guide, "Secret ARN
+# format"); CDK's Secret.fromSecretAttributes(secretCompleteArn=...) needs that suffix.
+SECRET_ARN = re.compile(
+    r"arn:aws(?:-[a-z]+)*:secretsmanager:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}-[A-Za-z0-9]{6}",
+    re.ASCII,
+)
+SECRET_ARN_RULE = (
+    "the ARN of a Secrets Manager secret, complete with its six-character suffix "
+    "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf), never the token"
+)
+KMS_KEY_ARN = re.compile(r"arn:aws(?:-[a-z]+)*:kms:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]{1,128}", re.ASCII)
+
+# CloudFormation stack names (CreateStack API reference: letters, digits, hyphens; starts with a letter; 128).
+STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}", re.ASCII)
+# EndpointName and InferenceComponentName patterns in botocore's SageMaker model (at most 63 characters).
+ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62}", re.ASCII)
+COMPONENT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+
+
+def matches(pattern: re.Pattern[str], value: object) -> bool:
+    """Whether the whole of ``value`` (a str) matches ``pattern``: no trailing newline, nothing after it."""
+    return isinstance(value, str) and pattern.fullmatch(value) is not None
+
+
+def repo_id_problem(repo_id: object) -> str | None:
+    """Why ``repo_id`` is not a Hub repository id, or None."""
+    if not matches(REPO_ID, repo_id) or "--" in repo_id or ".." in repo_id or repo_id.endswith(".git"):  # type: ignore[operator]
+        return f"expected {REPO_ID_RULE}"
+    return None
+
+
+def revision_problem(revision: object) -> str | None:
+    """Why ``revision`` is not a git branch, tag or commit SHA, or None."""
+    if not matches(_REF_CHARS, revision):
+        return f"expected {REVISION_RULE}"
+    assert isinstance(revision, str)
+    parts = revision.split("/")
+    if (
+        ".." in revision
+        or "@{" in revision
+        or revision == "@"
+        or revision.endswith((".", "/"))
+        or any(part == "" or part.startswith(".") or part.endswith(".lock") for part in parts)
+    ):
+        return f"expected {REVISION_RULE}"
+    return None
