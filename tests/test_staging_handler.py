@@ -28,7 +28,10 @@ from tests.harness import ServiceQuotas
 
 ROOT = Path(__file__).resolve().parent.parent
 REPO = "acme/tiny-llm"
-PREFIX = "hfstage-0123456789-"
+# Job-name prefixes in the form StagedCheckpoint makes them, hfstage-<8 hex of its path>-<10 hex of its properties>-:
+# this resource's, and a sibling's (the same construct with other properties), which neither extends.
+PREFIX = "hfstage-6eba4753-3d7e0c5a21-"
+SIBLING = "hfstage-6eba4753-a41f9b0c77-"
 FILES = {
     "config.json": b'{"model_type": "llama", "num_hidden_layers": 2}',
     "tokenizer.json": b'{"version": "1.0"}' * 100,
@@ -453,7 +456,7 @@ def test_delete_while_running_stops_this_revisions_job_and_keeps_the_objects(han
                 summary(f"{PREFIX}running", "InProgress"),
                 summary(f"{PREFIX}newer", "InProgress"),
                 summary(f"{PREFIX}done", "Completed"),
-                summary("hfstage-other-job", "InProgress"),
+                summary(f"{SIBLING}0123456789", "InProgress"),  # another properties' job
             ]
         },
         {"NameContains": PREFIX},
@@ -538,7 +541,7 @@ def test_state_change_failed_signals_the_reason(handler, fake_hub, receiver):  #
 
 
 def test_state_change_of_another_checkpoints_job_is_ignored(handler, receiver):
-    assert handler.on_job_state_change(state_change(receiver, "hfstage-ffffffffff-x")) == {"signalled": False}
+    assert handler.on_job_state_change(state_change(receiver, f"{SIBLING}0123456789")) == {"signalled": False}
     assert receiver.signals == []
 
 

@@ -175,21 +175,88 @@ def test_staging_a_job_briefly_unknown_after_create_is_followed(driver):
     assert created.ok and created.polls >= 3, created.reason
 
 
+def _job_name_prefix(**props) -> str:
+    """The job-name prefix StagedCheckpoint gives the construct ``Handlers/Checkpoint`` with ``props``."""
+    import aws_cdk as cdk
+
+    from constructs_lib.staged_checkpoint import StagedCheckpoint
+    from tests.conftest import default_context
+
+    stack = cdk.Stack(cdk.App(context=default_context()), "Handlers")
+    return StagedCheckpoint(stack, "Checkpoint", repo_id=REPO, **props).job_name_prefix
+
+
+@pytest.fixture(scope="module")
+def sibling_prefixes() -> dict[str, str]:
+    """The prefixes one construct gets for its properties before and after a change, as the construct makes them:
+    ``hfstage-<8 hex of the construct's path>-<10 hex of its properties>-``, so neither extends the other."""
+    prefixes = {
+        "created": _job_name_prefix(),
+        "more-instances": _job_name_prefix(max_instances=8),
+        "new-revision": _job_name_prefix(revision="0123456789abcdef0123456789abcdef01234567"),
+    }
+    assert len(set(prefixes.values())) == 3 and len({len(p) for p in prefixes.values()}) == 1
+    assert len({p[: len("hfstage-01234567-")] for p in prefixes.values()}) == 1  # one construct: one family
+    return prefixes
+
+
 @pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
-def test_staging_a_rolled_back_update_leaves_no_job_running(driver):
+def test_staging_a_rolled_back_update_leaves_no_job_running(driver, sibling_prefixes):
     """New patterns, same revision (same prefix): the update's job copies under the live prefix until stopped."""
     cfn = driver.cloudformation()
-    created = cfn.create(driver.properties())
+    created = cfn.create(driver.properties(JobNamePrefix=sibling_prefixes["created"]))
     assert created.ok, created.reason
     driver.jobs.script = stuck
     patterns = ["original/*", "tokenizer.json"]  # another selection: the manifest no longer matches
-    updated = cfn.update(driver.properties(Exclude=patterns, JobNamePrefix="hfstage-0123456789-updated-"))
+    updated = cfn.update(driver.properties(Exclude=patterns, JobNamePrefix=sibling_prefixes["more-instances"]))
     assert updated.ok and updated.physical_id == created.physical_id
     assert driver.running() == [updated.data["JobName"]]  # handed to the wait condition
     rolled_back = cfn.rollback()  # a later resource failed
     assert rolled_back.ok and cfn.status == "UPDATE_ROLLBACK_COMPLETE", rolled_back.reason
     assert driver.running() == []
     assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+# Both jobs running at rollback, under sibling prefixes: the restored properties' job and the failed update's.
+# Which of the two is restored must not matter (a prefix test that matched its sibling would stop the wrong one).
+ORDERS = [("created", "more-instances"), ("more-instances", "created")]
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+@pytest.mark.parametrize(("restored", "failed"), ORDERS, ids=["restore-first", "restore-second"])
+def test_staging_rollback_stops_exactly_the_failed_updates_job(driver, sibling_prefixes, restored, failed):
+    driver.jobs.script = stuck
+    cfn = driver.cloudformation()
+    restored_props = driver.properties(MaxInstances="4", JobNamePrefix=sibling_prefixes[restored])
+    failed_props = driver.properties(MaxInstances="8", JobNamePrefix=sibling_prefixes[failed])
+    created = cfn.create(restored_props)  # still copying, handed to its wait condition
+    updated = cfn.update(failed_props)  # an in-place change: nothing staged yet, so a second job
+    assert created.ok and updated.ok and updated.physical_id == created.physical_id, updated.reason
+    restored_job, failed_job = created.data["JobName"], updated.data["JobName"]
+    assert restored_job.startswith(sibling_prefixes[restored]) and failed_job.startswith(sibling_prefixes[failed])
+    assert sorted(driver.running()) == sorted([restored_job, failed_job])
+
+    rolled_back = cfn.rollback()  # a later resource failed
+    assert rolled_back.ok and cfn.status == "UPDATE_ROLLBACK_COMPLETE", rolled_back.reason
+    assert driver.jobs.stopped == [failed_job]
+    assert driver.running() == [restored_job]
+    assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+@pytest.mark.parametrize(("replaced", "new"), [("created", "new-revision"), ("new-revision", "created")])
+def test_staging_cleanup_of_a_replaced_revision_stops_only_its_own_job(driver, sibling_prefixes, replaced, new):
+    """A new revision replaces the resource; CloudFormation's Delete of the old one stops the old job alone."""
+    driver.jobs.script = stuck
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(JobNamePrefix=sibling_prefixes[replaced]))
+    driver.hub.add_repo(REPO, {**FILES, "README.md": b"# another commit"})
+    sha = driver.hub.repos[REPO].sha
+    updated = cfn.update(driver.properties(Revision=sha, JobNamePrefix=sibling_prefixes[new]))
+    assert created.ok and updated.ok and updated.physical_id != created.physical_id, updated.reason
+    assert updated.cleanup is not None and updated.cleanup.ok, updated.cleanup
+    assert driver.jobs.stopped == [created.data["JobName"]]
+    assert driver.running() == [updated.data["JobName"]]
 
 
 @pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
@@ -272,17 +339,18 @@ def _lambda_async(function, on_failure, event: dict, *, retries: int = 2) -> int
 
 
 @pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
-def test_a_failing_signal_function_fails_the_wait_with_its_error(driver, receiver):
+def test_a_failing_signal_function_fails_the_wait_with_its_error(driver, receiver, sibling_prefixes):
     """The signal function throws (its role cannot describe the job): the wait ends in minutes, with why."""
     driver.jobs.script = stuck
     receiver.attach(driver.module)
-    created = driver.cloudformation().create(driver.properties(JobNamePrefix="hfstage-0123456789-"))
+    prefix = sibling_prefixes["created"]
+    created = driver.cloudformation().create(driver.properties(JobNamePrefix=prefix))
     name = created.data["JobName"]
     driver.jobs.jobs[name].status = "Failed"
     driver.jobs.deny("DescribeProcessingJob", times=None)
     event = {
         "WaitHandle": receiver.url,
-        "JobNamePrefix": "hfstage-0123456789-",
+        "JobNamePrefix": prefix,
         "Event": {"detail": {"ProcessingJobName": name, "ProcessingJobStatus": "Failed"}},
     }
     attempts = _lambda_async(driver.module.on_job_state_change, driver.module.on_signal_failure, event)

@@ -274,6 +274,11 @@ class ProcessingJobs(FakeService):
     def created(self) -> int:
         return sum(1 for name, _ in self.calls if name == "CreateProcessingJob")
 
+    @property
+    def stopped(self) -> list[str]:
+        """The jobs a StopProcessingJob was sent for, in order (retries and refused stops included)."""
+        return [params.get("ProcessingJobName", "") for name, params in self.calls if name == "StopProcessingJob"]
+
     def forget(self, name: str) -> None:
         """The job is gone (SageMaker forgets nothing, but a test can pretend)."""
         self.jobs.pop(name, None)
