@@ -13,14 +13,16 @@ from .chat import (
     parse_completion,
     parse_delta,
 )
-from .errors import REASON_LIMIT_BYTES, ErrorInfo, InvocationError, classify, short_reason
+from .errors import REASON_LIMIT_BYTES, ErrorInfo, InvocationError, StreamLimitExceeded, classify, short_reason
 from .jsonlines import JsonLinesDecoder
 from .runtime import InvocationResult, invoke_chat, stream_chat
-from .sse import DONE, SseDecoder, SseEvent, iter_events
+from .sse import DONE, MAX_EVENT_BYTES, MAX_LINE_BYTES, SseDecoder, SseEvent, iter_events
 from .streams import STREAM_FORMATS, new_decoder
 
 __all__ = [
     "DONE",
+    "MAX_EVENT_BYTES",
+    "MAX_LINE_BYTES",
     "REASON_LIMIT_BYTES",
     "STREAM_FORMATS",
     "Completion",
@@ -32,6 +34,7 @@ __all__ = [
     "MalformedResponse",
     "SseDecoder",
     "SseEvent",
+    "StreamLimitExceeded",
     "build_chat_request",
     "classify",
     "excerpt",

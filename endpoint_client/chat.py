@@ -94,12 +94,26 @@ def excerpt(data: bytes | str, limit: int = 300) -> str:
     return encoded[:limit].decode("utf-8", errors="ignore") + "…"
 
 
+def _json_problem(error: ValueError | RecursionError) -> str:
+    """Why ``json.loads`` refused a body, in a few words.
+
+    Besides ``JSONDecodeError`` it raises ``RecursionError`` on deep nesting and a plain ``ValueError`` on
+    an integer over ``sys.get_int_max_str_digits()`` digits (Python docs, stdtypes "Integer string conversion
+    length limitation"; library/json: "Be cautious when parsing JSON data from untrusted sources").
+    """
+    if isinstance(error, json.JSONDecodeError):
+        return error.msg
+    if isinstance(error, RecursionError):
+        return "nested too deeply"
+    return "a number with too many digits" if "integer string conversion" in str(error) else str(error)
+
+
 def parse_delta(data: str) -> Delta:
     """The delta in one ``data:`` payload of a streamed chat completion."""
     try:
         payload = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise MalformedResponse(f"a stream event is not JSON ({e.msg})", excerpt(data)) from None
+    except (ValueError, RecursionError) as e:
+        raise MalformedResponse(f"a stream event is not JSON ({_json_problem(e)})", excerpt(data)) from None
     if not isinstance(payload, dict):
         raise MalformedResponse("a stream event is not a JSON object", excerpt(data))
     if "error" in payload and "choices" not in payload:
@@ -125,9 +139,10 @@ def parse_completion(body: bytes) -> Completion:
     """``choices[0].message`` of a chat completion body; :class:`MalformedResponse` if there is none."""
     try:
         payload = json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        message = e.msg if isinstance(e, json.JSONDecodeError) else "not UTF-8"
-        raise MalformedResponse(f"the response is not JSON ({message})", excerpt(body)) from None
+    except UnicodeDecodeError:
+        raise MalformedResponse("the response is not JSON (not UTF-8)", excerpt(body)) from None
+    except (ValueError, RecursionError) as e:
+        raise MalformedResponse(f"the response is not JSON ({_json_problem(e)})", excerpt(body)) from None
     choices = payload.get("choices") if isinstance(payload, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise MalformedResponse("the response has no choices[0]", excerpt(body))

@@ -11,7 +11,8 @@ stream failures, connection errors and timeouts, and an inference component with
 request (scale-to-zero: the first request fails with ``ValidationError ... no capacity`` and, with a
 scaling policy on ``NoCapacityInvocationFailures``, a copy starts within minutes). Permanent: the
 container's 4xx (a bad request stays bad), any other ``ValidationError`` (no such endpoint or component),
-access denied, and a response that is not a chat completion.
+access denied, a response that is not a chat completion, and a stream with a line or an event over
+the decoder's cap (:class:`StreamLimitExceeded`: the same request would stream the same oversized answer).
 """
 
 from __future__ import annotations
@@ -45,6 +46,27 @@ TRANSIENT_CODES = frozenset(
     }
 )
 _NO_CAPACITY = re.compile(r"no\s+capacity|NoCapacity", re.IGNORECASE)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size} bytes"
+
+
+class StreamLimitExceeded(MalformedResponse):
+    """A streamed answer holds a line or an event over the decoder's cap, refused before it is buffered whole.
+
+    ``what`` is ``"line"`` or ``"event"``, ``limit`` the cap in bytes and ``parameter`` the decoder argument
+    that sets it (``max_line_bytes``, ``max_event_bytes``).
+    """
+
+    def __init__(self, what: str, limit: int, parameter: str) -> None:
+        super().__init__(
+            f"the stream sent a {what} over {_mib(limit)} ({parameter}={limit}); refused rather than buffered: "
+            "a chat answer is far smaller, so the container's framing is broken or hostile"
+        )
+        self.what = what
+        self.limit = limit
+        self.parameter = parameter
 
 
 @dataclass(frozen=True)
@@ -95,6 +117,8 @@ def classify(error: BaseException) -> ErrorInfo:
 
     if isinstance(error, InvocationError):
         return error.info
+    if isinstance(error, StreamLimitExceeded):
+        return ErrorInfo(code="StreamLimitExceeded", message=str(error), transient=False)
     if isinstance(error, MalformedResponse):
         return ErrorInfo(code="MalformedResponse", message=str(error), transient=False, body=error.excerpt)
     if isinstance(error, ClientError):

@@ -8,8 +8,10 @@ sentinel; the stream ends when the response does, after an empty line
 chat_input_output_schema.md). An error after the stream started arrives as a last line
 ``{"code": 424, "error": "..."}`` without a newline (engines/python/src/main/java/ai/djl/python/engine/
 Request.java ``addResponse``), which the chat layer reports as an error event. Payload parts split the
-stream anywhere, as with SSE, so lines are reassembled across parts and bytes go through one
-incremental UTF-8 decoder.
+stream anywhere, as with SSE, so lines are reassembled across parts, each part is searched for a line end
+only once (linear time), a line is decoded from UTF-8 once it is whole, and a line over ``max_line_bytes``
+(16 MiB by default, as for SSE: see :mod:`endpoint_client.sse` for why) is refused with
+:class:`~endpoint_client.errors.StreamLimitExceeded` as soon as the bytes received pass it.
 
 :class:`JsonLinesDecoder` has the interface of :class:`~endpoint_client.sse.SseDecoder` (``feed``,
 ``close``, ``done``, ``truncated``, ``events_seen``), returning each non-blank line as an
@@ -18,10 +20,10 @@ incremental UTF-8 decoder.
 
 from __future__ import annotations
 
-import codecs
 import json
 
-from .sse import SseEvent
+from .errors import StreamLimitExceeded
+from .sse import _BOM, MAX_EVENT_BYTES, MAX_LINE_BYTES, SseEvent, _PendingLine, _positive
 
 
 class JsonLinesDecoder:
@@ -31,13 +33,21 @@ class JsonLinesDecoder:
     end sentinel, so a complete last line is the end. A last line without its newline is still
     returned (a server may omit the final newline) if it parses as a whole JSON value; anything else
     left over was cut off, and :attr:`truncated` says so.
+
+    A line is an event here, so the smaller of ``max_line_bytes`` and ``max_event_bytes`` caps it (both
+    are accepted so that either decoder takes the same arguments); passing it raises
+    :class:`~endpoint_client.errors.StreamLimitExceeded`, and so does every later ``feed``.
     """
 
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_line_bytes = _positive("max_line_bytes", max_line_bytes)
+        self.max_event_bytes = _positive("max_event_bytes", max_event_bytes)
+        self._pending = _PendingLine(min(self.max_line_bytes, self.max_event_bytes))
+        if self.max_event_bytes < self.max_line_bytes:
+            self._pending.parameter = "max_event_bytes"
         self._at_start = True
         self._closed = False
+        self._failed: StreamLimitExceeded | None = None
         self.done = False
         self.truncated = False
         self.events_seen = 0
@@ -45,35 +55,53 @@ class JsonLinesDecoder:
     def feed(self, chunk: bytes) -> list[SseEvent]:
         if self._closed:
             raise ValueError("feed() after close()")
-        return self._consume(self._decoder.decode(chunk))
+        if self._failed is not None:
+            raise self._failed
+        try:
+            return self._consume(bytes(chunk))
+        except StreamLimitExceeded as e:
+            self._failed = e
+            raise
 
     def close(self) -> list[SseEvent]:
-        """End of stream: decode what is left; a complete last line without its newline still counts."""
+        """End of stream: a complete last line without its newline still counts."""
         if self._closed:
             return []
-        events = self._consume(self._decoder.decode(b"", final=True))
         self._closed = True
-        rest = self._pending.strip()
-        self._pending = ""
+        if self._failed is not None:
+            return []
+        rest = self._text(self._pending.finish(b"")).strip()
         if rest:
             try:
                 json.loads(rest)
             except json.JSONDecodeError:
                 self.truncated = True
-                return events
-            events.append(self._event(rest))
+                return []
+            except (ValueError, RecursionError):
+                pass  # whole, but not for Python (too deep, too many digits): parse_delta says so
+            self.done = True
+            return [self._event(rest)]
         self.done = True
+        return []
+
+    def _consume(self, chunk: bytes) -> list[SseEvent]:
+        events: list[SseEvent] = []
+        start = 0
+        # Only this part is searched: the pending line holds no "\n", so no line can end before it.
+        while (end := chunk.find(b"\n", start)) != -1:
+            line = self._text(self._pending.finish(chunk[start:end])).strip()
+            start = end + 1
+            if line:
+                events.append(self._event(line))
+        self._pending.add(chunk[start:])
         return events
 
-    def _consume(self, text: str) -> list[SseEvent]:
-        if not text:
-            return []
+    def _text(self, raw: bytes) -> str:
+        text = raw.decode("utf-8", errors="replace")
         if self._at_start:
             self._at_start = False
-            text = text.removeprefix("\ufeff")
-        lines = (self._pending + text).split("\n")
-        self._pending = lines.pop()  # after the last newline: not complete yet
-        return [self._event(line.strip()) for line in lines if line.strip()]
+            text = text.removeprefix(_BOM)
+        return text
 
     def _event(self, line: str) -> SseEvent:
         self.events_seen += 1

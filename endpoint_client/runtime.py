@@ -16,6 +16,7 @@ from typing import Any
 
 from .chat import Delta, parse_completion, parse_delta
 from .errors import ErrorInfo, InvocationError, classify
+from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
 from .streams import new_decoder
 
 CONTENT_TYPE = "application/json"
@@ -136,16 +137,20 @@ def stream_chat(
     on_delta: Callable[[Delta], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     stream_format: str = "sse",
+    max_line_bytes: int = MAX_LINE_BYTES,
+    max_event_bytes: int = MAX_EVENT_BYTES,
 ) -> InvocationResult:
     """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
 
     ``stream_format`` is the engine's framing: ``sse`` (``data:`` events ending in ``[DONE]``) or
-    ``jsonlines`` (one chunk a line, as LMI streams). The stream is closed however this ends (an
-    exception, or ``KeyboardInterrupt`` in the callback).
+    ``jsonlines`` (one chunk a line, as LMI streams). A line or event over ``max_line_bytes`` /
+    ``max_event_bytes`` (16 MiB each by default) ends the call with an :class:`InvocationError` whose code
+    is ``StreamLimitExceeded`` (permanent). The stream is closed however this ends (an exception, or
+    ``KeyboardInterrupt`` in the callback).
     """
     started = clock()
     answer = _Accumulator(started, clock, on_delta)
-    decoder = new_decoder(stream_format)
+    decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
     stream = None
     try:
         response = client.invoke_endpoint_with_response_stream(

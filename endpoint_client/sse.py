@@ -2,8 +2,19 @@
 
 SageMaker hands a streamed response over in ``PayloadPart`` chunks whose boundaries have nothing to do
 with the events inside: a part may end in the middle of an event, between the ``\\r`` and ``\\n`` of a
-line end, or inside a multi-byte UTF-8 character. :class:`SseDecoder` keeps what it cannot finish yet
-and decodes bytes with one incremental UTF-8 decoder for the whole stream, never part by part.
+line end, or inside a multi-byte UTF-8 character. :class:`SseDecoder` keeps the bytes of the line it
+cannot finish yet and decodes each line once it is whole, never part by part: a line end is an ASCII byte,
+which never occurs inside a UTF-8 sequence, so decoding line by line gives the text the whole stream would.
+
+Each part is scanned once: only the new bytes are searched for a line end, and the unfinished line is kept
+as a list of parts joined when its end arrives, so decoding is linear in the stream's length however the
+parts fall. A line or an event over its cap (``max_line_bytes``, ``max_event_bytes``) is refused with
+:class:`~endpoint_client.errors.StreamLimitExceeded` as soon as the bytes received pass the cap, never
+after buffering the rest. The defaults, 16 MiB each, hold a plausible whole answer many times over: the
+largest legitimate event is an engine sending a whole long answer as one chunk (131 072 tokens, the
+playground's highest ``max_tokens``, at up to ~16 bytes a token once JSON-escaped is about 2 MiB), while a
+token-by-token stream sends events of a few hundred bytes (a few KiB with ``top_logprobs``). Buffering 16
+MiB costs the smoke-test Lambda (256 MB) well under its memory.
 
 It follows the WHATWG event-stream rules: ``\\n``, ``\\r\\n`` and ``\\r`` end a line; a blank line
 dispatches the event; ``:`` starts a comment (a keep-alive); ``data`` lines are joined with ``\\n``;
@@ -14,13 +25,74 @@ it was seen, and anything after it is ignored.
 
 from __future__ import annotations
 
-import codecs
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from .errors import StreamLimitExceeded
+
 DONE = "[DONE]"
-_LINE_END = re.compile(r"\r\n|\r|\n")
+_BOM = "\ufeff"
+MAX_LINE_BYTES = 16 * 2**20
+MAX_EVENT_BYTES = 16 * 2**20
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive whole number of bytes, not {value!r}")
+    return value
+
+
+def _line_ends(chunk: bytes, start: int) -> Iterator[tuple[int, int]]:
+    """(where a line's text ends, where the next line starts) for each line end in ``chunk[start:]``.
+
+    WHATWG HTML, server-sent events, "Parsing an event stream": end-of-line = ( cr lf / cr / lf ).
+    ``bytes.find`` for each kind, each searched again only past the one consumed: one pass, in C.
+    """
+    lf, cr = chunk.find(b"\n", start), chunk.find(b"\r", start)
+    while lf != -1 or cr != -1:
+        if cr == -1 or (lf != -1 and lf < cr):
+            yield lf, lf + 1
+            lf = chunk.find(b"\n", lf + 1)
+            continue
+        after = cr + 2 if lf == cr + 1 else cr + 1
+        yield cr, after
+        if after == cr + 2:
+            lf = chunk.find(b"\n", after)
+        cr = chunk.find(b"\r", after)
+
+
+class _PendingLine:
+    """The bytes of a line whose end has not arrived: parts kept as they came, joined once at the end."""
+
+    def __init__(self, limit: int, parameter: str = "max_line_bytes") -> None:
+        self.limit = limit
+        self.parameter = parameter
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def check(self, more: int) -> None:
+        if self.size + more > self.limit:
+            self.clear()
+            raise StreamLimitExceeded("line", self.limit, self.parameter)
+
+    def add(self, part: bytes) -> None:
+        self.check(len(part))
+        if part:
+            self.parts.append(part)
+            self.size += len(part)
+
+    def finish(self, last: bytes) -> bytes:
+        """The whole line, ending with ``last``; the buffer is empty afterwards."""
+        self.check(len(last))
+        if not self.parts:
+            return last
+        self.parts.append(last)
+        line = b"".join(self.parts)
+        self.clear()
+        return line
+
+    def clear(self) -> None:
+        self.parts, self.size = [], 0
 
 
 @dataclass(frozen=True)
@@ -39,17 +111,25 @@ class SseDecoder:
     is still dispatched (a server that stopped without the final blank line said everything it meant
     to); an event cut off in the middle of a line is incomplete and dropped, and :attr:`truncated`
     says so.
+
+    ``max_line_bytes`` caps one line (its end not counted) and ``max_event_bytes`` the ``data`` lines
+    of one event together, in bytes as received; passing either raises
+    :class:`~endpoint_client.errors.StreamLimitExceeded` from the ``feed`` that crossed it, and every
+    later ``feed`` raises it again.
     """
 
-    def __init__(self) -> None:
-        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._pending = ""  # text after the last line end
-        self._skip_lf = False  # the previous text ended with "\r": a leading "\n" belongs to it
-        self._at_start = True  # a byte order mark is allowed only here
+    def __init__(self, *, max_line_bytes: int = MAX_LINE_BYTES, max_event_bytes: int = MAX_EVENT_BYTES) -> None:
+        self.max_line_bytes = _positive("max_line_bytes", max_line_bytes)
+        self.max_event_bytes = _positive("max_event_bytes", max_event_bytes)
+        self._pending = _PendingLine(self.max_line_bytes)
+        self._skip_lf = False  # the previous part ended with "\r": a leading "\n" belongs to it
+        self._at_start = True  # a byte order mark is allowed only at the start of the first line
         self._data: list[str] = []
+        self._data_bytes = 0
         self._event = ""
         self._last_id = ""
         self._closed = False
+        self._failed: StreamLimitExceeded | None = None
         self.done = False
         self.truncated = False
         self.events_seen = 0
@@ -58,22 +138,29 @@ class SseDecoder:
     def feed(self, chunk: bytes) -> list[SseEvent]:
         if self._closed:
             raise ValueError("feed() after close()")
+        if self._failed is not None:
+            raise self._failed
         if self.done:
             return []
-        return self._consume(self._decoder.decode(chunk))
+        try:
+            return self._consume(bytes(chunk))
+        except StreamLimitExceeded as e:
+            self._failed = e
+            self._data, self._data_bytes = [], 0
+            raise
 
     def close(self) -> list[SseEvent]:
-        """End of stream: decode what is left and dispatch a complete last event."""
+        """End of stream: dispatch a complete last event."""
         if self._closed:
             return []
-        events = [] if self.done else self._consume(self._decoder.decode(b"", final=True))
         self._closed = True
-        if self.done:
-            return events
-        if self._pending:
+        if self.done or self._failed is not None:
+            return []
+        events: list[SseEvent] = []
+        if self._pending.size:
             # Cut off mid-line: the event it belongs to is incomplete, whatever lines it already has.
             self.truncated = True
-            self._pending = ""
+            self._pending.clear()
             self._data = []
         if self._data:
             dispatched = self._dispatch()
@@ -81,34 +168,36 @@ class SseDecoder:
                 events.append(dispatched)
         return events
 
-    def _consume(self, text: str) -> list[SseEvent]:
-        if not text:
+    def _consume(self, chunk: bytes) -> list[SseEvent]:
+        if not chunk:
             return []
+        line_start = 0
         if self._skip_lf:
             self._skip_lf = False
-            if text.startswith("\n"):
-                text = text[1:]
-        if self._at_start and text:
-            self._at_start = False
-            text = text.removeprefix("\ufeff")
-        buffer = self._pending + text
+            if chunk.startswith(b"\n"):
+                line_start = 1
         events: list[SseEvent] = []
-        start = 0
-        for match in _LINE_END.finditer(buffer):
-            line = buffer[start : match.start()]
-            start = match.end()
-            if match.group() == "\r" and start == len(buffer):
+        # Only this part is searched: the pending line holds no line end, so none can start before it.
+        for text_end, next_start in _line_ends(chunk, line_start):
+            line = self._pending.finish(chunk[line_start:text_end])
+            line_start = next_start
+            if next_start == len(chunk) and chunk[text_end] == 0x0D:
                 self._skip_lf = True  # the "\n" of this "\r\n" may come with the next part
             event = self._line(line)
             if event is not None:
                 events.append(event)
             if self.done:
-                self._pending = ""
+                self._pending.clear()
                 return events
-        self._pending = buffer[start:]
+        self._pending.add(chunk[line_start:])
         return events
 
-    def _line(self, line: str) -> SseEvent | None:
+    def _line(self, raw: bytes) -> SseEvent | None:
+        # WHATWG "Interpreting an event stream": UTF-8 decode (bad bytes become U+FFFD, one leading BOM goes).
+        line = raw.decode("utf-8", errors="replace")
+        if self._at_start:
+            self._at_start = False
+            line = line.removeprefix(_BOM)
         if not line:
             return self._dispatch()
         if line.startswith(":"):
@@ -118,6 +207,10 @@ class SseDecoder:
         if colon and value.startswith(" "):
             value = value[1:]
         if field == "data":
+            # The event's data in UTF-8 bytes: its values and the "\n"s that join them.
+            self._data_bytes += len(value.encode("utf-8")) + (1 if self._data else 0)
+            if self._data_bytes > self.max_event_bytes:
+                raise StreamLimitExceeded("event", self.max_event_bytes, "max_event_bytes")
             self._data.append(value)
         elif field == "event":
             self._event = value
@@ -127,6 +220,7 @@ class SseDecoder:
         return None
 
     def _dispatch(self) -> SseEvent | None:
+        self._data_bytes = 0
         if not self._data:
             self._event = ""
             return None
