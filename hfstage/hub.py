@@ -1,8 +1,10 @@
 """A small Hugging Face Hub client: resolve a revision to a commit and its files, open a file's bytes.
 
 Standard library only. The token is sent only to the Hub's own origin: a redirect to another origin (the
-LFS/Xet CDN, with a signed URL) is followed without the ``Authorization`` header. Error messages are
-written for a person reading a failed deployment and never contain the token.
+LFS/Xet CDN, with a signed URL) is followed without the ``Authorization`` header. Only http and https URLs
+are opened (the endpoint and every redirect), and a redirect from https to http is refused: the opener has
+no handler for any other scheme. Error messages are written for a person reading a failed deployment and
+never contain the token.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ class HubUnavailable(HubError):
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class UnsafeRedirect(HubError):
+    """A URL the client will not open: another scheme than http(s), https downgraded to http, credentials in it."""
 
 
 class RangeIgnored(HubUnavailable):
@@ -114,6 +120,50 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+ALLOWED_SCHEMES = ("http", "https")
+
+
+def http_only_opener() -> urllib.request.OpenerDirector:
+    """An opener that can open http and https URLs and nothing else, and follows no redirect itself.
+
+    ``build_opener`` also adds FTPHandler, FileHandler and DataHandler (Python docs, urllib.request.build_opener),
+    so a redirect to ``file:///etc/passwd`` or ``data:,...`` would be opened; here no handler exists for them
+    and UnknownHandler refuses them (``_request`` checks every URL's scheme before that, too). Proxies come
+    from the environment as before (HTTPS_PROXY in a VPC), for http and https only.
+    """
+    opener = urllib.request.OpenerDirector()
+    proxies = {k: v for k, v in urllib.request.getproxies().items() if k in ALLOWED_SCHEMES}
+    for handler in (
+        urllib.request.ProxyHandler(proxies),
+        urllib.request.UnknownHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        _NoRedirect(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+def _refusal_prefix(previous: str | None) -> str:
+    return "a redirect to" if previous else "the Hub endpoint is"
+
+
+def _refusal(request: urllib.request.Request, previous: str | None) -> str | None:
+    """Why ``request`` must not be opened (reached from a URL of scheme ``previous``, None for the first)."""
+    # ``request.type`` is the scheme urllib dispatches on (``<type>_open``), after its own parsing of the URL.
+    scheme = request.type.lower()
+    what = _refusal_prefix(previous)
+    if scheme not in ALLOWED_SCHEMES:
+        return f"{what} a {scheme[:20]!r} URL; only http and https are followed"
+    if previous == "https" and scheme == "http":
+        return f"{what} an http URL from https; a downgrade is never followed"
+    if "@" in request.host:  # user info: the host urllib connects to and the origin the token rule sees could differ
+        return f"{what} a URL with user info in its host; refused"
+    return None
+
+
 def _retry_after(headers: Any) -> float | None:
     value = headers.get("Retry-After") if headers is not None else None
     try:
@@ -127,7 +177,7 @@ class HubClient:
         self.endpoint = (endpoint or default_endpoint()).rstrip("/")
         self._token = token or None
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(_NoRedirect)
+        self._opener = http_only_opener()
         self._hub_origin = _origin(self.endpoint)
 
     def __repr__(self) -> str:  # never shows the token
@@ -147,14 +197,25 @@ class HubClient:
         return headers
 
     def _request(self, url: str, what: str, repo_id: str, extra: dict[str, str] | None = None) -> Any:
-        """GET ``url``, following redirects; the open 2xx response, or a HubError."""
+        """GET ``url``, following redirects (http and https only, never https to http); the open 2xx response,
+        or a HubError."""
+        previous: str | None = None  # the scheme of the URL that redirected here
         for _ in range(MAX_REDIRECTS + 1):
-            request = urllib.request.Request(url, headers=self._headers_for(url, extra), method="GET")
+            try:
+                request = urllib.request.Request(url, headers=self._headers_for(url, extra), method="GET")
+            except ValueError:  # "unknown url type": no scheme at all
+                request = None
+            refusal = (
+                _refusal(request, previous) if request is not None else f"{_refusal_prefix(previous)} an unusable URL"
+            )
+            if refusal is not None:
+                raise UnsafeRedirect(f"{what}: {refusal}")
             try:
                 return self._opener.open(request, timeout=self.timeout)
             except urllib.error.HTTPError as error:
                 try:
                     if 300 <= error.code < 400 and error.headers.get("Location"):
+                        previous = request.type.lower()
                         url = urllib.parse.urljoin(url, error.headers["Location"])
                         continue
                     error.read(_ERROR_BODY_LIMIT)
@@ -163,6 +224,8 @@ class HubClient:
                 finally:
                     error.close()
                 raise self._error_for(error.code, error.headers, what, repo_id) from None
+            except http.client.InvalidURL:  # a control character or a space in the URL or its host
+                raise UnsafeRedirect(f"{what}: {_refusal_prefix(previous)} an unusable URL") from None
             except (OSError, http.client.HTTPException) as error:
                 # URLError is an OSError; its reason may name the host but never carries headers.
                 reason = getattr(error, "reason", None) or error
@@ -251,10 +314,13 @@ def parse_revision(repo_id: str, body: Any) -> RepoRevision:
         files = []
         for sibling in body.get("siblings") or []:
             lfs = sibling.get("lfs") or None
+            path, size = sibling["rfilename"], int(lfs["size"] if lfs else sibling["size"])
+            if not isinstance(path, str) or size < 0:  # a name is a string (hfstage.names judges it), a size >= 0
+                raise ValueError("malformed sibling")
             files.append(
                 HubFile(
-                    path=str(sibling["rfilename"]),
-                    size=int(lfs["size"] if lfs else sibling["size"]),
+                    path=path,
+                    size=size,
                     blob_id=str(sibling["blobId"]),
                     sha256=str(lfs.get("sha256") or lfs["oid"]) if lfs else None,
                 )

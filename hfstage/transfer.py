@@ -39,7 +39,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hfstage import hashstate
 from hfstage.events import EventLog, Progress
-from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RangeIgnored
+from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RangeIgnored, UnsafeRedirect
 from hfstage.manifest import object_metadata
 
 MiB = 1024 * 1024
@@ -660,7 +660,7 @@ class FileStager:
         resolve = self.hub.file_url(self.repo_id, self.sha, file.path)
         try:
             return self.hub.open_range(self.repo_id, file.path, url, start, start + n)
-        except HubUnavailable:
+        except (HubUnavailable, UnsafeRedirect):  # a redirect to file: or http: is no expired URL: stop the run
             raise
         except HubError as error:
             if url == resolve:
@@ -668,7 +668,7 @@ class FileStager:
         self.log.emit("resolve_again", path=file.path, offset=start)
         try:
             response = self.hub.open_range(self.repo_id, file.path, resolve, start, start + n)
-        except HubUnavailable:
+        except (HubUnavailable, UnsafeRedirect):
             raise
         except HubError as error:
             raise TransientError(f"{file.path}: range {start}-{start + n - 1}: {error}") from None

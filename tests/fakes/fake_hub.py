@@ -12,10 +12,11 @@ Like a signed CDN URL, the CDN server rejects a request that also carries an ``A
 (and records it), so a client that leaks the token to another origin fails loudly.
 
 Faults can be injected per file path: wrong bytes, HTTP errors for the first N requests, a connection
-dropped after K bytes, a slow stream. Hub-wide, ``connection_bytes_per_s`` paces every connection (a CDN
-edge's per-connection rate) and ``ignore_range`` answers ranged requests with the whole file. Every
-request is recorded, and the content bytes sent per file are counted (``bytes_sent``). Big files can be
-synthetic: generated from a seed and an offset, never held in memory.
+dropped after K bytes, a slow stream, a redirect to any ``Location`` (``file:``, ``data:``, an http
+downgrade). Hub-wide, ``connection_bytes_per_s`` paces every connection (a CDN edge's per-connection rate)
+and ``ignore_range`` answers ranged requests with the whole file. Every request is recorded, and the
+content bytes sent per file are counted (``bytes_sent``). Big files can be synthetic: generated from a seed
+and an offset, never held in memory. File names are served as given, hostile ones included (``../x``).
 """
 
 from __future__ import annotations
@@ -167,7 +168,7 @@ class FakeRepo:
 
 @dataclass
 class Fault:
-    kind: str  # "status", "cdn_status", "corrupt", "drop", "slow", "whole", "wrong_range"
+    kind: str  # "status", "cdn_status", "corrupt", "drop", "slow", "whole", "wrong_range", "redirect", "cdn_redirect"
     times: int | None  # None: every request
     status: int = 500
     retry_after: float | None = None
@@ -175,6 +176,7 @@ class Fault:
     bytes_per_s: float = 0.0
     methods: tuple[str, ...] = ("GET",)
     range: str | None = None  # only requests with this Range header (None: any)
+    location: str = ""  # where a redirect fault sends the client
 
 
 @dataclass
@@ -270,7 +272,8 @@ class FakeHub:
             lfs = body.size >= self.lfs_threshold or any(fnmatch.fnmatch(path, p) for p in self.lfs_patterns)
             fake_files[path] = FakeFile(path, body, lfs)
         listing = "\n".join(f"{f.path} {f.blob_id}" for f in fake_files.values())
-        sha = hashlib.sha1(f"{repo_id}\n{listing}".encode()).hexdigest()
+        # surrogatepass: a hostile name may hold a lone surrogate (JSON's "\ud800"), which plain UTF-8 refuses.
+        sha = hashlib.sha1(f"{repo_id}\n{listing}".encode("utf-8", "surrogatepass")).hexdigest()
         refs = {name: sha for name in (*branches, *tags)}
         repo = FakeRepo(
             repo_id, fake_files, sha, refs, gated=gated, private=private, tags=model_tags, downloads=downloads
@@ -324,6 +327,14 @@ class FakeHub:
     ) -> None:
         """Stream ``path`` at full speed for ``after_bytes`` bytes, then at about ``bytes_per_s``."""
         self._add_fault(path, Fault("slow", times, bytes_per_s=bytes_per_s, after_bytes=after_bytes, range=range))
+
+    def redirect(
+        self, path: str, location: str, times: int | None = None, cdn: bool = False, range: str | None = None
+    ) -> None:
+        """Answer requests for ``path`` with ``302 Location: location``: on the Hub's resolve URL, or on the CDN
+        (``cdn=True``), only those with the Range header ``range`` when given, ``times`` times (None: always)."""
+        kind = "cdn_redirect" if cdn else "redirect"
+        self._add_fault(path, Fault(kind, times, status=302, location=location, range=range, methods=("GET", "HEAD")))
 
     def clear_faults(self) -> None:
         with self._lock:
@@ -580,6 +591,10 @@ class _Handler(BaseHTTPRequestHandler):
             extra = {"Retry-After": str(fault.retry_after)} if fault.retry_after is not None else {}
             self._error(fault.status, "Injected failure", None, extra)
             return
+        redirect = self.hub._take_fault(f.path, ("redirect",), self.command, self.headers.get("Range"))
+        if redirect is not None:
+            self._send(302, {"Location": redirect.location, "X-Repo-Commit": sha})
+            return
         if f.lfs:
             location = f"{self.hub.cdn_endpoint}/lfs/{f.sha256}?X-Amz-Signature=fake&X-Amz-Expires=3600"
             self._send(
@@ -609,6 +624,10 @@ class _Handler(BaseHTTPRequestHandler):
         fault = self.hub._take_fault(f.path, ("cdn_status",), self.command, self.headers.get("Range"))
         if fault is not None:  # e.g. 403 for a signed URL that expired
             self._error(fault.status, "Injected CDN failure", None)
+            return
+        redirect = self.hub._take_fault(f.path, ("cdn_redirect",), self.command, self.headers.get("Range"))
+        if redirect is not None:
+            self._send(302, {"Location": redirect.location})
             return
         self._content(f, {"ETag": f'"{f.sha256}"'})
 
