@@ -15,6 +15,7 @@ from hfstage.hub import (
     RepoNotFound,
     RepoRevision,
     RevisionNotFound,
+    UnsafeRedirect,
     select_files,
 )
 from hfstage.manifest import (
@@ -27,12 +28,14 @@ from hfstage.manifest import (
     read_manifest,
     revision_prefix,
 )
+from hfstage.names import OWNED_NAMES, UnsafeFileNames, path_problem, refuse_unsafe, unsafe_paths
 from hfstage.shard import assign, leader, read_hosts
 from hfstage.transfer import part_size_for
 
 __all__ = [
     "MANIFEST_NAME",
     "METADATA_KEYS",
+    "OWNED_NAMES",
     "EntryNotFound",
     "GatedRepo",
     "HubClient",
@@ -41,6 +44,8 @@ __all__ = [
     "RepoNotFound",
     "RepoRevision",
     "RevisionNotFound",
+    "UnsafeFileNames",
+    "UnsafeRedirect",
     "assign",
     "build_manifest",
     "leader",
@@ -48,8 +53,11 @@ __all__ = [
     "missing_files",
     "object_matches",
     "part_size_for",
+    "path_problem",
     "read_hosts",
     "read_manifest",
+    "refuse_unsafe",
     "revision_prefix",
     "select_files",
+    "unsafe_paths",
 ]

@@ -6,8 +6,10 @@
 The files land under ``<destination>/<Org>--<Name>/<commit sha>/`` with the manifest
 ``.hf-model-manifest.json`` written last, once every file is verified. Exit status: 0 done, 1 a
 transfer or verification failure, 2 bad arguments (or an unreadable token secret), 3 the Hub does not
-have, or will not give, the repository or revision. On failure a one-line reason goes to stderr and to
-``/opt/ml/output/message`` (created if missing; SageMaker shows its first 1 KB as the job's ``ExitMessage``).
+have, or will not give, the repository or revision, or what it answers cannot be staged safely (a file to
+stage whose name is unsafe or one the worker owns, a redirect to anything but http(s), or from https to
+http). On failure a one-line reason goes to stderr and to ``/opt/ml/output/message`` (created if missing;
+SageMaker shows its first 1 KB as the job's ``ExitMessage``).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from hfstage.manifest import (
     revision_prefix,
     write_manifest,
 )
+from hfstage.names import UnsafeFileNames, refuse_unsafe
 from hfstage.shard import RESOURCE_CONFIG, assign, leader, read_hosts
 from hfstage.transfer import (
     MAX_PART,
@@ -292,12 +295,17 @@ class Run:
                 f"no file of {args.repo_id} at {sha} matches include {args.include or ['*']} "
                 f"and exclude {args.exclude}",
             )
+        prefix = revision_prefix(args.prefix, args.repo_id, sha)
+        try:
+            # A listed path becomes an S3 key and then a file in /opt/ml/model: refuse unsafe ones before any write.
+            refuse_unsafe(plan, prefix)
+        except UnsafeFileNames as error:
+            raise Failure(EXIT_HUB, str(error)) from None
         for f in plan:
             try:
                 part_size_for(f.size, self.settings.part_size)
             except ValueError as error:
                 raise Failure(EXIT_TRANSFER, f"{f.path} cannot be one S3 object: {error}") from None
-        prefix = revision_prefix(args.prefix, args.repo_id, sha)
         try:
             current, hosts = read_hosts(args.resource_config)
         except ValueError as error:
