@@ -196,6 +196,45 @@ def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: Fa
     assert f"event=resume path=w.safetensors offset={5 * MiB} part=2" in text
 
 
+@pytest.mark.parametrize("listed", ["other bytes' CRC32", "no CRC32"])
+def test_a_part_past_the_checkpoint_with_the_right_size_but_not_the_hashed_bytes_is_sent_again(
+    fake_hub: FakeHub,  # noqa: F811
+    repo,
+    s3_stub,
+    listed: str,
+) -> None:
+    """ListParts shows parts 1-3 of the right sizes; the checkpoint covers part 1. Part 2 in S3 is other bytes
+    (its CRC32 is theirs) or S3 lists no checksum for it: it is uploaded again, from the bytes just hashed. Part 3
+    has the CRC32 of the bytes hashed: kept. Kept on its size alone, part 2 would complete the file wrong while
+    the hash (of the Hub's bytes) matched."""
+    client, stub = s3_stub
+    data = repo.files[BIG].content.to_bytes()
+    parts, states = parts_of(data), states_after(data)
+    key = "models/" + BIG
+    wrong = {"other bytes' CRC32": {"ChecksumCRC32": crc32_b64(bytes(5 * MiB))}, "no CRC32": {}}[listed]
+    stub.add_response(
+        "list_parts",
+        {
+            "Parts": [
+                {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
+                {"PartNumber": 2, "Size": 5 * MiB, "ETag": '"s2"', **wrong},
+                {"PartNumber": 3, "Size": 1 * MiB, "ETag": '"s3"', "ChecksumCRC32": crc32_b64(parts[2])},
+            ]
+        },
+        {"Bucket": "bkt", "Key": key, "UploadId": "u1"},
+    )
+    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']))
+    expect_parts(stub, parts, [2], ['"s1"', '"e2"', '"s3"'])
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']))
+    stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": old, "UploadId": "c1"})
+    expect_complete(stub, key, parts, ['"s1"', '"e2"', '"s3"'])  # part 3 as listed: not sent again
+    stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
+    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']))
+    with ThreadPoolExecutor(1) as uploads:
+        stager(fake_hub, client, uploads, io.StringIO()).stage(file_of(fake_hub, BIG), resume)
+
+
 @pytest.mark.parametrize(
     ("listed_sizes", "state_part", "reason"),
     [
