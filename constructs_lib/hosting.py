@@ -69,8 +69,12 @@ def harden_log_retention(retention: logs.LogRetention) -> None:
 
 
 def execution_role(scope: Construct, id: str, *, description: str) -> iam.Role:
-    """A role SageMaker assumes; it gets its permissions from the ``grant_*`` functions below."""
-    return iam.Role(scope, id, assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"), description=description)
+    """A role SageMaker assumes for this account's resources in this region only; it gets its permissions from
+    the ``grant_*`` functions below."""
+    # Exactly this form, not an endpoint's ARN (SageMaker guide, "Cross-service confused deputy prevention": Inference)
+    source = cdk.Stack.of(scope).format_arn(service="sagemaker", resource="*")
+    principal = iam.ServicePrincipal("sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": source}})
+    return iam.Role(scope, id, assumed_by=principal, description=description)
 
 
 def grant_model_and_image(

@@ -106,6 +106,9 @@ class AlarmTopic(Construct):
             removal_policy=cdk.RemovalPolicy.DESTROY,
             pending_window=cdk.Duration.days(7),
         )
+        # No aws:SourceArn/aws:SourceAccount condition: SNS ("Enable compatibility between event sources from AWS
+        # services and encrypted topics") and CloudWatch document this statement without one, and a key the request
+        # does not carry would drop every notification unseen. The topic policy below limits the publishers.
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
                 principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],

@@ -81,6 +81,9 @@ class HandlerProvider(Construct):
             (CloudFormation gives up on a custom resource after one hour whatever this says).
         """
         super().__init__(scope, id)
+        # No aws:SourceArn/aws:SourceAccount here: Lambda documents an execution role's trust as the service principal
+        # alone ("Defining Lambda function permissions with an execution role") and aws:SourceArn for a function's
+        # resource-based policy only ("Using source function ARN to control function access behavior").
         self.role = iam.Role(
             self,
             "Role",
@@ -126,7 +129,26 @@ class HandlerProvider(Construct):
                 else None
             ),
         )
+        if is_complete:
+            self._limit_waiter_trust()
         self._acknowledge_framework()
+
+    def _limit_waiter_trust(self) -> None:
+        """The Provider's waiter role trusts Step Functions for this account's state machines in this region only.
+
+        aws-cdk-lib creates the role with the bare service principal; its trust statement gets the conditions
+        Step Functions documents ("Creating an IAM role for your state machine": Prevent cross-service confused
+        deputy issue). ``stateMachine:*``, not the waiter's own ARN, which would depend on the role itself.
+        """
+        stack = cdk.Stack.of(self)
+        waiter_role = self.provider.node.find_child("waiter-state-machine").node.find_child("Role")
+        machines = stack.format_arn(
+            service="states", resource="stateMachine", resource_name="*", arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME
+        )
+        waiter_role.node.default_child.add_property_override(
+            "AssumeRolePolicyDocument.Statement.0.Condition",
+            {"ArnLike": {"aws:SourceArn": machines}, "StringEquals": {"aws:SourceAccount": stack.account}},
+        )
 
     def _waiter_log_group(self, retention: logs.RetentionDays) -> logs.LogGroup:
         """The waiter state machine's own group, under ``/aws/vendedlogs/states/``.

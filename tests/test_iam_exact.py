@@ -4,7 +4,8 @@
 action the *service* uses on the role's behalf (SageMaker pulling an image, writing logs, a job's metrics)
 that no call of ours names, and a grant nobody needs. A role without ``s3:AbortMultipartUpload`` cannot
 clean up a failed upload, and nothing else notices until incomplete uploads cost storage for days.
-The CDK Provider framework's own roles are CDK's code, not ours, and are left out.
+The CDK Provider framework's own roles are CDK's code, not ours, and are left out of the action checks; the
+trust checks at the end cover every role in the template (who may assume it, and under which conditions).
 """
 
 from __future__ import annotations
@@ -130,12 +131,12 @@ def role_actions(template) -> dict[str, set[str]]:
 def variant(request) -> tuple[str, dict[str, set[str]], dict[str, dict[str, str]]]:
     overrides, extra = VARIANTS[request.param]
     template = stack_template(**overrides)
-    return request.param, role_actions(template), extra
+    return request.param, role_actions(template), extra, template
 
 
 @pytest.mark.parametrize("role", sorted(ROLES))
 def test_each_role_has_exactly_the_actions_its_calls_need(variant, role: str) -> None:
-    _name, found, extra = variant
+    _name, found, extra, _template = variant
     expected = set(ROLES[role]) | set(extra.get(role, {}))
     assert found.get(role, set()) == expected, {
         "missing": sorted(expected - found.get(role, set())),
@@ -157,3 +158,99 @@ def test_each_job_write_action_is_scoped_to_the_repository_prefix() -> None:
             action,
             granting["Resource"],
         )
+
+
+# --- who may assume each role (confused deputy) -------------------------------------------------------------
+
+PARTITION_REGION_ACCOUNT = "arn:<AWS::Partition>:{service}:<AWS::Region>:<AWS::AccountId>:"
+# The conditions each service documents for its role's trust policy (the constructs cite the pages). Roles trusted by
+# lambda.amazonaws.com carry none: Lambda documents none for an execution role (constructs_lib/provider.py).
+TRUST = {
+    "CheckpointJobRole": {
+        "ArnLike": {"aws:SourceArn": PARTITION_REGION_ACCOUNT.format(service="sagemaker") + "processing-job/{family}*"}
+    },
+    "EndpointRole": {"ArnLike": {"aws:SourceArn": PARTITION_REGION_ACCOUNT.format(service="sagemaker") + "*"}},
+    **{
+        f"{provider}ProviderwaiterstatemachineRole": {
+            "ArnLike": {"aws:SourceArn": PARTITION_REGION_ACCOUNT.format(service="states") + "stateMachine:*"},
+            "StringEquals": {"aws:SourceAccount": "<AWS::AccountId>"},
+        }
+        for provider in ("StagedCheckpoint", "EndpointSmokeTest")
+    },
+}
+
+
+def flat(value):
+    """A policy value with its intrinsics written out: {"Ref": "AWS::Region"} is "<AWS::Region>"."""
+    if isinstance(value, dict) and set(value) == {"Ref"}:
+        return f"<{value['Ref']}>"
+    if isinstance(value, dict) and set(value) == {"Fn::Join"}:
+        separator, parts = value["Fn::Join"]
+        return separator.join(flat(part) for part in parts)
+    if isinstance(value, dict):
+        return {key: flat(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [flat(item) for item in value]
+    return value
+
+
+def trust_statements(template) -> dict[str, list[dict]]:
+    """Role (logical ID without its hash) -> the statements of its trust policy, intrinsics written out."""
+    return {
+        re.sub(r"[0-9A-F]{8}$", "", logical_id): flat(role["Properties"]["AssumeRolePolicyDocument"]["Statement"])
+        for logical_id, role in template.find_resources("AWS::IAM::Role").items()
+    }
+
+
+def test_each_service_role_trusts_its_service_only_under_the_documented_conditions(variant) -> None:
+    _name, _found, _extra, template = variant
+    (prefix,) = {r["Properties"]["JobNamePrefix"] for r in template.find_resources("Custom::StagedCheckpoint").values()}
+    family = re.fullmatch(r"(hfstage-[0-9a-f]{8}-)[0-9a-f]{10}-", prefix)[1]
+    roles = trust_statements(template)
+    assert set(TRUST) <= set(roles), sorted(set(TRUST) - set(roles))
+    for role, statements in roles.items():
+        (statement,) = statements
+        assert statement["Action"] == "sts:AssumeRole" and statement["Effect"] == "Allow", (role, statement)
+        (service,) = [statement["Principal"]["Service"]]
+        if service == "lambda.amazonaws.com":
+            assert "Condition" not in statement, (role, statement)
+        else:
+            expected = json.loads(json.dumps(TRUST[role]).replace("{family}", family))
+            assert statement.get("Condition") == expected, (role, service, statement.get("Condition"))
+
+
+def test_the_job_role_admits_every_job_the_construct_names(variant) -> None:
+    """The trust condition matches the jobs the handler starts (prefix + request hash), and no other prefix."""
+    from fnmatch import fnmatchcase
+
+    _name, _found, _extra, template = variant
+    (prefix,) = {r["Properties"]["JobNamePrefix"] for r in template.find_resources("Custom::StagedCheckpoint").values()}
+    (pattern,) = [s["Condition"]["ArnLike"]["aws:SourceArn"] for s in trust_statements(template)["CheckpointJobRole"]]
+    job_arn = "arn:<AWS::Partition>:sagemaker:<AWS::Region>:<AWS::AccountId>:processing-job/{}"
+    assert fnmatchcase(job_arn.format(prefix + "0123456789"), pattern)
+    assert not fnmatchcase(job_arn.format("hfstage-00000000-0123456789-0123456789"), pattern)
+    assert not fnmatchcase(job_arn.format(prefix + "x").replace(":sagemaker:", ":states:"), pattern)
+
+
+def test_the_alarm_topic_admits_only_this_accounts_alarms(variant) -> None:
+    """The topic policy limits who publishes (aws:SourceArn of this account's alarms); the key's statement for
+    CloudWatch carries no aws:Source* condition, deliberately (constructs_lib/monitoring.py says why)."""
+    _name, _found, _extra, template = variant
+    (key,) = template.find_resources("AWS::KMS::Key").values()
+    (for_cloudwatch,) = [
+        s
+        for s in key["Properties"]["KeyPolicy"]["Statement"]
+        if s["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert sorted(for_cloudwatch["Action"]) == ["kms:Decrypt", "kms:GenerateDataKey*"]
+    assert "Condition" not in for_cloudwatch
+    (topic_policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    (publish,) = [
+        s
+        for s in topic_policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Principal") == {"Service": "cloudwatch.amazonaws.com"}
+    ]
+    assert flat(publish["Condition"]) == {
+        "ArnLike": {"aws:SourceArn": "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"},
+        "StringEquals": {"aws:SourceAccount": "<AWS::AccountId>"},
+    }
