@@ -10,7 +10,9 @@ request here too: the SageMaker stream is shut down, not just hidden.
 Security: it listens on 127.0.0.1 only; every API call needs the run's secret (``secrets.token_urlsafe``)
 in a header, a matching ``Origin`` when the browser sends one, a ``Host`` naming this server (against DNS
 rebinding) and a JSON content type (so a cross-site form cannot post). Another web site open in the same
-browser therefore cannot spend your GPU hours. Prompts and answers are never logged. Ctrl-C stops it.
+browser therefore cannot spend your GPU hours. A request body must come with a plain ``Content-Length``
+(no ``Transfer-Encoding``), parse as JSON within Python's limits, and a connection silent for
+``timeout_s`` (30 s) is dropped. Prompts and answers are never logged. Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, TextIO
@@ -38,6 +41,11 @@ STATIC = Path(__file__).resolve().parent / "playground_static"
 TOKEN_HEADER = "X-Playground-Token"
 MAX_BODY_BYTES = 1_000_000
 MAX_TOKENS_LIMIT = 131_072
+# A connection that sends or reads nothing for this long is dropped: the request socket's timeout
+# (StreamRequestHandler.timeout, Python docs socketserver); the answer is relayed while SageMaker is read.
+CLIENT_TIMEOUT_S = 30.0
+# RFC 9112 section 6.2: Content-Length = 1*DIGIT. ASCII only: int() also takes "+1", "1_0", Arabic-Indic digits.
+_DIGITS = re.compile(r"[0-9]+")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
 _TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8", ".js": "text/javascript"}
 # The page loads only its own files and talks only to this server; the secret in the URL never leaves in a
@@ -110,6 +118,33 @@ class _TrackingClient:
         return response
 
 
+def body_length(headers: Message, limit: int) -> int:
+    """The request body's length from its framing headers, or :class:`Refused`.
+
+    The same rules as containers/llamacpp/serve.py ``body_length`` (which ships alone in its image, so the
+    two cannot share a module; tests/hostile/test_http_servers.py runs one table against both). RFC 9112
+    section 6.1: 501 for a transfer coding the server does not implement; section 6.3 rule 3: Transfer-Encoding
+    with Content-Length ought to be an error; rule 5: an invalid Content-Length is a 400. RFC 9110 section
+    15.5.12: 411 Length Required; section 15.5.14: 413 Content Too Large.
+    """
+    lengths = headers.get_all("Content-Length") or []
+    if headers.get_all("Transfer-Encoding"):
+        if lengths:
+            raise Refused(400, "Transfer-Encoding and Content-Length together are refused (RFC 9112 section 6.3)")
+        raise Refused(501, "Transfer-Encoding is not supported: send the body with a Content-Length")
+    if not lengths:
+        raise Refused(411, "a Content-Length is required")
+    if len(lengths) > 1:
+        raise Refused(400, "more than one Content-Length")
+    value = lengths[0].strip(" \t")
+    if not _DIGITS.fullmatch(value):
+        raise Refused(400, "bad Content-Length: it must be a decimal number of bytes")
+    # Compared as text first: a value of thousands of digits is over any limit, and int() would refuse it.
+    if len(value.lstrip("0")) > len(str(limit)) or int(value) > limit:
+        raise Refused(413, f"the body must be 1 to {limit} bytes")
+    return int(value)
+
+
 def chat_body(request: Mapping[str, Any]) -> dict[str, Any]:
     """The SageMaker request body from the page's JSON, or :class:`Refused` (400) naming what is wrong."""
     messages = request.get("messages")
@@ -169,6 +204,7 @@ class Playground:
         port: int = 8765,
         log: TextIO | None = None,
         stream_format: str = "sse",
+        timeout_s: float = CLIENT_TIMEOUT_S,
     ) -> None:
         self.client = runtime_client
         self.endpoint = endpoint
@@ -182,6 +218,7 @@ class Playground:
 
         class Handler(_Handler):
             owner = playground
+            timeout = timeout_s  # every read and write on the browser's socket
 
         self.server = _Server(("127.0.0.1", port), Handler)
         self._thread: threading.Thread | None = None
@@ -302,15 +339,18 @@ class _Handler(BaseHTTPRequestHandler):
     def _read_json(self) -> dict[str, Any]:
         if (self.headers.get("Content-Type") or "").split(";")[0].strip() != "application/json":
             raise Refused(415, "the body must be application/json")
+        length = body_length(self.headers, MAX_BODY_BYTES)
         try:
-            length = int(self.headers.get("Content-Length") or 0)
-        except ValueError:
-            raise Refused(400, "bad Content-Length") from None
-        if not 0 < length <= MAX_BODY_BYTES:
-            raise Refused(413, f"the body must be 1 to {MAX_BODY_BYTES} bytes")
+            data = self.rfile.read(length)
+        except TimeoutError:
+            data = b""
+        if len(data) < length:
+            raise Refused(408, "the body did not arrive in time")
         try:
-            request = json.loads(self.rfile.read(length))
-        except (ValueError, UnicodeDecodeError):
+            request = json.loads(data)
+        except (ValueError, RecursionError):
+            # ValueError covers JSONDecodeError, UnicodeDecodeError and an integer over the digit limit
+            # (Python docs, stdtypes "Integer string conversion length limitation"); RecursionError deep nesting.
             raise Refused(400, "the body is not JSON") from None
         if not isinstance(request, dict):
             raise Refused(400, "the body must be a JSON object")

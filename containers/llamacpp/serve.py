@@ -10,6 +10,11 @@ speaks OpenAI's API on its own port; this program starts it as a child on 127.0.
   forwards the same bytes to ``/v1/chat/completions``. A streamed answer (``"stream": true``) is relayed
   chunk by chunk as llama-server writes it (``data: {...}\\n\\n`` events, then ``data: [DONE]``:
   format_oai_sse in tools/server/server-common.cpp); nothing is parsed or re-encoded on the way.
+- Request framing is read strictly, since SageMaker always sends ``Content-Length``: digits only (411 when it
+  is missing, 400 when malformed, 413 over the cap), ``Transfer-Encoding`` refused (501, or 400 alongside a
+  ``Content-Length``), a body Python's JSON parser cannot take (too deep, an integer over its digit limit) is
+  a 400 like any other bad body, and every socket operation times out (``LLAMACPP_CLIENT_TIMEOUT_S``, default
+  60 s) so a half-open connection is dropped.
 - Prompts and answers are never logged: one ``key=value`` line per request (path, status, bytes, time).
 - SIGTERM (how SageMaker stops a container) stops the child with SIGTERM, then SIGKILL after a grace period.
 
@@ -21,6 +26,7 @@ it owns on the command line: host, port and the resolved model file.
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import http.client
 import json
@@ -32,6 +38,7 @@ import subprocess
 import sys
 import threading
 import time
+from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -40,6 +47,12 @@ SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 # Bodies above this are refused before reading: a chat request is text, far below it.
 MAX_BODY_BYTES = 64 * 1024 * 1024
 RELAY_CHUNK = 64 * 1024
+# A client connection that sends or reads nothing for this long is dropped (StreamRequestHandler.timeout is
+# the request socket's timeout: Python docs, socketserver). Closing idle keep-alive connections is usual for
+# SageMaker containers: amazon-sagemaker-examples scikit_bring_your_own nginx.conf has keepalive_timeout 5.
+CLIENT_TIMEOUT_S = 60.0
+# RFC 9112 section 6.2: Content-Length = 1*DIGIT. ASCII only: int() also takes "+1", "1_0", Arabic-Indic digits.
+_DIGITS = re.compile(r"[0-9]+")
 
 
 def log(**fields: object) -> None:
@@ -109,7 +122,9 @@ class Child:
         try:
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
             conn.request("GET", "/health")
-            status = conn.getresponse().status
+            response = conn.getresponse()
+            response.read()  # closing with the body unread would reset the connection
+            status = response.status
             conn.close()
         except OSError as e:
             return False, f"llama-server is not answering yet ({type(e).__name__})"
@@ -130,12 +145,53 @@ class Child:
         return self.process.returncode
 
 
+class Refusal(Exception):
+    """A request refused before its body is read: the connection is closed after the answer."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def body_length(headers: Message, limit: int) -> int:
+    """The request body's length from its framing headers, or :class:`Refusal`.
+
+    RFC 9112 section 6.1: a server SHOULD answer 501 to a transfer coding it does not implement (this one
+    implements none); section 6.3 rule 3: Transfer-Encoding with Content-Length "ought to be handled as an
+    error" and the connection closed; rule 5: an invalid Content-Length is a 400 and a closed connection.
+    RFC 9110 section 15.5.12: 411 when a Content-Length is required; section 15.5.14: 413 over the limit.
+    """
+    lengths = headers.get_all("Content-Length") or []
+    codings = headers.get_all("Transfer-Encoding") or []
+    if codings:
+        if lengths:
+            raise Refusal(400, "Transfer-Encoding and Content-Length together are refused (RFC 9112 section 6.3)")
+        raise Refusal(501, "Transfer-Encoding is not supported: send the body with a Content-Length")
+    if not lengths:
+        raise Refusal(411, "a Content-Length is required")
+    if len(lengths) > 1:
+        raise Refusal(400, "more than one Content-Length")
+    value = lengths[0].strip(" \t")
+    if not _DIGITS.fullmatch(value):
+        raise Refusal(400, "Content-Length must be a decimal number of bytes")
+    # Compared as text first: a value of thousands of digits is over any limit, and int() would refuse it.
+    if len(value.lstrip("0")) > len(str(limit)) or int(value) > limit:
+        raise Refusal(413, f"the body is over {limit} bytes")
+    return int(value)
+
+
 def request_problem(body: bytes) -> str | None:
     """Why a request body is not an OpenAI chat request, or None when it is one."""
     try:
         request = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         return f"the body is not valid JSON ({getattr(e, 'msg', type(e).__name__)})"
+    except RecursionError:
+        return "the body is not valid JSON (nested too deeply)"
+    except ValueError:
+        # An integer over sys.get_int_max_str_digits() digits (Python docs, stdtypes "Integer string
+        # conversion length limitation").
+        return "the body is not valid JSON (a number with too many digits)"
     if not isinstance(request, dict):
         return "the body must be a JSON object (an OpenAI chat completion request)"
     messages = request.get("messages")
@@ -144,10 +200,12 @@ def request_problem(body: bytes) -> str | None:
     return None
 
 
-def make_handler(child: Child) -> type[BaseHTTPRequestHandler]:
+def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "llamacpp-sagemaker-adapter"
+        # Every read and write on the client socket; a timeout ends the connection (handle_one_request).
+        timeout = client_timeout_s
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # the default line would carry the request line only, but we log our own fields instead
@@ -157,6 +215,8 @@ def make_handler(child: Child) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
+            if self.close_connection:
+                self.send_header("Connection", "close")  # RFC 9112 section 9.6: say so before closing
             self.end_headers()
             self.wfile.write(data)
 
@@ -173,14 +233,27 @@ def make_handler(child: Child) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             started = time.monotonic()
             if self.path != "/invocations":
+                self.close_connection = True  # its body is not read: it must not be taken for the next request
                 self._send_json(404, {"error": "not found; SageMaker calls GET /ping and POST /invocations"})
                 return
-            length = int(self.headers.get("Content-Length") or 0)
-            if length > MAX_BODY_BYTES:
+            try:
+                length = body_length(self.headers, MAX_BODY_BYTES)
+            except Refusal as refusal:
                 self.close_connection = True
-                self._send_json(413, {"error": f"the body is over {MAX_BODY_BYTES} bytes"})
+                log(event="invocation", status=refusal.status, reason="bad_framing")
+                self._send_json(refusal.status, {"error": {"code": refusal.status, "message": str(refusal)}})
                 return
-            body = self.rfile.read(length)
+            try:
+                body = self.rfile.read(length)
+            except TimeoutError:
+                body = b""
+            if len(body) < length:
+                # The client stopped sending (or timed out) before the body it announced was complete.
+                self.close_connection = True
+                log(event="invocation", status=408, reason="incomplete_body", request_bytes=len(body))
+                with contextlib.suppress(OSError):
+                    self._send_json(408, {"error": {"code": 408, "message": "the body did not arrive in time"}})
+                return
             problem = request_problem(body)
             if problem:
                 log(event="invocation", status=400, reason="bad_request", request_bytes=len(body))
@@ -247,6 +320,18 @@ def make_handler(child: Child) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: tuple) -> None:
+        """One log line, not a traceback, for a client that reset its connection (the stdlib prints one)."""
+        error = sys.exc_info()[1]
+        if isinstance(error, ConnectionError):
+            log(event="connection_reset", error=type(error).__name__)
+            return
+        super().handle_error(request, client_address)
+
+
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     port = int(env.get("SAGEMAKER_BIND_TO_PORT", "8080"))
@@ -254,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     # A command line, so tests can run a stand-in through an interpreter.
     binary = shlex.split(env.get("LLAMACPP_SERVER_BIN", "llama-server"))
     grace_s = float(env.get("LLAMACPP_STOP_GRACE_S", "20"))
+    client_timeout_s = float(env.get("LLAMACPP_CLIENT_TIMEOUT_S", str(CLIENT_TIMEOUT_S)))
     try:
         model = resolve_model(env.get("LLAMA_ARG_MODEL", MODEL_DIR))
     except ModelNotFound as e:
@@ -261,8 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log(event="model_resolved", path=json.dumps(str(model)))
     child = Child(server_command(binary, model, child_port), child_port)
-    server = ThreadingHTTPServer(("0.0.0.0", port), make_handler(child))
-    server.daemon_threads = True
+    server = Server(("0.0.0.0", port), make_handler(child, client_timeout_s))
 
     def on_term(signum: int, frame: object) -> None:
         log(event="signal", signal=signal.Signals(signum).name)
