@@ -105,6 +105,43 @@ def test_the_page_needs_the_secret(playground):
     assert status == 200 and b"/static/app.js" in page
 
 
+def test_the_secret_is_compared_in_constant_time_and_nowhere_else():
+    """A ``==`` (or ``startswith``, ``in``) on the secret returns as soon as a character differs, so the time
+    it takes tells an attacker how much of a guess is right; ``hmac.compare_digest`` does not (Python docs,
+    hmac.compare_digest: "designed to prevent timing analysis")."""
+    import ast
+
+    import llmops.playground as module
+
+    tree = ast.parse(Path(module.__file__).read_text(encoding="utf-8"))
+
+    def mentions_secret(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Attribute) and n.attr == "secret" for n in ast.walk(node))
+
+    compares = [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Compare) and mentions_secret(n)]
+    assert compares == [], f"the secret is compared with an operator: {compares}"
+    methods = {
+        n.func.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and mentions_secret(n.func.value)
+    }
+    assert methods <= {"encode"}, f"a method that compares or slices the secret: {methods - {'encode'}}"
+    check = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "_check_secret")
+    digests = [
+        n
+        for n in ast.walk(check)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) in ("hmac.compare_digest", "secrets.compare_digest")
+    ]
+    assert len(digests) == 1 and mentions_secret(digests[0]), ast.unparse(check)
+    # Every secret check goes through _check_secret: the page's token and the API header.
+    callers = {
+        ast.unparse(n.args[0])
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and ast.unparse(n.func) == "self._check_secret"
+    }
+    assert callers == {"parse_qs(url.query).get('token', [''])[0]", "self.headers.get(TOKEN_HEADER, '')"}
+
+
 def test_api_calls_without_the_secret_or_from_another_origin_are_refused(playground, fake):
     chat = {"id": "a1", "messages": USER}
     assert call(playground, "POST", "/api/chat", chat, X_Playground_Token="")[0] == 403
