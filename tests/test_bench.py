@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llmops import bench
 from tests.fakes.fake_runtime import CREDENTIALS, REGION, FakeSageMaker, Reply, client
@@ -46,6 +48,30 @@ def test_percentile_interpolates_linearly_like_numpy():
     assert bench.percentile(values, 90) == pytest.approx(9.1)
     assert bench.percentile(values, 99) == pytest.approx(9.91)
     assert bench.percentile([3.0], 99) == 3.0
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(0, 1e4, allow_nan=False), min_size=1, max_size=40), st.randoms(use_true_random=False))
+def test_percentiles_of_samples_in_any_order_are_numpys(values, rng):
+    """Samples finish in any order under concurrency: a percentile taken without sorting reads whatever is there."""
+    import numpy
+
+    shuffled = list(values)
+    rng.shuffle(shuffled)
+    for q in (*bench.PERCENTILES, 0, 100):
+        assert bench.percentile(shuffled, q) == pytest.approx(float(numpy.percentile(values, q)), rel=1e-9, abs=1e-9)
+    level = bench.summarize(
+        1, [bench.Sample(1, float(i), e2e_s=v + 1, ttft_s=v) for i, v in enumerate(shuffled)], duration_s=1.0
+    )
+    for q in bench.PERCENTILES:
+        assert level["ttft_ms"][f"p{q}"] == pytest.approx(float(numpy.percentile(values, q)) * 1000, rel=1e-9, abs=1e-6)
+
+
+def test_a_reversed_level_has_the_same_percentiles():
+    samples = [bench.Sample(1, float(i), e2e_s=1.0 + i, ttft_s=0.1 * (i + 1)) for i in range(10)]
+    forward = bench.summarize(1, samples, duration_s=10.0)
+    backward = bench.summarize(1, samples[::-1], duration_s=10.0)
+    assert forward == backward and forward["ttft_ms"]["p90"] == pytest.approx(910.0)
 
 
 def test_summary_follows_the_metric_definitions():
