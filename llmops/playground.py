@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import hmac
 import json
 import re
@@ -240,7 +241,9 @@ class Playground:
             return len(self.answers)
 
     def start(self) -> Playground:
-        self._thread = threading.Thread(target=self.server.serve_forever, name="playground", daemon=True)
+        # stop() waits for serve_forever to notice the shutdown: poll often, not every 0.5 s (the default).
+        serve = functools.partial(self.server.serve_forever, poll_interval=0.05)
+        self._thread = threading.Thread(target=serve, name="playground", daemon=True)
         self._thread.start()
         return self
 

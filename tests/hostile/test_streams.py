@@ -149,7 +149,7 @@ cuts = st.lists(st.integers(0, 10_000), max_size=30)
 caps = st.integers(1, 48)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(sse_lines, line_ends), max_size=12), cuts, caps, caps)
 def test_sse_caps_refuse_exactly_what_the_reference_refuses_however_the_stream_is_cut(lines, cuts, max_line, max_event):
     text = ""
@@ -164,7 +164,7 @@ def test_sse_caps_refuse_exactly_what_the_reference_refuses_however_the_stream_i
     tally("sse streams vs reference", expected[3])
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(st.lists(st.tuples(st.text(alphabet='{}"a漢🪣 \r\ufeff', max_size=40), st.just("\n")), max_size=8), cuts, caps)
 def test_jsonlines_cap_refuses_exactly_what_the_reference_refuses(lines, cuts, max_line):
     data = "".join(line + end for line, end in lines).encode()
@@ -180,7 +180,7 @@ HOSTILE_PIECES += [b"\x80", b"\xff", b"\xc3", b"\xa9", b"\0"]
 hostile_bytes = st.lists(st.sampled_from(HOSTILE_PIECES), max_size=40).map(b"".join)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(hostile_bytes, cuts, st.sampled_from(["sse", "jsonlines"]), st.integers(1, 24))
 def test_any_bytes_cut_anywhere_decode_as_in_one_piece(data, cuts, stream_format, cap):
     whole = outcome(new_decoder(stream_format, max_line_bytes=cap, max_event_bytes=cap), [data])
