@@ -40,6 +40,7 @@ from constructs import Construct, IDependable
 
 from preflight.checkpoint_code import staging_exclude
 
+from ._assets import package_folder
 from .engines import EngineSpec, checkpoint_code_patterns
 from .images import ServingImage
 from .model_bucket import ModelBucket
@@ -47,7 +48,7 @@ from .model_data import S3ModelData, prefix_problem
 from .nag import acknowledge_wildcard
 from .names import INSTANCE_TYPE, INSTANCE_TYPE_RULE, SHA, matches, repo_id_problem, revision_problem
 from .provider import HandlerProvider, python_function
-from .runtime_code import ROOT, bundled_asset_options, handler_code
+from .runtime_code import bundled_asset_options, handler_code
 
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
@@ -129,8 +130,9 @@ class StagedCheckpoint(Construct):
         :param repo_id: ``org/name`` on the Hub.
         :param revision: branch, tag or commit SHA; resolved to a SHA when the resource is created or
             updated. Default: main.
-        :param bucket: Default: a new bucket, kept on destroy, encrypted, SSL-only, private, aborting
-            incomplete multipart uploads after 3 days.
+        :param bucket: Default: the stack's model bucket, created by its first ``StagedCheckpoint`` without a
+            bucket and shared by the others: kept on destroy, encrypted, SSL-only, private, aborting incomplete
+            multipart uploads after 3 days.
         :param prefix: Default: ``models/``.
         :param include: glob patterns of files to copy. Default: every file.
         :param exclude: glob patterns of files to skip. Default: none. Always skipped as well, unless
@@ -188,7 +190,10 @@ class StagedCheckpoint(Construct):
             handoff_s=handoff_after.to_seconds(),
             instance_type=instance_type,
         )
-        self.bucket = bucket if bucket is not None else ModelBucket(self, "Bucket").bucket
+        self.owns_bucket = bucket is None and _stack_model_bucket(self) is None
+        # One model bucket per stack: the first checkpoint without a bucket creates it (under itself, so a
+        # single-checkpoint app keeps its logical IDs), the others in the same stack share it.
+        self.bucket = bucket or _stack_model_bucket(self) or ModelBucket(self, "Bucket").bucket
         if bucket is None and bucket_owner is None:
             bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
@@ -210,7 +215,7 @@ class StagedCheckpoint(Construct):
         code = s3_assets.Asset(
             self,
             "WorkerCode",
-            path=str(ROOT / "hfstage"),
+            path=str(package_folder("hfstage")),
             **bundled_asset_options(packages=PACKAGES, main="hfstage.worker:main"),
         )
         self.job_role = self._job_role(code, image, hf_token_secret)
@@ -359,10 +364,14 @@ class StagedCheckpoint(Construct):
         return self.bucket.arn_for_objects(f"{self._read_scope.prefix}*")
 
     def _job_role(self, code: s3_assets.Asset, image: ServingImage, secret: secretsmanager.ISecret | None) -> iam.Role:
+        # Only this construct's jobs (SageMaker guide, "Cross-service confused deputy prevention": Processing Jobs)
+        jobs = cdk.Stack.of(self).format_arn(
+            service="sagemaker", resource="processing-job", resource_name=f"{self.job_family}*"
+        )
         role = iam.Role(
             self,
             "JobRole",
-            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": jobs}}),
             description=f"Staging job of {self.repo_id}: writes only under its prefix",
         )
         # ListParts (s3:ListMultipartUploadParts) is how a rerun resumes a killed run's upload inside a file,
@@ -516,7 +525,7 @@ class StagedCheckpoint(Construct):
         role = iam.Role(
             holder,
             "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # no aws:Source* condition: see provider.py
             description="Signals staging wait conditions when a staging Processing job ends",
         )
         log_group = logs.LogGroup(
@@ -549,7 +558,7 @@ def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lam
     role = iam.Role(
         holder,
         "FailureRole",
-        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),  # no aws:Source* condition: see provider.py
         description="Signals a staging wait condition FAILURE when the signal function fails every attempt",
     )
     log_group.grant_write(role)  # its only permission: the signal is a PUT to the handle's presigned URL
@@ -604,6 +613,20 @@ def secret_region(secret_arn: str) -> str:
         return cdk.Aws.REGION
     parts = secret_arn.split(":")
     return parts[3] if len(parts) > 3 and parts[3] else cdk.Aws.REGION
+
+
+def _stack_model_bucket(checkpoint: StagedCheckpoint) -> s3.IBucket | None:
+    """The bucket an earlier ``StagedCheckpoint`` of the same stack created for itself, if any."""
+    stack = cdk.Stack.of(checkpoint)
+    for node in stack.node.find_all():
+        if (
+            isinstance(node, StagedCheckpoint)
+            and node is not checkpoint
+            and getattr(node, "owns_bucket", False)
+            and cdk.Stack.of(node).node.path == stack.node.path  # not one of a nested stack
+        ):
+            return node.bucket
+    return None
 
 
 def _validate(
