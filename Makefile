@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean mutation test-llamacpp
+.PHONY: setup synth test lint format clean mutation test-llamacpp test-package
 
 # uv (from PyPI, pinned) installs the environment in a fraction of pip's time; pip is the fallback when uv
 # cannot be installed (no pip for python3, an offline mirror without it). Either way the same pins install.
@@ -57,6 +57,11 @@ format: setup
 
 test: setup lint
 	$(BIN)/python -m pytest
+
+# The library as users install it: a wheel, a fresh virtual environment outside the repository, and a consumer
+# app with an empty cdk.json synthesized from a temporary folder (tests/package; about a minute on 2 cores).
+test-package: setup
+	LLM_PACKAGE_TEST=1 $(BIN)/python -m pytest tests/package -p no:cacheprovider -s
 
 # Mutation testing of the integrity-critical code (not part of `make test`; tens of minutes on 2 cores).
 # ONLY=preflight runs one suite; the README has the scores and how long each suite takes.

@@ -1,19 +1,67 @@
-"""Reusable L3 constructs: Hugging Face checkpoints to verified SageMaker GPU endpoints."""
+"""Reusable L3 constructs: Hugging Face checkpoints to verified SageMaker GPU endpoints.
 
-from .catalog import InstanceSpec, lookup_instance, resolve_instance
-from .component_plan import ScalingPlan, plan_scaling, resolve_scaling
+This module is the library's public surface: every construct, every type a user passes or gets back, and the
+planners the constructs check their props with (so an app can check its own settings the same way, as this
+repository's ``stacks/`` does). Everything else is internal and may change. Reference: docs/constructs/.
+"""
+
+from .catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
+from .component_plan import (
+    DEPLOYMENT_MODES,
+    INFERENCE_COMPONENT,
+    ROUTING_STRATEGIES,
+    STANDARD,
+    ScalingPlan,
+    plan_scaling,
+    resolve_scaling,
+)
 from .endpoint_plan import EndpointPlan, plan_endpoint
-from .engines import EngineSpec, get_engine
+from .engines import (
+    SECRET_HINT,
+    EngineSpec,
+    checkpoint_code_patterns,
+    engine_names,
+    get_engine,
+    looks_secret,
+    remote_code_keys,
+)
+from .format_guard import weight_format_flags
+from .gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
+from .gguf_file import GGUF_FILE, staging_patterns
 from .gpu_endpoint import GpuEndpoint
-from .images import ServingImage
+from .image_asset import AssetImage, default_image
+from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
-from .model_bucket import ModelBucket
-from .model_data import ModelSource, S3ModelData, hub_prefix
-from .preflight_check import DeploymentPreflight
+from .model_bucket import ModelBucket, app_bucket_name
+from .model_data import BUCKET_RULE, ModelSource, S3ModelData, bucket_name_problem, hub_prefix, parse_s3_uri
+from .monitoring import (
+    AlarmThresholds,
+    AlarmTopic,
+    MonitoredComponent,
+    MonitoredComponentEndpoint,
+    MonitoredEndpoint,
+)
+from .names import repo_id_problem, revision_problem
+from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
+from .prices import Price, price
 from .smoke_test import EndpointSmokeTest
 from .staged_checkpoint import StagedCheckpoint
+from .update_policy import UPDATE_POLICIES, UpdatePolicy
 
 __all__ = [
+    "BUCKET_RULE",
+    "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEPLOYMENT_MODES",
+    "GGUF_FILE",
+    "GGUF_FILE_DESCRIPTION",
+    "INFERENCE_COMPONENT",
+    "ROUTING_STRATEGIES",
+    "SECRET_HINT",
+    "STANDARD",
+    "UPDATE_POLICIES",
+    "AlarmThresholds",
+    "AlarmTopic",
+    "AssetImage",
     "ComponentEndpoint",
     "DeploymentPreflight",
     "EndpointPlan",
@@ -24,15 +72,36 @@ __all__ = [
     "InstanceSpec",
     "ModelBucket",
     "ModelSource",
+    "MonitoredComponent",
+    "MonitoredComponentEndpoint",
+    "MonitoredEndpoint",
+    "Price",
     "S3ModelData",
     "ScalingPlan",
     "ServingImage",
     "StagedCheckpoint",
+    "UpdatePolicy",
+    "app_bucket_name",
+    "bucket_name_problem",
+    "checkpoint_code_patterns",
+    "default_image",
+    "engine_names",
     "get_engine",
     "hub_prefix",
+    "known_ami_versions",
+    "known_instance_types",
+    "looks_secret",
     "lookup_instance",
+    "parse_s3_uri",
     "plan_endpoint",
     "plan_scaling",
+    "price",
+    "recorded_tag_key",
+    "remote_code_keys",
+    "repo_id_problem",
     "resolve_instance",
     "resolve_scaling",
+    "revision_problem",
+    "staging_patterns",
+    "weight_format_flags",
 ]

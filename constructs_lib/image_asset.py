@@ -16,11 +16,11 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
 from constructs import Construct
 
+from ._assets import asset_folder
 from .catalog import lookup_instance
 from .engines import EngineSpec
 from .images import ServingImage
 
-ROOT = Path(__file__).resolve().parent.parent
 ASSET_ID = "ServingImageAsset"
 # Every compute capability of the catalog, for an instance type whose own is unknown (a slower build).
 ALL_ARCHITECTURES = "75;80;86;89;90;100;103;120"
@@ -75,7 +75,7 @@ class AssetImage(ServingImage):
         return ecr_assets.DockerImageAsset(
             stack,
             ASSET_ID,
-            directory=str(ROOT / self.directory),
+            directory=str(asset_folder("containers") / Path(self.directory).relative_to("containers")),
             build_args=dict(self.build_args),
             # SageMaker hosting runs x86-64 instances for these GPU families.
             platform=ecr_assets.Platform.LINUX_AMD64,

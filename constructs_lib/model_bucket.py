@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -58,8 +59,6 @@ class ModelBucket(Construct):
             self,
             "Resource",
             bucket_name=bucket_name,
-            server_access_logs_bucket=self.access_logs,
-            server_access_logs_prefix="model-bucket/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     abort_incomplete_multipart_upload_after=abort_incomplete_uploads_after or cdk.Duration.days(3)
@@ -67,7 +66,34 @@ class ModelBucket(Construct):
             ],
             **common,
         )
+        self._log_to(self.access_logs, prefix="model-bucket/")
         self.node.default_child = self.bucket.node.default_child
+
+    def _log_to(self, target: s3.Bucket, *, prefix: str) -> None:
+        """Server access logs into ``target`` through a bucket policy, whatever the host app's feature flags.
+
+        ``server_access_logs_bucket`` grants the log delivery by an ACL on the target unless the host sets
+        ``@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy``, and an ACL cannot coexist with the enforced bucket
+        ownership both buckets have. The policy is the one S3 documents: the logging service principal may put
+        objects under the prefix, for this source bucket and account only (S3 user guide, "Permissions for log
+        delivery": logging.s3.amazonaws.com with aws:SourceArn and aws:SourceAccount).
+        """
+        cfn_bucket = self.bucket.node.default_child
+        assert isinstance(cfn_bucket, s3.CfnBucket)
+        cfn_bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=target.bucket_name, log_file_prefix=prefix
+        )
+        target.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                actions=["s3:PutObject"],
+                resources=[target.arn_for_objects(f"{prefix}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                },
+            )
+        )
 
 
 def app_bucket_name(app: str) -> str:

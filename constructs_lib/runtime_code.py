@@ -1,8 +1,8 @@
 """Runtime code as CDK assets: a handler folder plus the shared packages it imports, bundled locally.
 
-Handlers live in ``lambda/<name>/index.py`` and import shared, importable packages from the
-repository root (``hfstage``, ``endpoint_client``, ``preflight``). Each asset gets a copy of exactly the
-packages it names, made by plain file copies at synth time: no Docker, no pip, and the asset hash is
+Handlers live in ``lambda/<name>/index.py`` (package data of the installed library, constructs_lib/_assets.py)
+and import shared, importable packages (``hfstage``, ``endpoint_client``, ``preflight``). Each asset gets a copy
+of exactly the packages it names, made by plain file copies at synth time: no Docker, no pip, and the asset hash is
 the hash of what is shipped, so changing a shared package redeploys every function that uses it.
 """
 
@@ -17,8 +17,8 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_lambda as lambda_
 
-ROOT = Path(__file__).resolve().parent.parent
-LAMBDA_DIR = ROOT / "lambda"
+from ._assets import asset_folder, package_folder
+
 # Byte code and caches differ between machines and would change the asset hash on every synth.
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg-info")
 # Never used: local bundling always succeeds. CDK requires an image in BundlingOptions.
@@ -37,7 +37,7 @@ class _CopyBundler:
         if self._handler_dir is not None:
             shutil.copytree(self._handler_dir, out, ignore=IGNORED, dirs_exist_ok=True)
         for package in self._packages:
-            shutil.copytree(ROOT / package, out / package, ignore=IGNORED, dirs_exist_ok=True)
+            shutil.copytree(package_folder(package), out / package, ignore=IGNORED, dirs_exist_ok=True)
         if self._main:
             module, _, function = self._main.partition(":")
             (out / "__main__.py").write_text(
@@ -55,8 +55,8 @@ def bundled_asset_options(
     runs ``function(args)``: that is how a Processing job runs the staging worker.
     """
     for package in packages:
-        if not (ROOT / package / "__init__.py").is_file():
-            raise ValueError(f"{package!r} is not a package at the repository root")
+        if not (package_folder(package) / "__init__.py").is_file():
+            raise ValueError(f"{package!r} is not an importable package")
     return {
         "asset_hash_type": cdk.AssetHashType.OUTPUT,
         "bundling": cdk.BundlingOptions(image=_NO_DOCKER, local=_CopyBundler(handler_dir, packages, main)),
@@ -65,7 +65,7 @@ def bundled_asset_options(
 
 def handler_code(name: str, *, packages: Sequence[str] = ()) -> lambda_.Code:
     """The code of ``lambda/<name>/`` with the shared ``packages`` beside ``index.py``."""
-    handler_dir = LAMBDA_DIR / name
+    handler_dir = asset_folder("lambda") / name
     if not (handler_dir / "index.py").is_file():
         raise ValueError(f"no handler at {handler_dir}/index.py")
     return lambda_.Code.from_asset(

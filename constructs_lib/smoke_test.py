@@ -31,6 +31,7 @@ from .provider import HandlerProvider
 
 if TYPE_CHECKING:
     from .gpu_endpoint import GpuEndpoint
+    from .inference_component import InferenceComponent
 
 RESOURCE_TYPE = "Custom::EndpointSmokeTest"
 PROVIDER_ID = "EndpointSmokeTestProvider"
@@ -205,16 +206,56 @@ class EndpointSmokeTest(Construct):
         self.budget = budget
 
     @classmethod
-    def for_endpoint(cls, scope: Construct, id: str, endpoint: GpuEndpoint, **options: Any) -> EndpointSmokeTest:
-        """The smoke test of a :class:`GpuEndpoint`: runs after it, re-runs when its model or config changes."""
+    def for_endpoint(
+        cls, scope: Construct, id: str, endpoint: GpuEndpoint | InferenceComponent, **options: Any
+    ) -> EndpointSmokeTest:
+        """The smoke test of a :class:`GpuEndpoint` (or of an :class:`InferenceComponent`, as ``for_component``):
+        runs after it, re-runs when its model or config changes."""
+        from .inference_component import InferenceComponent
+
+        if isinstance(endpoint, InferenceComponent):
+            return cls.for_component(scope, id, endpoint, **options)
         return cls(
             scope,
             id,
             endpoint_name=endpoint.endpoint_name,
             endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
             endpoint_arn=endpoint.endpoint_arn,
+            stream_format=options.pop("stream_format", endpoint.engine.stream_format),
             fingerprint=[endpoint.model, endpoint.endpoint_config, endpoint.endpoint, *options.pop("fingerprint", ())],
             depends_on=[endpoint, *options.pop("depends_on", ())],
+            **options,
+        )
+
+    @classmethod
+    def for_component(
+        cls, scope: Construct, id: str, component: InferenceComponent, **options: Any
+    ) -> EndpointSmokeTest:
+        """The smoke test of one :class:`InferenceComponent`, invoked by its name on its endpoint.
+
+        It runs after the component and re-runs when the component, its model or the endpoint's config changes;
+        the component must run the model this deployment created (a rolling update that an alarm rolled back
+        leaves the old model InService). Each component of a shared endpoint gets its own.
+        """
+        endpoint = component.endpoint
+        return cls(
+            scope,
+            id,
+            endpoint_name=endpoint.endpoint_name,
+            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
+            endpoint_arn=endpoint.endpoint_arn,
+            inference_component_name=component.inference_component_name,
+            inference_component_arn=component.inference_component_arn,
+            model_name=component.model.attr_model_name,
+            stream_format=options.pop("stream_format", component.engine.stream_format),
+            fingerprint=[
+                component.model,
+                component.component,
+                endpoint.endpoint_config,
+                endpoint.endpoint,
+                *options.pop("fingerprint", ()),
+            ],
+            depends_on=[endpoint, component, *options.pop("depends_on", ())],
             **options,
         )
 

@@ -62,8 +62,9 @@ EXIT_HUB = 3
 DEFAULT_FAILURE_FILE = "/opt/ml/output/message"
 FAILURE_FILE_ENV = "HFSTAGE_FAILURE_FILE"
 MESSAGE_LIMIT = 1000  # bytes: SageMaker's FailureReason and CloudFormation reasons are short
-REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]{0,95}(/[A-Za-z0-9][\w.-]{0,95})?$")
-DESTINATION = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$")
+# Whole-string, ASCII matches (fullmatch, re.ASCII): "$" alone would accept a trailing newline, "\w" any letter.
+REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?", re.ASCII)
+DESTINATION = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?", re.ASCII)
 TOKEN_KEYS = ("token", "HF_TOKEN")
 
 
@@ -126,11 +127,11 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
     args = build_parser(prog).parse_args(argv)
     problems = []
-    if not REPO_ID.match(args.repo_id):
+    if not REPO_ID.fullmatch(args.repo_id):
         problems.append(f"--repo-id {args.repo_id[:200]!r} is not a repository id like Org/Name")
     if not args.revision or len(args.revision) > 255 or any(c.isspace() or ord(c) < 32 for c in args.revision):
         problems.append(f"--revision {args.revision[:200]!r} is not a branch, tag or commit SHA")
-    match = DESTINATION.match(args.destination)
+    match = DESTINATION.fullmatch(args.destination)
     if not match:
         problems.append(f"--destination {args.destination[:200]!r} is not s3://<bucket>/<prefix>/")
     else:

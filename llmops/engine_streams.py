@@ -7,11 +7,17 @@ stderr), so the data file is read here with the standard library.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from functools import cache
 from pathlib import Path
 
-ENGINES_JSON = Path(__file__).resolve().parent.parent / "constructs_lib" / "data" / "engines.json"
+# Found without importing constructs_lib (whose __init__ loads aws-cdk): installed or in a source checkout.
+ENGINES_JSON = (
+    Path(next(iter(importlib.util.find_spec("constructs_lib").submodule_search_locations)))  # type: ignore[union-attr]
+    / "data"
+    / "engines.json"
+)
 DEFAULT_ENGINE = "vllm"
 
 

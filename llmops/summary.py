@@ -10,6 +10,7 @@ region-agnostic).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -122,16 +123,18 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION
-    if "--region" in argv:
-        at = argv.index("--region")
-        if at + 1 >= len(argv):
-            print("--region needs a value, e.g. --region us-west-2", file=sys.stderr)
-            return 2
-        region = argv[at + 1]
-        del argv[at : at + 2]
-    out = Path(argv[0] if argv else "cdk.out")
+    parser = argparse.ArgumentParser(prog="llmops summary", description=__doc__.strip().splitlines()[0])
+    parser.add_argument("out", nargs="?", default="cdk.out", help="the cloud assembly folder (default: cdk.out)")
+    parser.add_argument(
+        "--region",
+        default=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or DEFAULT_REGION,
+        help=f"region whose prices to show (default: $AWS_REGION, else {DEFAULT_REGION})",
+    )
+    try:
+        args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    except SystemExit as e:  # argparse's usage error (2) or --help (0), as a return code like every command
+        return int(e.code or 0)
+    region, out = args.region, Path(args.out)
     templates = sorted(out.glob("*.template.json"))
     if not templates:
         print(f"no templates in {out}", file=sys.stderr)

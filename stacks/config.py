@@ -16,14 +16,31 @@ from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
-from constructs_lib.component_plan import DEPLOYMENT_MODES, INFERENCE_COMPONENT, ROUTING_STRATEGIES, plan_scaling
-from constructs_lib.endpoint_plan import plan_endpoint
-from constructs_lib.engines import SECRET_HINT, EngineSpec, engine_names, get_engine, looks_secret, remote_code_keys
-from constructs_lib.gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
-from constructs_lib.gguf_file import GGUF_FILE, staging_patterns
-from constructs_lib.image_asset import default_image
-from constructs_lib.images import ServingImage, known_ami_versions, recorded_tag_key
-from constructs_lib.model_data import BUCKET_RULE, bucket_name_problem, parse_s3_uri
+from constructs_lib import (
+    BUCKET_RULE,
+    DEPLOYMENT_MODES,
+    GGUF_FILE,
+    GGUF_FILE_DESCRIPTION,
+    INFERENCE_COMPONENT,
+    ROUTING_STRATEGIES,
+    SECRET_HINT,
+    EngineSpec,
+    ServingImage,
+    bucket_name_problem,
+    default_image,
+    engine_names,
+    get_engine,
+    known_ami_versions,
+    looks_secret,
+    parse_s3_uri,
+    plan_endpoint,
+    plan_scaling,
+    recorded_tag_key,
+    remote_code_keys,
+    repo_id_problem,
+    revision_problem,
+    staging_patterns,
+)
 from constructs_lib.names import (
     COMPONENT_NAME,
     INSTANCE_TYPE,
@@ -34,8 +51,6 @@ from constructs_lib.names import (
     SECRET_ARN_RULE,
     STACK_NAME,
     matches,
-    repo_id_problem,
-    revision_problem,
 )
 from preflight import KV_CACHE_DTYPES
 

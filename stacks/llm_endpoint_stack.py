@@ -9,7 +9,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs_lib import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    INFERENCE_COMPONENT,
     ComponentEndpoint,
+    DeploymentPreflight,
     EndpointSmokeTest,
     GpuEndpoint,
     InferenceComponent,
@@ -17,12 +20,11 @@ from constructs_lib import (
     ModelSource,
     S3ModelData,
     StagedCheckpoint,
+    app_bucket_name,
+    get_engine,
+    resolve_scaling,
+    weight_format_flags,
 )
-from constructs_lib.component_plan import INFERENCE_COMPONENT, resolve_scaling
-from constructs_lib.engines import get_engine
-from constructs_lib.format_guard import weight_format_flags
-from constructs_lib.model_bucket import app_bucket_name
-from constructs_lib.preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 
 from .config import DeploymentConfig
 from .observability import add_observability, update_policy_of
@@ -255,20 +257,7 @@ class LlmEndpointStack(cdk.Stack):
         }
         if self.component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
-        endpoint, component = self.endpoint, self.component
-        return EndpointSmokeTest(
-            self,
-            "SmokeTest",
-            endpoint_name=endpoint.endpoint_name,
-            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
-            endpoint_arn=endpoint.endpoint_arn,
-            inference_component_name=component.inference_component_name,
-            inference_component_arn=component.inference_component_arn,
-            model_name=component.model.attr_model_name,  # a rolled-back rolling update keeps the old model
-            fingerprint=[component.model, component.component, endpoint.endpoint_config, endpoint.endpoint],
-            depends_on=[endpoint, component],
-            **options,
-        )
+        return EndpointSmokeTest.for_component(self, "SmokeTest", self.component, **options)
 
     def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
         scaling = resolve_scaling(

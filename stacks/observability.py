@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib.component_plan import INFERENCE_COMPONENT
-from constructs_lib.monitoring import AlarmThresholds, AlarmTopic
-from constructs_lib.update_policy import UPDATE_POLICIES, UpdatePolicy
+from constructs_lib import INFERENCE_COMPONENT, UPDATE_POLICIES, AlarmThresholds, AlarmTopic, UpdatePolicy
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig

@@ -328,7 +328,7 @@ def test_gated_model_stages_a_subset_with_the_token_secret(synthesized):
             "RepoId": "meta-llama/Llama-3.1-8B-Instruct",
             "TokenSecretArn": SECRET_ARN,
             "Include": ["*.json", "*.safetensors"],
-            "Exclude": ["original/*", "requirements.txt", "model.py", "code/*"],
+            "Exclude": ["original/*", "requirements.txt", "model.py", "code/*", "serving.properties"],
             "MaxInstances": "8",
         },
     )

@@ -71,6 +71,7 @@ SUITES = (
             "tests/test_hfstage_hosts.py",
             "tests/test_hfstage_wire.py",
             "tests/test_hfstage_token.py",
+            "tests/hostile/test_staging_names.py",
         ),
         # Mutants of its retry, wait and poll loops hang (a buffer never released, a wait with no timeout);
         # at 15 each sat several minutes. 3 still lets a mutant run 3x its tests' time plus 30 s, and a

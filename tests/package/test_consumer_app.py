@@ -1,0 +1,134 @@
+"""The library as a user installs it: a wheel, a fresh virtual environment outside the repository, their own app.
+
+Run by ``make test-package`` (and so by .ci/run), not by ``make test``: it builds a wheel and a virtual
+environment (about a minute on 2 cores). Nothing of the checkout is on ``sys.path`` in the consumer's process:
+the app lives in a temporary folder, PYTHONPATH is unset, and the checkout is never the working directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+UV = ROOT / ".uv" / "bin" / "uv"
+CDK = ROOT / "node_modules" / ".bin" / "cdk"
+CONSUMER_APP = ROOT / "tests" / "consumer" / "app.py"
+PACKAGES = ("constructs_lib", "hfstage", "preflight", "endpoint_client", "llmops")
+
+
+def run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> str:
+    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert done.returncode == 0, f"{' '.join(map(str, cmd))} exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built from a copy of the checkout's files (the build writes nothing into the repository)."""
+    source = tmp_path_factory.mktemp("source")
+    files = run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=ROOT).split("\0")
+    for name in filter(None, files):
+        if (ROOT / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, source / name)
+    out = tmp_path_factory.mktemp("dist")
+    uv = [str(UV)] if UV.exists() else [sys.executable, "-m", "uv"]
+    run([*uv, "build", "--wheel", "--out-dir", str(out), str(source)], cwd=source)
+    (built,) = out.glob("*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory) -> Path:
+    """A fresh environment with the wheel and the pinned versions it was tested with."""
+    where = tmp_path_factory.mktemp("venv") / "venv"
+    uv = [str(UV)] if UV.exists() else [sys.executable, "-m", "uv"]
+    run([*uv, "venv", "--quiet", "--python", sys.executable, str(where)], cwd=where.parent)
+    python = str(where / "bin" / "python")
+    constraint = ["--constraint", str(ROOT / "requirements.txt")]
+    run([*uv, "pip", "install", "--quiet", "--python", python, f"{wheel}[nag]", *constraint], cwd=where.parent)
+    return where
+
+
+def clean_env(venv: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+    env.update(
+        PATH=f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        CDK_DISABLE_CLI_TELEMETRY="true",
+        CDK_DISABLE_VERSION_CHECK="1",
+        AWS_EC2_METADATA_DISABLED="true",
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+    )
+    return env
+
+
+def test_the_wheel_carries_the_constructs_their_handlers_data_and_container_folder(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    for package in PACKAGES:
+        assert f"{package}/__init__.py" in names
+    for handler in ("staged_checkpoint", "deployment_preflight", "endpoint_smoke_test"):
+        assert f"constructs_lib/_runtime/lambda/{handler}/index.py" in names
+    assert "constructs_lib/_runtime/containers/llamacpp/Dockerfile" in names
+    assert "constructs_lib/data/engines.json" in names and "preflight/data/weight_formats.json" in names
+    assert "llmops/playground_static/index.html" in names
+    assert not [n for n in names if n.startswith(("tests/", "stacks/", "app.py"))]  # the app is not the library
+    size = wheel.stat().st_size
+    print(f"\nwheel {wheel.name}: {size / 1024:.0f} KiB, {len(names)} files")
+    assert size < 2 * 1024 * 1024
+
+
+def test_a_consumer_app_with_an_empty_cdk_json_synthesizes_clean(venv, tmp_path):
+    app_dir = tmp_path / "my-app"
+    app_dir.mkdir()
+    shutil.copy(CONSUMER_APP, app_dir / "app.py")
+    # Nothing but "app": no feature flags, no context the constructs could lean on.
+    (app_dir / "cdk.json").write_text(json.dumps({"app": f"{venv / 'bin' / 'python'} app.py"}))
+    env = clean_env(venv)
+    out = app_dir / "cdk.out"
+    run([str(CDK), "synth", "--quiet", "--no-notices", "-o", str(out)], cwd=app_dir, env=env)
+
+    report = json.loads((out / "validation-report.json").read_text())
+    (nag,) = report["pluginReports"]
+    assert nag["pluginName"] == "AwsSolutions" and nag["conclusion"] == "success" and nag["violations"] == []
+    templates = sorted(out.glob("*.template.json"))
+    run([str(ROOT / ".venv" / "bin" / "cfn-lint"), "--ignore-checks", "W3005", "--", *map(str, templates)], cwd=out)
+
+    (template,) = [json.loads(t.read_text()) for t in templates]
+    types = [r["Type"] for r in template["Resources"].values()]
+    assert types.count("AWS::S3::Bucket") == 2  # one model bucket (and its access-log bucket) for both checkpoints
+    assert types.count("Custom::StagedCheckpoint") == 2
+    assert types.count("AWS::SageMaker::Endpoint") == 2
+    assert types.count("AWS::SageMaker::InferenceComponent") == 2
+    assert types.count("Custom::EndpointSmokeTest") == 3
+
+    # Every handler asset holds its index.py and the packages it bundles, copied from the installed library.
+    assets = json.loads(next(out.glob("*.assets.json")).read_text())["files"]
+    folders = [out / a["source"]["path"] for a in assets.values() if a["source"].get("packaging") == "zip"]
+    handlers = [f for f in folders if (f / "index.py").is_file()]
+    assert len(handlers) >= 3
+    assert any((f / "hfstage" / "worker.py").is_file() for f in folders)  # the staging worker
+    assert any((f / "preflight" / "memory_fit.py").is_file() for f in handlers)
+    assert str(ROOT) not in (out / "manifest.json").read_text()
+
+
+def test_llmops_runs_from_the_installed_environment(venv, tmp_path):
+    env = clean_env(venv)
+    listing = run([str(venv / "bin" / "llmops"), "--help"], cwd=tmp_path, env=env)
+    for command in ("plan", "invoke", "bench", "playground", "stage", "resolve-image", "summary"):
+        assert f"  {command} " in listing
+    assert "usage: llmops summary" in run([str(venv / "bin" / "llmops"), "summary", "--help"], cwd=tmp_path, env=env)
+    assert "usage:" in run([str(venv / "bin" / "python"), "-m", "llmops", "plan", "--help"], cwd=tmp_path, env=env)
+    where = run(
+        [str(venv / "bin" / "python"), "-c", "import constructs_lib; print(constructs_lib.__file__)"],
+        cwd=tmp_path,
+        env=env,
+    )
+    assert str(venv) in where and str(ROOT) not in where
