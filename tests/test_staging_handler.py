@@ -361,6 +361,16 @@ def test_nonexistent_repo_revision_or_empty_selection_fails_clearly(handler, ove
         handler.on_event(event("Create", properties(**overrides)))
 
 
+def test_a_revision_with_unsafe_file_names_fails_before_any_job_or_upload(handler, s3, fake_hub):  # noqa: F811
+    """A file named like the manifest would overwrite it; '..' would leave the prefix (hfstage/names.py)."""
+    fake_hub.add_repo("acme/hostile", {"config.json": b"{}", ".hf-model-manifest.json": b"{}", "w/../x.bin": b"x"})
+    with pytest.raises(handler.StagingError, match="refused before any upload: 2 of the 3 files") as error:
+        handler.on_event(event("Create", properties(RepoId="acme/hostile")))
+    assert "'.hf-model-manifest.json'" in str(error.value) and "'w/../x.bin'" in str(error.value)
+    # No CreateProcessingJob was stubbed (the stubber would fail on one), and nothing was written.
+    assert s3.client.list_objects_v2(Bucket=BUCKET).get("KeyCount", 0) == 0
+
+
 # --- is_complete ----------------------------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
+from hfstage.names import refuse_unsafe
 from hfstage.worker import parse_token
 
 LOG = logging.getLogger()
@@ -197,6 +198,11 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
     except HubError as e:
         raise StagingError(str(e)) from e
     prefix = revision_prefix(settings.prefix, settings.repo_id, revision.sha)
+    # The worker refuses the same names before its first upload; here the deploy fails before any job starts.
+    try:
+        refuse_unsafe(files, prefix)
+    except HubError as e:
+        raise StagingError(str(e)) from e
     try:
         try:
             manifest = read_manifest(s3, settings.bucket, prefix)
