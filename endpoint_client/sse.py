@@ -112,8 +112,8 @@ class SseDecoder:
     to); an event cut off in the middle of a line is incomplete and dropped, and :attr:`truncated`
     says so.
 
-    ``max_line_bytes`` caps one line (its end not counted) and ``max_event_bytes`` the ``data`` lines
-    of one event together, in bytes as received; passing either raises
+    ``max_line_bytes`` caps one line as received (its end not counted) and ``max_event_bytes`` the data
+    of one event (its ``data`` values and the ``\\n`` joining them, in UTF-8); passing either raises
     :class:`~endpoint_client.errors.StreamLimitExceeded` from the ``feed`` that crossed it, and every
     later ``feed`` raises it again.
     """
