@@ -181,8 +181,10 @@ class SseDecoder:
         for text_end, next_start in _line_ends(chunk, line_start):
             line = self._pending.finish(chunk[line_start:text_end])
             line_start = next_start
-            if next_start == len(chunk) and chunk[text_end] == 0x0D:
-                self._skip_lf = True  # the "\n" of this "\r\n" may come with the next part
+            if next_start == text_end + 1 == len(chunk) and chunk[text_end] == 0x0D:
+                # A bare "\r" ends the part: the "\n" of a "\r\n" may come with the next one. (A "\r\n" whole
+                # in this part is done: a "\n" opening the next part is a blank line of its own.)
+                self._skip_lf = True
             event = self._line(line)
             if event is not None:
                 events.append(event)

@@ -260,3 +260,15 @@ def test_parse_completion():
     for bad in (b"{}", b'{"choices": []}', b'{"choices": [{"text": "completion API"}]}', b"\xff\xfe"):
         with pytest.raises(MalformedResponse):
             parse_completion(bad)
+
+
+def test_a_part_ending_in_a_whole_crlf_leaves_the_next_parts_lf_a_blank_line():
+    """Found by the property test above: b"data: a\\r\\n" then b"\\ndata: b\\n\\n" is two events, not one."""
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r\n") == []
+    events = decoder.feed(b"\ndata: b\n\n")
+    assert [e.data for e in events] == ["a", "b"]
+    # A bare CR at the end of a part still pairs with the next part's LF.
+    decoder = SseDecoder()
+    assert decoder.feed(b"data: a\r") == []
+    assert [e.data for e in decoder.feed(b"\n\n")] == ["a"]
