@@ -35,6 +35,7 @@ from .inference_component import ComponentEndpoint, InferenceComponent
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import BUCKET_RULE, ModelSource, S3ModelData, bucket_name_problem, hub_prefix, parse_s3_uri
 from .monitoring import (
+    THRESHOLD_RANGES,
     AlarmThresholds,
     AlarmTopic,
     MonitoredComponent,
@@ -45,8 +46,11 @@ from .names import repo_id_problem, revision_problem
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
 from .smoke_test import EndpointSmokeTest
+from .smoke_test import request_problems as smoke_request_problems
+from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
+from .staged_checkpoint import MAX_RUNTIME_RANGE_S as STAGING_MAX_RUNTIME_RANGE_S
 from .staged_checkpoint import StagedCheckpoint
-from .update_policy import UPDATE_POLICIES, UpdatePolicy
+from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, UpdatePolicy
 
 __all__ = [
     "BUCKET_RULE",
@@ -57,8 +61,13 @@ __all__ = [
     "INFERENCE_COMPONENT",
     "ROUTING_STRATEGIES",
     "SECRET_HINT",
+    "STAGING_MAX_INSTANCES_RANGE",
+    "STAGING_MAX_RUNTIME_RANGE_S",
     "STANDARD",
+    "THRESHOLD_RANGES",
+    "TIMEOUT_RANGE_S",
     "UPDATE_POLICIES",
+    "WAIT_RANGE_S",
     "AlarmThresholds",
     "AlarmTopic",
     "AssetImage",
@@ -102,6 +111,7 @@ __all__ = [
     "resolve_instance",
     "resolve_scaling",
     "revision_problem",
+    "smoke_request_problems",
     "staging_patterns",
     "weight_format_flags",
 ]

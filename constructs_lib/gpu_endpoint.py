@@ -80,7 +80,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``, ``llamacpp``), or an
+            ``EngineSpec`` (``get_engine("llamacpp").for_model_file("m-Q4_K_M.gguf")`` for a GGUF file). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
         :param instance_count: instances behind the endpoint. Default: 1.
@@ -94,7 +95,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         :param engine_env: extra engine flags, keys with the engine's prefix (``SM_VLLM_...``).
             Default: none.
         :param container_env: other container variables (``VLLM_*``, ``NCCL_*``). Default: none.
-        :param inference_ami_version: Default: derived from the image's CUDA level (CUDA 13 ->
+        :param inference_ami_version: the GPU inference AMI the instances run (the driver's CUDA level).
+            Default: derived from the image's CUDA level (CUDA 13 ->
             al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
         :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
         :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
@@ -102,8 +104,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role. Default: a role trusted by sagemaker.amazonaws.com that can read
             only the model prefix, pull only the image's repository and write only its log group.
-        :param volume_kms_key: key for the ML storage volume. Default: AWS-managed encryption.
-            Rejected on instance types with local NVMe storage (hardware-encrypted).
+        :param volume_kms_key: key for the ML storage volume; rejected on instance types with local NVMe storage
+            (hardware-encrypted). Default: AWS-managed encryption.
         :param log_retention: retention of the endpoint's log group, which is created before the
             endpoint and kept after it (so a failed deploy's logs survive the rollback). Default: one month.
         :param allow_checkpoint_code: let the container run code from the checkpoint or the environment: variables

@@ -113,15 +113,16 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         :param engine: the engine whose pinned image picks the default inference AMI. Default: vllm.
         :param image: the image whose CUDA level picks the default inference AMI; components whose
             images need a newer driver are refused. Default: the engine's pinned DLC image.
-        :param inference_ami_version: Default: derived from the image's CUDA level (CUDA 13 ->
+        :param inference_ami_version: the GPU inference AMI the instances run (the driver's CUDA level).
+            Default: derived from the image's CUDA level (CUDA 13 ->
             al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
         :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role (on the endpoint config; components use it by default). Default: a
             role trusted by sagemaker.amazonaws.com; each component adds read access to its own model
             prefix, pull access to its image's repository and write access to its own log group.
-        :param volume_kms_key: key for the ML storage volume. Default: AWS-managed encryption.
-            Rejected on instance types with local NVMe storage (hardware-encrypted).
+        :param volume_kms_key: key for the ML storage volume; rejected on instance types with local NVMe storage
+            (hardware-encrypted). Default: AWS-managed encryption.
         :param log_retention: retention of the endpoint's log group, kept after the endpoint.
             Default: one month.
         """
@@ -294,7 +295,8 @@ class InferenceComponent(MonitoredComponent, Construct):
         :param endpoint: the endpoint that hosts this component.
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
             source has a ``dependable`` (a construct that puts the weights there), the Model waits for it.
-        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``). Default: vllm.
+        :param engine: serving engine, a name in data/engines.json (``vllm``, ``sglang``, ``lmi``, ``llamacpp``), or an
+            ``EngineSpec`` (``get_engine("llamacpp").for_model_file("m-Q4_K_M.gguf")`` for a GGUF file). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param tensor_parallel_size: GPUs one copy spans (``NumberOfAcceleratorDevicesRequired``), at most
             the instance's GPUs. Default: every GPU of the instance.

@@ -78,6 +78,9 @@ class S3ModelData:
 
     def __init__(self, bucket: s3.IBucket, prefix: str, *, owner_account: str | None = None) -> None:
         """
+        :param bucket: the bucket that holds the weights (``s3.Bucket.from_bucket_name`` for one you have).
+        :param prefix: the key prefix of the checkpoint's files (``config.json`` and the weights directly below
+            it), such as ``models/qwen3-8b/``; a trailing ``/`` is added.
         :param owner_account: the account that must own the bucket; every grant then carries an
             ``s3:ResourceAccount`` condition, so a bucket someone else created under the same name is never
             read (what ExpectedBucketOwner does per call, enforced once in IAM). Default: no condition.

@@ -52,6 +52,19 @@ COMPONENT_COPIES = "/aws/sagemaker/InferenceComponents"
 ONE_MINUTE = cdk.Duration.minutes(1)
 
 
+# Each threshold's range, more than the first and at most the second: also the context keys' (context_keys.py).
+THRESHOLD_RANGES = {
+    "errors_5xx_percent": (0, 100),
+    "p99_latency_ms": (0, 3_600_000),  # an hour: ModelLatency beyond any answer
+    "gpu_memory_percent": (0, 100),
+}
+THRESHOLD_KEYS = {
+    "errors_5xx_percent": "alarm_5xx_percent",
+    "p99_latency_ms": "alarm_p99_latency_ms",
+    "gpu_memory_percent": "alarm_gpu_memory_percent",
+}
+
+
 @dataclass(frozen=True)
 class AlarmThresholds:
     """What each alarm watches for; ``None`` (``False`` for ``no_capacity``) leaves that alarm out.
@@ -75,12 +88,10 @@ class AlarmThresholds:
 
     def problems(self) -> list[str]:
         errors = []
-        if self.errors_5xx_percent is not None and not 0 < self.errors_5xx_percent <= 100:
-            errors.append(f"alarm_5xx_percent={self.errors_5xx_percent}: allowed more than 0, at most 100")
-        if self.p99_latency_ms is not None and not self.p99_latency_ms > 0:
-            errors.append(f"alarm_p99_latency_ms={self.p99_latency_ms}: must be above 0")
-        if self.gpu_memory_percent is not None and not 0 < self.gpu_memory_percent <= 100:
-            errors.append(f"alarm_gpu_memory_percent={self.gpu_memory_percent}: allowed more than 0, at most 100")
+        for name, (low, high) in THRESHOLD_RANGES.items():
+            value = getattr(self, name)
+            if value is not None and not low < value <= high:
+                errors.append(f"{THRESHOLD_KEYS[name]}={value}: allowed more than {low:g}, at most {high:g}")
         return errors
 
 

@@ -49,6 +49,30 @@ SERVICE_TIMEOUT_MARGIN = cdk.Duration.minutes(8)
 RESERVED_BODY_KEYS = ("messages", "stream")
 
 
+def request_problems(
+    extra_body: Mapping[str, Any] | None,
+    expected_pattern: str | None,
+    *,
+    body_key: str = "extra_body",
+    pattern_key: str = "expected_pattern",
+) -> list[str]:
+    """What is wrong with the smoke test's extra request fields and expected pattern, each named by its key:
+    the construct's prop names, or the context keys (``smoke_inputs``, ``smoke_expected_pattern``)."""
+    problems = []
+    reserved = [key for key in RESERVED_BODY_KEYS if extra_body and key in extra_body]
+    if reserved:
+        problems.append(
+            f"{body_key}: sets {', '.join(reserved)}, which the smoke test sends itself; allowed: other request "
+            'fields such as {"chat_template_kwargs": {"enable_thinking": false}}'
+        )
+    if expected_pattern is not None and not cdk.Token.is_unresolved(expected_pattern):
+        try:
+            re.compile(expected_pattern)
+        except re.error as e:
+            problems.append(f"{pattern_key}={expected_pattern!r}: not a Python regular expression ({e})")
+    return problems
+
+
 @jsii.implements(cdk.IStableStringProducer)
 class _Fingerprint:
     """sha256 of the resolved values, computed at synth time so that late property changes count."""
@@ -305,14 +329,7 @@ class EndpointSmokeTest(Construct):
             problems.append(f"max_tokens={max_tokens!r} must be a whole number of at least 1")
         if stream_format not in STREAM_FORMATS:
             problems.append(f"stream_format={stream_format!r} is not one of {', '.join(STREAM_FORMATS)}")
-        for key in RESERVED_BODY_KEYS:
-            if extra_body and key in extra_body:
-                problems.append(f"extra_body must not set {key!r}: the smoke test sets it")
-        if expected_pattern is not None and not cdk.Token.is_unresolved(expected_pattern):
-            try:
-                re.compile(expected_pattern)
-            except re.error as e:
-                problems.append(f"expected_pattern={expected_pattern!r} is not a Python regular expression ({e})")
+        problems += request_problems(extra_body, expected_pattern)
         seconds = budget.to_seconds()
         if not MIN_BUDGET.to_seconds() <= seconds <= MAX_BUDGET.to_seconds():
             problems.append(

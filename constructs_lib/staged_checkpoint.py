@@ -53,6 +53,9 @@ from .runtime_code import bundled_asset_options, handler_code
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
 SIGNAL_MARGIN_S = 900
+# The job's runtime: the wait condition waits it plus the margin, at most 12 hours (also the context key's).
+MAX_RUNTIME_RANGE_S = (60, WAIT_LIMIT_S - SIGNAL_MARGIN_S)
+MAX_INSTANCES_RANGE = (1, 100)
 # CreateProcessingJob takes at most 100 container arguments of at most 256 characters each, and environment
 # values of at most 256 characters (botocore's sagemaker model: ContainerArguments, ContainerArgument,
 # ProcessingEnvironmentValue). The handler passes each pattern as a flag and its value, after at most 10
@@ -652,14 +655,16 @@ def _validate(
         problems.append(f"prefix: {problem}")
     elif not prefix.endswith("/"):
         problems.append(f"prefix={prefix!r} must end with '/'")
-    if not 1 <= max_instances <= 100:
-        problems.append(f"max_instances={max_instances} is out of range; allowed: 1-100")
+    if not MAX_INSTANCES_RANGE[0] <= max_instances <= MAX_INSTANCES_RANGE[1]:
+        problems.append(
+            f"max_instances={max_instances} is out of range; allowed: {MAX_INSTANCES_RANGE[0]}-{MAX_INSTANCES_RANGE[1]}"
+        )
     if not 1 <= volume_size_gb <= 16384:
         problems.append(f"volume_size_gb={volume_size_gb} is out of range; allowed: 1-16384")
-    if not 60 <= max_runtime_s <= WAIT_LIMIT_S - SIGNAL_MARGIN_S:
+    if not MAX_RUNTIME_RANGE_S[0] <= max_runtime_s <= MAX_RUNTIME_RANGE_S[1]:
         problems.append(
-            f"max_runtime={int(max_runtime_s)} s is out of range; allowed: 60-{WAIT_LIMIT_S - SIGNAL_MARGIN_S} s "
-            "(a wait condition waits at most 12 hours)"
+            f"max_runtime={int(max_runtime_s)} s is out of range; allowed: {MAX_RUNTIME_RANGE_S[0]}-"
+            f"{MAX_RUNTIME_RANGE_S[1]} s (a wait condition waits at most 12 hours)"
         )
     if not 60 <= handoff_s <= 1500:
         problems.append(f"handoff_after={int(handoff_s)} s is out of range; allowed: 60-1500 s")

@@ -39,6 +39,10 @@ NONE = "none"
 STANDARD_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, NONE)
 COMPONENT_POLICIES = (ROLLING, NONE)
 UPDATE_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
+# The API's ranges (CreateEndpoint/UpdateEndpoint DeploymentConfig; CreateInferenceComponent), also the context
+# keys' (stacks/context_keys.py): one definition.
+WAIT_RANGE_S = (0, 3600)  # WaitIntervalInSeconds, TerminationWaitInSeconds
+TIMEOUT_RANGE_S = (600, 28800)  # MaximumExecutionTimeoutInSeconds
 TRAFFIC_TYPES = {ALL_AT_ONCE: "ALL_AT_ONCE", CANARY: "CANARY", LINEAR: "LINEAR"}
 DEFAULT_WAIT_S = 300
 MAX_ROLLBACK_ALARMS = 10  # AutoRollbackConfig.Alarms: 1-10 (cfn-lint schema; API_AutoRollbackConfig)
@@ -83,18 +87,23 @@ class UpdatePolicy:
         if self.kind not in allowed:
             errors.append(f"update_policy={self.kind!r} does not apply in {mode} mode; allowed: {', '.join(allowed)}")
             return errors
-        if not 0 <= self.wait_s <= 3600:
-            errors.append(f"update_wait_s={self.wait_s}: allowed 0 to 3600 (WaitIntervalInSeconds)")
-        if self.termination_wait_s is not None and not 0 <= self.termination_wait_s <= 3600:
+        low, high = WAIT_RANGE_S
+        if not low <= self.wait_s <= high:
+            errors.append(f"update_wait_s={self.wait_s}: allowed {low} to {high} (WaitIntervalInSeconds)")
+        if self.termination_wait_s is not None and not low <= self.termination_wait_s <= high:
             errors.append(
-                f"update_termination_wait_s={self.termination_wait_s}: allowed 0 to 3600 (TerminationWaitInSeconds)"
+                f"update_termination_wait_s={self.termination_wait_s}: allowed {low} to {high} "
+                "(TerminationWaitInSeconds)"
             )
         if self.termination_wait_s is not None and not self.blue_green:
             errors.append("update_termination_wait_s: only for a blue/green policy (all-at-once, canary, linear)")
         timeout = self.max_execution_timeout_s
         if timeout is not None:
-            if not 600 <= timeout <= 28800:
-                errors.append(f"update_timeout_s={timeout}: allowed 600 to 28800 (MaximumExecutionTimeoutInSeconds)")
+            if not TIMEOUT_RANGE_S[0] <= timeout <= TIMEOUT_RANGE_S[1]:
+                errors.append(
+                    f"update_timeout_s={timeout}: allowed {TIMEOUT_RANGE_S[0]} to {TIMEOUT_RANGE_S[1]} "
+                    "(MaximumExecutionTimeoutInSeconds)"
+                )
             elif timeout <= self.wait_s + (self.termination_wait_s or 0):
                 # "The timeout value should be larger than the total waiting time" (API BlueGreenUpdatePolicy).
                 errors.append(

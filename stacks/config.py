@@ -7,58 +7,41 @@ accepted both as JSON values (from cdk.json) and as their text form.
 
 from __future__ import annotations
 
-import functools
-import json
 import math
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from difflib import get_close_matches
 from typing import Any
 
 from constructs_lib import (
-    BUCKET_RULE,
-    DEPLOYMENT_MODES,
-    GGUF_FILE,
     GGUF_FILE_DESCRIPTION,
     INFERENCE_COMPONENT,
-    ROUTING_STRATEGIES,
     SECRET_HINT,
     EngineSpec,
     ServingImage,
-    bucket_name_problem,
     default_image,
     engine_names,
     get_engine,
-    known_ami_versions,
     looks_secret,
     parse_s3_uri,
     plan_endpoint,
     plan_scaling,
     recorded_tag_key,
     remote_code_keys,
-    repo_id_problem,
-    revision_problem,
+    smoke_request_problems,
     staging_patterns,
 )
 from constructs_lib.names import (
     COMPONENT_NAME,
-    INSTANCE_TYPE,
-    KMS_KEY_ARN,
-    REPO_ID_RULE,
-    REVISION_RULE,
-    SECRET_ARN,
-    SECRET_ARN_RULE,
-    STACK_NAME,
     matches,
 )
 from preflight import KV_CACHE_DTYPES
 
-from .observability import observability_fields, observability_problems
+from .context_keys import FIELDS  # the registry: one entry per key
+from .observability import observability_problems
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
-NONE_WORDS = {"", "null", "none"}
 DEFAULT_ENGINE = "vllm"
 # Free-form maps may hold a pasted secret by mistake: never repeat their raw text in an error.
 # hf_token_secret_arn too: a token pasted where its secret's ARN belongs must not be printed back.
@@ -78,8 +61,6 @@ SCALING_KEYS = (
     "routing_strategy",
     "min_memory_mb",
 )
-# The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
-PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 
 
 def is_cdk_key(key: str) -> bool:
@@ -95,268 +76,6 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[str]) -> None:
         self.problems = problems
         super().__init__("\n".join(f"  - {p}" for p in problems))
-
-
-# --- one parser per kind of value: (raw) -> value, raising ValueError with what is allowed ---
-
-
-def _text(raw: Any) -> str:
-    """text"""
-    if isinstance(raw, str):
-        return raw
-    raise ValueError("expected text")
-
-
-def _bound(parse: Callable[..., Any], doc: str, *settings: Any) -> Callable[[Any], Any]:
-    """``parse`` with its settings bound, described by ``doc`` (what the error and the key table say).
-
-    The parsers are module-level functions with their settings as arguments, not closures: a test (and a
-    mutation tool) then reaches the code that runs on a value, not a factory that ran once at import.
-    The factories run only at import, before mutmut forks a mutant, so no mutant of them could ever run:
-    their lines say ``pragma: no mutate``; the bounds are checked by tests/test_config_limits.py (integers) and
-    tests/test_config_rules.py (numbers) instead.
-    """
-    bound = functools.partial(parse, *settings)  # pragma: no mutate
-    bound.__doc__ = doc  # pragma: no mutate
-    return bound
-
-
-def _parse_optional(parse: Callable[[Any], Any], raw: Any) -> Any:
-    if raw is None or (isinstance(raw, str) and raw.strip().lower() in NONE_WORDS):
-        return None
-    return parse(raw)
-
-
-def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    return _bound(_parse_optional, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
-
-
-def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
-    value = _text(raw)
-    if not matches(regex, value):
-        raise ValueError(f"expected {what}")
-    return value
-
-
-def _pattern(regex: re.Pattern[str], what: str) -> Callable[[Any], str]:
-    return _bound(_parse_pattern, what, regex, what)  # pragma: no mutate
-
-
-def _parse_checked(problem: Callable[[str], str | None], raw: Any) -> str:
-    value = _text(raw)
-    if (why := problem(value)) is not None:
-        raise ValueError(why)
-    return value
-
-
-def _checked(problem: Callable[[str], str | None], what: str) -> Callable[[Any], str]:
-    """A text value checked by one of constructs_lib.names' rules, the same the constructs apply."""
-    return _bound(_parse_checked, what, problem)  # pragma: no mutate
-
-
-def _prompt(raw: Any) -> str:
-    """a non-empty prompt"""
-    value = _text(raw)
-    if not value.strip():
-        raise ValueError("expected a non-empty prompt")
-    if "\x00" in value:
-        raise ValueError("expected a prompt without NUL characters")
-    return value
-
-
-def _parse_integer(low: int, high: int, raw: Any) -> int:
-    if isinstance(raw, bool):
-        raise ValueError(f"expected an integer from {low} to {high}")
-    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
-        raw = int(raw)
-    if isinstance(raw, float) and raw.is_integer():
-        raw = int(raw)
-    if not isinstance(raw, int):
-        raise ValueError(f"expected an integer from {low} to {high}")
-    if not low <= raw <= high:
-        raise ValueError(f"out of range; allowed: {low} to {high}")
-    return raw
-
-
-def _integer(low: int, high: int) -> Callable[[Any], int]:
-    return _bound(_parse_integer, f"integer {low}-{high}", low, high)  # pragma: no mutate
-
-
-def _parse_number(low: float, high: float, raw: Any) -> float:
-    try:
-        value = float(raw) if not isinstance(raw, bool) else None
-    except (TypeError, ValueError):
-        value = None
-    if value is None:
-        raise ValueError(f"expected a number from {low} to {high}")
-    if not low < value <= high:
-        raise ValueError(f"out of range; allowed: more than {low}, at most {high}")
-    return value
-
-
-def _number(low: float, high: float) -> Callable[[Any], float]:
-    return _bound(_parse_number, f"number {low}-{high}", low, high)  # pragma: no mutate
-
-
-def _boolean(raw: Any) -> bool:
-    """true | false"""
-    if isinstance(raw, bool):
-        return raw
-    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
-        return raw.strip().lower() == "true"
-    raise ValueError("expected true or false")
-
-
-def _bucket(raw: Any) -> str:
-    """an existing S3 bucket name"""
-    value = _text(raw)
-    if bucket_name_problem(value):
-        raise ValueError(f"expected an existing S3 bucket name ({BUCKET_RULE}; not an IP address)")
-    return value
-
-
-def _parse_choice(allowed: list[str], raw: Any) -> str:
-    if raw not in allowed:
-        raise ValueError(f"not allowed; allowed: {', '.join(allowed)}")
-    return raw
-
-
-def _choice(allowed: list[str]) -> Callable[[Any], str]:
-    return _bound(_parse_choice, " | ".join(allowed), allowed)  # pragma: no mutate
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    duplicates = sorted({k for k in keys if keys.count(k) > 1})
-    if duplicates:
-        raise ValueError(f"the key(s) {', '.join(duplicates)} appear more than once; give each once")
-    return dict(pairs)
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows; give a finite number")
-
-
-def _json_object(raw: Any) -> dict[str, Any]:
-    """JSON object"""
-    if isinstance(raw, str):
-        if raw.strip() == "":
-            return {}
-        try:
-            raw = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON object") from None
-    if not isinstance(raw, dict):
-        raise ValueError('expected a JSON object such as {"KEY": "value"}')
-    return raw
-
-
-def _patterns(raw: Any) -> tuple[str, ...]:
-    """JSON array of glob patterns such as ["*.json", "*.safetensors"]"""
-    if isinstance(raw, str):
-        if raw.strip() == "":
-            return ()
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ValueError(
-                f'not valid JSON ({e.msg} at character {e.pos}); expected a JSON array such as ["*.json"]'
-            ) from None
-    if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
-        raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
-    return tuple(raw)
-
-
-def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:
-    values = _patterns(raw)
-    wrong = [v for v in values if v not in allowed]
-    if wrong:
-        raise ValueError(f"unknown check(s) {', '.join(map(repr, wrong))}; allowed: {', '.join(allowed)}")
-    return values
-
-
-def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
-    doc = f"JSON array of check names ({', '.join(allowed)})"  # pragma: no mutate
-    return _bound(_parse_choices_list, doc, allowed)  # pragma: no mutate
-
-
-FIELDS: dict[str, Callable[[Any], Any]] = {
-    "stack_name": _pattern(STACK_NAME, "a CloudFormation stack name (letters, digits, hyphens; starts with a letter)"),
-    "model_id": _checked(repo_id_problem, REPO_ID_RULE),
-    "revision": _checked(revision_problem, REVISION_RULE),
-    "model_s3_uri": _optional(
-        _pattern(re.compile(r"s3://[^\s\x00-\x1f\x7f-\x9f]+"), "an S3 prefix URI s3://<bucket>/<prefix>/")
-    ),
-    "model_bucket": _optional(_bucket),
-    "reuse_model_bucket": _boolean,
-    "model_kms_key_arn": _optional(
-        _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
-    ),
-    "hf_token_secret_arn": _optional(
-        _pattern(SECRET_ARN, f"{SECRET_ARN_RULE}, of a secret holding a Hugging Face token")
-    ),
-    "hf_token_kms_key_arn": _optional(
-        _pattern(KMS_KEY_ARN, "the ARN of the customer-managed KMS key of the token secret (arn:aws:kms:...)")
-    ),
-    "include": _patterns,
-    "exclude": _patterns,
-    "staging_instance_type": _pattern(INSTANCE_TYPE, "a SageMaker Processing instance type such as ml.m5.2xlarge"),
-    "staging_max_instances": _integer(1, 100),
-    "staging_max_runtime_s": _integer(600, 42300),
-    "deployment_mode": _choice(list(DEPLOYMENT_MODES)),
-    "scale_to_zero": _boolean,
-    "min_instances": _optional(_integer(0, 100)),
-    "max_instances": _optional(_integer(1, 100)),
-    "accelerators_per_copy": _optional(_integer(1, 64)),
-    "min_copies": _optional(_integer(0, 1000)),
-    "initial_copies": _optional(_integer(0, 1000)),
-    "max_copies": _optional(_integer(1, 1000)),
-    "target_concurrency": _optional(_number(0, 10_000)),
-    "target_invocations_per_instance": _optional(_number(0, 1_000_000)),
-    "routing_strategy": _optional(_choice(list(ROUTING_STRATEGIES))),
-    "min_memory_mb": _optional(_integer(128, 4_000_000)),
-    "component_name": _optional(_text),
-    "preflight_skip": _choices_list(PREFLIGHT_CHECKS),
-    "allow_unverified_s3": _boolean,
-    "allow_checkpoint_code": _boolean,
-    "preflight_sequences": _integer(1, 4096),
-    "smoke_test": _boolean,
-    "smoke_prompt": _prompt,
-    "smoke_max_tokens": _integer(1, 4096),
-    "smoke_inputs": _json_object,
-    "smoke_expected_pattern": _optional(_text),
-    "smoke_budget_s": _integer(60, 2700),
-    "engine": _choice(engine_names()),
-    "image": _optional(_text),
-    "instance_type": _pattern(INSTANCE_TYPE, "a SageMaker instance type such as ml.g6.xlarge"),
-    "instance_count": _integer(1, 100),
-    "gpu_count": _optional(_integer(1, 64)),
-    "gpu_memory_gib": _optional(_number(0, 1024)),
-    "tensor_parallel_size": _optional(_integer(1, 64)),
-    "max_model_len": _optional(_integer(1, 16_777_216)),
-    "max_num_seqs": _optional(_integer(1, 65_536)),
-    "engine_env": _json_object,
-    "container_env": _json_object,
-    "inference_ami_version": _optional(_choice(known_ami_versions())),
-    "capacity_reservation_arn": _optional(_text),
-    "startup_timeout_s": _integer(60, 3600),
-    "download_timeout_s": _integer(60, 3600),
-    "endpoint_name": _optional(_text),
-    "gguf_file": _optional(_pattern(GGUF_FILE, GGUF_FILE_DESCRIPTION)),
-}
-# Dashboard, alarms and update policy (stacks/observability.py), parsed with the parsers above.
-FIELDS.update(
-    observability_fields(
-        {
-            "optional": _optional,
-            "choice": _choice,
-            "integer": _integer,
-            "number": _number,
-            "boolean": _boolean,
-            "pattern": _pattern,
-        }
-    )
-)
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
@@ -548,7 +267,7 @@ class DeploymentConfig:
                 key = recorded_tag_key(engine.name, values["instance_type"])
                 recorded = context.get(key)
                 if recorded is not None:
-                    if not isinstance(recorded, str) or not engine.tag_pattern.match(recorded):
+                    if not isinstance(recorded, str) or not engine.tag_pattern.fullmatch(recorded):
                         raise ValueError(
                             f"{key}={recorded!r} in cdk.context.json is not a pinned DLC tag "
                             f"({engine.tag_format}); rerun python -m llmops.resolve_image "
@@ -610,17 +329,12 @@ class DeploymentConfig:
             )
         if "engine" in values:
             problems += _preflight_engine_settings(get_engine(values["engine"]), values.get("engine_env") or {})
-        reserved = sorted({"messages", "stream"} & set(values.get("smoke_inputs") or {}))
-        if reserved:
-            problems.append(
-                f"smoke_inputs: sets {', '.join(reserved)}, which the smoke test sends itself; allowed: other "
-                'request fields such as {"chat_template_kwargs": {"enable_thinking": false}}'
-            )
-        if values.get("smoke_expected_pattern") is not None:
-            try:
-                re.compile(values["smoke_expected_pattern"])
-            except re.error as e:
-                problems.append(f"smoke_expected_pattern={values['smoke_expected_pattern']!r}: not a regex ({e})")
+        problems += smoke_request_problems(
+            values.get("smoke_inputs"),
+            values.get("smoke_expected_pattern"),
+            body_key="smoke_inputs",
+            pattern_key="smoke_expected_pattern",
+        )
         problems += observability_problems(values)
         if problems:
             raise ConfigError(problems)

@@ -1,45 +1,21 @@
 """The deployment's dashboard, alarms, alarm topic and update policy, from the context keys below.
 
-``config.py`` parses these keys with the others (``OBSERVABILITY_FIELDS``) and adds
-``observability_problems`` to its list; the stack calls ``add_observability`` once the endpoint and the
-smoke test exist.
+Their keys are declared with every other key in ``context_keys.py``; ``config.py`` adds
+``observability_problems`` (the checks across keys) to its list; the stack calls ``add_observability`` once
+the endpoint and the smoke test exist.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib import INFERENCE_COMPONENT, UPDATE_POLICIES, AlarmThresholds, AlarmTopic, UpdatePolicy
+from constructs_lib import INFERENCE_COMPONENT, AlarmThresholds, AlarmTopic, UpdatePolicy
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
-
-EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
-
-
-def observability_fields(parsers: Mapping[str, Callable[..., Any]]) -> dict[str, Callable[[Any], Any]]:
-    """The keys, parsed with config.py's own parsers (``optional``, ``choice``, ``integer``, ``number``,
-    ``boolean``, ``pattern``)."""
-    optional, choice, integer, number = parsers["optional"], parsers["choice"], parsers["integer"], parsers["number"]
-    boolean, pattern = parsers["boolean"], parsers["pattern"]
-    return {
-        "update_policy": optional(choice(list(UPDATE_POLICIES))),
-        "update_step_size": integer(1, 1000),
-        "update_wait_s": integer(0, 3600),
-        "update_termination_wait_s": optional(integer(0, 3600)),
-        "update_timeout_s": optional(integer(600, 28800)),
-        "alarms": boolean,
-        "alarm_email": optional(pattern(EMAIL, "an e-mail address to notify")),
-        "alarm_5xx_percent": optional(number(0, 100)),
-        "alarm_p99_latency_ms": optional(number(0, 3_600_000)),
-        "alarm_gpu_memory_percent": optional(number(0, 100)),
-        "alarm_no_capacity": boolean,
-        "dashboard": boolean,
-    }
 
 
 def update_policy_of(values: Mapping[str, Any]) -> UpdatePolicy:

@@ -57,16 +57,10 @@ def template_for():
 
 
 def load_lambda(name: str, module_name: str | None = None):
-    """``lambda/<name>/index.py`` as a fresh module (``lambda`` is a keyword, so it is not importable)."""
-    import importlib.util
-    import sys
+    """``lambda/<name>/index.py`` as a fresh module: tests/fakes/handlers.py, the one loader."""
+    from tests.fakes.handlers import load_handler
 
-    module_name = module_name or f"lambda_{name}_index"
-    spec = importlib.util.spec_from_file_location(module_name, ROOT / "lambda" / name / "index.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    return load_handler(name, module_name)
 
 
 # -- a skip in CI is a failure ----------------------------------------------------------------------------

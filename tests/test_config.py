@@ -325,7 +325,7 @@ def test_staging_keys_parse_from_cdk_json_and_cli_text():
         ("include", '{"a": 1}', r"^include=.*expected a JSON array of non-empty glob patterns"),
         ("exclude", '["ok", ""]', r"^exclude=.*non-empty glob patterns"),
         ("staging_max_instances", "0", r"^staging_max_instances='0': out of range; allowed: 1 to 100"),
-        ("staging_max_runtime_s", "50000", r"^staging_max_runtime_s='50000': out of range; allowed: 600 to 42300"),
+        ("staging_max_runtime_s", "50000", r"^staging_max_runtime_s='50000': out of range; allowed: 60 to 42300"),
         ("staging_instance_type", "m5.large", r"^staging_instance_type='m5.large': expected a SageMaker Processing"),
     ],
 )
@@ -398,7 +398,7 @@ def test_smoke_keys_are_checked():
         smoke_inputs='{"stream": false, "messages": []}', smoke_expected_pattern="(", smoke_budget_s="5"
     )
     assert any(p.startswith("smoke_inputs: sets messages, stream, which the smoke test sends itself") for p in problems)
-    assert any(p.startswith("smoke_expected_pattern='(': not a regex") for p in problems)
+    assert any(p.startswith("smoke_expected_pattern='(': not a Python regular expression") for p in problems)
     assert any(p.startswith("smoke_budget_s='5': out of range; allowed: 60 to 2700") for p in problems)
 
 

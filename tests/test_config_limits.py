@@ -19,7 +19,7 @@ INTEGER_SETTINGS = {
     "download_timeout_s": (60, 3600, {}),
     "instance_count": (1, 100, {}),
     "staging_max_instances": (1, 100, {}),
-    "staging_max_runtime_s": (600, 42300, {}),
+    "staging_max_runtime_s": (60, 42300, {}),  # the construct's range (STAGING_MAX_RUNTIME_RANGE_S)
     "smoke_budget_s": (60, 2700, {}),
     "smoke_max_tokens": (1, 4096, {}),
     "preflight_sequences": (1, 4096, {}),

@@ -14,7 +14,8 @@ from hfstage.worker import EXIT_USAGE, Failure, build_parser, main, make_s3_clie
 ROOT = Path(__file__).resolve().parent.parent
 OK = ["--repo-id=Org/Name", "--destination=s3://bkt/p/"]
 
-# Each option's line in ``--help``: what it does, and its default where it has one (README "The worker, by hand").
+# Each option's line in ``--help``: what it does, and its default where it has one (docs/guide/staging.md,
+# "The worker, by hand").
 HELP = {
     "--repo-id": "Hugging Face model repository, e.g. Qwen/Qwen3-8B",
     "--revision": "branch, tag or commit SHA (default: main)",
@@ -49,7 +50,7 @@ def test_help_documents_every_option(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_defaults_are_the_ones_the_readme_promises() -> None:
     args = parse_args(OK)
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((ROOT / "docs" / "guide" / "staging.md").read_text().split())
     promised = {
         "part_size_mib": 64,
         "parts_in_flight": 8,

@@ -23,7 +23,7 @@ from policy_sentry.querying.actions import get_action_data
 from tests.conftest import ROOT, stack_template
 
 DATA = json.loads((ROOT / "tests" / "data" / "iam_calls.json").read_text())
-OUR_PACKAGES = ("hfstage", "preflight", "endpoint_client")
+OUR_PACKAGES = ("handler_kit", "hfstage", "preflight", "endpoint_client")
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 

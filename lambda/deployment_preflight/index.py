@@ -40,10 +40,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+import handler_kit
+from handler_kit import update_rolling_back
 from preflight import (
     GIB,
     KV_CACHE_DTYPES,
@@ -120,32 +120,17 @@ _clients: dict[str, Any] = {}
 
 def client(name: str) -> Any:
     """One boto3 client per service for the life of the execution environment."""
-    if name not in _clients:
-        _clients[name] = boto3.client(
-            name, config=Config(retries={"mode": "standard", "total_max_attempts": RETRY_ATTEMPTS}, connect_timeout=10)
-        )
-    return _clients[name]
-
-
-_NEEDS_QUOTES = re.compile(r'[\s="]')
+    return handler_kit.cached_client(
+        _clients, name, retries={"mode": "standard", "total_max_attempts": RETRY_ATTEMPTS}, connect_timeout=10
+    )
 
 
 def log(event: str, **fields: Any) -> None:
-    """One ``key=value`` line; values with spaces or quotes are JSON-quoted."""
-    parts = [f"event={event}"]
-    for key, value in fields.items():
-        text = str(value)
-        parts.append(f"{key}={json.dumps(text) if not text or _NEEDS_QUOTES.search(text) else text}")
-    LOG.info(" ".join(parts))
+    """One ``key=value`` line (handler_kit.log_line)."""
+    LOG.info(handler_kit.log_line(event, **fields))
 
 
-def shorten(text: str, limit: int) -> str:
-    """``text`` cut to at most ``limit`` UTF-8 bytes, never inside a character, marked with an ellipsis."""
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    marker = "…"
-    return data[: max(0, limit - len(marker.encode()))].decode(errors="ignore") + marker
+shorten = handler_kit.shorten
 
 
 # --- settings ---------------------------------------------------------------------------------------
@@ -739,12 +724,7 @@ def physical_id(event: Mapping[str, Any]) -> str:
 
 def rolling_back(stack_id: str) -> bool:
     """Whether the stack is rolling an update back (DescribeStacks); False when it cannot be told."""
-    try:
-        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
-    except (ClientError, BotoCoreError) as e:
-        log("describe-stack-failed", error=type(e).__name__)
-        return False
-    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+    return update_rolling_back(stack_id, client("cloudformation"), log)
 
 
 def rollback_answer(event: Mapping[str, Any]) -> dict[str, Any]:

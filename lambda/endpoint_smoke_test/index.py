@@ -52,6 +52,7 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+import handler_kit
 from endpoint_client import (
     STREAM_FORMATS,
     ErrorInfo,
@@ -63,6 +64,7 @@ from endpoint_client import (
     short_reason,
     stream_chat,
 )
+from handler_kit import update_rolling_back
 
 PHYSICAL_ID_PREFIX = "smoke-"
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
@@ -322,18 +324,9 @@ def failure_reason(failure: CheckFailure, settings: Settings, *, elapsed_s: floa
 # --- running them -----------------------------------------------------------------------------------
 
 
-_NEEDS_QUOTES = re.compile(r'[\s="]')
-
-
 def log(event: str, **fields: Any) -> None:
-    """One ``key=value`` line (values with spaces are JSON-quoted). Never pass prompts or answers."""
-    parts = [f"event={event}"]
-    for key, value in fields.items():
-        if value is None:
-            continue
-        text = str(value)
-        parts.append(f"{key}={json.dumps(text) if not text or _NEEDS_QUOTES.search(text) else text}")
-    print(" ".join(parts), file=sys.stdout, flush=True)
+    """One ``key=value`` line (handler_kit.log_line). Never pass prompts or answers."""
+    print(handler_kit.log_line(event, **fields), file=sys.stdout, flush=True)
 
 
 def _describe(call: Callable[..., dict], check: str, **kwargs: Any) -> dict:
@@ -458,12 +451,7 @@ def rolling_back(stack_id: str, cloudformation: Any) -> bool:
 
     A stack that cannot be described counts as not rolling back: the checks then run, as before.
     """
-    try:
-        stacks = cloudformation.describe_stacks(StackName=stack_id)["Stacks"]
-    except (ClientError, BotoCoreError) as e:
-        log("describe_stack_failed", error=type(e).__name__)
-        return False
-    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+    return update_rolling_back(stack_id, cloudformation, log)
 
 
 def on_event(

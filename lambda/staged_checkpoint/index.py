@@ -32,10 +32,10 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+import handler_kit
+from handler_kit import update_rolling_back
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
@@ -66,12 +66,7 @@ _clients: dict[str, Any] = {}
 
 def client(name: str, region: str | None = None) -> Any:
     """One boto3 client per service (and region, when not the function's) for the life of the environment."""
-    key = f"{name}@{region}" if region else name
-    if key not in _clients:
-        _clients[key] = boto3.client(
-            name, region_name=region, config=Config(retries={"mode": "standard", "max_attempts": 8})
-        )
-    return _clients[key]
+    return handler_kit.cached_client(_clients, name, region=region, retries={"mode": "standard", "max_attempts": 8})
 
 
 def arn_region(arn: str | None) -> str | None:
@@ -81,14 +76,11 @@ def arn_region(arn: str | None) -> str | None:
 
 
 def short(text: str, limit: int = REASON_LIMIT) -> str:
-    data = text.encode()
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode(errors="ignore") + "..."
+    return handler_kit.shorten(text, limit)
 
 
 def log(event: str, **fields: Any) -> None:
-    LOG.info(" ".join([f"event={event}", *(f"{k}={v}" for k, v in fields.items())]))
+    LOG.info(handler_kit.log_line(event, **fields))
 
 
 @dataclass(frozen=True)
@@ -598,12 +590,7 @@ def result(plan: Plan, settings: Settings, job: str) -> dict[str, Any]:
 
 def rolling_back(stack_id: str) -> bool:
     """Whether the stack is rolling an update back (the only Update that must not plan anew)."""
-    try:
-        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
-    except (ClientError, BotoCoreError) as e:
-        log("describe-stack-failed", error=type(e).__name__)
-        return False
-    return bool(stacks) and stacks[0].get("StackStatus") == "UPDATE_ROLLBACK_IN_PROGRESS"
+    return update_rolling_back(stack_id, client("cloudformation"), log)
 
 
 def restored(physical: str) -> dict[str, Any]:

@@ -19,8 +19,6 @@ in the ``X-Amzn-SageMaker-Inference-Component`` header, and a scale-to-zero comp
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
 import json
 import random
 import re
@@ -32,9 +30,10 @@ import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
+
+from tests.fakes.handlers import load_handler  # noqa: F401  (the one loader; callers import it from here)
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -544,22 +543,3 @@ def client(service: str, url: str | None = None, **config: Any) -> Any:
 
     settings = {"retries": {"total_max_attempts": 1}, "read_timeout": 20, **config}
     return boto3.client(service, endpoint_url=url, region_name=REGION, config=Config(**settings), **CREDENTIALS)
-
-
-def load_handler(name: str) -> Any:
-    """A fresh import of ``lambda/<name>/index.py`` (``lambda`` is a keyword: no package import).
-
-    Its module-level boto3 clients are created now, from the environment: set ``AWS_DEFAULT_REGION``
-    and, to reach a fake, ``AWS_ENDPOINT_URL_SAGEMAKER``/``AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME`` first.
-    """
-    path = Path(__file__).resolve().parents[2] / "lambda" / name / "index.py"
-    module_name = f"handler_{name}_{next(_handler_ids)}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # dataclasses look their module up while it is being executed
-    spec.loader.exec_module(module)
-    return module
-
-
-_handler_ids = itertools.count()

@@ -1,0 +1,571 @@
+"""Every context key, declared once: its parser, its default, its section and one line of documentation.
+
+``cdk.json``'s defaults and the table in docs/context-keys.md are generated from this list
+(``python tools/context_docs.py``) and a test fails when either drifts; ``config.py`` parses every key with the
+parser named here. A new key is one entry here plus the code that uses it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from constructs_lib import (
+    DEPLOYMENT_MODES,
+    GGUF_FILE,
+    GGUF_FILE_DESCRIPTION,
+    ROUTING_STRATEGIES,
+    STAGING_MAX_INSTANCES_RANGE,
+    STAGING_MAX_RUNTIME_RANGE_S,
+    THRESHOLD_RANGES,
+    TIMEOUT_RANGE_S,
+    UPDATE_POLICIES,
+    WAIT_RANGE_S,
+    engine_names,
+    known_ami_versions,
+)
+from constructs_lib.names import (
+    INSTANCE_TYPE,
+    KMS_KEY_ARN,
+    REPO_ID_RULE,
+    REVISION_RULE,
+    SECRET_ARN,
+    SECRET_ARN_RULE,
+    STACK_NAME,
+    repo_id_problem,
+    revision_problem,
+)
+
+from .parsers import (
+    _boolean,
+    _bucket,
+    _checked,
+    _choice,
+    _choices_list,
+    _integer,
+    _json_object,
+    _number,
+    _optional,
+    _pattern,
+    _patterns,
+    _prompt,
+    _text,
+)
+
+# The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
+PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+", re.ASCII)
+# Sections of docs/context-keys.md, in order, with their headings.
+SECTIONS = {
+    "general": "general",
+    "model": "model and staging",
+    "serving": "serving",
+    "scaling": "mode and scaling",
+    "checks": "checks",
+    "observability": "dashboard, alarms, updates",
+}
+
+
+@dataclass(frozen=True)
+class ContextKey:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any  # the JSON value cdk.json holds (None: the key is optional)
+    section: str
+    doc: str
+
+    @property
+    def allowed(self) -> str:
+        """What the parser accepts, as its error messages say it."""
+        return str(self.parse.__doc__)
+
+
+KEYS: tuple[ContextKey, ...] = (
+    ContextKey(
+        "stack_name",
+        _pattern(STACK_NAME, "a CloudFormation stack name (letters, digits, hyphens; starts with a letter)"),
+        "LlmEndpoint",
+        "general",
+        "CloudFormation stack name",
+    ),
+    ContextKey(
+        "model_id",
+        _checked(repo_id_problem, REPO_ID_RULE),
+        "Qwen/Qwen3-4B-Instruct-2507",
+        "model",
+        "Hugging Face repo id `org/name`; staged from the Hub during the deploy",
+    ),
+    ContextKey(
+        "revision",
+        _checked(revision_problem, REVISION_RULE),
+        "main",
+        "model",
+        "branch, tag or commit SHA; resolved to a SHA when the checkpoint resource is created or updated (pin"
+        " a SHA for reproducibility; the `ModelRevision` output says which SHA an unpinned deploy got)",
+    ),
+    ContextKey(
+        "model_s3_uri",
+        _optional(_pattern(re.compile(r"s3://[^\s\x00-\x1f\x7f-\x9f]+"), "an S3 prefix URI s3://<bucket>/<prefix>/")),
+        None,
+        "model",
+        "`s3://bucket/prefix/`: serve exactly this prefix, already staged by you (no bucket, no staging; "
+        "`include`/`hf_token_secret_arn` refused)",
+    ),
+    ContextKey(
+        "model_bucket",
+        _optional(_bucket),
+        None,
+        "model",
+        "existing bucket name to stage into (`models/<org>--<name>/<sha>/`); null: the stack creates a "
+        "bucket. Not together with `model_s3_uri`",
+    ),
+    ContextKey(
+        "reuse_model_bucket",
+        _boolean,
+        False,
+        "model",
+        "`true` after a `cdk destroy`: use the retained bucket `<stack>-models-<account>-<region>` (and its "
+        "staged revisions) instead of creating it. Not with `model_bucket` or `model_s3_uri`",
+    ),
+    ContextKey(
+        "model_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the key ARN arn:aws:kms:<region>:<account>:key/<key-id> of the given bucket's key")
+        ),
+        None,
+        "model",
+        "`arn:aws:kms:<region>:<acct>:key/<id>` of an SSE-KMS given bucket (with `model_bucket` or "
+        "`model_s3_uri` only)",
+    ),
+    ContextKey(
+        "hf_token_secret_arn",
+        _optional(_pattern(SECRET_ARN, f"{SECRET_ARN_RULE}, of a secret holding a Hugging Face token")),
+        None,
+        "model",
+        "ARN of a Secrets Manager secret holding a Hub token (the plain token, or JSON with `token` or "
+        "`HF_TOKEN`) for gated or private repos; never the token itself (a value that is not a secret ARN is "
+        "refused and not echoed)",
+    ),
+    ContextKey(
+        "hf_token_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the ARN of the customer-managed KMS key of the token secret (arn:aws:kms:...)")
+        ),
+        None,
+        "model",
+        "the customer-managed KMS key the token secret is encrypted with (with `hf_token_secret_arn`); the "
+        "staging handler and job may then decrypt with it. Not needed for the AWS-managed key",
+    ),
+    ContextKey(
+        "include",
+        _patterns,
+        [],
+        "model",
+        'JSON array of glob patterns of files to stage, e.g. `["*.json","*.safetensors"]` or one GGUF quantization',
+    ),
+    ContextKey(
+        "exclude",
+        _patterns,
+        ["original/*"],
+        "model",
+        "JSON array of glob patterns of files to skip (the default skips duplicate `original/` weights)",
+    ),
+    ContextKey(
+        "staging_instance_type",
+        _pattern(INSTANCE_TYPE, "a SageMaker Processing instance type such as ml.m5.2xlarge"),
+        "ml.m5.2xlarge",
+        "model",
+        "Processing instance type of the staging job",
+    ),
+    ContextKey(
+        "staging_max_instances",
+        _integer(*STAGING_MAX_INSTANCES_RANGE),
+        4,
+        "model",
+        "1-100: the job gets one instance per 100 GiB missing, up to this",
+    ),
+    ContextKey(
+        "staging_max_runtime_s",
+        _integer(*STAGING_MAX_RUNTIME_RANGE_S),
+        21600,
+        "model",
+        "600-42300: the job's limit; the deployment waits this plus 15 minutes at most",
+    ),
+    ContextKey(
+        "deployment_mode",
+        _choice(list(DEPLOYMENT_MODES)),
+        "standard",
+        "scaling",
+        "`standard` \\| `inference-component`",
+    ),
+    ContextKey(
+        "scale_to_zero",
+        _boolean,
+        False,
+        "scaling",
+        "true only in component mode: min instances and copies 0, woken by the first request",
+    ),
+    ContextKey(
+        "min_instances",
+        _optional(_integer(0, 100)),
+        None,
+        "scaling",
+        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum",
+    ),
+    ContextKey(
+        "max_instances",
+        _optional(_integer(1, 100)),
+        None,
+        "scaling",
+        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum",
+    ),
+    ContextKey(
+        "accelerators_per_copy",
+        _optional(_integer(1, 64)),
+        None,
+        "scaling",
+        "component mode: GPUs per copy, ≤ GPUs per instance, = tensor parallel size",
+    ),
+    ContextKey(
+        "min_copies",
+        _optional(_integer(0, 1000)),
+        None,
+        "scaling",
+        "component mode; `min` ≤ `initial` ≤ `max`, all copies' GPUs ≤ `max_instances` x GPUs per instance",
+    ),
+    ContextKey(
+        "initial_copies",
+        _optional(_integer(0, 1000)),
+        None,
+        "scaling",
+        "component mode; `min` ≤ `initial` ≤ `max`, all copies' GPUs ≤ `max_instances` x GPUs per instance",
+    ),
+    ContextKey(
+        "max_copies",
+        _optional(_integer(1, 1000)),
+        None,
+        "scaling",
+        "component mode; `min` ≤ `initial` ≤ `max`, all copies' GPUs ≤ `max_instances` x GPUs per instance",
+    ),
+    ContextKey(
+        "target_concurrency",
+        _optional(_number(0, 10_000)),
+        None,
+        "scaling",
+        "component mode: concurrent requests per copy to track",
+    ),
+    ContextKey(
+        "target_invocations_per_instance",
+        _optional(_number(0, 1_000_000)),
+        None,
+        "scaling",
+        "standard mode: invocations per instance per minute to track",
+    ),
+    ContextKey(
+        "routing_strategy",
+        _optional(_choice(list(ROUTING_STRATEGIES))),
+        None,
+        "scaling",
+        "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM`",
+    ),
+    ContextKey(
+        "min_memory_mb",
+        _optional(_integer(128, 4_000_000)),
+        None,
+        "scaling",
+        "component mode: host memory reserved per copy, ≥ 128",
+    ),
+    ContextKey(
+        "component_name",
+        _optional(_text),
+        None,
+        "scaling",
+        "component mode: 1-63 letters, digits, hyphens",
+    ),
+    ContextKey(
+        "preflight_skip",
+        _choices_list(PREFLIGHT_CHECKS),
+        [],
+        "checks",
+        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format` (each skip is "
+        "a synth warning)",
+    ),
+    ContextKey(
+        "allow_unverified_s3",
+        _boolean,
+        False,
+        "checks",
+        "accept a prefix without the staging manifest (for `model_s3_uri` copied by other means)",
+    ),
+    ContextKey(
+        "allow_checkpoint_code",
+        _boolean,
+        False,
+        "checks",
+        "let checkpoint files the container runs or reads as settings (`requirements.txt`, `model.py`, "
+        "`code/*`, `serving.properties`; for `lmi` every `*.py`) be staged and served, and accept variables "
+        "that load code (`PYTHONPATH`, `LD_PRELOAD`, an LMI `.py` entry point...), each with a warning; only "
+        "for a repository and revision you have read",
+    ),
+    ContextKey(
+        "preflight_sequences",
+        _integer(1, 4096),
+        1,
+        "checks",
+        "full-length `max_model_len` sequences that must fit in the KV cache at once",
+    ),
+    ContextKey(
+        "smoke_test",
+        _boolean,
+        True,
+        "checks",
+        "false leaves the smoke test out",
+    ),
+    ContextKey(
+        "smoke_prompt",
+        _prompt,
+        "In one short sentence: what is Amazon S3?",
+        "checks",
+        "the smoke test's request",
+    ),
+    ContextKey(
+        "smoke_max_tokens",
+        _integer(1, 4096),
+        64,
+        "checks",
+        "the smoke test's request",
+    ),
+    ContextKey(
+        "smoke_inputs",
+        _json_object,
+        {},
+        "checks",
+        "JSON object merged into the smoke request (not `messages` or `stream`)",
+    ),
+    ContextKey(
+        "smoke_expected_pattern",
+        _optional(_text),
+        None,
+        "checks",
+        "regex the non-streamed answer must match",
+    ),
+    ContextKey(
+        "smoke_budget_s",
+        _integer(60, 2700),
+        600,
+        "checks",
+        "60-2700: how long transient errors are retried",
+    ),
+    ContextKey(
+        "engine",
+        _choice(engine_names()),
+        "vllm",
+        "serving",
+        "`vllm` \\| `sglang` \\| `lmi` (see [LMI](guide/engines-and-images.md#lmi-djl-serving-with-vllms-async-engine))"
+        " \\| `llamacpp` (one GGUF file, image built at deploy: see [llama.cpp](guide/llamacpp.md))",
+    ),
+    ContextKey(
+        "image",
+        _optional(_text),
+        None,
+        "serving",
+        "full ECR URI `<acct>.dkr.ecr.<region>.amazonaws.com[.cn]/<repo>:<tag>` or `@sha256:…`; a floating "
+        "tag gives a synth warning",
+    ),
+    ContextKey(
+        "instance_type",
+        _pattern(INSTANCE_TYPE, "a SageMaker instance type such as ml.g6.xlarge"),
+        "ml.g6.xlarge",
+        "serving",
+        "a GPU instance type from the catalog below, or any `ml.*` type with `gpu_count` and `gpu_memory_gib`"
+        " (if cfn-lint does not know it yet either: `make synth CFN_LINT_IGNORE=W3005,E3030,W3030`)",
+    ),
+    ContextKey(
+        "instance_count",
+        _integer(1, 100),
+        1,
+        "serving",
+        "1-100 instances at creation (both modes)",
+    ),
+    ContextKey(
+        "gpu_count",
+        _optional(_integer(1, 64)),
+        None,
+        "serving",
+        "1-64; required with `gpu_memory_gib` for types the catalog lacks; for a catalog type it must equal "
+        "the catalog's value",
+    ),
+    ContextKey(
+        "gpu_memory_gib",
+        _optional(_number(0, 1024)),
+        None,
+        "serving",
+        "> 0, ≤ 1024 GiB per GPU; same rule",
+    ),
+    ContextKey(
+        "tensor_parallel_size",
+        _optional(_integer(1, 64)),
+        None,
+        "serving",
+        "standard mode: must equal the instance's GPU count; component mode: the GPUs of one copy",
+    ),
+    ContextKey(
+        "max_model_len",
+        _optional(_integer(1, 16_777_216)),
+        32768,
+        "serving",
+        "1-16777216; null lets the engine use the model's own maximum",
+    ),
+    ContextKey(
+        "max_num_seqs",
+        _optional(_integer(1, 65_536)),
+        None,
+        "serving",
+        "1-65536",
+    ),
+    ContextKey(
+        "engine_env",
+        _json_object,
+        {},
+        "serving",
+        "JSON object of engine flags, keys with the engine's prefix (below)",
+    ),
+    ContextKey(
+        "container_env",
+        _json_object,
+        {},
+        "serving",
+        "JSON object of other container variables (below)",
+    ),
+    ContextKey(
+        "inference_ami_version",
+        _optional(_choice(known_ami_versions())),
+        None,
+        "serving",
+        "`al2-ami-sagemaker-inference-gpu-2`, `-gpu-2-1`, `-gpu-3-1`, `al2023-ami-sagemaker-inference-gpu-4-1`",
+    ),
+    ContextKey(
+        "capacity_reservation_arn",
+        _optional(_text),
+        None,
+        "serving",
+        "`arn:aws:sagemaker:<region>:<acct>:<type>/<name>`; sets `capacity-reservations-only`",
+    ),
+    ContextKey(
+        "startup_timeout_s",
+        _integer(60, 3600),
+        1200,
+        "serving",
+        "60-3600 (container health check)",
+    ),
+    ContextKey(
+        "download_timeout_s",
+        _integer(60, 3600),
+        1200,
+        "serving",
+        "60-3600 (model download from S3)",
+    ),
+    ContextKey(
+        "endpoint_name",
+        _optional(_text),
+        None,
+        "serving",
+        "1-63 letters, digits, hyphens",
+    ),
+    ContextKey(
+        "gguf_file",
+        _optional(_pattern(GGUF_FILE, GGUF_FILE_DESCRIPTION)),
+        None,
+        "serving",
+        "with `engine=llamacpp` only, and required there: the `.gguf` file name or glob to stage and serve "
+        "(its split parts included)",
+    ),
+    ContextKey(
+        "update_policy",
+        _optional(_choice(list(UPDATE_POLICIES))),
+        None,
+        "observability",
+        "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component), `none`",
+    ),
+    ContextKey(
+        "update_step_size",
+        _integer(1, 1000),
+        1,
+        "observability",
+        "canary size or linear step in instances; copies per rolling batch",
+    ),
+    ContextKey(
+        "update_wait_s",
+        _integer(*WAIT_RANGE_S),
+        300,
+        "observability",
+        "0-3600: baking period after each shift or batch, watched by the alarms",
+    ),
+    ContextKey(
+        "update_termination_wait_s",
+        _optional(_integer(*WAIT_RANGE_S)),
+        None,
+        "observability",
+        "0-3600, blue/green only: how long the old fleet stays after the last shift",
+    ),
+    ContextKey(
+        "update_timeout_s",
+        _optional(_integer(*TIMEOUT_RANGE_S)),
+        None,
+        "observability",
+        "600-28800: the whole update's limit",
+    ),
+    ContextKey(
+        "alarms",
+        _boolean,
+        True,
+        "observability",
+        "false leaves out every alarm and the alarm topic",
+    ),
+    ContextKey(
+        "alarm_email",
+        _optional(_pattern(EMAIL, "an e-mail address to notify")),
+        None,
+        "observability",
+        "an address to subscribe to the alarm topic (SNS asks it to confirm first)",
+    ),
+    ContextKey(
+        "alarm_5xx_percent",
+        _optional(_number(*THRESHOLD_RANGES["errors_5xx_percent"])),
+        5,
+        "observability",
+        "> 0, ≤ 100: share of 5xx answers in 2 of 3 minutes; null: no alarm",
+    ),
+    ContextKey(
+        "alarm_p99_latency_ms",
+        _optional(_number(*THRESHOLD_RANGES["p99_latency_ms"])),
+        30000,
+        "observability",
+        "> 0: p99 `ModelLatency` for 3 minutes; null: no alarm",
+    ),
+    ContextKey(
+        "alarm_gpu_memory_percent",
+        _optional(_number(*THRESHOLD_RANGES["gpu_memory_percent"])),
+        95,
+        "observability",
+        "> 0, ≤ 100: GPU memory for 5 minutes, above the engine's reservation; null: no alarm",
+    ),
+    ContextKey(
+        "alarm_no_capacity",
+        _boolean,
+        True,
+        "observability",
+        "no instance (standard) or a request finding no copy (component, not with scale-to-zero)",
+    ),
+    ContextKey(
+        "dashboard",
+        _boolean,
+        True,
+        "observability",
+        "false leaves out the dashboard and `DashboardUrl`",
+    ),
+)
+FIELDS: dict[str, Callable[[Any], Any]] = {key.name: key.parse for key in KEYS}
+BY_NAME: dict[str, ContextKey] = {key.name: key for key in KEYS}

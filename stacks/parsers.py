@@ -1,0 +1,202 @@
+"""One parser per kind of context value: ``(raw) -> value``, raising ValueError with what is allowed.
+
+CLI context (``-c key=value``) always arrives as text, so numbers, booleans and JSON objects are accepted both
+as JSON values (from cdk.json) and as their text form. The registry (``context_keys.py``) binds each key to one
+of these; every parser carries a description (its ``__doc__``), which the error and the key table show.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from constructs_lib import BUCKET_RULE, bucket_name_problem
+from constructs_lib.names import matches
+
+NONE_WORDS = {"", "null", "none"}
+
+
+# --- one parser per kind of value: (raw) -> value, raising ValueError with what is allowed ---
+
+
+def _text(raw: Any) -> str:
+    """text"""
+    if isinstance(raw, str):
+        return raw
+    raise ValueError("expected text")
+
+
+def _bound(parse: Callable[..., Any], doc: str, *settings: Any) -> Callable[[Any], Any]:
+    """``parse`` with its settings bound, described by ``doc`` (what the error and the key table say).
+
+    The parsers are module-level functions with their settings as arguments, not closures: a test (and a
+    mutation tool) then reaches the code that runs on a value, not a factory that ran once at import.
+    The factories run only at import, before mutmut forks a mutant, so no mutant of them could ever run:
+    their lines say ``pragma: no mutate``; the bounds are checked by tests/test_config_limits.py (integers) and
+    tests/test_config_rules.py (numbers) instead.
+    """
+    bound = functools.partial(parse, *settings)  # pragma: no mutate
+    bound.__doc__ = doc  # pragma: no mutate
+    return bound
+
+
+def _parse_optional(parse: Callable[[Any], Any], raw: Any) -> Any:
+    if raw is None or (isinstance(raw, str) and raw.strip().lower() in NONE_WORDS):
+        return None
+    return parse(raw)
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    return _bound(_parse_optional, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
+
+
+def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
+    value = _text(raw)
+    if not matches(regex, value):
+        raise ValueError(f"expected {what}")
+    return value
+
+
+def _pattern(regex: re.Pattern[str], what: str) -> Callable[[Any], str]:
+    return _bound(_parse_pattern, what, regex, what)  # pragma: no mutate
+
+
+def _parse_checked(problem: Callable[[str], str | None], raw: Any) -> str:
+    value = _text(raw)
+    if (why := problem(value)) is not None:
+        raise ValueError(why)
+    return value
+
+
+def _checked(problem: Callable[[str], str | None], what: str) -> Callable[[Any], str]:
+    """A text value checked by one of constructs_lib.names' rules, the same the constructs apply."""
+    return _bound(_parse_checked, what, problem)  # pragma: no mutate
+
+
+def _prompt(raw: Any) -> str:
+    """a non-empty prompt"""
+    value = _text(raw)
+    if not value.strip():
+        raise ValueError("expected a non-empty prompt")
+    if "\x00" in value:
+        raise ValueError("expected a prompt without NUL characters")
+    return value
+
+
+def _parse_integer(low: int, high: int, raw: Any) -> int:
+    if isinstance(raw, bool):
+        raise ValueError(f"expected an integer from {low} to {high}")
+    if isinstance(raw, str) and re.fullmatch(r"\s*-?\d+\s*", raw):
+        raw = int(raw)
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
+    if not isinstance(raw, int):
+        raise ValueError(f"expected an integer from {low} to {high}")
+    if not low <= raw <= high:
+        raise ValueError(f"out of range; allowed: {low} to {high}")
+    return raw
+
+
+def _integer(low: int, high: int) -> Callable[[Any], int]:
+    return _bound(_parse_integer, f"integer {low}-{high}", low, high)  # pragma: no mutate
+
+
+def _parse_number(low: float, high: float, raw: Any) -> float:
+    try:
+        value = float(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None:
+        raise ValueError(f"expected a number from {low} to {high}")
+    if not low < value <= high:
+        raise ValueError(f"out of range; allowed: more than {low}, at most {high}")
+    return value
+
+
+def _number(low: float, high: float) -> Callable[[Any], float]:
+    return _bound(_parse_number, f"number {low}-{high}", low, high)  # pragma: no mutate
+
+
+def _boolean(raw: Any) -> bool:
+    """true | false"""
+    if isinstance(raw, bool):
+        return raw
+    if isinstance(raw, str) and raw.strip().lower() in ("true", "false"):
+        return raw.strip().lower() == "true"
+    raise ValueError("expected true or false")
+
+
+def _bucket(raw: Any) -> str:
+    """an existing S3 bucket name"""
+    value = _text(raw)
+    if bucket_name_problem(value):
+        raise ValueError(f"expected an existing S3 bucket name ({BUCKET_RULE}; not an IP address)")
+    return value
+
+
+def _parse_choice(allowed: list[str], raw: Any) -> str:
+    if raw not in allowed:
+        raise ValueError(f"not allowed; allowed: {', '.join(allowed)}")
+    return raw
+
+
+def _choice(allowed: list[str]) -> Callable[[Any], str]:
+    return _bound(_parse_choice, " | ".join(allowed), allowed)  # pragma: no mutate
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    duplicates = sorted({k for k in keys if keys.count(k) > 1})
+    if duplicates:
+        raise ValueError(f"the key(s) {', '.join(duplicates)} appear more than once; give each once")
+    return dict(pairs)
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows; give a finite number")
+
+
+def _json_object(raw: Any) -> dict[str, Any]:
+    """JSON object"""
+    if isinstance(raw, str):
+        if raw.strip() == "":
+            return {}
+        try:
+            raw = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON object") from None
+    if not isinstance(raw, dict):
+        raise ValueError('expected a JSON object such as {"KEY": "value"}')
+    return raw
+
+
+def _patterns(raw: Any) -> tuple[str, ...]:
+    """JSON array of glob patterns such as ["*.json", "*.safetensors"]"""
+    if isinstance(raw, str):
+        if raw.strip() == "":
+            return ()
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f'not valid JSON ({e.msg} at character {e.pos}); expected a JSON array such as ["*.json"]'
+            ) from None
+    if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
+        raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
+    return tuple(raw)
+
+
+def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:
+    values = _patterns(raw)
+    wrong = [v for v in values if v not in allowed]
+    if wrong:
+        raise ValueError(f"unknown check(s) {', '.join(map(repr, wrong))}; allowed: {', '.join(allowed)}")
+    return values
+
+
+def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
+    doc = f"JSON array of check names ({', '.join(allowed)})"  # pragma: no mutate
+    return _bound(_parse_choices_list, doc, allowed)  # pragma: no mutate

@@ -1,0 +1,88 @@
+"""handler_kit: what every custom-resource handler shares (request type, rollback detection, log line, reasons)."""
+
+from __future__ import annotations
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+import handler_kit
+from tests.conftest import load_lambda
+
+STACK = "arn:aws:cloudformation:us-east-1:123456789012:stack/LlmEndpoint/1"
+
+
+@pytest.mark.parametrize("kind", ["Create", "Update", "Delete"])
+def test_the_three_request_types_are_read(kind):
+    assert handler_kit.request_type({"RequestType": kind}) == kind
+
+
+@pytest.mark.parametrize("kind", [None, "create", "Replace", ""])
+def test_anything_else_is_refused_naming_it(kind):
+    with pytest.raises(ValueError, match="is not one of Create, Update, Delete"):
+        handler_kit.request_type({"RequestType": kind})
+
+
+def test_one_log_line_quotes_what_would_break_it_and_drops_none():
+    line = handler_kit.log_line("job-started", job="hfstage-1", reason="a b", empty="", eq="k=v", skipped=None)
+    assert line == 'event=job-started job=hfstage-1 reason="a b" empty="" eq="k=v"'
+
+
+@pytest.mark.parametrize("limit", [10, 11, 12, 13, 3000])
+def test_reasons_are_cut_in_bytes_never_inside_a_character(limit):
+    text = "é" * 4000  # two bytes each
+    cut = handler_kit.shorten(text, limit)
+    assert len(cut.encode()) <= limit and cut.endswith(handler_kit.ELLIPSIS)
+    cut.encode().decode()  # valid UTF-8
+    assert handler_kit.shorten("short", limit) == "short"
+
+
+def test_the_default_reason_limit_leaves_room_within_cloudformations_4_kb():
+    assert handler_kit.REASON_LIMIT_BYTES < handler_kit.RESPONSE_LIMIT_BYTES
+    assert len(handler_kit.shorten("x" * 10_000).encode()) <= handler_kit.REASON_LIMIT_BYTES
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        ("UPDATE_ROLLBACK_IN_PROGRESS", True),
+        ("UPDATE_IN_PROGRESS", False),
+        ("UPDATE_ROLLBACK_COMPLETE_CLEANUP_IN_PROGRESS", False),  # cleanup deletes, it sends no Update
+        ("ROLLBACK_IN_PROGRESS", False),
+    ],
+)
+def test_an_update_rollback_is_told_by_the_stack_status(status, expected):
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    with Stubber(cloudformation) as stub:
+        stub.add_response(
+            "describe_stacks",
+            {"Stacks": [{"StackName": "s", "StackStatus": status, "CreationTime": "2026-12-01T00:00:00Z"}]},
+            {"StackName": STACK},
+        )
+        assert handler_kit.update_rolling_back(STACK, cloudformation, lambda *a, **k: None) is expected
+
+
+def test_a_stack_that_cannot_be_described_is_not_rolling_back_and_says_so():
+    cloudformation = boto3.client("cloudformation", region_name="us-east-1")
+    logged = []
+    with Stubber(cloudformation) as stub:
+        stub.add_client_error("describe_stacks", "Throttling", "Rate exceeded")
+        assert handler_kit.update_rolling_back(STACK, cloudformation, lambda e, **f: logged.append((e, f))) is False
+    assert logged == [("describe-stack-failed", {"error": "ClientError"})]
+
+
+def test_clients_are_made_once_per_service_and_region():
+    cache: dict = {}
+    first = handler_kit.cached_client(cache, "s3", region="us-east-1", retries={"mode": "standard"})
+    assert handler_kit.cached_client(cache, "s3", region="us-east-1") is first
+    assert handler_kit.cached_client(cache, "s3", region="eu-west-1") is not first
+    assert set(cache) == {"s3@us-east-1", "s3@eu-west-1"}
+
+
+@pytest.mark.parametrize("name", ["staged_checkpoint", "deployment_preflight", "endpoint_smoke_test"])
+def test_every_handler_uses_the_kit(name, monkeypatch):
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the smoke handler makes its clients at import
+    module = load_lambda(name)
+    assert module.handler_kit is handler_kit and module.update_rolling_back is handler_kit.update_rolling_back
+    source = (load_lambda.__globals__["ROOT"] / "lambda" / name / "index.py").read_text()
+    assert "StackStatus" not in source and "_NEEDS_QUOTES" not in source  # no copy of their own
