@@ -55,8 +55,9 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
+# Both cores: a module's fixtures stay with the worker that runs it; idle workers steal what is left.
 test: setup lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 # The library as users install it: a wheel, a fresh virtual environment outside the repository, and a consumer
 # app with an empty cdk.json synthesized from a temporary folder (tests/package; about a minute on 2 cores).
