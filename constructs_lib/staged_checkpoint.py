@@ -19,6 +19,7 @@ spread over several Processing instances when the checkpoint is large.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import json
@@ -38,6 +39,7 @@ from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IDependable
 
+from handler_kit.resources import StagedCheckpointProperties
 from preflight.checkpoint_code import staging_exclude
 
 from ._assets import package_folder
@@ -168,11 +170,12 @@ class StagedCheckpoint(Construct):
             wait condition, 1-25 minutes. Default: 10 minutes.
         """
         super().__init__(scope, id)
-        defaults = staging_defaults()
+        # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
+        defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
         self.repo_id = repo_id
         self.requested_revision = revision
-        max_runtime = max_runtime or cdk.Duration.hours(6)
-        handoff_after = handoff_after or cdk.Duration.minutes(10)
+        max_runtime = max_runtime or cdk.Duration.seconds(defaults["max_runtime_s"])
+        handoff_after = handoff_after or cdk.Duration.seconds(defaults["handoff_s"])
         instance_type = instance_type or defaults["instance_type"]
         max_instances = defaults["max_instances"] if max_instances is None else max_instances
         bytes_per_instance = bytes_per_instance or defaults["bytes_per_instance"]
@@ -237,25 +240,26 @@ class StagedCheckpoint(Construct):
         signal_function = self._signal_function()
         self._grant_handler(signal_function.role, None, manage_jobs=False)
 
-        properties = {
-            "RepoId": repo_id,
-            "Revision": revision,
-            "Bucket": self.bucket.bucket_name,
-            "Prefix": prefix,
-            "Include": list(include),
-            "Exclude": list(staged_exclude),
-            "TokenSecretArn": hf_token_secret.secret_arn if hf_token_secret else "",
-            "HubEndpoint": hub_endpoint or "",
-            "ImageUri": image.image_uri(self),
-            "InstanceType": instance_type,
-            "MaxInstances": str(max_instances),
-            "BytesPerInstance": str(bytes_per_instance),
-            "VolumeSizeGb": str(volume_size_gb),
-            "MaxRuntimeSeconds": str(int(max_runtime.to_seconds())),
-            "RoleArn": self.job_role.role_arn,
-            "CodeUri": code.s3_object_url,
-            "HandoffSeconds": str(int(handoff_after.to_seconds())),
-        }
+        resource_properties = StagedCheckpointProperties(
+            repo_id=repo_id,
+            revision=revision,
+            bucket=self.bucket.bucket_name,
+            prefix=prefix,
+            include=tuple(include),
+            exclude=tuple(staged_exclude),
+            token_secret_arn=hf_token_secret.secret_arn if hf_token_secret else None,
+            hub_endpoint=hub_endpoint or None,
+            image_uri=image.image_uri(self),
+            instance_type=instance_type,
+            max_instances=max_instances,
+            bytes_per_instance=bytes_per_instance,
+            volume_size_gb=volume_size_gb,
+            max_runtime_s=int(max_runtime.to_seconds()),
+            role_arn=self.job_role.role_arn,
+            code_uri=code.s3_object_url,
+            handoff_s=int(handoff_after.to_seconds()),
+        )
+        properties = resource_properties.to_properties()
         # ... and a token of every property. Any change of the resource (a new revision, patterns, image,
         # worker code, limits) is an update that may start a job, so it gets a new wait-condition handle and
         # wait condition (CloudFormation cannot update either, and a wait condition added in an update needs
@@ -301,7 +305,9 @@ class StagedCheckpoint(Construct):
             resource_type="Custom::StagedCheckpoint",
             # The Provider answers once is_complete hands off (at most handoff_after) plus one planning call.
             service_timeout=cdk.Duration.seconds(handoff_after.to_seconds() + 900),
-            properties={**properties, "JobNamePrefix": self.job_name_prefix, "WaitHandle": handle.ref},
+            properties=dataclasses.replace(
+                resource_properties, job_name_prefix=self.job_name_prefix, wait_handle=handle.ref
+            ).to_properties(),
         )
         # The rule must exist before a job can end, and the roles must be complete before they are used.
         self.resource.node.add_dependency(rule, self.job_role, provider.role, signal_function.role)

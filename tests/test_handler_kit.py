@@ -86,3 +86,42 @@ def test_every_handler_uses_the_kit(name, monkeypatch):
     assert module.handler_kit is handler_kit and module.update_rolling_back is handler_kit.update_rolling_back
     source = (load_lambda.__globals__["ROOT"] / "lambda" / name / "index.py").read_text()
     assert "StackStatus" not in source and "_NEEDS_QUOTES" not in source  # no copy of their own
+
+
+# --- one typed properties class per custom resource ---------------------------------------------------
+
+
+def test_the_staged_checkpoint_writes_what_its_handler_reads_back():
+    """The construct's properties, as synthesized, parse into the class it wrote them with."""
+    import dataclasses
+
+    from handler_kit.resources import StagedCheckpointProperties
+    from tests.conftest import stack_template
+
+    (resource,) = stack_template().find_resources("Custom::StagedCheckpoint").values()
+    props = {k: v for k, v in resource["Properties"].items() if k not in ("ServiceToken", "ServiceTimeout")}
+    parsed = StagedCheckpointProperties.from_properties(props)
+    assert parsed.repo_id == "Qwen/Qwen3-4B-Instruct-2507" and parsed.exclude[0] == "original/*"
+    assert parsed.max_instances == 4 and parsed.max_runtime_s == 21600 and parsed.token_secret_arn is None
+    assert set(props) == {StagedCheckpointProperties.NAMES[f.name] for f in dataclasses.fields(parsed)}
+    assert parsed.to_properties() == props  # a round trip changes nothing
+
+
+def test_a_default_is_defined_once_for_the_construct_and_its_handler():
+    """MaxInstances was 4 in the construct and 1 in the handler; now both read the class's default."""
+    from handler_kit.resources import StagedCheckpointProperties
+
+    minimal = {
+        "RepoId": "org/name",
+        "Bucket": "b",
+        "ImageUri": "img",
+        "RoleArn": "arn:aws:iam::123456789012:role/r",
+        "CodeUri": "s3://b/code.zip",
+        "MaxRuntimeSeconds": "3600",
+        "JobNamePrefix": "hfstage-0-",
+    }
+    parsed = StagedCheckpointProperties.from_properties(minimal)
+    assert (parsed.max_instances, parsed.volume_size_gb, parsed.handoff_s, parsed.revision) == (4, 30, 600, "main")
+    assert load_lambda("staged_checkpoint").Settings is StagedCheckpointProperties
+    with pytest.raises(KeyError, match="JobNamePrefix"):
+        StagedCheckpointProperties.from_properties({k: v for k, v in minimal.items() if k != "JobNamePrefix"})

@@ -36,6 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 import handler_kit
 from handler_kit import update_rolling_back
+from handler_kit.resources import StagedCheckpointProperties
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
@@ -54,7 +55,6 @@ CODE_DIR = "/opt/ml/processing/input/code"
 RUNNING = ("InProgress", "Stopping")
 # How long is_complete follows a job before handing the wait to the wait condition. Must stay well
 # inside the Provider's total timeout (set by the construct), so that a slow job never fails here.
-DEFAULT_HANDOFF_S = 600
 
 
 class StagingError(Exception):
@@ -83,57 +83,8 @@ def log(event: str, **fields: Any) -> None:
     LOG.info(handler_kit.log_line(event, **fields))
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The resource's properties, typed. Only ARNs and names: the token itself is never a property."""
-
-    repo_id: str
-    revision: str
-    bucket: str
-    prefix: str
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    token_secret_arn: str | None
-    hub_endpoint: str | None
-    image_uri: str
-    instance_type: str
-    max_instances: int
-    bytes_per_instance: int
-    volume_size_gb: int
-    max_runtime_s: int
-    role_arn: str
-    code_uri: str
-    job_name_prefix: str
-    wait_handle: str | None
-    handoff_s: int
-
-    @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> Settings:
-        def patterns(key: str) -> tuple[str, ...]:
-            value = props.get(key) or []
-            return tuple(json.loads(value) if isinstance(value, str) else value)
-
-        return cls(
-            repo_id=props["RepoId"],
-            revision=props.get("Revision") or "main",
-            bucket=props["Bucket"],
-            prefix=props.get("Prefix", "models/"),
-            include=patterns("Include"),
-            exclude=patterns("Exclude"),
-            token_secret_arn=props.get("TokenSecretArn") or None,
-            hub_endpoint=props.get("HubEndpoint") or None,
-            image_uri=props["ImageUri"],
-            instance_type=props["InstanceType"],
-            max_instances=int(props.get("MaxInstances", 1)),
-            bytes_per_instance=int(props.get("BytesPerInstance", 100 * 2**30)),
-            volume_size_gb=int(props.get("VolumeSizeGb", 30)),
-            max_runtime_s=int(props["MaxRuntimeSeconds"]),
-            role_arn=props["RoleArn"],
-            code_uri=props["CodeUri"],
-            job_name_prefix=props["JobNamePrefix"],
-            wait_handle=props.get("WaitHandle") or None,
-            handoff_s=int(props.get("HandoffSeconds", DEFAULT_HANDOFF_S)),
-        )
+# The resource's properties, typed, with their defaults: the class the construct writes them with.
+Settings = StagedCheckpointProperties
 
 
 @dataclass(frozen=True)
