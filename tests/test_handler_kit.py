@@ -99,7 +99,12 @@ def test_the_staged_checkpoint_writes_what_its_handler_reads_back():
     from tests.conftest import stack_template
 
     (resource,) = stack_template().find_resources("Custom::StagedCheckpoint").values()
-    props = {k: v for k, v in resource["Properties"].items() if k not in ("ServiceToken", "ServiceTimeout")}
+    # CloudFormation resolves the intrinsics (Ref, Fn::GetAtt, Fn::Join) to strings before the handler runs.
+    props = {
+        k: f"<{k}>" if isinstance(v, dict) else v
+        for k, v in resource["Properties"].items()
+        if k not in ("ServiceToken", "ServiceTimeout")
+    }
     parsed = StagedCheckpointProperties.from_properties(props)
     assert parsed.repo_id == "Qwen/Qwen3-4B-Instruct-2507" and parsed.exclude[0] == "original/*"
     assert parsed.max_instances == 4 and parsed.max_runtime_s == 21600 and parsed.token_secret_arn is None
