@@ -49,6 +49,15 @@ SERVICE_TIMEOUT_MARGIN = cdk.Duration.minutes(8)
 RESERVED_BODY_KEYS = ("messages", "stream")
 
 
+def _endpoint_props(endpoint: Any) -> dict[str, str]:
+    """What the smoke test needs of the endpoint it invokes (a GpuEndpoint's or a component's)."""
+    return {
+        "endpoint_name": endpoint.endpoint_name,
+        "endpoint_config_name": endpoint.endpoint_config.attr_endpoint_config_name,
+        "endpoint_arn": endpoint.endpoint_arn,
+    }
+
+
 def request_problems(
     extra_body: Mapping[str, Any] | None,
     expected_pattern: str | None,
@@ -242,9 +251,7 @@ class EndpointSmokeTest(Construct):
         return cls(
             scope,
             id,
-            endpoint_name=endpoint.endpoint_name,
-            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
-            endpoint_arn=endpoint.endpoint_arn,
+            **_endpoint_props(endpoint),
             stream_format=options.pop("stream_format", endpoint.engine.stream_format),
             fingerprint=[endpoint.model, endpoint.endpoint_config, endpoint.endpoint, *options.pop("fingerprint", ())],
             depends_on=[endpoint, *options.pop("depends_on", ())],
@@ -265,9 +272,7 @@ class EndpointSmokeTest(Construct):
         return cls(
             scope,
             id,
-            endpoint_name=endpoint.endpoint_name,
-            endpoint_config_name=endpoint.endpoint_config.attr_endpoint_config_name,
-            endpoint_arn=endpoint.endpoint_arn,
+            **_endpoint_props(endpoint),
             inference_component_name=component.inference_component_name,
             inference_component_arn=component.inference_component_arn,
             model_name=component.model.attr_model_name,

@@ -8,7 +8,6 @@ keyword prop with its type, its default as the docstring states it (``Default: .
 
 from __future__ import annotations
 
-import argparse
 import inspect
 import os
 import re
@@ -18,6 +17,9 @@ from pathlib import Path
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from generated import between, regenerate  # noqa: E402
 
 import constructs_lib  # noqa: E402
 
@@ -86,30 +88,12 @@ def props_table(function) -> str:
 
 
 def render(page: str, text: str) -> str:
-    if START not in text or END not in text:
-        raise ValueError(f"docs/constructs/{page}.md has no props markers")
-    head, _, rest = text.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{props_table(PAGES[page])}\n{END}{tail}"
+    return between(text, START, END, props_table(PAGES[page]) + "\n", f"docs/constructs/{page}.md")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when a page's table differs; write nothing")
-    args = parser.parse_args(argv)
-    drifted = []
-    for page in PAGES:
-        path = DOCS / f"{page}.md"
-        current = path.read_text()
-        wanted = render(page, current)
-        if wanted != current:
-            drifted.append(str(path.relative_to(ROOT)))
-            if not args.check:
-                path.write_text(wanted)
-    if drifted and args.check:
-        print("props tables out of date (run python tools/construct_docs.py): " + ", ".join(drifted), file=sys.stderr)
-        return 1
-    return 0
+    files = [(DOCS / f"{page}.md", lambda text, page=page: render(page, text)) for page in PAGES]
+    return regenerate(argv, __doc__.splitlines()[0], files, "the constructs' signatures and docstrings")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ settings and feature flags) where it is; our keys follow in the registry's order
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -16,6 +15,9 @@ from pathlib import Path
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tools"))
+
+from generated import between, regenerate  # noqa: E402
 
 from stacks.context_keys import KEYS, SECTIONS  # noqa: E402
 
@@ -52,29 +54,12 @@ def keys_table() -> str:
 
 
 def doc_text(current: str) -> str:
-    if START not in current or END not in current:
-        raise ValueError(f"{DOC.relative_to(ROOT)} has no {START!r} ... {END!r} markers")
-    head, _, rest = current.partition(START)
-    _, _, tail = rest.partition(END)
-    return f"{head}{START}\n{keys_table()}{END}{tail}"
+    return between(current, START, END, keys_table(), str(DOC.relative_to(ROOT)))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 when a file differs; write nothing")
-    args = parser.parse_args(argv)
-    drifted = []
-    for path, render in ((CDK_JSON, cdk_json_text), (DOC, doc_text)):
-        current = path.read_text()
-        wanted = render(current)
-        if wanted != current:
-            drifted.append(str(path.relative_to(ROOT)))
-            if not args.check:
-                path.write_text(wanted)
-    if drifted and args.check:
-        print(f"out of date with stacks/context_keys.py: {', '.join(drifted)} (run python tools/context_docs.py)")
-        return 1
-    return 0
+    files = [(CDK_JSON, cdk_json_text), (DOC, doc_text)]
+    return regenerate(argv, __doc__.splitlines()[0], files, "stacks/context_keys.py")
 
 
 if __name__ == "__main__":

@@ -28,22 +28,19 @@ from hfstage.transfer import CHECKPOINT_DIR, MAX_KEY_BYTES
 from hfstage.worker import EXIT_HUB, EXIT_OK
 from tests.fakes.fake_hub import TEST_TOKEN, FakeHub, Synthetic
 from tests.fakes.fixtures import S3Env, fake_hub, s3, worker_argv  # noqa: F401
+from tests.hostile.tally import Tally, report_fixture
 
 MiB = 1024 * 1024
 PREFIX = revision_prefix("models/", "Org/Hostile", "a" * 40)
-TALLY: Counter[str] = Counter()  # "<area> tried" / "<area> refused" (or "passed" for safe inputs)
+TALLY = Tally()  # "<area> tried" / "<area> refused" (or "passed" for safe inputs)
 BOUNDED = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _report_tally():
-    yield
-    print("\nhostile inputs: " + ", ".join(f"{k}={v}" for k, v in sorted(TALLY.items())))
+_report_tally = report_fixture(TALLY)
 
 
 def tally(area: str, refused: bool) -> None:
-    TALLY[f"{area} tried"] += 1
-    TALLY[f"{area} refused"] += refused
+    TALLY.record(area, refused)
 
 
 # -- names: generated ----------------------------------------------------------------------------------------

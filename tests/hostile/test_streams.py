@@ -22,7 +22,6 @@ import re
 import threading
 import time
 import tracemalloc
-from collections import Counter
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -42,22 +41,19 @@ from endpoint_client import (
     stream_chat,
 )
 from tests.fakes.fake_runtime import client, load_handler, payload_part
+from tests.hostile.tally import Tally, report_fixture
 
 ENDPOINT = "llm-endpoint-hostile"
 MiB = 2**20
 PART = 64 * 1024  # PayloadPart size the hostile runtime sends
-TALLY: Counter[str] = Counter()  # "<area> tried" / "<area> refused"
+TALLY = Tally()  # "<area> tried" / "<area> refused"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _report_tally():
-    yield
-    print("\nhostile inputs: " + ", ".join(f"{k}={v}" for k, v in sorted(TALLY.items())))
+_report_tally = report_fixture(TALLY)
 
 
 def tally(area: str, refused: bool) -> None:
-    TALLY[f"{area} tried"] += 1
-    TALLY[f"{area} refused"] += refused
+    TALLY.record(area, refused)
 
 
 def cut(data: bytes, cuts: list[int]) -> list[bytes]:
