@@ -22,16 +22,18 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 # cannot be installed (no pip for python3, an offline mirror without it). Either way the same pins install.
 UV_VERSION := 0.13.8
 UV_DIR := .uv
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11+ is needed, found " + sys.version.split()[0])'
 	@if [ -x $(UV_DIR)/bin/uv ] || $(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR) uv==$(UV_VERSION) >/dev/null 2>&1; then \
 	  echo "installing $(VENV) with uv $(UV_VERSION)"; \
 	  $(UV_DIR)/bin/uv venv --clear --quiet --seed --python $(PYTHON) $(VENV) && \
-	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt; \
+	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt && \
+	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python --no-deps -e .; \
 	else \
 	  echo "uv unavailable: installing $(VENV) with pip"; \
 	  $(PYTHON) -m venv $(VENV) && \
-	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt; \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt && \
+	  $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .; \
 	fi
 	touch $@
 
