@@ -27,7 +27,7 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt pyproject.toml
 	@if [ -x $(UV_DIR)/bin/uv ] || $(PYTHON) -m pip install --quiet --disable-pip-version-check --target $(UV_DIR) uv==$(UV_VERSION) >/dev/null 2>&1; then \
 	  echo "installing $(VENV) with uv $(UV_VERSION)"; \
 	  $(UV_DIR)/bin/uv venv --clear --quiet --seed --python $(PYTHON) $(VENV) && \
-	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python -r requirements-dev.txt && \
+	  $(UV_DIR)/bin/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements-dev.txt && \
 	  $(UV_DIR)/bin/uv pip install --quiet --python $(BIN)/python --no-deps -e .; \
 	else \
 	  echo "uv unavailable: installing $(VENV) with pip"; \

@@ -74,7 +74,9 @@ def plan_endpoint(
             errors.append(
                 f"tensor_parallel_size={tp} does not match instance_type={instance_type!r}, which has "
                 f"{instance.gpu_count} GPU(s); allowed: {instance.gpu_count} (one model uses every GPU of "
-                "the instance in standard mode), or leave it unset."
+                "the instance in standard mode), or leave it unset. To give a model fewer GPUs than the instance has "
+                f"(or run {instance.gpu_count // tp if tp and instance.gpu_count % tp == 0 else 'several'} copies on "
+                f"it), use deployment_mode=inference-component with accelerators_per_copy={tp}."
             )
     if tp is not None and tp < 1:
         errors.append(f"tensor_parallel_size={tp} must be at least 1.")

@@ -158,6 +158,12 @@ class EngineSpec:
         """The variables the app always sets for this engine (``fixed_env`` in engines.json)."""
         return {name: value for name, (value, _) in self.fixed_env.items()}
 
+    @property
+    def splits_tensors(self) -> bool:
+        """Whether the engine takes a tensor parallel size (llama.cpp splits layers over its GPUs by itself:
+        llama-server --split-mode, default layer, tools/server/README.md)."""
+        return "tensor_parallel_size" in self.derived_keys
+
     def derived_key(self, setting: str) -> str:
         """The canonical environment key for a derived setting (first listed alias)."""
         return self.derived_keys[setting][0]

@@ -284,6 +284,12 @@ class DeploymentConfig:
             problems.append(str(e))
 
         component_mode = values.get("deployment_mode") == INFERENCE_COMPONENT
+        if engine_known and values.get("tensor_parallel_size") is not None and not engine.splits_tensors:
+            problems.append(
+                f"tensor_parallel_size={values['tensor_parallel_size']}: engine={engine.name!r} has no tensor parallel "
+                "size (it spreads the model over every GPU it is given by itself); allowed: leave it unset"
+                + (", and give a component its GPUs with accelerators_per_copy" if component_mode else "")
+            )
         if component_mode and values.get("tensor_parallel_size") is None:
             values["tensor_parallel_size"] = values.get("accelerators_per_copy")
         if engine_known and "gguf_file" in values:

@@ -7,6 +7,7 @@ of these; every parser carries a description (its ``__doc__``), which the error 
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import re
@@ -56,7 +57,9 @@ def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
 def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
     value = _text(raw)
     if not matches(regex, value):
-        raise ValueError(f"expected {what}")
+        # An instance type written without its "ml." (g5.2xlarge), as EC2 spells it.
+        hint = f"; did you mean {'ml.' + value!r}?" if matches(regex, f"ml.{value}") else ""
+        raise ValueError(f"expected {what}{hint}")
     return value
 
 
@@ -137,9 +140,18 @@ def _bucket(raw: Any) -> str:
     return value
 
 
+def _did_you_mean(value: Any, allowed: list[str]) -> str:
+    """``; did you mean 'x'?`` for a value that differs from an allowed one by case or a few letters."""
+    if not isinstance(value, str):
+        return ""
+    by_case = [a for a in allowed if a.lower() == value.strip().lower()]
+    near = by_case or difflib.get_close_matches(value.strip().lower(), allowed, n=1, cutoff=0.75)
+    return f"; did you mean {near[0]!r}?" if near else ""
+
+
 def _parse_choice(allowed: list[str], raw: Any) -> str:
     if raw not in allowed:
-        raise ValueError(f"not allowed; allowed: {', '.join(allowed)}")
+        raise ValueError(f"not allowed; allowed: {', '.join(allowed)}{_did_you_mean(raw, allowed)}")
     return raw
 
 
