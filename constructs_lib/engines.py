@@ -132,6 +132,8 @@ class EngineSpec:
     splits_json_arrays: bool = False
     # checkpoint_code patterns staged after all when remote_code_flag is on (the modeling files it imports).
     remote_code_files: tuple[str, ...] = ()
+    # Settings that go together: {"when": {...}, "requires": {...}, "why": ...} (engines.json env_rules).
+    env_rules: tuple[Mapping[str, Any], ...] = ()
 
     def for_model_file(self, model_file: str) -> EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
@@ -222,6 +224,7 @@ def _engines() -> dict[str, EngineSpec]:
             checkpoint_code={**_data()["checkpoint_code"], **e.get("checkpoint_code", {})},
             splits_json_arrays=e.get("splits_json_arrays", False),
             remote_code_files=tuple(e.get("remote_code_files", ())),
+            env_rules=tuple(e.get("env_rules", ())),
         )
         for name, e in raw.items()
     }
@@ -556,6 +559,16 @@ def environment_warnings(
             allowed = "allowed" in rule and re.fullmatch(rule["allowed"], str(value).strip(), re.ASCII)
             if rule.get("kind") == "warn" or (rule.get("kind") == "code" and allow_checkpoint_code and not allowed):
                 warnings.append(f"{map_name} {key}: it {rule['why']}.")
+    effective = {**engine.default_env, **{k: render_plain_value(v) for k, v in engine_env.items()}}
+    for rule in engine.env_rules:
+        holds = all(str(effective.get(k, "")).lower() == str(v).lower() for k, v in rule["when"].items())
+        broken = {k: effective.get(k) for k, v in rule["requires"].items() if str(effective.get(k, "")).lower() != v}
+        if holds and broken:
+            given = ", ".join(f"{k}={v!r}" for k, v in broken.items())
+            wanted = ", ".join(f"{k}={v!r}" for k, v in rule["requires"].items())
+            warnings.append(
+                f"engine_env {given} with {', '.join(rule['when'])} as set: expected {wanted}. {rule['why']}."
+            )
     if allow_checkpoint_code:
         warnings.append(
             f"allow_checkpoint_code=true: staging copies, and the preflight accepts, the checkpoint files "

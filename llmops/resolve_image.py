@@ -59,6 +59,14 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
     args = parser.parse_args(argv)
 
     engine = get_engine(args.engine)
+    if engine.image_build:
+        # Nothing to resolve: cdk deploy builds this engine's image from the repository (a CDK image asset).
+        print(
+            f"{engine.name}: the serving image is built by cdk deploy from {engine.image_build['directory']} "
+            "(Docker needed), not resolved from the DLC registry; pass -c image=<uri> to serve one you built",
+            file=sys.stderr,
+        )
+        return 2
     spec, problems = resolve_instance(args.instance_type, gpu_count=args.gpu_count, gpu_memory_gib=args.gpu_memory_gib)
     if problems:
         print(f"error: {problems[0]}", file=sys.stderr)

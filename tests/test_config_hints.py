@@ -48,3 +48,15 @@ def test_llamacpp_takes_no_tensor_parallel_size():
         tensor_parallel_size="4",
     )
     assert problem.startswith("tensor_parallel_size=4: engine='llamacpp' has no tensor parallel size")
+
+
+def test_lmi_rolling_batch_beside_the_async_entry_point_gets_djls_rule():
+    from constructs_lib import get_engine
+    from constructs_lib.engines import environment_warnings
+
+    (warning,) = environment_warnings(get_engine("lmi"), {"OPTION_ROLLING_BATCH": "vllm"})
+    assert warning.startswith("engine_env OPTION_ROLLING_BATCH='vllm' with OPTION_ASYNC_MODE, OPTION_ENTRYPOINT")
+    assert "expected OPTION_ROLLING_BATCH='disable'" in warning
+    assert environment_warnings(get_engine("lmi"), {"OPTION_ROLLING_BATCH": "DISABLE"}) == []
+    # Without the async engine the rule does not apply.
+    assert environment_warnings(get_engine("lmi"), {"OPTION_ROLLING_BATCH": "vllm", "OPTION_ASYNC_MODE": "false"}) == []

@@ -273,3 +273,11 @@ def test_recorded_tag_for_another_instance_type_is_ignored():
     config = DeploymentConfig.from_context(context_with(instance_type="ml.g6.xlarge", **{key: NEWEST_CU129}))
     assert config.serving_image.tag != NEWEST_CU129
     assert "recorded" not in config.image_source
+
+
+def test_an_engine_whose_image_is_built_says_so_instead_of_listing_a_registry(capsys):
+    from llmops.resolve_image import main
+
+    assert main(["--engine", "llamacpp", "--instance-type", "ml.g5.xlarge", "--region", "us-east-1"]) == 2
+    err = capsys.readouterr().err
+    assert "the serving image is built by cdk deploy from containers/llamacpp" in err and "-c image=" in err
