@@ -118,6 +118,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         image = image or default_image(engine_spec, instance_type)
         startup_timeout = startup_timeout or cdk.Duration.minutes(20)
         download_timeout = download_timeout or cdk.Duration.minutes(20)
+        # What an update's new fleet may take to come up; its timeout must cover it (apply_update_policy).
+        self.provisioning_s = int(download_timeout.to_seconds() + startup_timeout.to_seconds())
         name = endpoint_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
 
         plan = plan_endpoint(

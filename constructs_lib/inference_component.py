@@ -334,6 +334,8 @@ class InferenceComponent(MonitoredComponent, Construct):
         image = image or default_image(engine_spec, endpoint.instance_type)
         startup_timeout = startup_timeout or DEFAULT_TIMEOUT
         download_timeout = download_timeout or DEFAULT_TIMEOUT
+        # What an update's new copies may take to come up; its timeout must cover it (apply_update_policy).
+        self.provisioning_s = int(download_timeout.to_seconds() + startup_timeout.to_seconds())
         scale_to_zero = endpoint.scale_to_zero if scale_to_zero is None else scale_to_zero
         name = component_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
         instance = endpoint.instance

@@ -485,7 +485,8 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
         """Set the endpoint's ``DeploymentConfig``: blue/green with ``policy``'s traffic shifting, rolled back
         when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
         ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
-        _check(self, policy.problems(component_mode=False, instances=self.instance_count))  # type: ignore[attr-defined]
+        provisioning = getattr(self, "provisioning_s", 0)
+        _check(self, policy.problems(component_mode=False, instances=self.instance_count, provisioning_s=provisioning))  # type: ignore[attr-defined]
         scaling = getattr(self, "scalable_target", None)
         if scaling is not None:  # autoscale_instances was called first (the stack does)
             target = scaling.node.default_child
@@ -615,7 +616,8 @@ class MonitoredComponent(InvocationMetrics):
         """Set the component's ``DeploymentConfig``: a rolling update of ``policy.step_size`` copies per
         batch, rolled back when one of ``rollback_on`` fires. Default ``rollback_on``: ``add_alarms``'s."""
         copies = max(self.initial_copies, self.max_copies)  # type: ignore[attr-defined]
-        _check(self, policy.problems(component_mode=True, instances=0, copies=copies))
+        provisioning = getattr(self, "provisioning_s", 0)
+        _check(self, policy.problems(component_mode=True, instances=0, copies=copies, provisioning_s=provisioning))
         alarms = rollback_alarms(
             list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
             self.node.path,  # type: ignore[attr-defined]

@@ -79,8 +79,29 @@ class UpdatePolicy:
     def blue_green(self) -> bool:
         return self.kind in TRAFFIC_TYPES
 
-    def problems(self, *, component_mode: bool, instances: int, copies: int | None = None) -> list[str]:
-        """What is wrong with this policy for an endpoint of ``instances`` (or a component of ``copies``)."""
+    def waiting_s(self, *, instances: int, copies: int | None = None) -> int:
+        """The waits the update contains: one per traffic step (or rolling batch), then the termination wait.
+
+        All at once and canary shift twice at most with one bake between (WaitIntervalInSeconds); linear waits
+        after each of its ceil(instances / step) steps; rolling after each of its ceil(copies / batch) batches
+        (API TrafficRoutingConfig, RollingUpdatePolicy).
+        """
+        if self.kind == LINEAR:
+            steps = max(1, math.ceil(max(instances, 1) / max(self.step_size, 1)))
+        elif self.kind == ROLLING:
+            steps = max(1, math.ceil(max(copies or 1, 1) / max(self.step_size, 1)))
+        else:
+            steps = 1
+        return steps * self.wait_s + (self.termination_wait_s or 0)
+
+    def problems(
+        self, *, component_mode: bool, instances: int, copies: int | None = None, provisioning_s: int = 0
+    ) -> list[str]:
+        """What is wrong with this policy for an endpoint of ``instances`` (or a component of ``copies``).
+
+        ``provisioning_s``: how long the new fleet (or copies) may take to come up, the model download and
+        container start-up timeouts, which the update's timeout must also cover.
+        """
         allowed = COMPONENT_POLICIES if component_mode else STANDARD_POLICIES
         mode = "inference-component" if component_mode else "standard"
         errors = []
@@ -104,11 +125,18 @@ class UpdatePolicy:
                     f"update_timeout_s={timeout}: allowed {TIMEOUT_RANGE_S[0]} to {TIMEOUT_RANGE_S[1]} "
                     "(MaximumExecutionTimeoutInSeconds)"
                 )
-            elif timeout <= self.wait_s + (self.termination_wait_s or 0):
-                # "The timeout value should be larger than the total waiting time" (API BlueGreenUpdatePolicy).
+            elif timeout <= (needed := self.waiting_s(instances=instances, copies=copies) + provisioning_s):
+                # "The timeout value should be larger than the total waiting time specified in
+                # TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy); the new fleet
+                # must also download the model and pass its health check before any traffic moves.
+                waits = self.waiting_s(instances=instances, copies=copies)
                 errors.append(
-                    f"update_timeout_s={timeout} must exceed the waits it contains (update_wait_s "
-                    f"{self.wait_s} + update_termination_wait_s {self.termination_wait_s or 0})"
+                    f"update_timeout_s={timeout} must exceed what the update may wait: {waits} s of waits "
+                    f"({self.kind}: update_wait_s {self.wait_s} per step, update_termination_wait_s "
+                    f"{self.termination_wait_s or 0}) + {provisioning_s} s for the new "
+                    f"{'copies' if component_mode else 'fleet'} to download the model and start "
+                    f"(download_timeout_s + startup_timeout_s) = {needed} s; allowed: more than {needed}, at most "
+                    f"{TIMEOUT_RANGE_S[1]}, or leave it unset"
                 )
         if self.step_size < 1:
             errors.append(f"update_step_size={self.step_size}: at least 1")

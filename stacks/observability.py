@@ -49,6 +49,7 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
         component_mode=component_mode,
         instances=values.get("instance_count", 1),
         copies=max(values.get("initial_copies") or 1, values.get("max_copies") or 1),
+        provisioning_s=(values.get("download_timeout_s") or 0) + (values.get("startup_timeout_s") or 0),
     )
     if values.get("alarm_email") and not values.get("alarms", True):
         problems.append(f"alarm_email={values['alarm_email']!r}: only with alarms=true (there is nothing to send)")

@@ -408,10 +408,11 @@ def test_canary_and_linear_steps_are_checked_against_the_autoscaled_range(policy
 
 def test_blue_green_timeouts_and_termination_wait():
     stack, endpoint = gpu_endpoint()
-    endpoint.apply_update_policy(UpdatePolicy("all-at-once", termination_wait_s=900, max_execution_timeout_s=3600))
+    # 300 s bake + 900 s termination wait + 2 x 1200 s for the green fleet to download and start: 3600 s.
+    endpoint.apply_update_policy(UpdatePolicy("all-at-once", termination_wait_s=900, max_execution_timeout_s=3601))
     config = endpoint_config(Template.from_stack(stack).to_json())
     assert config["BlueGreenUpdatePolicy"]["TerminationWaitInSeconds"] == 900
-    assert config["BlueGreenUpdatePolicy"]["MaximumExecutionTimeoutInSeconds"] == 3600
+    assert config["BlueGreenUpdatePolicy"]["MaximumExecutionTimeoutInSeconds"] == 3601
     assert "AutoRollbackConfiguration" not in config  # no alarms, nothing to roll back on
 
 
@@ -429,7 +430,11 @@ def test_policy_none_leaves_sagemakers_default():
         (UpdatePolicy("linear", step_size=3), 4, r"linear step is 10-50% of the instance count \(4\); allowed here: 1"),
         (UpdatePolicy("rolling"), 1, r"update_policy='rolling' does not apply in standard mode"),
         (UpdatePolicy("all-at-once", wait_s=4000), 1, r"update_wait_s=4000: allowed 0 to 3600"),
-        (UpdatePolicy("all-at-once", max_execution_timeout_s=600, wait_s=600), 1, r"must exceed the waits"),
+        (
+            UpdatePolicy("all-at-once", max_execution_timeout_s=600, wait_s=600),
+            1,
+            r"update_timeout_s=600 must exceed what the update may wait: 600 s of waits",
+        ),
     ],
 )
 def test_bad_policies_fail_synth(policy, instances, message):
@@ -506,3 +511,15 @@ def test_component_policy_none_sets_no_deployment_config():
     (props,) = of_type(Template.from_stack(stack).to_json(), "AWS::SageMaker::InferenceComponent").values()
     assert "DeploymentConfig" not in props
     assert component.update_policy.kind == "none"
+
+
+def test_an_update_timeout_must_cover_every_step_and_the_new_fleet_coming_up():
+    """MaximumExecutionTimeoutInSeconds must exceed the total waiting (API BlueGreenUpdatePolicy), and the green
+    fleet downloads and starts before any traffic moves: linear waits once per step."""
+    policy = UpdatePolicy("linear", step_size=1, wait_s=300, max_execution_timeout_s=3600)
+    (problem,) = policy.problems(component_mode=False, instances=4, provisioning_s=2400)
+    assert "1200 s of waits" in problem and "= 3600 s; allowed: more than 3600" in problem
+    assert policy.problems(component_mode=False, instances=4, provisioning_s=2399) == []
+    rolling = UpdatePolicy("rolling", step_size=1, wait_s=120, max_execution_timeout_s=2880)
+    (problem,) = rolling.problems(component_mode=True, instances=0, copies=4, provisioning_s=2400)
+    assert "480 s of waits" in problem and "new copies" in problem

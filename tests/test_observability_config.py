@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from stacks.observability import thresholds_of, update_policy_of
 from tests.test_config import load, problems_of
 
@@ -64,3 +66,13 @@ def test_policy_must_fit_the_mode_and_the_instances():
 def test_alarm_email_needs_alarms():
     (problem,) = problems_of(alarms="false", alarm_email="ops@example.com")
     assert "alarm_email='ops@example.com': only with alarms=true" in problem
+
+
+def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
+    """update_timeout_s=900 with a 300 s bake: the green fleet alone may take 2 x 1200 s to come up."""
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    with pytest.raises(ConfigError, match=r"update_timeout_s=900 must exceed what the update may wait: 300 s"):
+        DeploymentConfig.from_context(context_with(update_timeout_s="900"))
+    DeploymentConfig.from_context(context_with(update_timeout_s="2701"))
