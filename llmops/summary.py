@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -81,6 +82,44 @@ def cost_lines(variant: dict, region: str) -> list[str]:
     ]
 
 
+SHA = re.compile(r"[0-9a-f]{40}")
+
+
+def checkpoint_lines(props: dict) -> list[str]:
+    """The staged model: repository, revision (and whether it is pinned), the token secret by name only."""
+    revision = str(props.get("Revision", "main"))
+    pinned = (
+        "pinned" if SHA.fullmatch(revision) else "not pinned: resolved to a commit at deploy, see output ModelRevision"
+    )
+    secret = props.get("TokenSecretArn") or ""
+    secret_name = secret.rsplit(":", 1)[-1] if isinstance(secret, str) and secret else "none (a public repository)"
+    return [f"  model: {props.get('RepoId')} at {revision} ({pinned})", f"  token secret: {secret_name}"]
+
+
+def _target(value: object) -> str | None:
+    """The logical ID a ``Ref`` or ``Fn::GetAtt`` names."""
+    if isinstance(value, dict) and "Ref" in value:
+        return str(value["Ref"])
+    if isinstance(value, dict) and "Fn::GetAtt" in value:
+        return str(value["Fn::GetAtt"][0])
+    return None
+
+
+def _config_of_model(resources: dict, model_id: str) -> tuple[bool, dict | None]:
+    """Whether an inference component serves the Model, and the properties of the endpoint config it runs on
+    (Model <- component -> endpoint -> config; None when that chain cannot be followed)."""
+    for res in resources.values():
+        props = res.get("Properties", {})
+        if res["Type"] != "AWS::SageMaker::InferenceComponent":
+            continue
+        if _target(props.get("Specification", {}).get("ModelName")) != model_id:
+            continue
+        endpoint = resources.get(_target(props.get("EndpointName")) or "", {})
+        config = resources.get(_target(endpoint.get("Properties", {}).get("EndpointConfigName")) or "", {})
+        return True, (config.get("Properties") if config else None)
+    return False, None
+
+
 def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     resources = template.get("Resources", {})
     counts = Counter(r["Type"] for r in resources.values())
@@ -89,12 +128,16 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     ]
     # With inference components, containers are isolated only when the endpoint config says so as well.
     component_mode = counts["AWS::SageMaker::InferenceComponent"] > 0
+    lines.append(f"  mode: {'inference-component' if component_mode else 'standard'}")
+    for res in resources.values():
+        if res["Type"] == "Custom::StagedCheckpoint":
+            lines += checkpoint_lines(res.get("Properties", {}))
     endpoint_isolated = all(
         r.get("Properties", {}).get("EnableNetworkIsolation") is True
         for r in resources.values()
         if r["Type"] == "AWS::SageMaker::EndpointConfig"
     )
-    for res in resources.values():
+    for logical_id, res in resources.items():
         props = res.get("Properties", {})
         if res["Type"] == "AWS::SageMaker::Model":
             container = props.get("PrimaryContainer", {})
@@ -104,7 +147,14 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
             elif isinstance(image, dict) and "Fn::Sub" in image:  # a DockerImageAsset in the CDK asset repository
                 image = "<CDK asset repository>:" + str(image["Fn::Sub"]).rsplit(":", 1)[-1] + " (built at deploy)"
             lines.append(f"  image: {image}")
-            isolated = props.get("EnableNetworkIsolation") is True and (endpoint_isolated or not component_mode)
+            served_by_component, config = _config_of_model(resources, logical_id)
+            if not served_by_component:  # a standard endpoint's Model: its own flag isolates it
+                endpoint_flag = True
+            elif config is None:  # a component whose config cannot be followed: every config must isolate
+                endpoint_flag = endpoint_isolated
+            else:
+                endpoint_flag = config.get("EnableNetworkIsolation") is True
+            isolated = props.get("EnableNetworkIsolation") is True and endpoint_flag
             lines.append(f"  network isolation: {isolated}")
             for key, value in sorted(container.get("Environment", {}).items()):
                 lines.append(f"  env {key}={value!r}")
