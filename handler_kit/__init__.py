@@ -5,8 +5,8 @@ package beside every ``lambda/<name>/index.py``.
 
 - The request and the rollback: during ``UPDATE_ROLLBACK_IN_PROGRESS`` CloudFormation sends an Update with the
   old properties to a resource that was updated in place (aws-cdk #17040; CloudFormation User Guide, "Stack
-  status codes": UPDATE_ROLLBACK_IN_PROGRESS, "Ongoing removal of one or more stacks after a failed stack
-  update"). A handler answers that Update from the old state instead of re-running its checks.
+  status codes": UPDATE_ROLLBACK_IN_PROGRESS is the return of the stack to its previous working state after a
+  failed update). A handler answers that Update from the old state instead of re-running its checks.
 - One structured log line: ``event=<name> key=value ...``, values with spaces, ``=`` or quotes JSON-quoted,
   ``None`` left out. Never pass prompts, answers or secrets.
 - One rule for reasons and data: CloudFormation shows at most 4 KB of a custom resource's reason and the
