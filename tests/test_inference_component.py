@@ -477,6 +477,8 @@ def test_grant_invoke_and_metrics():
     component.grant_invoke(fn)
     t = Template.from_stack(stack)
     endpoint_id = next(iter(t.find_resources("AWS::SageMaker::Endpoint")))
+    component_id = next(iter(t.find_resources("AWS::SageMaker::InferenceComponent")))
+    # Both resource types of InvokeEndpoint in the IAM service authorization reference: this component only.
     t.has_resource_properties(
         "AWS::IAM::Policy",
         {
@@ -485,7 +487,10 @@ def test_grant_invoke_and_metrics():
                     {
                         "Action": ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
                         "Effect": "Allow",
-                        "Resource": {"Fn::GetAtt": [endpoint_id, "EndpointArn"]},
+                        "Resource": [
+                            {"Fn::GetAtt": [endpoint_id, "EndpointArn"]},
+                            {"Fn::GetAtt": [component_id, "InferenceComponentArn"]},
+                        ],
                     }
                 ]
             },
