@@ -89,3 +89,20 @@ def test_the_sample_summary_is_what_llmops_summary_prints():
         README.write_text(f"{head}{START}\n{wanted}\n{END}{tail}")
         current = f"\n{wanted}\n"
     assert current.strip() == wanted, "README sample out of date; regenerate (see module docstring)"
+
+
+def commands() -> list[str]:
+    block = README.read_text().split("## Use the endpoint", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("llmops ")]
+
+
+@pytest.mark.parametrize("command", commands())
+def test_every_llmops_line_names_a_command_and_options_it_has(command, capsys):
+    """Each option the README passes is one the command's --help lists (a wrong flag such as -c would not be)."""
+    from llmops.__main__ import main
+
+    words = shlex.split(command.replace("<EndpointName output>", "my-endpoint"))
+    assert main([words[1], "--help"]) == 0
+    usage = capsys.readouterr().out
+    for option in (w for w in words[2:] if w.startswith("-")):
+        assert re.search(rf"(?<![\w-]){re.escape(option)}\b", usage), f"{command}: {option} is not an option"
