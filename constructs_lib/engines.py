@@ -258,6 +258,19 @@ def guarded_env() -> dict[str, dict[str, str]]:
     return {name: dict(rule) for name, rule in _data()["guarded_env"].items()}
 
 
+@cache
+def _guarded_by_upper_name() -> dict[str, dict[str, str]]:
+    # Matched case-insensitively, like the protected keys: no upper- or lower-case spelling slips past.
+    return {name.upper(): rule for name, rule in guarded_env().items()}
+
+
+def _guard_of(key: Any, value: Any) -> tuple[dict[str, str], bool]:
+    """The guard rule of ``key`` ({} for none) and whether ``value`` is one the rule allows anyway."""
+    rule = _guarded_by_upper_name().get(str(key).upper(), {})
+    allowed = "allowed" in rule and re.fullmatch(rule["allowed"], str(value).strip(), re.ASCII) is not None
+    return rule, allowed
+
+
 def all_tag_patterns() -> list[re.Pattern[str]]:
     """The pinned-tag pattern of every engine (an image given by URI may belong to any of them)."""
     return list({e.tag_pattern.pattern: e.tag_pattern for e in _engines().values()}.values())
@@ -357,10 +370,8 @@ def _option_like(token: str) -> bool:
 
 def _guarded_problem(map_name: str, key: str, value: str, allow_checkpoint_code: bool) -> str | None:
     """The refusal for a variable that loads code or fetches models elsewhere; None when allowed."""
-    rule = {name.upper(): rule for name, rule in guarded_env().items()}.get(key.upper())
-    if rule is None or rule["kind"] == "warn":
-        return None
-    if "allowed" in rule and re.fullmatch(rule["allowed"], value.strip(), re.ASCII):
+    rule, allowed = _guard_of(key, value)
+    if not rule or rule["kind"] == "warn" or allowed:
         return None
     if rule["kind"] == "code" and allow_checkpoint_code:
         return None  # environment_warnings says what it does
@@ -552,14 +563,16 @@ def environment_warnings(
             "with the endpoint role's permissions. Set it only for a repository and revision you have read; staging "
             "copies those files only when include names them or include is empty."
         )
-    rules = {name.upper(): rule for name, rule in guarded_env().items()}
     for map_name, env in (("engine_env", engine_env), ("container_env", container_env or {})):
         for key, value in env.items():
-            rule = rules.get(str(key).upper(), {})
-            allowed = "allowed" in rule and re.fullmatch(rule["allowed"], str(value).strip(), re.ASCII)
+            rule, allowed = _guard_of(key, value)
             if rule.get("kind") == "warn" or (rule.get("kind") == "code" and allow_checkpoint_code and not allowed):
                 warnings.append(f"{map_name} {key}: it {rule['why']}.")
-    effective = {**engine.default_env, **{k: render_plain_value(v) for k, v in engine_env.items()}}
+    # The values as the container gets them (str() for what build_environment refuses, such as NaN in an object).
+    effective = {
+        **engine.default_env,
+        **{k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in engine_env.items()},
+    }
     for rule in engine.env_rules:
         holds = all(str(effective.get(k, "")).lower() == str(v).lower() for k, v in rule["when"].items())
         broken = {k: effective.get(k) for k, v in rule["requires"].items() if str(effective.get(k, "")).lower() != v}

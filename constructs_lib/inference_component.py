@@ -48,7 +48,7 @@ from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
-from .names import ENDPOINT_NAME, matches
+from .names import COMPONENT_NAME, matches
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -373,7 +373,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             min_memory_mb=min_memory_mb,
         )
         errors = plan.errors + scaling.errors
-        if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(ENDPOINT_NAME, name)):
+        if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(COMPONENT_NAME, name)):
             errors.append(
                 f"component_name={name!r} is not a valid inference component name; allowed: 1-63 letters, "
                 "digits and hyphens, starting and ending with a letter or digit."

@@ -51,7 +51,8 @@ KMS_KEY_ARN = re.compile(r"arn:aws(?:-[a-z]+)*:kms:[a-z]{2}(?:-[a-z]+)+-\d:\d{12
 
 # CloudFormation stack names (CreateStack API reference: letters, digits, hyphens; starts with a letter; 128).
 STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}", re.ASCII)
-# EndpointName and InferenceComponentName patterns in botocore's SageMaker model (at most 63 characters).
+# EndpointName and InferenceComponentName patterns in botocore's SageMaker model (service-2.json shapes of those
+# names; both at most 63 characters).
 ENDPOINT_NAME = re.compile(r"[a-zA-Z0-9](?:-*[a-zA-Z0-9]){0,62}", re.ASCII)
 COMPONENT_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 

@@ -196,10 +196,11 @@ class StagedCheckpoint(Construct):
             handoff_s=handoff_after.to_seconds(),
             instance_type=instance_type,
         )
-        self.owns_bucket = bucket is None and _stack_model_bucket(self) is None
         # One model bucket per stack: the first checkpoint without a bucket creates it (under itself, so a
         # single-checkpoint app keeps its logical IDs), the others in the same stack share it.
-        self.bucket = bucket or _stack_model_bucket(self) or ModelBucket(self, "Bucket").bucket
+        shared = None if bucket is not None else _stack_model_bucket(self)
+        self.owns_bucket = bucket is None and shared is None
+        self.bucket = bucket or shared or ModelBucket(self, "Bucket").bucket
         if bucket is None and bucket_owner is None:
             bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix

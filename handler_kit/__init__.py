@@ -72,6 +72,19 @@ def update_rolling_back(stack_id: str, cloudformation: Any, log: Callable[..., N
     return bool(stacks) and stacks[0].get("StackStatus") == UPDATE_ROLLBACK_IN_PROGRESS
 
 
+def string_list(raw: Any) -> tuple[str, ...]:
+    """A list property as CloudFormation passes it (a list), or a JSON array in a string (an older template), as
+    given: order and case kept, blanks and repeats dropped. A string that is no JSON array is one element."""
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else []
+        except json.JSONDecodeError:
+            raw = [raw]
+    if not isinstance(raw, list):
+        return ()
+    return tuple(dict.fromkeys(str(p) for p in raw if str(p).strip()))
+
+
 def cached_client(cache: dict[str, Any], name: str, *, region: str | None = None, **config: Any) -> Any:
     """One boto3 client per service (and region) for the life of the execution environment, kept in ``cache``.
 

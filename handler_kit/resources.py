@@ -8,18 +8,12 @@ from the same fields the handler falls back to (provider framework's consts.ts s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any, ClassVar
 
+from handler_kit import string_list
+
 GIB = 2**30
-
-
-def _patterns(value: Any) -> tuple[str, ...]:
-    """A list as CloudFormation passes it, or a JSON array in a string (an older template)."""
-    if not value:
-        return ()
-    return tuple(json.loads(value) if isinstance(value, str) else value)
 
 
 @dataclass(frozen=True)
@@ -115,8 +109,8 @@ class StagedCheckpointProperties:
             code_uri=str(text("code_uri", required=True)),
             revision=str(text("revision")),
             prefix=str(props.get(cls.NAMES["prefix"], defaults["prefix"])),
-            include=_patterns(props.get(cls.NAMES["include"])),
-            exclude=_patterns(props.get(cls.NAMES["exclude"])),
+            include=string_list(props.get(cls.NAMES["include"])),
+            exclude=string_list(props.get(cls.NAMES["exclude"])),
             token_secret_arn=props.get(cls.NAMES["token_secret_arn"]) or None,
             hub_endpoint=props.get(cls.NAMES["hub_endpoint"]) or None,
             instance_type=str(text("instance_type")),

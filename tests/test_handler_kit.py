@@ -130,3 +130,18 @@ def test_a_default_is_defined_once_for_the_construct_and_its_handler():
     assert load_lambda("staged_checkpoint").Settings is StagedCheckpointProperties
     with pytest.raises(KeyError, match="JobNamePrefix"):
         StagedCheckpointProperties.from_properties({k: v for k, v in minimal.items() if k != "JobNamePrefix"})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        (["*.py", "Model.PY", "*.py", " "], ("*.py", "Model.PY")),
+        ('["a", "b"]', ("a", "b")),
+        ("serving.properties", ("serving.properties",)),
+        ("", ()),
+        (None, ()),
+        (7, ()),
+    ],
+)
+def test_list_properties_keep_order_and_case_and_drop_repeats(raw, expected):
+    assert handler_kit.string_list(raw) == expected

@@ -221,7 +221,7 @@ class Settings:
         if allow_code not in ("true", "false"):
             problems.append(f"AllowCheckpointCode={allow_code!r} must be true or false")
         # A template from before the property existed names none: every engine's files are checked then.
-        code_patterns = _patterns(props.get("CheckpointCode")) or CHECKPOINT_CODE_PATTERNS
+        code_patterns = handler_kit.string_list(props.get("CheckpointCode")) or CHECKPOINT_CODE_PATTERNS
         # 0 (no extra instances during an update) is valid here, unlike the other numbers.
         raw_update = str(props.get("UpdateInstances") or "0").strip()
         update_instances = int(raw_update) if raw_update.isdigit() else number("UpdateInstances", int, 0)
@@ -270,18 +270,6 @@ def check_format(config: Mapping[str, Any], settings: Settings) -> tuple[list[st
         gpu=settings.instance_type,
         alternatives_json=settings.format_alternatives,
     )
-
-
-def _patterns(raw: Any) -> tuple[str, ...]:
-    """Glob patterns as CloudFormation passes a list (or a JSON array in a string), as given: case matters."""
-    if isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else []
-        except json.JSONDecodeError:
-            raw = [raw]
-    if not isinstance(raw, list):
-        return ()
-    return tuple(dict.fromkeys(str(p) for p in raw if str(p).strip()))
 
 
 def _names(raw: Any) -> set[str]:
