@@ -298,6 +298,14 @@ class PreflightDriver(Driver):
         "s3-denied": Failure(
             lambda d: d.s3_faults.deny("ListObjectsV2"), r"\[s3\] could not list .*AccessDenied .*s3:ListBucket"
         ),
+        # A file DJL Serving reads as settings (its option.entryPoint runs the checkpoint's handler) appears in
+        # the served prefix: refused before any GPU runs it (issue 23).
+        "checkpoint-code": Failure(
+            lambda d: d.s3.client.put_object(
+                Bucket=BUCKET, Key=PREFLIGHT_PREFIX + "serving.properties", Body=b"option.entryPoint=handler.py\n"
+            ),
+            r"\[checkpoint-code\] s3://\S+ holds serving.properties, which the serving container would run",
+        ),
         "s3-read-denied": Failure(
             lambda d: d.s3_faults.deny("GetObject"), r"\[s3\] s3://\S+config.json could not be read: AccessDenied"
         ),

@@ -130,6 +130,28 @@ def test_preflight_plain_update_still_fails_on_throttling(driver):
     assert not updated.ok and "[quota] Service Quotas throttled" in updated.message
 
 
+@pytest.mark.parametrize("driver", [pytest.param(PreflightDriver, id="deployment_preflight")], indirect=True)
+def test_preflight_checkpoint_code_sequence_update_refused_rollback_delete_redeploy_opted_in(driver):
+    """Issue 23: an LMI settings file appearing in the prefix fails the update; the rollback (old properties, the
+    file still there) answers from the old state; delete; a redeploy that opts in deploys it with a note."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties())
+    assert created.ok, created.reason
+    driver.s3.client.put_object(
+        Bucket=BUCKET, Key=paths.PREFLIGHT_PREFIX + "serving.properties", Body=b"option.entryPoint=handler.py\n"
+    )
+    updated = cfn.update(driver.changed_properties())
+    assert not updated.ok and "[checkpoint-code]" in updated.message and "serving.properties" in updated.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and rolled_back.physical_id == created.physical_id
+    assert "rollback: 1 problem(s) not enforced (checkpoint-code)" in rolled_back.data["Notes"]
+    assert cfn.delete().ok
+    again = driver.cloudformation().create(driver.properties(AllowCheckpointCode="true"))
+    assert again.ok, again.reason
+    assert "holds serving.properties, which the serving container may run" in again.data["Notes"]
+
+
 # --- staging ----------------------------------------------------------------------------------------
 
 
