@@ -28,7 +28,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct, DependencyGroup, IDependable
 
-from preflight import DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
+from preflight import CHECKS, DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 
 from .catalog import lookup_instance, resolve_instance
 from .engines import checkpoint_code_patterns
@@ -40,7 +40,6 @@ from .provider import HandlerProvider
 RESOURCE_TYPE = "Custom::DeploymentPreflight"
 PROVIDER_ID = "DeploymentPreflightProvider"
 HANDLER = "deployment_preflight"
-CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 HANDLER_TIMEOUT = cdk.Duration.minutes(2)
 # One synchronous handler run, the Provider framework around it, and its retry of a crashed invocation.
 SERVICE_TIMEOUT = cdk.Duration.minutes(6)

@@ -16,7 +16,12 @@ from .memory_fit import (
 )
 from .weights import WEIGHT_SUFFIXES, WeightFiles, select_weight_files
 
+# The preflight's checks, in the order they run: what skip_checks / preflight_skip may name (one list for the
+# construct, the handler and the context key).
+CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
+
 __all__ = [
+    "CHECKS",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "GB",
     "GIB",

@@ -37,6 +37,7 @@ from constructs_lib.names import (
     repo_id_problem,
     revision_problem,
 )
+from preflight import CHECKS
 
 from .parsers import (
     _boolean,
@@ -54,8 +55,7 @@ from .parsers import (
     _text,
 )
 
-# The preflight's checks (lambda/deployment_preflight), which preflight_skip may name.
-PREFLIGHT_CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
+PREFLIGHT_CHECKS = CHECKS  # what preflight_skip may name: the preflight's own list
 EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+", re.ASCII)
 # Sections of docs/context-keys.md, in order, with their headings.
 SECTIONS = {

@@ -45,6 +45,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 import handler_kit
 from handler_kit import update_rolling_back
 from preflight import (
+    CHECKS,
     GIB,
     KV_CACHE_DTYPES,
     WEIGHT_SUFFIXES,
@@ -62,7 +63,6 @@ from preflight.weights import SAFETENSORS_INDEX
 LOG = logging.getLogger()
 LOG.setLevel(logging.INFO)
 
-CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format")
 MANIFEST_NAME = ".hf-model-manifest.json"
 CONFIG_NAME = "config.json"
 PHYSICAL_ID_PREFIX = "preflight-"
