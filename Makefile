@@ -79,7 +79,7 @@ LLAMA_CACHE ?= $(HOME)/.cache/llm-endpoint-llamacpp
 test-llamacpp: setup
 	bash containers/llamacpp/build_cpu_server.sh $(LLAMA_CACHE) $(LLAMA_CPP_PYTHON) $(BIN)/pip
 	LLAMACPP_REAL_SERVER=$(abspath $(LLAMA_CACHE))/llama-server-$(LLAMA_CPP_PYTHON) \
-		$(BIN)/python -m pytest tests/test_llamacpp_real.py -p no:cacheprovider
+		$(BIN)/python -m pytest tests/containers/test_llamacpp_real.py -p no:cacheprovider
 
 clean:
 	rm -rf cdk.out $(VENV) $(UV_DIR) node_modules .pytest_cache .ruff_cache .mutation

@@ -601,7 +601,7 @@ def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
     ``Secret.grant_read`` grants the decrypt through the key's policy, which an imported key cannot take;
     the role gets it instead, limited to decryption through Secrets Manager.
     """
-    # GetSecretValue only: nothing calls DescribeSecret (tests/test_iam_calls.py).
+    # GetSecretValue only: nothing calls DescribeSecret (tests/handlers/test_iam_calls.py).
     iam.Grant.add_to_principal(
         grantee=role, actions=["secretsmanager:GetSecretValue"], resource_arns=[secret.secret_arn]
     )

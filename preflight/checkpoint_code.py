@@ -18,9 +18,9 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Iterable, Sequence
 
-# The patterns every engine gets (engines.json's top-level checkpoint_code; tests/test_checkpoint_code.py holds
-# the two equal): what the preflight checks when a template names none. Glob patterns as staging matches them
-# (fnmatch on the whole path; ``*`` crosses ``/``).
+# The patterns every engine gets (engines.json's top-level checkpoint_code;
+# tests/constructs/test_checkpoint_code.py holds the two equal): what the preflight checks when a template names
+# none. Glob patterns as staging matches them (fnmatch on the whole path; ``*`` crosses ``/``).
 CHECKPOINT_CODE_PATTERNS = ("requirements.txt", "model.py", "code/*", "serving.properties")
 
 

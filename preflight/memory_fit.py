@@ -27,7 +27,8 @@ tokens, logits included), non-torch memory (CUDA context, NCCL) and CUDA graphs.
 in 16-bit, so a 4-bit checkpoint's weights count 4 times (16/4) and an FP8 one twice. The two values are
 *calibrated*, not guessed: ``tests/data/vllm_startup_logs.json`` holds published vLLM V1 start-up logs (the
 weights vLLM loaded, the KV-cache memory it reported, the GPU, flags), and with these defaults the estimate
-predicts every case's KV-cache token capacity within 15 % (``tests/test_calibration.py``; table in the README).
+predicts every case's KV-cache token capacity within 15 %
+(``tests/preflight/test_calibration.py``; table in the README).
 A fixed term above about 0.1 GiB pushes the two tightest cases (Qwen2-7B at 25 % of an A100, Qwen3-32B on one
 H100) out of that band, so the whole overhead is proportional. Production estimates read GPU memory from the
 catalog's nominal GB (below what the driver reports), which adds a margin the calibration does not need.

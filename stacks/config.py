@@ -117,7 +117,7 @@ def _gguf_file_problems(engine: EngineSpec, gguf_file: str | None) -> list[str]:
 
 
 def describe_allowed(key: str) -> str:
-    """What ``key`` takes: every parser carries a description (tests/test_config_rules.py checks it)."""
+    """What ``key`` takes: every parser carries a description (tests/stacks/test_config_rules.py checks it)."""
     return str(FIELDS[key].__doc__)
 
 

@@ -36,8 +36,8 @@ def _bound(parse: Callable[..., Any], doc: str, *settings: Any) -> Callable[[Any
     The parsers are module-level functions with their settings as arguments, not closures: a test (and a
     mutation tool) then reaches the code that runs on a value, not a factory that ran once at import.
     The factories run only at import, before mutmut forks a mutant, so no mutant of them could ever run:
-    their lines say ``pragma: no mutate``; the bounds are checked by tests/test_config_limits.py (integers) and
-    tests/test_config_rules.py (numbers) instead.
+    their lines say ``pragma: no mutate``; the bounds are checked by tests/stacks/test_config_limits.py (integers) and
+    tests/stacks/test_config_rules.py (numbers) instead.
     """
     bound = functools.partial(parse, *settings)  # pragma: no mutate
     bound.__doc__ = doc  # pragma: no mutate

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The real llama-server tests run under `make test-llamacpp`, which builds the server and names it in
 # LLAMACPP_REAL_SERVER; `make test` does not collect them (not collected is not skipped: see below).
-collect_ignore = [] if os.environ.get("LLAMACPP_REAL_SERVER") else ["test_llamacpp_real.py"]
+collect_ignore = [] if os.environ.get("LLAMACPP_REAL_SERVER") else ["containers/test_llamacpp_real.py"]
 # The installed-library test builds a wheel and a virtual environment: `make test-package` runs it.
 if not os.environ.get("LLM_PACKAGE_TEST"):
     collect_ignore.append("package")

@@ -3,7 +3,7 @@
 Each page holds hand-written sections and one generated table between the markers below; the table lists every
 keyword prop with its type, its default as the docstring states it (``Default: ...``) and its description.
 ``python tools/construct_docs.py`` rewrites the tables; ``--check`` exits 1 when a page has drifted
-(tests/test_construct_docs.py runs it in ``make test``).
+(tests/project/test_construct_docs.py runs it in ``make test``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Write cdk.json's context defaults and docs/context-keys.md from the registry (stacks/context_keys.py).
 
 ``python tools/context_docs.py`` rewrites both; ``--check`` writes nothing and exits 1 when either has drifted
-(tests/test_context_keys.py runs it in ``make test``). cdk.json keeps every key that is not ours (CDK's own
+(tests/stacks/test_context_keys.py runs it in ``make test``). cdk.json keeps every key that is not ours (CDK's own
 settings and feature flags) where it is; our keys follow in the registry's order.
 """
 

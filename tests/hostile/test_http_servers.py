@@ -24,7 +24,7 @@ import pytest
 
 from llmops.playground import MAX_BODY_BYTES as PLAYGROUND_MAX
 from llmops.playground import TOKEN_HEADER, Playground
-from tests.test_llamacpp_adapter import Adapter, serve
+from tests.containers.test_llamacpp_adapter import Adapter, serve
 
 TIMEOUT_S = 1.0  # the servers' socket timeout in these tests
 CHAT = json.dumps({"messages": [{"role": "user", "content": "Write a haiku about S3"}]}).encode()

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.provisional import domains
 
 from tests.conftest import load_lambda
-from tests.test_staging_handler import WAIT_HANDLE, SignalReceiver, properties
+from tests.handlers.test_staging_handler import WAIT_HANDLE, SignalReceiver, properties
 
 TALLY: Counter[str] = Counter()  # "<area> tried" / "<area> refused" (or "passed" for the real forms)
 BOUNDED = settings(max_examples=60, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -468,7 +468,7 @@ def test_the_playground_shows_the_cap_as_an_error_event(hostile, runtime):
 def test_the_smoke_test_fails_with_a_short_reason_and_no_retry(hostile, runtime, monkeypatch):
     from botocore.stub import Stubber
 
-    from tests.test_smoke_handler import Clock, describe, event
+    from tests.handlers.test_smoke_handler import Clock, describe, event
 
     for name, value in {
         "AWS_DEFAULT_REGION": "us-east-1",

@@ -1,0 +1,101 @@
+"""Updates guarded by alarms, played with the harness (issue 16): what the stack sees when SageMaker rolls an
+update back by itself, and the quota a blue/green update needs.
+
+When an alarm fires during a blue/green baking period (standard mode) or a rolling batch (component mode),
+SageMaker moves traffic back to the old fleet or copies (deployment-guardrails-configuration). The endpoint
+(component) is then InService on the *old* config (model). If CloudFormation reports the endpoint updated,
+the smoke test that follows must catch it, fail the update, and then answer the stack's rollback without
+running its checks, so the stack ends UPDATE_ROLLBACK_COMPLETE on the configuration that last passed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.fakes.fixtures import fake_hub, s3  # noqa: F401 - fixtures the drivers use
+from tests.handlers import test_failure_paths as paths
+from tests.handlers.test_failure_paths import SMOKE_ENDPOINT, PreflightDriver, SmokeDriver, assert_well_behaved
+
+clock, deployed, driver, fake_sagemaker = paths.clock, paths.deployed, paths.driver, paths.fake_sagemaker
+
+COMPONENT = "llm-component"
+SMOKE = pytest.param(SmokeDriver, id="endpoint_smoke_test")
+PREFLIGHT = pytest.param(PreflightDriver, id="deployment_preflight")
+
+
+def _rolled_back_by_sagemaker(driver, *, component: bool) -> None:
+    endpoint = driver.fake.endpoint(SMOKE_ENDPOINT)
+    endpoint.config_name = "config-1"
+    extra = {}
+    if component:
+        endpoint.component, endpoint.component_model = COMPONENT, "model-1"
+        extra = {"InferenceComponentName": COMPONENT}
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(EndpointConfigName="config-1", **extra, **_model(component, "model-1")))
+    assert created.ok, created.reason
+
+    # The update: SageMaker starts the new config (model), an alarm fires while it bakes, and SageMaker puts
+    # the old one back. The endpoint (component) is InService again, on the old config (model).
+    new = {"EndpointConfigName": "config-1" if component else "config-2", **_model(component, "model-2")}
+    calls = len(driver.fake.invocations())
+    updated = cfn.update(driver.properties(**new, **extra))
+    assert not updated.ok
+    if component:
+        assert "inference component model: the component runs model model-1, but this deployment created model-2" in (
+            updated.message
+        )
+    else:
+        assert "endpoint config: the endpoint runs endpoint config config-1, but this deployment created config-2" in (
+            updated.message
+        )
+    assert "SageMaker rolled the update back" in updated.message
+    assert not [c for c in driver.fake.invocations()[calls:] if c.kind.startswith("invocations")]  # no model call
+    assert cfn.status == "UPDATE_ROLLBACK_IN_PROGRESS"
+
+    # CloudFormation's rollback Update (old properties) reaches the smoke test: it answers without checks.
+    calls = len(driver.fake.invocations())
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
+    assert rolled_back.physical_id == created.physical_id
+    assert set(created.data) <= set(rolled_back.data)
+    assert len(driver.fake.invocations()) == calls
+    assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+def _model(component: bool, name: str) -> dict[str, str]:
+    return {"ModelName": name} if component else {}
+
+
+@pytest.mark.parametrize("driver", [SMOKE], indirect=True)
+def test_blue_green_update_rolled_back_by_an_alarm_fails_the_smoke_test_and_the_stack_rolls_back(driver):
+    _rolled_back_by_sagemaker(driver, component=False)
+
+
+@pytest.mark.parametrize("driver", [SMOKE], indirect=True)
+def test_rolling_component_update_rolled_back_by_an_alarm_fails_the_smoke_test_and_the_stack_rolls_back(driver):
+    _rolled_back_by_sagemaker(driver, component=True)
+
+
+@pytest.mark.parametrize("driver", [SMOKE], indirect=True)
+def test_a_component_on_the_model_this_deploy_created_passes(driver):
+    endpoint = driver.fake.endpoint(SMOKE_ENDPOINT)
+    endpoint.component, endpoint.component_model = COMPONENT, "model-2"
+    created = driver.cloudformation().create(driver.properties(InferenceComponentName=COMPONENT, ModelName="model-2"))
+    assert created.ok, created.reason
+
+
+@pytest.mark.parametrize("driver", [PREFLIGHT], indirect=True)
+def test_quota_counts_a_blue_green_updates_second_fleet_and_its_rollback_succeeds(driver):
+    """Quota 3 of ml.g6.xlarge: 1 instance (+1 during an update) fits; 2 instances (+2) do not."""
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 3
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(InstancesNeeded="1", UpdateInstances="1"))
+    assert created.ok, created.reason
+    updated = cfn.update(driver.properties(InstancesNeeded="2", UpdateInstances="2"))
+    assert not updated.ok
+    assert "needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in updated.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
+    assert_well_behaved(cfn, created, updated, rolled_back)

@@ -1,0 +1,105 @@
+"""The memory estimate against published vLLM start-up logs: every case's KV-cache capacity within 15 %.
+
+The data and the source of every figure: tests/data/vllm_startup_logs.json. Print the README's table with
+``.venv/bin/python -m tests.preflight.test_calibration``.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+from preflight import GIB, estimate_memory_fit
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "vllm_startup_logs.json"
+TOLERANCE = 0.15
+
+
+@cache
+def data() -> dict:
+    return json.loads(DATA.read_text())
+
+
+def estimate(case: dict):
+    model = data()["models"][case["model"]]
+    gpu = data()["gpus"][case["gpu"]]
+    tp = case["tensor_parallel_size"]
+    return estimate_memory_fit(
+        model["config"],
+        weight_bytes=round(case["loaded_weights_gib"] * GIB * tp),  # "Model loading took" is per GPU
+        gpu_count=case["gpus"],
+        gpu_memory_gib=gpu["total_gib"],
+        usable_gpu_memory_bytes=round(gpu["total_gib"] * GIB),
+        tensor_parallel_size=tp,
+        max_model_len=case["max_model_len"],
+        gpu_memory_utilization=case["gpu_memory_utilization"],
+    )
+
+
+def predicted_tokens(case: dict) -> int:
+    fit = estimate(case)
+    return fit.kv_budget_bytes_per_gpu // fit.kv_bytes_per_token_per_gpu
+
+
+def reported_tokens(case: dict) -> tuple[int, bool]:
+    """(tokens, whether the source printed them); else derived from the reported KV-cache memory."""
+    if case["reported_tokens"] is not None:
+        return case["reported_tokens"], True
+    return int(case["available_kv_gib"] * GIB // estimate(case).kv_bytes_per_token_per_gpu), False
+
+
+def error(case: dict) -> float:
+    reported, _ = reported_tokens(case)
+    return predicted_tokens(case) / reported - 1
+
+
+CASES = data()["cases"]
+
+
+def test_at_least_ten_cases_each_with_a_source():
+    assert len(CASES) >= 10
+    for case in CASES:
+        assert case["source"].startswith("https://"), case["id"]
+        assert case["model"] in data()["models"] and case["gpu"] in data()["gpus"], case["id"]
+    assert all(m["source"].startswith("https://huggingface.co/") for m in data()["models"].values())
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c["reported_tokens"] is not None], ids=lambda c: c["id"])
+def test_the_config_fields_reproduce_the_logged_bytes_per_token(case):
+    # vLLM's own token count over its own KV memory gives the bytes per token; config.json must give the same.
+    per_token = estimate(case).kv_bytes_per_token_per_gpu
+    assert case["available_kv_gib"] * GIB / case["reported_tokens"] == pytest.approx(per_token, rel=0.01)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["id"])
+def test_kv_cache_capacity_within_15_percent(case):
+    assert abs(error(case)) <= TOLERANCE, f"{case['id']}: {error(case):+.1%}"
+
+
+def test_every_case_is_a_row_of_its_own_in_the_table():
+    rows = table().splitlines()[2:]
+    assert len(rows) == len(CASES) == len(set(rows))  # two runs of one model differ by a flag the row shows
+
+
+def table() -> str:
+    lines = [
+        "| case | GPUs, vLLM flags | predicted tokens | reported tokens | error |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for case in CASES:
+        reported, printed = reported_tokens(case)
+        flags = (
+            f"TP {case['tensor_parallel_size']}, util {case['gpu_memory_utilization']:g}, len {case['max_model_len']:,}"
+        )
+        lines.append(
+            f"| [{case['model'].split('/')[-1]}]({case['source']}) | {case['gpus']} x {case['gpu']}, {flags} | "
+            f"{predicted_tokens(case):,} | {reported:,}{'' if printed else ' (from GiB)'} | {error(case):+.1%} |"
+        )
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -1,0 +1,31 @@
+"""docs/constructs/: one page per public construct, its props table generated from the construct itself."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+
+import construct_docs  # noqa: E402
+
+
+def test_every_page_exists_with_its_generated_props_table_up_to_date():
+    assert construct_docs.main(["--check"]) == 0, "run: .venv/bin/python tools/construct_docs.py"
+
+
+def test_every_prop_of_every_construct_is_in_its_page():
+    for page, function in construct_docs.PAGES.items():
+        text = (construct_docs.DOCS / f"{page}.md").read_text()
+        for name in construct_docs.inspect.signature(function).parameters:
+            if name not in ("self", "scope", "id"):
+                assert f"| `{name}` |" in text, f"{page}.md lacks {name}"
+
+
+def test_every_page_has_the_sections_a_user_needs():
+    for page in construct_docs.PAGES:
+        text = (construct_docs.DOCS / f"{page}.md").read_text()
+        for heading in ("## Example", "## Props", "## What it creates", "## IAM", "## Cost", "## Update, rollback"):
+            assert heading in text, f"{page}.md lacks {heading!r}"
+        assert "```python" in text

@@ -1,0 +1,78 @@
+"""Context keys of the dashboard, alarms and update policy (stacks/observability.py through stacks/config.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stacks.observability import thresholds_of, update_policy_of
+from tests.stacks.test_config import load, problems_of
+
+
+def test_defaults_are_alarms_dashboard_and_the_modes_policy():
+    config = load()
+    assert (config.alarms, config.dashboard, config.alarm_email) == (True, True, None)
+    policy = update_policy_of(vars(config))
+    assert (policy.kind, policy.step_size, policy.wait_s) == ("all-at-once", 1, 300)
+    thresholds = thresholds_of(vars(config))
+    assert (thresholds.errors_5xx_percent, thresholds.p99_latency_ms, thresholds.gpu_memory_percent) == (5, 30000, 95)
+    assert thresholds.no_capacity is True
+    component = load(deployment_mode="inference-component")
+    assert update_policy_of(vars(component)).kind == "rolling"
+
+
+def test_cli_text_values_parse_and_null_disables_an_alarm():
+    config = load(
+        instance_count="4",
+        update_policy="linear",
+        update_step_size="2",
+        update_wait_s="60",
+        update_termination_wait_s="120",
+        update_timeout_s="7200",
+        alarm_email="ops@example.com",
+        alarm_5xx_percent="2.5",
+        alarm_p99_latency_ms="null",
+        alarm_no_capacity="false",
+    )
+    policy = update_policy_of(vars(config))
+    assert (policy.kind, policy.step_size, policy.wait_s, policy.termination_wait_s) == ("linear", 2, 60, 120)
+    assert policy.max_execution_timeout_s == 7200
+    thresholds = thresholds_of(vars(config))
+    assert thresholds.errors_5xx_percent == 2.5 and thresholds.p99_latency_ms is None
+    assert thresholds.no_capacity is False and config.alarm_email == "ops@example.com"
+
+
+def test_wrong_values_name_the_key_and_what_is_allowed():
+    problems = "\n".join(
+        problems_of(update_policy="blue", update_wait_s="7200", alarm_email="ops", alarm_gpu_memory_percent="120")
+    )
+    assert "update_policy='blue': not allowed; allowed: all-at-once, canary, linear, rolling, none" in problems
+    assert "update_wait_s='7200': out of range; allowed: 0 to 3600" in problems
+    assert "alarm_email='ops': expected an e-mail address to notify" in problems
+    assert "alarm_gpu_memory_percent='120'" in problems
+
+
+def test_policy_must_fit_the_mode_and_the_instances():
+    (problem,) = problems_of(update_policy="rolling")
+    assert "update_policy='rolling' does not apply in standard mode; allowed: all-at-once, canary, linear, none" in (
+        problem
+    )
+    (problem,) = problems_of(update_policy="canary")
+    assert "needs at least 2 instances" in problem and "instance_count is 1" in problem
+    (problem,) = problems_of(deployment_mode="inference-component", update_policy="canary")
+    assert "does not apply in inference-component mode; allowed: rolling, none" in problem
+    assert load(update_policy="canary", instance_count="2").update_policy == "canary"
+
+
+def test_alarm_email_needs_alarms():
+    (problem,) = problems_of(alarms="false", alarm_email="ops@example.com")
+    assert "alarm_email='ops@example.com': only with alarms=true" in problem
+
+
+def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
+    """update_timeout_s=900 with a 300 s bake: the green fleet alone may take 2 x 1200 s to come up."""
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    with pytest.raises(ConfigError, match=r"update_timeout_s=900 must exceed what the update may wait: 300 s"):
+        DeploymentConfig.from_context(context_with(update_timeout_s="900"))
+    DeploymentConfig.from_context(context_with(update_timeout_s="2701"))
