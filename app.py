@@ -11,7 +11,8 @@ os.environ.setdefault("CDK_DISABLE_STACK_TRACE", "1")
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from stacks.config import ConfigError, DeploymentConfig
+from constructs_lib import Refusal
+from stacks.config import DeploymentConfig
 from stacks.llm_endpoint_stack import LlmEndpointStack
 
 
@@ -26,8 +27,8 @@ def main() -> int:
     app = cdk.App()
     try:
         build_app(app)
-    except ConfigError as e:
-        print(f"Invalid context (fix these with -c key=value or in cdk.json):\n{e}", file=sys.stderr)
+    except Refusal as e:  # the context's keys (ConfigError) or a construct's props: one format
+        print(e, file=sys.stderr)
         return 2
     except ValueError as e:
         print(f"Invalid settings: {e}", file=sys.stderr)

@@ -45,6 +45,7 @@ from .monitoring import (
 from .names import repo_id_problem, revision_problem
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
+from .problems import Refusal
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
@@ -85,6 +86,7 @@ __all__ = [
     "MonitoredComponentEndpoint",
     "MonitoredEndpoint",
     "Price",
+    "Refusal",
     "S3ModelData",
     "ScalingPlan",
     "ServingImage",

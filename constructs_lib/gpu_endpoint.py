@@ -35,6 +35,7 @@ from .image_asset import default_image
 from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
+from .problems import construct_subject, refuse
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -142,10 +143,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             volume_kms_key=volume_kms_key is not None,
             allow_checkpoint_code=allow_checkpoint_code,
         )
-        if plan.errors:
-            raise ValueError(
-                f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(plan.errors, 1))
-            )
+        refuse(construct_subject("GpuEndpoint", self), plan.errors)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:gpu-endpoint", warning)
 
@@ -240,10 +238,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         errors = list(plan.errors)
         if self.scalable_target is not None:
             errors.append("autoscale_instances was already called; an endpoint variant has one scalable target.")
-        if errors:
-            raise ValueError(
-                f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1))
-            )
+        refuse(construct_subject("GpuEndpoint", self), errors)
         cdk.Annotations.of(self).add_warning_v2(
             "llm:autoscaled-instance-type",
             "The endpoint's instance count is autoscaled: SageMaker refuses an update that changes the instance "

@@ -49,6 +49,7 @@ from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
+from .problems import refuse
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -58,8 +59,7 @@ WAKE_COOLDOWN = cdk.Duration.seconds(60)
 
 
 def _fail(kind: str, node_path: str, errors: list[str]) -> None:
-    if errors:
-        raise ValueError(f"{kind} {node_path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1)))
+    refuse(f"{kind} {node_path}", errors)
 
 
 class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Construct):

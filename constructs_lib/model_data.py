@@ -10,6 +10,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .problems import refuse
+
 S3_URI = re.compile(r"s3://(?P<bucket>[^/]+)/(?P<prefix>.*)", re.ASCII)
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}", re.ASCII)
@@ -87,7 +89,7 @@ class S3ModelData:
         """
         problem = prefix_problem(prefix)
         if problem:
-            raise ValueError(f"S3ModelData: {problem}.")
+            refuse("S3ModelData", [f"prefix={prefix!r}: {problem}"])
         self.bucket = bucket
         self.prefix = prefix.rstrip("/") + "/"
         self.owner_account = owner_account

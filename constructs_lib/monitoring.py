@@ -44,6 +44,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
 from .hosting import sagemaker_metric
+from .problems import construct_subject, refuse
 from .update_policy import MAX_ROLLBACK_ALARMS, UpdatePolicy
 
 INVOCATIONS = "AWS/SageMaker"
@@ -761,8 +762,7 @@ class MonitoredComponentEndpoint(_DashboardOwner):
 
 
 def _check(construct: Any, problems: list[str]) -> None:
-    if problems:
-        raise ValueError(f"{construct.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1)))
+    refuse(construct_subject(type(construct).__name__, construct), problems)
 
 
 __all__ = [

@@ -35,6 +35,7 @@ from .engines import checkpoint_code_patterns
 from .format_guard import nearest_capable
 from .model_data import ModelSource, parse_s3_uri
 from .nag import acknowledge_wildcard
+from .problems import construct_subject, refuse
 from .provider import HandlerProvider
 
 RESOURCE_TYPE = "Custom::DeploymentPreflight"
@@ -321,9 +322,6 @@ class DeploymentPreflight(Construct):
             problems.append(f"update_instances={update_instances!r} must be a whole number of at least 0")
         if unknown:
             problems.append(f"skip_checks names unknown checks {unknown}; allowed: {', '.join(CHECKS)}")
-        if problems:
-            raise ValueError(
-                f"DeploymentPreflight {self.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
-            )
+        refuse(construct_subject("DeploymentPreflight", self), problems)
         assert spec is not None
         return spec.gpu_count, spec.gpu_memory_gib

@@ -27,6 +27,7 @@ from constructs import Construct, IConstruct, IDependable
 
 from endpoint_client.streams import STREAM_FORMATS
 
+from .problems import construct_subject, refuse
 from .provider import HandlerProvider
 
 if TYPE_CHECKING:
@@ -341,7 +342,4 @@ class EndpointSmokeTest(Construct):
                 f"budget={seconds:.0f} s is outside {MIN_BUDGET.to_seconds():.0f}-{MAX_BUDGET.to_seconds():.0f} s "
                 "(CloudFormation waits at most one hour for a custom resource)"
             )
-        if problems:
-            raise ValueError(
-                f"EndpointSmokeTest {self.node.path}: " + " ".join(f"({i}) {p}" for i, p in enumerate(problems, 1))
-            )
+        refuse(construct_subject("EndpointSmokeTest", self), problems)

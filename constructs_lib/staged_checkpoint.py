@@ -49,6 +49,7 @@ from .model_bucket import ModelBucket
 from .model_data import S3ModelData, prefix_problem
 from .nag import acknowledge_wildcard
 from .names import INSTANCE_TYPE, INSTANCE_TYPE_RULE, SHA, matches, repo_id_problem, revision_problem
+from .problems import construct_subject, refuse
 from .provider import HandlerProvider, python_function
 from .runtime_code import bundled_asset_options, handler_code
 
@@ -184,6 +185,7 @@ class StagedCheckpoint(Construct):
         code = checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code)
         staged_exclude = staging_exclude(exclude, code, allow=allow_checkpoint_code)
         _validate(
+            subject=construct_subject("StagedCheckpoint", self),
             repo_id=repo_id,
             revision=revision,
             prefix=prefix,
@@ -641,6 +643,7 @@ def _stack_model_bucket(checkpoint: StagedCheckpoint) -> s3.IBucket | None:
 
 def _validate(
     *,
+    subject: str,
     repo_id: str,
     revision: str,
     prefix: str,
@@ -680,8 +683,7 @@ def _validate(
             f"instance_type={instance_type!r} is not a SageMaker instance type; expected {INSTANCE_TYPE_RULE}"
         )
     problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
-    if problems:
-        raise ValueError("StagedCheckpoint: " + "; ".join(problems))
+    refuse(subject, problems)
 
 
 def _argument_problems(

@@ -18,6 +18,7 @@ from constructs_lib import (
     INFERENCE_COMPONENT,
     SECRET_HINT,
     EngineSpec,
+    Refusal,
     ServingImage,
     default_image,
     engine_names,
@@ -70,12 +71,13 @@ def is_cdk_key(key: str) -> bool:
     )
 
 
-class ConfigError(ValueError):
-    """Every problem with the context, one per line."""
+class ConfigError(Refusal):
+    """Every problem with the context (constructs_lib.problems: the one format of every refusal at synth)."""
+
+    SUBJECT = "context (fix with -c key=value or in cdk.json)"
 
     def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(f"  - {p}" for p in problems))
+        super().__init__(self.SUBJECT, problems)
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:

@@ -128,7 +128,7 @@ def test_thresholds_change_and_disable_each_alarm():
 
 def test_bad_thresholds_fail_synth_naming_each():
     _, endpoint = gpu_endpoint()
-    with pytest.raises(ValueError, match=r"alarm_5xx_percent=150.*alarm_p99_latency_ms=0"):
+    with pytest.raises(ValueError, match=r"(?s)alarm_5xx_percent=150.*alarm_p99_latency_ms=0"):
         endpoint.add_alarms(AlarmThresholds(errors_5xx_percent=150, p99_latency_ms=0))
 
 

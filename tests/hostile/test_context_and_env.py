@@ -141,6 +141,7 @@ def test_the_construct_and_the_config_agree_on_instance_types_with_a_hyphen():
 
 def construct_validate(**overrides) -> None:
     args = dict(
+        subject="StagedCheckpoint Test/Staged",
         repo_id="org/name",
         revision="main",
         prefix="models/",

@@ -151,7 +151,7 @@ def test_all_problems_are_reported_together():
         "tensor_parallel",
     ):
         assert fragment in text
-    assert str(ConfigError(problems)).count("\n  - ") == 4
+    assert str(ConfigError(problems)).count("\n  - ") == 5  # one line per problem, after the count
 
 
 @pytest.mark.parametrize(

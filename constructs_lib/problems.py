@@ -1,0 +1,38 @@
+"""One format for every refusal at synth: who refuses, then each problem (key=value, what is allowed).
+
+``Subject: problem`` when there is one, else ``Subject: N problems:`` and one ``  - problem`` line each. The
+subject is ``context`` for the app's context keys and ``<Construct> <node path>`` for a construct; each problem
+names the key or prop, its value (never a secret's), and what is allowed. ``stacks.config.ConfigError`` and every
+construct raise this; the handlers' deploy-time reasons use the same shape on one line (handler_kit.refusal),
+since CloudFormation shows a reason as one line of at most 4 KB.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+class Refusal(ValueError):
+    """Synth stops: ``subject`` cannot be built as given, for every reason in ``problems``."""
+
+    def __init__(self, subject: str, problems: Sequence[str]) -> None:
+        self.subject = subject
+        self.problems = [str(p) for p in problems]
+        super().__init__(render(subject, self.problems))
+
+
+def render(subject: str, problems: Sequence[str]) -> str:
+    if len(problems) == 1:
+        return f"{subject}: {problems[0]}"
+    return f"{subject}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
+
+
+def refuse(subject: str, problems: Sequence[str]) -> None:
+    """Raise a ``Refusal`` when there is any problem; return otherwise."""
+    if problems:
+        raise Refusal(subject, problems)
+
+
+def construct_subject(kind: str, construct: object) -> str:
+    """``GpuEndpoint LlmEndpoint/Endpoint``: the construct's class and its node path."""
+    return f"{kind} {construct.node.path}"  # type: ignore[attr-defined]
