@@ -42,7 +42,7 @@ def test_bad_context_fails_synth_with_one_message_naming_each_key(tmp_path):
     )
     assert result.returncode != 0
     err = result.stderr
-    assert "context (fix with -c key=value or in cdk.json): 3 problems:" in err
+    assert "context (fix with -c key=value or in cdk.json): 2 problems:" in err
     assert "engine='foo': not allowed; allowed: llamacpp, lmi, sglang, vllm" in err
     assert "tensor_parallel_size=3 does not match instance_type='ml.g6e.12xlarge'" in err
     assert "allowed: 4" in err
