@@ -219,8 +219,7 @@ def main(argv: list[str] | None = None) -> int:
         known = sum(p.known for p in rows.values())
         print(f"{region}: {known} of {len(rows)} catalog types priced")
         for instance_type, p in rows.items():
-            where = f"{p.date}, {p.source}" if p.known else "no sourced price"
-            print(f"  {instance_type:22} USD {p.hourly_text():>8}/h  ({where})")
+            print(f"  {instance_type:22} USD {p.hourly_text():>8}/h  ({p.citation})")  # --json: the full source
     return 0
 
 
