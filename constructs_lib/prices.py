@@ -44,6 +44,14 @@ class Price:
     def usd_per_month(self) -> float | None:
         return None if self.usd_per_hour is None else self.usd_per_hour * hours_per_month()
 
+    @property
+    def citation(self) -> str:
+        """``<date>, <source>`` in a few words: the source's URL or name, without the explanation after it."""
+        if self.usd_per_hour is None:
+            return "no sourced price"
+        short = (self.source or "source not recorded").split(" (")[0].split(", ")[0]
+        return f"{self.date or 'undated'}, {short}"
+
     def hourly_text(self, count: int = 1) -> str:
         return UNKNOWN if self.usd_per_hour is None else f"{self.usd_per_hour * count:,.2f}"
 

@@ -37,7 +37,8 @@ from typing import Any
 from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
-from constructs_lib.prices import UNKNOWN, Price, hours_per_month, price
+from constructs_lib.prices import UNKNOWN, Price, hours_per_month
+from llmops.price_list import price
 from preflight import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     KV_CACHE_DTYPES,
@@ -224,6 +225,8 @@ class Candidate:
     headroom: float  # share of the engine's memory left after the required KV cache (negative: short)
     usd_per_hour: float | None
     usd_per_month: float | None
+    price_date: str | None = None
+    price_source: str | None = None  # the price's source: Price List API (cached) or the shipped table's URL
     reasons: list[str] = field(default_factory=list)  # why not, when margin is "no"
     warnings: list[str] = field(default_factory=list)
 
@@ -283,6 +286,8 @@ def evaluate(
         headroom=round(headroom, 4),
         usd_per_hour=cost.usd_per_hour,
         usd_per_month=cost.usd_per_month,
+        price_date=cost.date,
+        price_source=cost.source,
         reasons=fit.problems + formats.problems,
         warnings=fit.warnings + formats.warnings,
     )
@@ -403,6 +408,21 @@ def ranking_table(candidates: list[Candidate], *, region: str, max_model_len: in
         )
 
     return "\n".join([line(heads), *(line(r) for r in rows)])
+
+
+def price_legend(candidates: list[Candidate], region: str) -> str:
+    """Where each price in the table comes from: one line per source and date, and the types without one."""
+    by_source: dict[str, list[str]] = {}
+    for c in candidates:
+        cited = Price(c.instance_type, region, c.usd_per_hour, c.price_date, c.price_source).citation
+        by_source.setdefault(cited, []).append(c.instance_type)
+    lines = []
+    for cited, types in by_source.items():
+        if cited == "no sourced price":
+            lines.append(f"{UNKNOWN}: no sourced on-demand price in {region} for {', '.join(types)}")
+        else:
+            lines.append(f"price of {cited}: {', '.join(types)}")
+    return "\n".join(lines)
 
 
 def _candidate_json(c: Candidate) -> dict[str, Any]:
@@ -627,7 +647,7 @@ def _detailed(
     cost = price(spec.instance_type, region)
     print(
         f"on-demand price in {region}: USD {cost.hourly_text()} per hour, {cost.monthly_text()} per month "
-        f"({hours_per_month()} h)" + (f"; {cost.date}, {cost.source}" if cost.known else "; no sourced price known")
+        f"({hours_per_month()} h); {cost.citation}"
     )
     if not fits:
         if better:
@@ -684,9 +704,7 @@ def _ranking(args: argparse.Namespace, source: Source, region: str, settings: di
         return 1
     print(f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}), cheapest first:")
     print(ranking_table(fitting, region=region, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs))
-    unknown = sum(c.usd_per_hour is None for c in fitting)
-    if unknown:
-        print(f"{UNKNOWN}: no sourced on-demand price for {region} in constructs_lib/data/sagemaker_prices.json")
+    print(price_legend(fitting, region))
     for warning in warnings:
         print(f"warning: {warning}")
     return 0

@@ -3,7 +3,8 @@
 python -m llmops.summary cdk.out [--region us-west-2]
 
 The cost is on-demand SageMaker real-time inference: instances x the hourly price of the type in the region
-(``constructs_lib/data/sagemaker_prices.json``; ``?`` where no sourced price is known), per hour and per month
+(``llmops.price_list``: the AWS Price List API when credentials allow, cached, else
+``constructs_lib/data/sagemaker_prices.json``; ``?`` where no sourced price is known), per hour and per month
 of always-on use. Default region: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1 (the template itself is
 region-agnostic).
 """
@@ -19,7 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.prices import hours_per_month, price
+from constructs_lib.prices import hours_per_month
+from llmops.price_list import price
 
 DEFAULT_REGION = "us-east-1"
 # How long a cold start takes, for the scale-to-zero note (PRODUCT.md section 9): an instance launch plus the
@@ -59,11 +61,7 @@ def cost_lines(variant: dict, region: str) -> list[str]:
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)
     hours = hours_per_month()
-    source = (
-        f" (price of {cost.date}, sourced in constructs_lib/data/sagemaker_prices.json)"
-        if cost.known
-        else " (no sourced price for this type and region)"
-    )
+    source = f" (price of {cost.citation})" if cost.known else " (no sourced price for this type and region)"
     scaling = variant.get("ManagedInstanceScaling") or {}
     low, high = _count(scaling.get("MinInstanceCount")), _count(scaling.get("MaxInstanceCount"))
     if scaling.get("Status") == "ENABLED" and low is not None and high is not None:

@@ -30,7 +30,11 @@ weights vLLM loaded, the KV-cache memory it reported, the GPU, flags), and with 
 predicts every case's KV-cache token capacity within 15 %
 (``tests/preflight/test_calibration.py``; table in the README).
 A fixed term above about 0.1 GiB pushes the two tightest cases (Qwen2-7B at 25 % of an A100, Qwen3-32B on one
-H100) out of that band, so the whole overhead is proportional. Production estimates read GPU memory from the
+H100) out of that band, so the whole overhead is proportional. That fraction holds for a profiling pass of up to
+``PROFILED_TOKENS`` (2048, vLLM's serving default below 70 GiB); a longer pass (``max_num_batched_tokens``, or
+``max_model_len`` with chunked prefill off) adds ``Overhead.batched_token_activation`` x (hidden_size +
+intermediate_size / TP) 16-bit values per extra token, which on a 24 GB GPU is the difference between fitting and
+not (two RTX 3090 logs of vllm-project/vllm#10517 in the calibration set). Production estimates read GPU memory from the
 catalog's nominal GB (below what the driver reports), which adds a margin the calibration does not need.
 
 **KV cache per token**, per attention layer: 2 (K and V) x KV heads x head_dim x bytes per element.
@@ -98,6 +102,17 @@ class Overhead:
 
     fixed_bytes_per_gpu: int = 0
     activation_fraction: float = 0.085
+    # 16-bit elements of activation per batched token, in units of (hidden_size + intermediate_size / TP), for the
+    # tokens a profiling pass runs beyond PROFILED_TOKENS (the fraction above already covers those). 2 = the MLP's
+    # gate and up outputs plus two hidden-size tensors; fit to vllm-project/vllm#10517
+    # (tests/data/vllm_startup_logs.json).
+    batched_token_activation: float = 2.0
+
+
+# The tokens of vLLM's profiling forward pass that activation_fraction was calibrated with: its serving default
+# max_num_batched_tokens on GPUs under 70 GiB (and on A100s), with chunked prefill (vllm/engine/arg_utils.py,
+# EngineArgs.get_batch_defaults: OPENAI_API_SERVER 2048; 8192 on >= 70 GiB GPUs other than A100).
+PROFILED_TOKENS = 2048
 
 
 @dataclass(frozen=True)
@@ -429,6 +444,7 @@ def estimate_memory_fit(
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
     overhead: Overhead | None = None,
     usable_gpu_memory_bytes: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> MemoryFit:
     """Estimate whether a checkpoint fits ``gpu_count`` GPUs of ``gpu_memory_gib`` (nominal) each.
 
@@ -439,6 +455,9 @@ def estimate_memory_fit(
     kv_cache_dtype: one of ``KV_CACHE_DTYPES``. Default: ``auto``, the model's 16-bit dtype.
     overhead: Default: ``Overhead()``, 8.5 % of the 16-bit-equivalent weights per GPU (calibrated).
     usable_gpu_memory_bytes: a measured per-GPU total. Default: ``gpu_memory_gib`` read as GB.
+    max_num_batched_tokens: the tokens of the engine's profiling pass (vLLM's ``max_num_batched_tokens``; with
+    chunked prefill off, ``max_model_len``). Default: ``PROFILED_TOKENS`` (2048), the budget the overhead
+    fraction was calibrated at; more tokens add ``Overhead.batched_token_activation`` activation per token.
     Raises ValueError for inputs no deployment could have (a TP larger than the GPU count, an unknown
     KV-cache dtype, a config.json without layer or head counts).
     """
@@ -466,6 +485,11 @@ def estimate_memory_fit(
     weights_per_gpu = -(-weight_bytes // tp)
     as_16_bit = weights_per_gpu * 16 / bits if bits else weights_per_gpu
     overhead_per_gpu = overhead.fixed_bytes_per_gpu + round(overhead.activation_fraction * as_16_bit)
+    if max_num_batched_tokens is not None and (isinstance(max_num_batched_tokens, bool) or max_num_batched_tokens < 1):
+        raise ValueError(f"max_num_batched_tokens={max_num_batched_tokens!r} must be a positive integer")
+    batched = PROFILED_TOKENS if max_num_batched_tokens is None else max_num_batched_tokens
+    activation_per_token = batched_activation_bytes_per_token(cfg, tp, overhead)
+    overhead_per_gpu += round(activation_per_token * max(0, batched - PROFILED_TOKENS))
     budget = available - weights_per_gpu - overhead_per_gpu
     sequence = layout.sequence_elements(max_model_len, tp) * elem_bytes
 
@@ -512,7 +536,13 @@ def estimate_memory_fit(
         f"weights: {weight_bytes / GB:.2f} GB on disk, split evenly over {tp} tensor-parallel rank(s)",
         f"overhead: {_gib(overhead.fixed_bytes_per_gpu)} fixed per GPU + {overhead.activation_fraction:.1%} of the "
         "16-bit-equivalent weights per GPU (activation peak, CUDA graphs, non-torch memory; calibrated against "
-        "published vLLM start-up logs)",
+        "published vLLM start-up logs)"
+        + (
+            f" + {_gib(round(activation_per_token * (batched - PROFILED_TOKENS)))} of activations for "
+            f"max_num_batched_tokens {batched:,} (above {PROFILED_TOKENS:,})"
+            if batched > PROFILED_TOKENS
+            else ""
+        ),
         f"KV cache in {kv_name} ({elem_bytes} byte(s) per element)",
     ]
     if quant_note:
@@ -525,6 +555,20 @@ def estimate_memory_fit(
         assumptions.append(dtype_note)
     assumptions += _model_assumptions(config, cfg, layout, tp)
     return replace(fit, fits=not problems, problems=problems, warnings=warnings, assumptions=assumptions)
+
+
+def batched_activation_bytes_per_token(cfg: Mapping[str, Any], tp: int, overhead: Overhead) -> float:
+    """16-bit activation bytes per batched token per GPU: the MLP's width is split over TP, the hidden size is not.
+
+    0 when config.json gives no hidden_size (the fraction alone then stands for the activations).
+    """
+
+    def size(*keys: str) -> int:
+        value = _first(cfg, *keys)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+    hidden, intermediate = size("hidden_size", "n_embd", "d_model"), size("intermediate_size", "n_inner", "ffn_dim")
+    return overhead.batched_token_activation * (hidden + -(-intermediate // tp)) * 2
 
 
 def _validate(

@@ -79,7 +79,7 @@ def test_bfloat16_asked_for_on_t4_and_v100_is_refused_with_the_reason_and_the_ne
         (problem,) = check.problems
         assert f"compute capability {cc})" in problem and "8.0 or newer" in problem
         assert "Bfloat16 is only supported on GPUs with compute capability of at least 8.0" in problem
-        assert "nearest instance type that can: ml.g6.2xlarge" in problem  # cheapest known with >= its GPUs
+        assert "nearest instance type that can: ml.g6.xlarge" in problem  # cheapest known with >= its GPUs
     # Serving it in float16 (the engine's dtype flag) is the documented way out.
     assert check_checkpoint(BF16, engine="vllm", compute_capability="7.5", dtype="float16").ok
     assert check_checkpoint(BF16, engine="vllm", compute_capability="8.0").ok
@@ -181,7 +181,7 @@ def test_synth_refuses_bfloat16_stated_for_a_t4_or_v100():
         result = plan(instance_type, {"SM_VLLM_DTYPE": "bfloat16"})
         (error,) = [e for e in result.errors if "DTYPE" in e]
         assert error.startswith("engine_env SM_VLLM_DTYPE=bfloat16: bfloat16 weights and compute need compute")
-        assert instance_type in error and "ml.g6.2xlarge" in error
+        assert instance_type in error and "ml.g6.xlarge" in error
     assert not [e for e in plan("ml.g4dn.xlarge", {"SM_VLLM_DTYPE": "float16"}).errors if "DTYPE" in e]
 
 

@@ -34,7 +34,7 @@ def test_known_and_unknown_prices():
     assert g5.date == "2025-02-13" and "foundation-model-benchmarking-tool" in g5.source
     assert hours_per_month() == 730
     # No sourced figure: another region, a type no source prices, an unknown region. Never borrowed from us-east-1.
-    for unknown in (price("ml.g5.2xlarge", "eu-west-1"), price("ml.g6e.2xlarge", "us-east-1"), price("x", "mars-1")):
+    for unknown in (price("ml.g5.2xlarge", "eu-west-1"), price("ml.g6e.xlarge", "us-east-1"), price("x", "mars-1")):
         assert not unknown.known and unknown.usd_per_month is None
         assert unknown.hourly_text() == UNKNOWN and unknown.monthly_text() == UNKNOWN
 
@@ -42,9 +42,19 @@ def test_known_and_unknown_prices():
 def test_cost_of_an_always_on_variant():
     (line,) = cost_lines({"InstanceType": "ml.g5.2xlarge", "InitialInstanceCount": 2}, "us-east-1")
     assert line.startswith("  cost in us-east-1: 2 x ml.g5.2xlarge = USD 3.03/h, USD 2,212/month (730 h always on)")
-    assert "price of 2025-02-13, sourced in constructs_lib/data/sagemaker_prices.json" in line
+    assert line.endswith(
+        "(price of 2025-02-13, https://github.com/aws-samples/foundation-model-benchmarking-tool/blob/"
+        "6e0ed661bfe7a48d6b5039d5974bafce78293716/fmbench/configs/pricing.yml)"
+    )
     (unknown,) = cost_lines({"InstanceType": "ml.g6e.2xlarge", "InitialInstanceCount": 1}, "eu-west-1")
     assert "USD ?/h, USD ?/month" in unknown and "no sourced price" in unknown
+
+
+def test_the_default_instance_has_a_dated_sourced_price_in_us_east_1():
+    # ml.g6.xlarge is the default instance_type (cdk.json); the summary of a default deployment prints this.
+    (line,) = cost_lines({"InstanceType": "ml.g6.xlarge", "InitialInstanceCount": 1}, "us-east-1")
+    assert "USD 1.13/h, USD 822/month" in line
+    assert "(price of 2026-10-05, https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/" in line
 
 
 def test_cost_with_managed_scaling_and_scale_to_zero():

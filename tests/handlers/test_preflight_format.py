@@ -87,6 +87,6 @@ def preflight_properties(**kwargs) -> dict:
 def test_the_construct_passes_capability_engine_flags_and_nearest_instances():
     props = preflight_properties(instance_type="ml.g4dn.xlarge", engine="vllm", dtype="bfloat16")
     assert props["Engine"] == "vllm" and props["ComputeCapability"] == "7.5" and props["Dtype"] == "bfloat16"
-    assert json.loads(props["FormatAlternatives"]) == {"8.0": "ml.g6.2xlarge"}  # cheapest sourced 8.0+ price
+    assert json.loads(props["FormatAlternatives"]) == {"8.0": "ml.g6.xlarge"}  # cheapest sourced 8.0+ price
     without = preflight_properties(instance_type="ml.g6.xlarge")
     assert "Engine" not in without and "ComputeCapability" not in without

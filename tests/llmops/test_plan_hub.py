@@ -101,12 +101,20 @@ def test_ranks_every_type_that_fits_cheapest_first_with_fit_columns_and_prices(e
     assert head.split()[:3] == ["instance", "type", "GPUs"] and "USD/h us-east-1" in head and "margin" in head
     ranked = [r.split()[0] for r in rows if r.startswith("ml.")]
     # The types with a sourced us-east-1 price first, cheapest first; then the rest ("?").
-    assert ranked[:5] == ["ml.g6.2xlarge", "ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge", "ml.g5.8xlarge"]
+    assert ranked[:5] == ["ml.g6.xlarge", "ml.g6.2xlarge", "ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge"]
     first = rows[0].split()
-    assert first[-2:] == ["1.22", "892"]  # 1.222 USD/h, x 730 h
-    assert "ml.g6.xlarge" in ranked[5:]  # fits, but no sourced price: after every priced type
+    assert first[-2:] == ["1.13", "822"]  # 1.1267 USD/h, x 730 h
+    assert "ml.g6e.xlarge" in ranked[5:]  # fits, but no sourced price: after every priced type
     assert "ml.g4dn.xlarge" not in ranked  # 16.4 GB of bfloat16 weights on a 16 GB T4: neither memory nor format
-    assert "?: no sourced on-demand price for us-east-1" in out
+    # Each price's source and date under the table, and the types without one.
+    legend = [line for line in lines if line.startswith(("price of ", "?: "))]
+    assert any(
+        line.startswith("price of 2026-10-05, https://pricing.us-east-1.amazonaws.com/") and "ml.g6.xlarge" in line
+        for line in legend
+    )
+    assert any(line.startswith("price of 2025-02-13, https://github.com/aws-samples/") for line in legend)
+    unpriced = next(line for line in legend if line.startswith("?: no sourced on-demand price in us-east-1 for "))
+    assert "ml.g6e.xlarge" in unpriced and "ml.g6.xlarge," not in unpriced
 
 
 def test_json_has_the_same_ranking_and_why_the_others_do_not_fit(env, capsys, tmp_path):
@@ -150,7 +158,10 @@ def test_moe_and_multimodal_detailed_reports(env, capsys):
     assert plan(*args, "--max-model-len", "16384") == 0
     out = capsys.readouterr().out
     assert "multimodal: language model read from the nested text config" in out
-    assert "on-demand price in us-east-1: USD ? per hour, ? per month (730 h); no sourced price known" in out
+    assert (
+        "on-demand price in us-east-1: USD 13.12 per hour, 9,575 per month (730 h); "
+        "2026-10-05, https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/current/us-east-1/index.csv"
+    ) in out
 
 
 def test_quantized_checkpoints_against_the_gpu(env, capsys):

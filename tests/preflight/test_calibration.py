@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from preflight import GIB, estimate_memory_fit
+from preflight.memory_fit import Overhead
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "vllm_startup_logs.json"
 TOLERANCE = 0.15
@@ -36,6 +37,7 @@ def estimate(case: dict):
         tensor_parallel_size=tp,
         max_model_len=case["max_model_len"],
         gpu_memory_utilization=case["gpu_memory_utilization"],
+        max_num_batched_tokens=case.get("max_num_batched_tokens"),  # absent: the engine's 2048-token default
     )
 
 
@@ -65,6 +67,28 @@ def test_at_least_ten_cases_each_with_a_source():
         assert case["source"].startswith("https://"), case["id"]
         assert case["model"] in data()["models"] and case["gpu"] in data()["gpus"], case["id"]
     assert all(m["source"].startswith("https://huggingface.co/") for m in data()["models"].values())
+
+
+def test_small_gpus_are_in_the_set_and_need_the_batched_token_term():
+    # 24 GB GPUs, where a long profiling pass is a large share of memory (issue 26 item 6).
+    small = [c for c in CASES if data()["gpus"][c["gpu"]]["total_gib"] <= 48]
+    assert len(small) >= 2
+    for case in small:
+        assert case["source"].startswith("https://github.com/vllm-project/vllm/issues/"), case["id"]
+        # Without the per-token activation term the estimate promises far more KV cache than vLLM had.
+        fit = estimate_memory_fit(
+            data()["models"][case["model"]]["config"],
+            weight_bytes=round(case["loaded_weights_gib"] * GIB),
+            gpu_count=1,
+            gpu_memory_gib=data()["gpus"][case["gpu"]]["total_gib"],
+            usable_gpu_memory_bytes=round(data()["gpus"][case["gpu"]]["total_gib"] * GIB),
+            max_model_len=case["max_model_len"],
+            gpu_memory_utilization=case["gpu_memory_utilization"],
+            overhead=Overhead(batched_token_activation=0.0),
+            max_num_batched_tokens=case["max_num_batched_tokens"],
+        )
+        without = fit.kv_budget_bytes_per_gpu // fit.kv_bytes_per_token_per_gpu
+        assert without / reported_tokens(case)[0] - 1 > TOLERANCE, case["id"]
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if c["reported_tokens"] is not None], ids=lambda c: c["id"])

@@ -859,3 +859,30 @@ def test_the_refusals_say_what_is_needed_in_full():
         "--kv-cache-dtype; halves the KV cache: 61 full-length sequences fit); or more GPUs (a larger "
         "tensor_parallel_size)."
     )
+
+
+def test_a_longer_profiling_pass_costs_activation_memory_per_token():
+    # vLLM profiles max_num_batched_tokens tokens (max_model_len without chunked prefill): beyond the 2048 the
+    # overhead fraction was calibrated at, each token adds 2 x (hidden + intermediate / TP) 16-bit elements.
+    from preflight.memory_fit import PROFILED_TOKENS
+
+    config = {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "torch_dtype": "bfloat16",
+    }
+    args = dict(weight_bytes=16_000_000_000, gpu_count=1, gpu_memory_gib=24, max_model_len=8192)
+    base = estimate_memory_fit(config, **args)
+    assert estimate_memory_fit(config, **args, max_num_batched_tokens=PROFILED_TOKENS) == base
+    assert estimate_memory_fit(config, **args, max_num_batched_tokens=512).overhead_bytes_per_gpu == (
+        base.overhead_bytes_per_gpu
+    )
+    long = estimate_memory_fit(config, **args, max_num_batched_tokens=PROFILED_TOKENS + 1000)
+    assert long.overhead_bytes_per_gpu - base.overhead_bytes_per_gpu == 1000 * 2 * (4096 + 14336) * 2
+    assert any("max_num_batched_tokens 3,048" in a for a in long.assumptions)
+    tp2 = estimate_memory_fit(config, **{**args, "gpu_count": 2}, max_num_batched_tokens=PROFILED_TOKENS + 1000)
+    base2 = estimate_memory_fit(config, **{**args, "gpu_count": 2})
+    assert tp2.overhead_bytes_per_gpu - base2.overhead_bytes_per_gpu == 1000 * 2 * (4096 + 14336 // 2) * 2
