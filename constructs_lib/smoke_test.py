@@ -26,6 +26,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct, IDependable
 
 from endpoint_client.streams import STREAM_FORMATS
+from handler_kit.resources import EndpointSmokeTestProperties
 
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 RESOURCE_TYPE = "Custom::EndpointSmokeTest"
 PROVIDER_ID = "EndpointSmokeTestProvider"
 DEFAULT_PROMPT = "In one short sentence: what is Amazon S3?"
+# The resource's own defaults (handler_kit/resources.py), the ones its handler falls back to.
+_DEFAULT = EndpointSmokeTestProperties(endpoint_name="", endpoint_config_name="", prompt=DEFAULT_PROMPT)
 MIN_BUDGET = cdk.Duration.minutes(1)
 MAX_BUDGET = cdk.Duration.minutes(45)
 # One handler run: two describes and two model calls of at most 90 s each, with room to spare.
@@ -126,12 +129,12 @@ class EndpointSmokeTest(Construct):
         inference_component_arn: str | None = None,
         model_name: str | None = None,
         prompt: str = DEFAULT_PROMPT,
-        max_tokens: int = 64,
+        max_tokens: int = _DEFAULT.max_tokens,
         extra_body: Mapping[str, Any] | None = None,
         expected_pattern: str | None = None,
         budget: cdk.Duration | None = None,
-        stream: bool = True,
-        stream_format: str = "sse",
+        stream: bool = _DEFAULT.stream,
+        stream_format: str = _DEFAULT.stream_format,
         fingerprint: Sequence[Any] = (),
         depends_on: Sequence[IDependable] = (),
     ) -> None:
@@ -164,7 +167,7 @@ class EndpointSmokeTest(Construct):
         :param depends_on: what must be deployed first. Default: nothing beyond what the tokens imply.
         """
         super().__init__(scope, id)
-        budget = budget or cdk.Duration.minutes(10)
+        budget = budget or cdk.Duration.seconds(_DEFAULT.budget_s)
         self._validate(
             endpoint_name=endpoint_name,
             endpoint_config_name=endpoint_config_name,
@@ -209,27 +212,27 @@ class EndpointSmokeTest(Construct):
                 )
             )
 
-        properties: dict[str, Any] = {
-            "EndpointName": endpoint_name,
-            "EndpointConfigName": endpoint_config_name,
-            "InferenceComponentName": inference_component_name,
-            "ModelName": model_name,
-            "Prompt": prompt,
-            "MaxTokens": str(max_tokens),
-            "ExtraBody": cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else None,
-            "ExpectedPattern": expected_pattern,
-            "BudgetSeconds": str(int(budget.to_seconds())),
-            "Stream": "true" if stream else "false",
-            # Absent means SSE, so templates of the SSE engines stay as they were.
-            "StreamFormat": None if stream_format == "sse" else stream_format,
-            "Fingerprint": cdk.Lazy.string(_Fingerprint(self, fingerprint)),
-        }
+        # The handler reads these with the same class (handler_kit/resources.py): names and defaults defined once.
+        properties = EndpointSmokeTestProperties(
+            endpoint_name=endpoint_name,
+            endpoint_config_name=endpoint_config_name,
+            inference_component_name=inference_component_name,
+            model_name=model_name,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            extra_body=cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else {},
+            expected_pattern=expected_pattern,
+            budget_s=int(budget.to_seconds()),
+            stream=stream,
+            stream_format=stream_format,  # left out while it is SSE, so the SSE engines' templates stay as they were
+            fingerprint=cdk.Lazy.string(_Fingerprint(self, fingerprint)),
+        ).to_properties()
         self.resource = cdk.CustomResource(
             self,
             "Resource",
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
-            properties={k: v for k, v in properties.items() if v is not None},
+            properties=properties,
             service_timeout=budget.plus(SERVICE_TIMEOUT_MARGIN),
         )
         # The handler's permissions must be in place before it runs.

@@ -8,10 +8,13 @@ from the same fields the handler falls back to (provider framework's consts.ts s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+import json
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
+from dataclasses import field as dataclass_field
 from typing import Any, ClassVar
 
-from handler_kit import string_list
+from handler_kit import shorten, string_list
 
 GIB = 2**30
 
@@ -122,3 +125,153 @@ class StagedCheckpointProperties:
             job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
         )
+
+
+# --- the declared form: one ``prop`` per property, read and written by one base class -------------------------
+
+TEXT, WHOLE, NUMBER, LIST, OBJECT = "text", "whole number", "number", "list", "JSON object"
+FLAG = "flag (true or false)"
+
+
+def prop(name: str, kind: str = TEXT, default: Any = None, *, required: bool = False, omit_default: bool = False):
+    """A field of a properties class: its CloudFormation name, how its text is read, and its one default.
+
+    ``omit_default``: the template leaves the property out while it has its default (so adding the property did
+    not change the templates, and re-run the resource, of stacks deployed before it existed).
+    """
+    metadata = {"cfn": name, "kind": kind, "required": required, "omit_default": omit_default}
+    if required:
+        return dataclass_field(metadata=metadata)
+    if isinstance(default, dict):
+        frozen = dict(default)
+        return dataclass_field(default_factory=lambda: dict(frozen), metadata=metadata)
+    return dataclass_field(default=() if kind == LIST and default is None else default, metadata=metadata)
+
+
+class PropertiesError(ValueError):
+    """A resource's properties cannot be read: every bad property, its value and what it must be."""
+
+
+def refusal(subject: str, problems: list[str]) -> str:
+    """The one shape of a refusal (constructs_lib.problems at synth), on one line as CloudFormation shows it."""
+    if len(problems) == 1:
+        return f"{subject}: {problems[0]}"
+    return f"{subject}: {len(problems)} problems: " + "; ".join(problems)
+
+
+class ResourceProperties:
+    """The base of a frozen dataclass of ``prop`` fields: one custom resource's properties, typed.
+
+    ``to_properties`` writes the template's text: numbers as text, flags as ``"true"``/``"false"``, lists as
+    lists, an object as compact JSON (or the construct's token for one), unset values left out. ``from_properties``
+    reads what CloudFormation sends, with every problem in one ``PropertiesError``, or appended to ``problems``
+    (the handler then adds its own checks and reports all of them together).
+    """
+
+    RESOURCE: ClassVar[str] = "Custom::Resource"
+
+    @classmethod
+    def names(cls) -> dict[str, str]:
+        """field -> CloudFormation property name."""
+        return {f.name: f.metadata["cfn"] for f in fields(cls)}  # type: ignore[arg-type]
+
+    @classmethod
+    def default(cls, name: str) -> Any:
+        """The one default of field ``name`` (the construct's and the handler's)."""
+        (spec,) = (f for f in fields(cls) if f.name == name)  # type: ignore[arg-type]
+        if spec.default_factory is not MISSING:
+            return spec.default_factory()
+        return None if spec.default is MISSING else spec.default
+
+    def to_properties(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for spec in fields(self):  # type: ignore[arg-type]
+            value, kind = getattr(self, spec.name), spec.metadata["kind"]
+            if value is None or (kind == OBJECT and value == {}):
+                continue
+            if spec.metadata["omit_default"] and value == self.default(spec.name):
+                continue
+            if kind == FLAG:
+                value = "true" if value else "false"
+            elif kind == WHOLE and isinstance(value, int):
+                value = str(value)
+            elif kind == NUMBER and isinstance(value, int | float):
+                value = f"{value:g}"
+            elif kind == LIST:
+                value = list(value)
+            elif kind == OBJECT and isinstance(value, dict):
+                value = json.dumps(value, sort_keys=True, separators=(",", ":"))
+            out[spec.metadata["cfn"]] = value
+        return out
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, Any], problems: list[str] | None = None) -> Any:
+        """Parse what CloudFormation sent. Without ``problems``, raise on any; with it, append them and fill the
+        bad or missing fields with their defaults (an empty text for a required one)."""
+        found: list[str] = []
+        values: dict[str, Any] = {}
+        for spec in fields(cls):  # type: ignore[arg-type]
+            key, kind = spec.metadata["cfn"], spec.metadata["kind"]
+            raw = props.get(key)
+            if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+                if spec.metadata["required"]:
+                    found.append(f"{key} is required")
+                values[spec.name] = "" if spec.metadata["required"] else cls.default(spec.name)
+                continue
+            value = _read(key, kind, raw, found)
+            values[spec.name] = cls.default(spec.name) if value is None else value
+        if problems is None and found:
+            raise PropertiesError(refusal(f"{cls.RESOURCE} properties", found))
+        if problems is not None:
+            problems.extend(found)
+        return cls(**values)
+
+
+def _read(key: str, kind: str, raw: Any, problems: list[str]) -> Any:
+    """One property's text as its kind, or None and a problem naming the key, the value and the kind."""
+    text = raw.strip() if isinstance(raw, str) else raw
+    try:
+        if kind == TEXT:
+            return str(raw)
+        if kind == WHOLE:
+            return int(str(text))
+        if kind == NUMBER:
+            return float(str(text))
+        if kind == FLAG:
+            if str(text).lower() not in ("true", "false"):
+                raise ValueError(text)
+            return str(text).lower() == "true"
+        if kind == LIST:
+            return string_list(raw)
+        if kind == OBJECT:
+            value = json.loads(raw) if isinstance(raw, str) else raw
+            if not isinstance(value, dict):
+                raise ValueError(raw)
+            return value
+    except (ValueError, TypeError):
+        problems.append(f"{key}={shorten(repr(raw), 200)} is not a {kind}")
+        return None
+    raise AssertionError(f"unknown kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class EndpointSmokeTestProperties(ResourceProperties):
+    """``Custom::EndpointSmokeTest``: constructs_lib.EndpointSmokeTest writes it, lambda/endpoint_smoke_test reads it.
+
+    The prompt appears in the template (no secrets); ``fingerprint`` only makes a change re-run the test.
+    """
+
+    RESOURCE: ClassVar[str] = "Custom::EndpointSmokeTest"
+    endpoint_name: str = prop("EndpointName", required=True)
+    endpoint_config_name: str = prop("EndpointConfigName", required=True)
+    prompt: str = prop("Prompt", required=True)
+    max_tokens: int = prop("MaxTokens", WHOLE, 64)
+    inference_component_name: str | None = prop("InferenceComponentName")
+    model_name: str | None = prop("ModelName")  # the component's model this deployment created
+    # A dict, or the construct's JSON token for one. prop() copies its default per instance (RUF009 cannot see it).
+    extra_body: Any = prop("ExtraBody", OBJECT, {})  # noqa: RUF009
+    expected_pattern: str | None = prop("ExpectedPattern")
+    budget_s: float = prop("BudgetSeconds", NUMBER, 600.0)
+    stream: bool = prop("Stream", FLAG, True)
+    stream_format: str = prop("StreamFormat", TEXT, "sse", omit_default=True)  # engines.json stream_format
+    fingerprint: str | None = prop("Fingerprint")

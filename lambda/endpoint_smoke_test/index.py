@@ -39,13 +39,11 @@ bytes of the error body and the log group to open, in under 3 KB.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import boto3
@@ -53,6 +51,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 import handler_kit
+import handler_kit.resources
 from endpoint_client import (
     STREAM_FORMATS,
     ErrorInfo,
@@ -65,11 +64,11 @@ from endpoint_client import (
     stream_chat,
 )
 from handler_kit import update_rolling_back
+from handler_kit.resources import EndpointSmokeTestProperties
 
 PHYSICAL_ID_PREFIX = "smoke-"
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
 COMPONENT_LOG_GROUP = "/aws/sagemaker/InferenceComponents/{}"
-DEFAULT_BUDGET_S = 600.0
 # One model call may take this long; SageMaker itself gives a container 60 s for a non-streamed answer.
 CALL_TIMEOUT_S = 90
 # is_complete leaves the function when a backoff would not leave room for one more full attempt
@@ -101,92 +100,34 @@ class SettingsError(ValueError):
     """The resource's properties are unusable; nothing was called."""
 
 
-@dataclass(frozen=True)
-class Settings:
-    endpoint_name: str
-    endpoint_config_name: str
-    prompt: str
-    max_tokens: int = 64
-    inference_component_name: str | None = None
-    model_name: str | None = None  # the component's model this deployment created
-    extra_body: Mapping[str, Any] = field(default_factory=dict)
-    expected_pattern: str | None = None
-    budget_s: float = DEFAULT_BUDGET_S
-    stream: bool = True
-    stream_format: str = "sse"
+class Settings(EndpointSmokeTestProperties):
+    """The resource's properties (handler_kit/resources.py, the class the construct writes them with), checked."""
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, Any]) -> Settings:
-        """CloudFormation hands every property over as a string; all problems are reported together."""
-        problems: list[str] = []
-
-        def text(key: str, required: bool = True) -> str | None:
-            value = props.get(key)
-            if value in (None, ""):
-                if required:
-                    problems.append(f"{key} is required")
-                return None
-            return str(value)
-
-        def number(key: str, default: float, kind: type) -> Any:
-            raw = props.get(key)
-            if raw in (None, ""):
-                return kind(default)
+    def from_properties(cls, props: Mapping[str, Any], problems: list[str] | None = None) -> Settings:
+        """Every problem is reported together, before anything is called."""
+        problems = []
+        settings = super().from_properties(props, problems)
+        if settings.max_tokens <= 0:
+            problems.append(f"MaxTokens={props.get('MaxTokens')!r} must be positive")
+        if not (settings.budget_s > 0 and math.isfinite(settings.budget_s)):
+            problems.append(f"BudgetSeconds={props.get('BudgetSeconds')!r} must be positive")
+        if settings.expected_pattern is not None:
             try:
-                value = kind(float(raw)) if kind is float else int(str(raw))
-            except ValueError:
-                problems.append(f"{key}={raw!r} is not a number")
-                return kind(default)
-            if value <= 0 or (kind is float and not math.isfinite(value)):
-                problems.append(f"{key}={raw!r} must be positive")
-            return value
-
-        endpoint = text("EndpointName")
-        config = text("EndpointConfigName")
-        prompt = text("Prompt")
-        component = text("InferenceComponentName", required=False)
-        pattern = text("ExpectedPattern", required=False)
-        if pattern is not None:
-            try:
-                re.compile(pattern)
+                re.compile(settings.expected_pattern)
             except re.error as e:
-                problems.append(f"ExpectedPattern {pattern!r} is not a regular expression ({e})")
-        extra: Any = props.get("ExtraBody") or {}
-        if isinstance(extra, str):
-            try:
-                extra = json.loads(extra)
-            except json.JSONDecodeError as e:
-                problems.append(f"ExtraBody is not JSON ({e.msg})")
-                extra = {}
-        if not isinstance(extra, dict):
-            problems.append("ExtraBody must be a JSON object")
-            extra = {}
-        stream = str(props.get("Stream", "true")).strip().lower()
-        if stream not in ("true", "false"):
-            problems.append(f"Stream={stream!r} must be true or false")
+                problems.append(f"ExpectedPattern {settings.expected_pattern!r} is not a regular expression ({e})")
         # The engine's framing of a streamed answer (engines.json stream_format): SSE or JSON Lines (LMI).
-        stream_format = str(props.get("StreamFormat") or "sse")
-        if stream_format not in STREAM_FORMATS:
-            problems.append(f"StreamFormat={stream_format!r} must be one of {', '.join(STREAM_FORMATS)}")
-        settings = cls(
-            endpoint_name=endpoint or "",
-            endpoint_config_name=config or "",
-            prompt=prompt or "",
-            max_tokens=number("MaxTokens", 64, int),
-            inference_component_name=component,
-            model_name=text("ModelName", required=False),
-            extra_body=extra,
-            expected_pattern=pattern,
-            budget_s=number("BudgetSeconds", DEFAULT_BUDGET_S, float),
-            stream=stream != "false",
-            stream_format=stream_format,
-        )
+        if settings.stream_format not in STREAM_FORMATS:
+            problems.append(
+                f"StreamFormat={settings.stream_format!r} is not allowed; allowed: {', '.join(STREAM_FORMATS)}"
+            )
         try:
             build_chat_request("", extra=settings.extra_body)
         except ValueError as e:
             problems.append(f"ExtraBody: {e}")
         if problems:
-            raise SettingsError("Smoke test properties are invalid: " + "; ".join(problems))
+            raise SettingsError(handler_kit.resources.refusal(f"{cls.RESOURCE} properties", problems))
         return settings
 
     @property

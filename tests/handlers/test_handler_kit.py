@@ -145,3 +145,73 @@ def test_a_default_is_defined_once_for_the_construct_and_its_handler():
 )
 def test_list_properties_keep_order_and_case_and_drop_repeats(raw, expected):
     assert handler_kit.string_list(raw) == expected
+
+
+# --- typed properties (handler_kit/resources.py) -----------------------------------------------------------
+
+
+def test_smoke_test_properties_round_trip_through_the_template_text():
+    from handler_kit.resources import EndpointSmokeTestProperties as Props
+
+    written = Props(
+        endpoint_name="e",
+        endpoint_config_name="c",
+        prompt="p",
+        max_tokens=7,
+        extra_body={"temperature": 0},
+        budget_s=90,
+        stream=False,
+        stream_format="jsonlines",
+    )
+    text = written.to_properties()
+    assert text == {
+        "EndpointName": "e",
+        "EndpointConfigName": "c",
+        "Prompt": "p",
+        "MaxTokens": "7",
+        "ExtraBody": '{"temperature":0}',
+        "BudgetSeconds": "90",
+        "Stream": "false",
+        "StreamFormat": "jsonlines",
+    }
+    assert all(isinstance(v, str) for v in text.values())  # CloudFormation passes scalars as strings
+    read = Props.from_properties(text)
+    assert (read.max_tokens, read.budget_s, read.stream, read.extra_body) == (7, 90.0, False, {"temperature": 0})
+
+
+def test_a_default_is_left_out_only_where_its_field_says_so():
+    from handler_kit.resources import EndpointSmokeTestProperties as Props
+
+    text = Props(endpoint_name="e", endpoint_config_name="c", prompt="p").to_properties()
+    assert "StreamFormat" not in text  # omit_default: SSE templates stayed as they were before the property
+    assert text["MaxTokens"] == "64" and text["Stream"] == "true"  # the others are written, defaults included
+    assert Props.from_properties({"EndpointName": "e", "EndpointConfigName": "c", "Prompt": "p"}) == Props(
+        endpoint_name="e", endpoint_config_name="c", prompt="p"
+    )
+
+
+def test_bad_properties_are_all_named_with_their_values_in_one_line():
+    from handler_kit.resources import EndpointSmokeTestProperties as Props
+    from handler_kit.resources import PropertiesError
+
+    with pytest.raises(PropertiesError) as info:
+        Props.from_properties({"EndpointName": "e", "MaxTokens": "ten", "Stream": "yes", "ExtraBody": "[1]"})
+    assert str(info.value) == (
+        "Custom::EndpointSmokeTest properties: 5 problems: EndpointConfigName is required; Prompt is required; "
+        "MaxTokens='ten' is not a whole number; ExtraBody='[1]' is not a JSON object; "
+        "Stream='yes' is not a flag (true or false)"
+    )
+    problems: list[str] = []
+    read = Props.from_properties({"MaxTokens": "ten"}, problems)  # collected, not raised: the handler adds its own
+    assert read.max_tokens == Props.default("max_tokens") == 64 and len(problems) == 4
+
+
+def test_the_construct_and_the_handler_share_each_default():
+    import inspect
+
+    from constructs_lib import EndpointSmokeTest
+    from handler_kit.resources import EndpointSmokeTestProperties as Props
+
+    signature = inspect.signature(EndpointSmokeTest.__init__)
+    for name in ("max_tokens", "stream", "stream_format"):
+        assert signature.parameters[name].default == Props.default(name)

@@ -458,7 +458,8 @@ def test_invalid_properties_fail_at_once_with_every_problem(handler):
         assert fragment in message
     for fragment in ("must not set 'messages'", "ExpectedPattern '('", "Stream='maybe'"):
         assert fragment in message
-    with pytest.raises(handler.SettingsError, match="ExtraBody is not JSON"):
+    assert message.startswith("Custom::EndpointSmokeTest properties: 6 problems: ")  # one refusal, one line
+    with pytest.raises(handler.SettingsError, match=r"^Custom::EndpointSmokeTest properties: ExtraBody='\{' is not a"):
         handler.on_event(event(ExtraBody="{"))
 
 
