@@ -20,46 +20,44 @@ objects. The Hugging Face token is read from Secrets Manager here and never logg
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
 import os
-import re
 import time
 import urllib.error
-import urllib.parse
 import urllib.request
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+# The handler by concern (one asset, modules beside this one): shared basics, the plan, the job, the wait handle.
+# Names tests and the IAM call graph reach through this module are imported here too.
+from staging_base import (
+    FAILURE_LIMIT,
+    REASON_LIMIT,  # noqa: F401 - part of the handler's surface
+    Settings,
+    StagingError,
+    arn_region,
+    log,
+    short,
+)
+from staging_job import (
+    RUNNING,
+    instances_for,  # noqa: F401 - part of the handler's surface
+    job_name,
+    job_request,
+    start_job,
+    stop_jobs,
+    within_quota,
+    worker_arguments,  # noqa: F401 - part of the handler's surface
+)
+from staging_plan import Plan, hub_token, make_plan, verify_staged
+from staging_signal import require_wait_handle, signal_opener, wait_handle_problem  # noqa: F401
+
 import handler_kit
 from handler_kit import update_rolling_back
-from handler_kit.resources import StagedCheckpointProperties
-from hfstage.hub import HubClient, HubError, HubFile, select_files
-from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
-from hfstage.names import refuse_unsafe
-from hfstage.worker import parse_token
-
-LOG = logging.getLogger()
-LOG.setLevel(logging.INFO)
-
-REASON_LIMIT = 1000  # bytes; CloudFormation shows at most 4 KB and a wait-condition reason should be short
-# A failure's message, at most: CloudFormation takes a 4,096-byte response, and the Provider framework wraps
-# the message in "Error: ...", the log group and its stack frames (about 1 KB with the event's IDs), and
-# sends on_event's Data with a failure in is_complete (aws-cdk-lib provider-framework runtime: framework.js,
-# cfn-response.js). So 3,000 bytes, less the Data that travels with it.
-FAILURE_LIMIT = 3000
-CODE_DIR = "/opt/ml/processing/input/code"
-RUNNING = ("InProgress", "Stopping")
-# How long is_complete follows a job before handing the wait to the wait condition. Must stay well
-# inside the Provider's total timeout (set by the construct), so that a slow job never fails here.
-
-
-class StagingError(Exception):
-    """A reason a person can act on; it becomes the CloudFormation failure message."""
-
+from hfstage.hub import HubClient, HubFile  # noqa: F401 - part of the handler's surface
+from hfstage.manifest import MANIFEST_NAME, read_manifest
 
 _clients: dict[str, Any] = {}
 
@@ -67,385 +65,6 @@ _clients: dict[str, Any] = {}
 def client(name: str, region: str | None = None) -> Any:
     """One boto3 client per service (and region, when not the function's) for the life of the environment."""
     return handler_kit.cached_client(_clients, name, region=region, retries={"mode": "standard", "max_attempts": 8})
-
-
-def arn_region(arn: str | None) -> str | None:
-    """The region an ARN names (a token secret may live in another region than the stack)."""
-    parts = (arn or "").split(":")
-    return parts[3] if parts[0] == "arn" and len(parts) > 3 and parts[3] else None
-
-
-def short(text: str, limit: int = REASON_LIMIT) -> str:
-    return handler_kit.shorten(text, limit)
-
-
-def log(event: str, **fields: Any) -> None:
-    LOG.info(handler_kit.log_line(event, **fields))
-
-
-# The resource's properties, typed, with their defaults: the class the construct writes them with.
-Settings = StagedCheckpointProperties
-
-
-@dataclass(frozen=True)
-class Plan:
-    sha: str
-    files: tuple
-    missing: tuple
-    prefix: str
-    manifest_ok: bool
-
-    @property
-    def total_bytes(self) -> int:
-        return sum(f.size for f in self.files)
-
-    @property
-    def missing_bytes(self) -> int:
-        return sum(f.size for f in self.missing)
-
-    @property
-    def complete(self) -> bool:
-        return self.manifest_ok and not self.missing
-
-
-def hub_token(settings: Settings, secrets: Any) -> str | None:
-    if not settings.token_secret_arn:
-        return None
-    where = f"the Hugging Face token secret {settings.token_secret_arn}"
-    try:
-        value = secrets.get_secret_value(SecretId=settings.token_secret_arn).get("SecretString") or ""
-    except ClientError as e:
-        raise StagingError(f"could not read {where} ({e.response['Error']['Code']})") from None
-    try:
-        return parse_token(value)
-    except ValueError as e:
-        raise StagingError(f"{where} is unusable: {e}") from None
-
-
-def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
-    """What the revision holds, and what of it is not yet (verified) in S3."""
-    try:
-        revision = hub.revision_info(settings.repo_id, settings.revision)
-    except HubError as e:
-        raise StagingError(str(e)) from e
-    files = tuple(select_files(revision.files, settings.include, settings.exclude))
-    if not files:
-        raise StagingError(
-            f"no file of {settings.repo_id}@{revision.sha} matches include={list(settings.include)} "
-            f"exclude={list(settings.exclude)} ({len(revision.files)} files in the revision)"
-        )
-    # Metadata of a gated repository is public; its files are not. Open the smallest file now, so that a
-    # missing token or unaccepted conditions fail the deployment here rather than in the job.
-    try:
-        hub.open_file(settings.repo_id, revision.sha, min(files, key=lambda f: f.size).path).close()
-    except HubError as e:
-        raise StagingError(str(e)) from e
-    prefix = revision_prefix(settings.prefix, settings.repo_id, revision.sha)
-    # The worker refuses the same names before its first upload; here the deploy fails before any job starts.
-    try:
-        refuse_unsafe(files, prefix)
-    except HubError as e:
-        raise StagingError(str(e)) from e
-    try:
-        try:
-            manifest = read_manifest(s3, settings.bucket, prefix)
-        except ValueError:
-            manifest = None  # unreadable: the job rewrites it
-        missing = tuple(missing_files(s3, settings.bucket, prefix, settings.repo_id, revision.sha, files))
-    except ClientError as e:
-        raise StagingError(s3_problem(e, settings.bucket, prefix, "the staging handler's role")) from None
-    return Plan(
-        sha=revision.sha,
-        files=files,
-        missing=missing,
-        prefix=prefix,
-        manifest_ok=manifest_matches(manifest, settings.repo_id, revision.sha, files),
-    )
-
-
-def s3_problem(error: ClientError, bucket: str, prefix: str, who: str) -> str:
-    """An S3 error as a reason naming the place and the permission, not just botocore's wording."""
-    code = error.response["Error"].get("Code", "error")
-    operation = getattr(error, "operation_name", "an S3 call")
-    hint = (
-        f"; {who} needs s3:ListBucket (prefix {prefix}) and s3:GetObject on it, and kms:Decrypt for an SSE-KMS bucket"
-        if code in ("AccessDenied", "403", "Forbidden", "AllAccessDisabled")
-        else ""
-    )
-    return short(f"could not read s3://{bucket}/{prefix} ({code} on {operation}){hint}")
-
-
-def instances_for(plan: Plan, settings: Settings) -> int:
-    """Enough instances that each copies about ``bytes_per_instance``, within the allowed maximum."""
-    wanted = -(-plan.missing_bytes // max(1, settings.bytes_per_instance))
-    return max(1, min(settings.max_instances, wanted, len(plan.missing) or 1))
-
-
-def job_name(settings: Settings, request_id: str) -> str:
-    """Unique per request, identical for a retried request (which then resumes the same job)."""
-    return f"{settings.job_name_prefix}{hashlib.sha256(request_id.encode()).hexdigest()[:10]}"[:63]
-
-
-def worker_arguments(settings: Settings, sha: str) -> list[str]:
-    args = [
-        "--repo-id",
-        settings.repo_id,
-        "--revision",
-        sha,
-        "--destination",
-        f"s3://{settings.bucket}/{settings.prefix}",
-    ]
-    # One flag per pattern: SageMaker allows 256 characters per container argument, not per list.
-    for pattern in settings.include:
-        args += ["--include", pattern]
-    for pattern in settings.exclude:
-        args += ["--exclude", pattern]
-    if settings.token_secret_arn:
-        args += ["--token-secret-arn", settings.token_secret_arn]
-    # The leader of a multi-instance job waits for the other hosts' files at most as long as the job may run.
-    args += ["--leader-wait-s", str(settings.max_runtime_s)]
-    return args
-
-
-def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
-    code_file = settings.code_uri.rsplit("/", 1)[-1]
-    environment = {"PYTHONUNBUFFERED": "1", "HFSTAGE_TARGET": f"s3://{settings.bucket}/{plan.prefix}"}
-    if settings.hub_endpoint:
-        environment["HF_ENDPOINT"] = settings.hub_endpoint
-    return {
-        "ProcessingJobName": name,
-        "RoleArn": settings.role_arn,
-        "AppSpecification": {
-            "ImageUri": settings.image_uri,
-            "ContainerEntrypoint": ["python3", f"{CODE_DIR}/{code_file}"],
-            "ContainerArguments": worker_arguments(settings, plan.sha),
-        },
-        "ProcessingInputs": [
-            {
-                "InputName": "code",
-                "S3Input": {
-                    "S3Uri": settings.code_uri,
-                    "LocalPath": CODE_DIR,
-                    "S3DataType": "S3Prefix",
-                    "S3InputMode": "File",
-                    "S3DataDistributionType": "FullyReplicated",
-                },
-            }
-        ],
-        "ProcessingResources": {
-            "ClusterConfig": {
-                "InstanceCount": instances_for(plan, settings),
-                "InstanceType": settings.instance_type,
-                "VolumeSizeInGB": settings.volume_size_gb,
-            }
-        },
-        "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
-        "Environment": environment,
-        "Tags": [
-            {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
-            {"Key": "hf-revision", "Value": plan.sha},
-        ],
-    }
-
-
-# Service Quotas names SageMaker's Processing limits per instance type (as it names "<type> for endpoint
-# usage" for endpoints): the most instances of the type that running Processing jobs may hold. The name is
-# the one CreateProcessingJob's ResourceLimitExceeded quotes ("The account-level service limit
-# 'ml.m5.large for processing job usage' is 0 Instances").
-QUOTA_NAME = "{} for processing job usage"
-
-
-def processing_quota(instance_type: str) -> tuple[float, str] | None:
-    """(value, quota code) of ``<instance type> for processing job usage``: applied, else AWS default.
-
-    None when Service Quotas cannot tell (no such quota, throttled, denied): CreateProcessingJob then
-    answers for itself (ResourceLimitExceeded).
-    """
-    name = QUOTA_NAME.format(instance_type)
-    quotas = client("service-quotas")
-    for operation in ("list_service_quotas", "list_aws_default_service_quotas"):
-        try:
-            for page in quotas.get_paginator(operation).paginate(ServiceCode="sagemaker"):
-                for quota in page.get("Quotas", []):
-                    if quota.get("QuotaName") == name:
-                        return float(quota.get("Value", 0)), str(quota.get("QuotaCode", ""))
-        except ClientError as e:
-            if e.response["Error"].get("Code") == "NoSuchResourceException":
-                continue  # no applied values for SageMaker: the defaults apply
-            log("quota-unread", quota=name.replace(" ", "_"), error=e.response["Error"].get("Code"))
-            return None
-        except BotoCoreError as e:
-            log("quota-unread", quota=name.replace(" ", "_"), error=type(e).__name__)
-            return None
-    return None
-
-
-def within_quota(settings: Settings, wanted: int) -> int:
-    """``wanted`` instances, fewer when the account's Processing quota for the type is lower; 0 fails now."""
-    found = processing_quota(settings.instance_type)
-    if found is None:
-        return wanted
-    value, code = found
-    name = QUOTA_NAME.format(settings.instance_type)
-    if value < 1:
-        raise StagingError(
-            f"the Service Quotas quota '{name}' ({code}) is {value:g} in this account and region, so the staging "
-            f"job cannot start. Request an increase (quota code {code}) or choose another staging_instance_type"
-        )
-    if wanted > int(value):
-        log("quota-clamp", wanted=wanted, instances=int(value), quota_code=code)
-        return int(value)
-    return wanted
-
-
-def start_job(sagemaker: Any, request: dict[str, Any]) -> None:
-    try:
-        sagemaker.create_processing_job(**request)
-    except ClientError as e:
-        error = e.response["Error"]
-        if error["Code"] == "ResourceInUse" or "already exists" in error.get("Message", ""):
-            log("job-resumed", job=request["ProcessingJobName"])  # a retried request: follow the same job
-            return
-        name = request["ProcessingJobName"]
-        message = error.get("Message", "")
-        hint = ""
-        if error["Code"] == "ResourceLimitExceeded":  # other jobs hold the instances the quota allows
-            kind = request["ProcessingResources"]["ClusterConfig"]["InstanceType"]
-            hint = f" (Service Quotas: '{QUOTA_NAME.format(kind)}')"
-        raise StagingError(
-            short(f"could not start the staging job {name}: {error['Code']}{hint}: {message}", REASON_LIMIT)
-        ) from e
-    log("job-started", job=request["ProcessingJobName"])
-
-
-def stop_jobs(sagemaker: Any, prefix: str, target: str | None) -> list[str]:
-    """Stop running jobs named ``prefix*`` that stage ``target`` (all of them when target is None)."""
-    stopped = []
-    for page in sagemaker.get_paginator("list_processing_jobs").paginate(NameContains=prefix):
-        for summary in page["ProcessingJobSummaries"]:
-            name = summary["ProcessingJobName"]
-            if not name.startswith(prefix) or summary["ProcessingJobStatus"] not in RUNNING:
-                continue
-            if target is not None:
-                environment = sagemaker.describe_processing_job(ProcessingJobName=name).get("Environment", {})
-                if environment.get("HFSTAGE_TARGET") != target:
-                    continue  # another revision's job, started by a replacement of this resource
-            try:
-                sagemaker.stop_processing_job(ProcessingJobName=name)
-            except ClientError as e:
-                if e.response["Error"]["Code"] != "ValidationException":  # already stopping or finished
-                    raise
-            log("job-stopped", job=name)
-            stopped.append(name)
-    return stopped
-
-
-# What a WaitHandle may be: the presigned URL a Ref of AWS::CloudFormation::WaitConditionHandle returns, a PUT
-# into CloudFormation's bucket cloudformation-waitcondition-<region>, dashes kept (CloudFormation User Guide:
-# "Create wait conditions in a CloudFormation template", using-cfn-waitcondition.html, whose example is
-# https://cloudformation-waitcondition-<...>.s3.amazonaws.com/arn%3Aaws%3Acloudformation%3A...?...Signature=...;
-# "Access CloudFormation using an interface endpoint", vpc-interface-endpoints.html, for the bucket per region).
-# Handles in use come in S3's virtual-hosted global (s3.), regional (s3.<region>.) and legacy (s3-<region>.) forms
-# (S3 User Guide, "Virtual hosting of buckets"); China's endpoint domain is amazonaws.com.cn with regional
-# endpoints only (docs.amazonaws.cn, "Beijing Region Endpoints"). Dual-stack, FIPS, access-point, website and
-# path-style hosts are neither documented nor seen for a handle, so they are refused.
-_REGION = r"[a-z]{2}(?:-[a-z]+)+-[0-9]{1,2}"
-WAIT_HANDLE_HOST = re.compile(
-    rf"cloudformation-waitcondition-(?P<region>{_REGION})\.s3(?:[.-](?P<endpoint>{_REGION}))?\.amazonaws\.com(?P<cn>\.cn)?"
-)
-WAIT_HANDLE_HOST_FORM = "cloudformation-waitcondition-<region>.s3[.<region>].amazonaws.com[.cn]"
-# Presigned with Signature Version 4 (S3 API Reference, "Authenticating Requests: Using Query Parameters") or, in
-# older handles and the user guide's example, version 2 (AWSAccessKeyId, Expires, Signature).
-SIGV4_PARAMETERS = frozenset(
-    {"X-Amz-Algorithm", "X-Amz-Credential", "X-Amz-Date", "X-Amz-Expires", "X-Amz-SignedHeaders", "X-Amz-Signature"}
-)
-SIGV2_PARAMETERS = frozenset({"AWSAccessKeyId", "Expires", "Signature"})
-# RFC 3986's characters, nothing else: no space, control character, backslash or non-ASCII letter on which two
-# URL parsers could disagree (urlsplit drops tabs and newlines, urllib's Request unquotes the host).
-_URL_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~:/?#\[\]@!$&'()*+,;=%]+")
-WAIT_HANDLE_MAX = 8192
-
-
-def wait_handle_problem(url: Any) -> str | None:
-    """Why ``url`` is not a CloudFormation wait-condition handle URL; None when it is one."""
-    if not isinstance(url, str) or not url:
-        return "is empty" if url in (None, "") else f"is a {type(url).__name__}, not a URL"
-    if len(url) > WAIT_HANDLE_MAX:
-        return f"is {len(url)} characters long (at most {WAIT_HANDLE_MAX})"
-    if not _URL_CHARACTERS.fullmatch(url):
-        return "holds characters a URL may not (space, control, backslash or non-ASCII)"
-    if not url.startswith("https://"):
-        return f"does not start with https:// (it starts {url.split(':', 1)[0][:20]!r}); only https is allowed"
-    parts = urllib.parse.urlsplit(url)
-    if "@" in parts.netloc:
-        return "carries user information before its host"
-    host, colon, port = parts.netloc.partition(":")
-    if colon and port != "443":
-        return f"names the port {port[:10]!r}; only the default port 443 is allowed"
-    match = WAIT_HANDLE_HOST.fullmatch(host)
-    if match is None:
-        return f"has the host {host[:100]!r}, not {WAIT_HANDLE_HOST_FORM}"
-    region, endpoint = match["region"], match["endpoint"]
-    if endpoint is not None and endpoint != region:
-        return f"has the host {host!r}: the bucket's region {region} is not the endpoint's {endpoint}"
-    if bool(match["cn"]) != region.startswith("cn-"):
-        where = (
-            "a China region, whose hosts end in .amazonaws.com.cn" if region.startswith("cn-") else "no China region"
-        )
-        return f"has the host {host!r}: {region} is {where}"
-    if match["cn"] and not host.endswith(f".s3.{region}.amazonaws.com.cn"):
-        return f"has the host {host!r}: China's S3 hosts are regional, <bucket>.s3.{region}.amazonaws.com.cn"
-    if parts.fragment or "#" in url:
-        return "has a fragment"
-    if len(parts.path) < 2:
-        return "has no object key"
-    try:
-        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=True, strict_parsing=True)
-    except ValueError:
-        return "has a malformed query"
-    names = [name for name, _ in query]
-    values = dict(query)
-    for required in (SIGV4_PARAMETERS, SIGV2_PARAMETERS):
-        if required <= values.keys():
-            break
-    else:
-        return "is not presigned (no X-Amz-Signature with its X-Amz-* parameters, nor a version 2 Signature)"
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        return f"repeats the query parameter {repeated[0][:40]!r}"
-    if any(not values[name] for name in required):
-        return "has an empty signature parameter"
-    if required is SIGV4_PARAMETERS and values["X-Amz-Algorithm"] != "AWS4-HMAC-SHA256":
-        return f"is signed with {values['X-Amz-Algorithm'][:40]!r}, not AWS4-HMAC-SHA256"
-    return None
-
-
-def require_wait_handle(url: Any) -> str:
-    """``url`` when it is a wait-condition handle URL, else StagingError saying why (never its signature)."""
-    problem = wait_handle_problem(url)
-    if problem is not None:
-        raise StagingError(
-            f"refusing to signal the wait condition: the WaitHandle {problem}. It must be the presigned URL that "
-            f"CloudFormation returns for an AWS::CloudFormation::WaitConditionHandle: https://{WAIT_HANDLE_HOST_FORM}/"
-            "<key>?X-Amz-Signature=..."
-        )
-    return url
-
-
-def signal_opener(https: urllib.request.HTTPSHandler | None = None) -> urllib.request.OpenerDirector:
-    """An opener with https only and no redirect handler: a 3xx fails as an HTTPError, never goes elsewhere.
-
-    ``urlopen``'s default opener also holds file:, ftp:, data: and http: handlers and follows redirects.
-    """
-    opener = urllib.request.OpenerDirector()
-    for handler in (
-        https or urllib.request.HTTPSHandler(),
-        urllib.request.UnknownHandler(),
-        urllib.request.HTTPDefaultErrorHandler(),
-        urllib.request.HTTPErrorProcessor(),
-    ):
-        opener.add_handler(handler)
-    return opener
 
 
 SIGNAL_OPENER = signal_opener()
@@ -489,37 +108,6 @@ def signal(url: str | None, *, success: bool, reason: str, unique_id: str, data:
             if attempt == 4:
                 raise StagingError(f"could not signal the wait condition: {type(e).__name__}") from e
         time.sleep(2**attempt)
-
-
-def verify_staged(s3: Any, bucket: str, prefix: str, repo_id: str, sha: str) -> int:
-    """Re-read the manifest and check every file it lists; the number of files, or StagingError."""
-    where = f"s3://{bucket}/{prefix}{MANIFEST_NAME}"
-    try:
-        manifest = read_manifest(s3, bucket, prefix)
-    except ValueError as e:
-        raise StagingError(f"the manifest {where} is unreadable: {e}") from e
-    except ClientError as e:
-        raise StagingError(s3_problem(e, bucket, prefix, "the staging handler's role")) from None
-    if manifest is None:
-        raise StagingError(f"the staging job ended but wrote no manifest at {where}")
-    if manifest.get("repo_id") != repo_id or manifest.get("revision") != sha:
-        raise StagingError(
-            f"the manifest {where} is for {manifest.get('repo_id')}@{manifest.get('revision')}, not {repo_id}@{sha}"
-        )
-    files = [
-        HubFile(path=f["path"], size=int(f["size"]), blob_id=f["blob_id"], sha256=f.get("sha256"))
-        for f in manifest.get("files", [])
-    ]
-    if not files:
-        raise StagingError(f"the manifest {where} lists no files")
-    try:
-        missing = missing_files(s3, bucket, prefix, repo_id, sha, files)
-    except ClientError as e:
-        raise StagingError(s3_problem(e, bucket, prefix, "the staging handler's role")) from None
-    if missing:
-        shown = ", ".join(f.path for f in missing[:5])
-        raise StagingError(f"{len(missing)} file(s) of the manifest {where} are missing or differ in S3: {shown}")
-    return len(files)
 
 
 def result(plan: Plan, settings: Settings, job: str) -> dict[str, Any]:
@@ -679,7 +267,7 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     name = job_name(settings, event["RequestId"])
     request = job_request(settings, plan, name)
     cluster = request["ProcessingResources"]["ClusterConfig"]
-    cluster["InstanceCount"] = within_quota(settings, cluster["InstanceCount"])
+    cluster["InstanceCount"] = within_quota(settings, cluster["InstanceCount"], lambda: client("service-quotas"))
     start_job(client("sagemaker"), request)
     return result(plan, settings, job=name)
 

@@ -3,7 +3,9 @@
 ``lambda`` is a Python keyword, so the folders are not importable as packages (CONVENTIONS 13). Each call loads
 a new module object under a name of its own, so module-level state (cached clients, stubs) never leaks from
 one test into another; the shared packages it imports (handler_kit, hfstage, preflight, endpoint_client) come
-from the repository root, as the asset bundles them. Module-level boto3 clients are created at load time from
+from the repository root, as the asset bundles them. A handler split by concern imports its other modules from its
+own folder (named after the handler, e.g. ``staging_job``, so no two handlers' modules share a name); they hold no
+state, so sharing them between loads leaks nothing. Module-level boto3 clients are created at load time from
 the environment: set ``AWS_DEFAULT_REGION`` and any ``AWS_ENDPOINT_URL_*`` first.
 """
 
@@ -23,6 +25,8 @@ def load_handler(name: str, module_name: str | None = None) -> Any:
     path = LAMBDA_DIR / name / "index.py"
     if not path.is_file():
         raise FileNotFoundError(f"no handler at {path}")
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))  # the Lambda runtime puts the asset's root on the path the same way
     module_name = module_name or f"handler_{name}_{next(_ids)}"
     spec = importlib.util.spec_from_file_location(module_name, path)
     assert spec is not None and spec.loader is not None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import boto3
 import pytest
 from botocore.stub import Stubber
@@ -215,3 +217,21 @@ def test_the_construct_and_the_handler_share_each_default():
     signature = inspect.signature(EndpointSmokeTest.__init__)
     for name in ("max_tokens", "stream", "stream_format"):
         assert signature.parameters[name].default == Props.default(name)
+
+
+def test_a_handler_split_by_concern_names_its_modules_after_itself():
+    """A handler's modules sit beside its index.py (the asset's root, on the Lambda runtime's path), so a name
+    shared by two handlers, or with the standard library or a bundled package, would import the wrong module."""
+    import sys
+
+    lambda_dir = Path(__file__).resolve().parents[2] / "lambda"
+    seen: dict[str, str] = {}
+    for handler in sorted(p for p in lambda_dir.iterdir() if (p / "index.py").is_file()):
+        for module in sorted(handler.glob("*.py")):
+            if module.name == "index.py":
+                continue
+            assert module.stem not in seen, f"{module.stem} is in {seen.get(module.stem)} and {handler.name}"
+            assert module.stem not in sys.stdlib_module_names
+            assert module.stem not in ("handler_kit", "hfstage", "preflight", "endpoint_client", "boto3", "botocore")
+            seen[module.stem] = handler.name
+    assert {"staging_base", "staging_job", "staging_plan", "staging_signal"} <= set(seen)

@@ -95,6 +95,8 @@ class Module:
                 for _ in range(node.level - 1):
                     base = base.parent
                 target = base / ((node.module or "__init__").replace(".", "/") + ".py")
+            elif node.module and (path.parent / f"{node.module}.py").is_file():  # a handler's module beside it
+                target = path.parent / f"{node.module}.py"
             elif node.module and node.module.split(".")[0] in OUR_PACKAGES:
                 target = ROOT / (node.module.replace(".", "/") + ".py")
                 if not target.exists():
