@@ -50,17 +50,25 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+# The checks themselves, pure, in the module beside this one (named after the handler: see tests/fakes/handlers.py).
+from smoke_checks import (
+    CheckFailure,
+    check_answer,
+    check_component,
+    check_endpoint,
+    check_stream,
+    failure_reason,
+    metrics,
+)
+
 import handler_kit
 import handler_kit.resources
 from endpoint_client import (
     STREAM_FORMATS,
-    ErrorInfo,
     InvocationError,
-    InvocationResult,
     build_chat_request,
     classify,
     invoke_chat,
-    short_reason,
     stream_chat,
 )
 from handler_kit import update_rolling_back
@@ -77,8 +85,6 @@ ATTEMPT_RESERVE_S = 2 * CALL_TIMEOUT_S + 20
 FIRST_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 30.0
 
-TRANSIENT_ENDPOINT_STATUSES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
-TRANSIENT_COMPONENT_STATUSES = frozenset({"Creating", "Updating"})
 
 # Our own retry loop decides about retries: botocore makes exactly one attempt per model call.
 SAGEMAKER = boto3.client("sagemaker", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
@@ -147,119 +153,8 @@ class Settings(EndpointSmokeTestProperties):
 # --- checks (pure) ----------------------------------------------------------------------------------
 
 
-class CheckFailure(Exception):
-    """One check failed. ``transient`` failures are retried within the budget."""
-
-    def __init__(self, check: str, detail: str, *, transient: bool, info: ErrorInfo | None = None) -> None:
-        super().__init__(f"{check}: {detail}")
-        self.check = check
-        self.detail = detail
-        self.transient = transient
-        self.info = info
-
-    @classmethod
-    def from_error(cls, check: str, info: ErrorInfo) -> CheckFailure:
-        return cls(check, info.describe(), transient=info.transient, info=info)
-
-
 class SmokeTestFailed(Exception):
     """Raised to CloudFormation: the message is the resource's failure reason."""
-
-
-def check_endpoint(description: Mapping[str, Any], settings: Settings) -> None:
-    status = description.get("EndpointStatus")
-    if status != "InService":
-        detail = f"status is {status}, expected InService"
-        if description.get("FailureReason"):
-            detail += f" (FailureReason: {description['FailureReason']})"
-        raise CheckFailure("endpoint status", detail, transient=status in TRANSIENT_ENDPOINT_STATUSES)
-    running = description.get("EndpointConfigName")
-    if running != settings.endpoint_config_name:
-        raise CheckFailure(
-            "endpoint config",
-            f"the endpoint runs endpoint config {running}, but this deployment created "
-            f"{settings.endpoint_config_name}: SageMaker rolled the update back, or the endpoint was changed "
-            "outside this stack",
-            transient=False,
-        )
-
-
-def check_component(description: Mapping[str, Any], settings: Settings) -> None:
-    status = description.get("InferenceComponentStatus")
-    if status != "InService":
-        detail = f"status is {status}, expected InService"
-        if description.get("FailureReason"):
-            detail += f" (FailureReason: {description['FailureReason']})"
-        raise CheckFailure("inference component status", detail, transient=status in TRANSIENT_COMPONENT_STATUSES)
-    running = (description.get("Specification") or {}).get("ModelName")
-    if settings.model_name and running and running != settings.model_name:
-        # A rolling update that an alarm rolled back leaves the component InService on its old model.
-        raise CheckFailure(
-            "inference component model",
-            f"the component runs model {running}, but this deployment created {settings.model_name}: SageMaker "
-            "rolled the update back (an alarm fired during the rolling update), or the component was changed "
-            "outside this stack",
-            transient=False,
-        )
-    if description.get("EndpointName") != settings.endpoint_name:
-        raise CheckFailure(
-            "inference component",
-            f"it runs on endpoint {description.get('EndpointName')}, not {settings.endpoint_name}",
-            transient=False,
-        )
-
-
-def check_answer(result: InvocationResult, settings: Settings, check: str) -> None:
-    text = result.content or result.reasoning
-    if not text.strip():
-        raise CheckFailure(
-            check,
-            f"choices[0].message.content and reasoning_content are empty (finish_reason={result.finish_reason})",
-            transient=False,
-        )
-    if settings.expected_pattern and not re.search(settings.expected_pattern, text):
-        raise CheckFailure(
-            check,
-            f"the answer ({len(text)} characters) does not match ExpectedPattern {settings.expected_pattern!r}; "
-            f"python -m llmops.invoke --endpoint {settings.endpoint_name} shows what the model says",
-            transient=False,
-        )
-
-
-def check_stream(result: InvocationResult) -> None:
-    if result.deltas == 0:
-        ending = "with" if result.done else "without"
-        raise CheckFailure(
-            "streamed chat completion",
-            f"the stream ended {ending} [DONE] before a single content delta",
-            transient=False,
-        )
-
-
-def metrics(whole: InvocationResult, streamed: InvocationResult | None) -> dict[str, str]:
-    """The resource's attributes, as strings. Without a stream, the first token comes with the answer."""
-    timed = streamed or whole
-    first = timed.time_to_first_token_s if timed.time_to_first_token_s is not None else timed.latency_s
-    return {
-        "TimeToFirstTokenMs": str(round(first * 1000)),
-        "LatencyMs": str(round(whole.latency_s * 1000)),
-        "TokensPerSecond": f"{timed.tokens_per_second:.1f}",
-        "CompletionTokens": str(timed.tokens),
-        "StreamEndedWithDone": "true" if streamed is None or streamed.done else "false",
-    }
-
-
-def failure_reason(failure: CheckFailure, settings: Settings, *, elapsed_s: float, budget_spent: bool) -> str:
-    if budget_spent:
-        outcome = f"still failing after {elapsed_s:.0f} s, the smoke-test budget of {settings.budget_s:.0f} s is spent"
-    elif failure.info is not None and failure.info.status is not None and 400 <= failure.info.status < 500:
-        outcome = "not retried: a client error does not go away"
-    else:
-        outcome = "not retried"
-    head = f"Smoke test of {settings.subject} failed: {failure.check}: {failure.detail} ({outcome})."
-    groups = " and ".join(settings.log_groups)
-    noun = "groups" if len(settings.log_groups) > 1 else "group"
-    return short_reason(head, suffix=f" See CloudWatch log {noun} {groups}.")
 
 
 # --- running them -----------------------------------------------------------------------------------
