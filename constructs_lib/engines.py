@@ -60,7 +60,7 @@ NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|-\.\d+(?:[eE][-+]
 
 
 # Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
-NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization"})
+NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization", "max_num_batched_tokens"})
 
 
 def number_in_text(value: Any) -> float | None:
@@ -102,7 +102,8 @@ class EngineSpec:
     reserved_keys: Mapping[str, str]
     true_value: str
     false_value: str | None
-    # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization.
+    # Engine flags the memory-fit preflight reads from engine_env: kv_cache_dtype, gpu_memory_utilization,
+    # max_num_batched_tokens (vllm only).
     preflight_keys: Mapping[str, str] = field(default_factory=dict)
     # Which image tags are pins, and how their engine version sorts (named groups ``version`` and ``cuda``).
     tag_pattern: re.Pattern[str] = DEFAULT_TAG_PATTERN

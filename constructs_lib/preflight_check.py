@@ -101,6 +101,7 @@ class DeploymentPreflight(Construct):
         max_num_seqs: int = 1,
         kv_cache_dtype: str = "auto",
         gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+        max_num_batched_tokens: int | None = None,
         instances_needed: int = 1,
         update_instances: int = 0,
         allow_unverified_s3: bool = False,
@@ -126,6 +127,9 @@ class DeploymentPreflight(Construct):
         :param kv_cache_dtype: one of ``auto``, ``fp8``, ``fp8_e4m3``, ``fp8_e5m2``, ``bfloat16``, ``float16``,
             ``float32``. Default: ``auto``, the model's 16-bit dtype.
         :param gpu_memory_utilization: share of GPU memory the engine may use, in (0, 1]. Default: 0.9 (vLLM's).
+        :param max_num_batched_tokens: the engine's ``max_num_batched_tokens`` (vLLM), the tokens of the profiling
+            pass whose activations it reserves before sizing the KV cache; more than 2048 leaves less KV cache.
+            Default: vLLM's serving default of 2048 (what the estimate is calibrated at).
         :param instances_needed: instances the quota must allow (the maximum instance count in inference
             component mode). Default: 1.
         :param update_instances: instances an update adds while it runs, counted by the quota check on top
@@ -161,6 +165,7 @@ class DeploymentPreflight(Construct):
             max_num_seqs=max_num_seqs,
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
+            max_num_batched_tokens=max_num_batched_tokens,
             instances_needed=instances_needed,
             update_instances=update_instances,
             skip_checks=skipped,
@@ -214,6 +219,8 @@ class DeploymentPreflight(Construct):
                 "MaxNumSeqs": str(max_num_seqs),
                 "KvCacheDtype": kv_cache_dtype,
                 "GpuMemoryUtilization": f"{gpu_memory_utilization:g}",
+                # Only when set, so templates that do not set it stay as they were.
+                **({"MaxNumBatchedTokens": str(max_num_batched_tokens)} if max_num_batched_tokens is not None else {}),
                 "InstancesNeeded": str(instances_needed),
                 "UpdateInstances": str(update_instances),
                 "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
@@ -286,6 +293,7 @@ class DeploymentPreflight(Construct):
         max_num_seqs: int,
         kv_cache_dtype: str,
         gpu_memory_utilization: float,
+        max_num_batched_tokens: int | None,
         instances_needed: int,
         update_instances: int,
         skip_checks: Sequence[str],
@@ -305,6 +313,7 @@ class DeploymentPreflight(Construct):
             ("max_num_seqs", max_num_seqs),
             ("instances_needed", instances_needed),
             ("tensor_parallel_size", tensor_parallel_size),
+            ("max_num_batched_tokens", max_num_batched_tokens),
         ):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
                 problems.append(f"{name}={value!r} must be a whole number of at least 1")

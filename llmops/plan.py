@@ -471,6 +471,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=DEFAULT_GPU_MEMORY_UTILIZATION,
         help=f"share of GPU memory the engine may use. Default: {DEFAULT_GPU_MEMORY_UTILIZATION} (vLLM's)",
     )
+    parser.add_argument(
+        "--max-num-batched-tokens",
+        type=positive_int,
+        help="vLLM's max_num_batched_tokens (engine_env SM_VLLM_MAX_NUM_BATCHED_TOKENS): a longer profiling pass "
+        "leaves less KV cache. Default: 2048 (vLLM's serving default); not used with --gguf",
+    )
     parser.add_argument("--gpu-count", type=positive_int, help="GPUs per instance, for types the catalog lacks")
     parser.add_argument(
         "--gpu-memory-gib", type=positive_float, help="nominal memory per GPU, for types the catalog lacks"
@@ -593,6 +599,7 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
         "max_num_seqs": args.max_num_seqs,
         "kv_cache_dtype": args.kv_cache_dtype,
         "gpu_memory_utilization": args.gpu_memory_utilization,
+        "max_num_batched_tokens": args.max_num_batched_tokens,
     }
     try:
         tp_divides_heads(source.config, 1)  # reads the attention layout: a bad config.json is a bad argument

@@ -91,6 +91,12 @@ def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> li
             f"engine_env {keys['kv_cache_dtype']}={dtype!r}: the preflight cannot size this KV-cache dtype; "
             f"allowed: {', '.join(KV_CACHE_DTYPES)}"
         )
+    tokens = settings.get("max_num_batched_tokens")
+    if tokens is not None and not (isinstance(tokens, float) and tokens.is_integer() and tokens >= 1):
+        problems.append(
+            f"engine_env {keys['max_num_batched_tokens']}={engine_env[keys['max_num_batched_tokens']]!r}: expected a "
+            'whole number of at least 1 (as a number or as text such as "8192")'
+        )
     share = settings.get("gpu_memory_utilization")
     if share is None:
         return problems

@@ -280,6 +280,10 @@ class LlmEndpointStack(cdk.Stack):
             max_num_seqs=config.preflight_sequences,
             kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
             gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+            # A whole number (stacks/config.py refuses anything else), read from text as a float.
+            max_num_batched_tokens=int(memory["max_num_batched_tokens"])
+            if "max_num_batched_tokens" in memory
+            else None,
             # The quota must cover the most instances the endpoint may run, not only the first.
             instances_needed=max(config.instance_count, scaling.max_instances),
             # A blue/green update runs a second fleet beside the first (a rolling component update does not).

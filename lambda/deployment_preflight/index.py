@@ -150,6 +150,7 @@ class Settings:
     max_num_seqs: int = 1
     kv_cache_dtype: str = "auto"
     gpu_memory_utilization: float = 0.9
+    max_num_batched_tokens: int | None = None  # None: vLLM's serving default (preflight.PROFILED_TOKENS)
     instances_needed: int = 1
     update_instances: int = 0  # a blue/green update's green fleet, on top of instances_needed
     allow_unverified_s3: bool = False
@@ -236,6 +237,7 @@ class Settings:
             max_num_seqs=number("MaxNumSeqs", int, 1),
             kv_cache_dtype=kv_dtype,
             gpu_memory_utilization=utilization,
+            max_num_batched_tokens=number("MaxNumBatchedTokens", int),
             instances_needed=number("InstancesNeeded", int, 1),
             update_instances=update_instances,
             allow_unverified_s3=allow == "true",
@@ -480,6 +482,7 @@ def check_memory(
                 max_num_seqs=settings.max_num_seqs,
                 kv_cache_dtype=settings.kv_cache_dtype,
                 gpu_memory_utilization=settings.gpu_memory_utilization,
+                max_num_batched_tokens=settings.max_num_batched_tokens,
             )
     except ValueError as e:
         return [f"cannot estimate GPU memory: {e}"], {}, None

@@ -93,6 +93,17 @@ def test_resource_type_service_timeout_and_properties(synthesized):
     assert 60 <= SERVICE_TIMEOUT.to_seconds() <= 900  # fails in minutes, not CloudFormation's hour
 
 
+def test_max_num_batched_tokens_is_passed_only_when_set(synthesized):
+    # Unset: no property, so the handler estimates at vLLM's 2048-token default and templates stay unchanged.
+    _, properties = preflight_resource(template_of(synthesized))
+    assert "MaxNumBatchedTokens" not in properties["Properties"]
+    _, stack, bucket = new_stack()
+    DeploymentPreflight(
+        stack, "Batched", model=S3ModelData(bucket, PREFIX), instance_type="ml.g6.xlarge", max_num_batched_tokens=8192
+    )
+    Template.from_stack(stack).has_resource_properties(RESOURCE_TYPE, {"MaxNumBatchedTokens": "8192"})
+
+
 def test_the_handler_is_bundled_with_the_preflight_package(synthesized):
     template = template_of(synthesized)
     functions = template.find_resources(
@@ -181,6 +192,7 @@ def test_every_problem_is_reported_in_one_error():
             max_model_len=0,
             kv_cache_dtype="int4",
             gpu_memory_utilization=1.2,
+            max_num_batched_tokens=0,
             instances_needed=0,
             skip_checks=["quota", "vibes"],
         )
@@ -192,6 +204,7 @@ def test_every_problem_is_reported_in_one_error():
         "tensor_parallel_size=8 exceeds the 4 GPU(s) of ml.g6.12xlarge; allowed: 1-4",
         "kv_cache_dtype='int4'",
         "gpu_memory_utilization=1.2",
+        "max_num_batched_tokens=0 must be a whole number of at least 1",
         f"skip_checks names unknown checks ['vibes']; allowed: {', '.join(CHECKS)}",
     ):
         assert fragment in message

@@ -254,6 +254,19 @@ def test_model_that_does_not_fit_gives_the_numbers_and_the_largest_context(handl
     assert "[s3]" not in message and "[quota]" not in message
 
 
+def test_a_longer_profiling_pass_leaves_less_kv_cache(handler, s3):  # noqa: F811
+    # engine_env SM_VLLM_MAX_NUM_BATCHED_TOKENS reaches the estimate: 63,488 tokens beyond vLLM's 2048 default, each
+    # 2 x hidden_size 16-bit activations (no intermediate_size in CONFIG): 63,488 x 16 KiB = 0.97 GiB more overhead.
+    stage(s3)
+    applied(handler, quota())
+    applied(handler, quota())
+    default = handler.on_event(event())["Data"]
+    batched = handler.on_event(event(props=properties(MaxNumBatchedTokens="65536")))["Data"]
+    assert default["OverheadGiBPerGpu"] == "0.00" and batched["OverheadGiBPerGpu"] == "0.97"
+    assert int(batched["MaxModelLenThatFits"]) < int(default["MaxModelLenThatFits"])
+    assert "MaxNumBatchedTokens='0' must be positive" in refused(handler, properties(MaxNumBatchedTokens="0"))
+
+
 def test_tensor_parallel_that_does_not_divide_the_heads(handler, s3):  # noqa: F811
     stage(s3, config={**CONFIG, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128})
     applied(handler, quota("ml.g6.12xlarge for endpoint usage", 1))

@@ -110,6 +110,15 @@ def test_flags_change_the_estimate(config_file, capsys):
     assert "weights do not fit" in capsys.readouterr().out
 
 
+def test_a_longer_profiling_pass_leaves_less_kv_cache(config_file, capsys):
+    # 24,000 tokens x 144 KiB = 3.30 GiB of KV cache fits the L4's 3.54 GiB budget at vLLM's 2048-token default;
+    # 32,768 batched tokens add 30,720 x 2 x 4096 16-bit activations (0.47 GiB), and then it does not.
+    assert plan_local(config_file, "ml.g6.xlarge", max_model_len="24000") == 0
+    capsys.readouterr()
+    assert plan_local(config_file, "ml.g6.xlarge", "--max-num-batched-tokens", "32768", max_model_len="24000") == 1
+    assert "0.47 GiB of activations for max_num_batched_tokens 32,768 (above 2,048)" in capsys.readouterr().out
+
+
 def test_instance_types_outside_the_catalog_take_explicit_gpu_facts(config_file, capsys):
     rc = plan_local(config_file, "ml.g99.xlarge", "--gpu-count", "2", "--gpu-memory-gib", "80")
 
@@ -156,6 +165,7 @@ def test_tp_that_does_not_divide_the_heads_does_not_fit(tmp_path, capsys):
         (["--gpu-memory-utilization", "1.5"], "argument --gpu-memory-utilization: invalid value '1.5'"),
         (["--gpu-memory-utilization", "0"], "argument --gpu-memory-utilization: invalid value '0'"),
         (["--max-num-seqs", "-3"], "argument --max-num-seqs: invalid value '-3'"),
+        (["--max-num-batched-tokens", "0"], "argument --max-num-batched-tokens: invalid value '0'"),
         (["--tensor-parallel-size", "2"], "argument --tensor-parallel-size: invalid value 2: ml.g6.xlarge has 1 GPU"),
         (["--instance-type", "ml.g9.xlarge"], "argument --instance-type ml.g9.xlarge: instance_type='ml.g9.xlarge'"),
         (["--gpu-count", "2"], "gpu_count=2 contradicts the catalog"),

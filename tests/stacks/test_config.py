@@ -412,6 +412,13 @@ def test_preflight_keys_are_checked():
     assert any(p.startswith("preflight_skip='[\"quotas\"]': unknown check(s) 'quotas'; allowed: s3,") for p in problems)
     assert any("SM_VLLM_KV_CACHE_DTYPE='int3': the preflight cannot size" in p for p in problems)
     assert any("SM_VLLM_GPU_MEMORY_UTILIZATION=1.5: expected a number above 0" in p for p in problems)
+    for bad in ('"0"', '"8192.5"', '"lots"', "true"):
+        (problem,) = problems_of(engine_env=f'{{"SM_VLLM_MAX_NUM_BATCHED_TOKENS": {bad}}}')
+        assert "SM_VLLM_MAX_NUM_BATCHED_TOKENS=" in problem and "expected a whole number of at least 1" in problem
+    assert (
+        load(engine_env='{"SM_VLLM_MAX_NUM_BATCHED_TOKENS": "8192"}').engine_env["SM_VLLM_MAX_NUM_BATCHED_TOKENS"]
+        == "8192"
+    )
 
 
 def test_token_kms_key_only_with_a_token_secret():

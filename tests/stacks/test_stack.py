@@ -477,7 +477,8 @@ def test_preflight_reads_engine_memory_flags_and_context_skips():
     from tests.conftest import stack_template
 
     t = stack_template(
-        engine_env='{"SM_VLLM_KV_CACHE_DTYPE": "fp8", "SM_VLLM_GPU_MEMORY_UTILIZATION": 0.85}',
+        engine_env='{"SM_VLLM_KV_CACHE_DTYPE": "fp8", "SM_VLLM_GPU_MEMORY_UTILIZATION": 0.85, '
+        '"SM_VLLM_MAX_NUM_BATCHED_TOKENS": "8192"}',
         preflight_skip='["quota"]',
         allow_unverified_s3="true",
         preflight_sequences="4",
@@ -486,6 +487,7 @@ def test_preflight_reads_engine_memory_flags_and_context_skips():
     assert props["KvCacheDtype"] == "fp8" and str(props["GpuMemoryUtilization"]) == "0.85"
     assert props["AllowUnverifiedS3"] in ("true", True) and str(props["MaxNumSeqs"]) == "4"
     assert "quota" in json.dumps(props["SkipChecks"])
+    assert str(props["MaxNumBatchedTokens"]) == "8192"  # text in engine_env, a whole number for the estimate
 
 
 def test_no_gpu_endpoint_starts_before_staging_and_preflight_end(synthesized):
