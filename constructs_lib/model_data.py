@@ -10,6 +10,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .keys import READ, grant_bucket_key
+
 S3_URI = re.compile(r"s3://(?P<bucket>[^/]+)/(?P<prefix>.*)", re.ASCII)
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]", re.ASCII)
 IPV4 = re.compile(r"\d{1,3}(\.\d{1,3}){3}", re.ASCII)
@@ -127,5 +129,5 @@ class S3ModelData:
             conditions=self.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
-            self.bucket.encryption_key.grant_decrypt(grantee)
+            grant_bucket_key(grantee, self.bucket.encryption_key, scope=self.bucket, actions=READ)
         return grant

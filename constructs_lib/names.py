@@ -9,6 +9,7 @@ digits would pass and land in IAM ARNs, tags and S3 keys. ``matches`` is the onl
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 # SageMaker instance types: botocore's ProductionVariantInstanceType and ProcessingInstanceType enums hold
 # families with hyphens (ml.p6-b200.48xlarge, ml.m7i-flex.large).
@@ -83,4 +84,30 @@ def revision_problem(revision: object) -> str | None:
         or any(part == "" or part.startswith(".") or part.endswith(".lock") for part in parts)
     ):
         return f"expected {REVISION_RULE}"
+    return None
+
+
+# A Hub mirror or proxy (HF_ENDPOINT): the staging job and handler send the token to this origin only
+# (hfstage/hub.py), so it must be exactly an origin and path, over https unless plain http is allowed.
+HUB_ENDPOINT_RULE = (
+    "an https URL of a Hugging Face Hub mirror or proxy, such as https://artifactory.example.com/api/huggingfaceml/"
+    "hf-remote (no user name or password, query or fragment; no spaces)"
+)
+
+
+def hub_endpoint_problem(url: object, *, allow_http: bool = False) -> str | None:
+    """Why ``url`` cannot be the Hub endpoint, or None."""
+    if not isinstance(url, str) or not url.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return f"expected {HUB_ENDPOINT_RULE}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
+    except ValueError:
+        return f"expected {HUB_ENDPOINT_RULE}"
+    schemes = ("https", "http") if allow_http else ("https",)
+    if parts.scheme not in schemes:
+        allowed = "https (or http with allow_http)" if not allow_http else "https or http"
+        return f"the scheme is {parts.scheme[:10]!r}; allowed: {allowed}"
+    if not parts.hostname or "@" in parts.netloc or parts.query or parts.fragment or "\\" in url:
+        return f"expected {HUB_ENDPOINT_RULE}"
     return None

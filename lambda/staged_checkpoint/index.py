@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 import handler_kit
 from handler_kit import update_rolling_back
-from handler_kit.resources import StagedCheckpointProperties
+from handler_kit.resources import StagedCheckpointProperties, processing_network
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
@@ -237,6 +237,7 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
                 "InstanceCount": instances_for(plan, settings),
                 "InstanceType": settings.instance_type,
                 "VolumeSizeInGB": settings.volume_size_gb,
+                **({"VolumeKmsKeyId": settings.volume_kms_key_arn} if settings.volume_kms_key_arn else {}),
             }
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
@@ -244,7 +245,9 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
         "Tags": [
             {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
             {"Key": "hf-revision", "Value": plan.sha},
+            *({"Key": k, "Value": v} for k, v in settings.tags),
         ],
+        **processing_network(settings),
     }
 
 
