@@ -111,3 +111,30 @@ def hub_endpoint_problem(url: object, *, allow_http: bool = False) -> str | None
     if not parts.hostname or "@" in parts.netloc or parts.query or parts.fragment or "\\" in url:
         return f"expected {HUB_ENDPOINT_RULE}"
     return None
+
+
+# EC2 resource IDs: the type's prefix, then 8 (before 2016) or 17 hexadecimal characters (Amazon EC2 User Guide,
+# "Resource IDs", AWSEC2/latest/UserGuide/resource-ids.html).
+SUBNET_ID = re.compile(r"subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+SECURITY_GROUP_ID = re.compile(r"sg-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+VPC_ID = re.compile(r"vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+# VpcConfig takes 1-16 subnets and 1-5 security groups (botocore sagemaker service-2.json: Subnets,
+# VpcSecurityGroupIds).
+MAX_SUBNETS = 16
+MAX_SECURITY_GROUPS = 5
+
+
+# EC2 instance type names: an attribute letter "d" after the generation means instance store volumes (Amazon EC2
+# instance types guide, "Amazon EC2 instance type naming conventions"): ml.m5d, ml.c5d, ml.r5d.
+_INSTANCE_STORE = re.compile(r"ml\.[a-z]+\d+[a-z]*d[a-z]*(?:-[a-z0-9]+)*\..+", re.ASCII)
+
+
+def local_storage_problem(instance_type: str) -> str | None:
+    """Why a volume key cannot go with ``instance_type`` (CreateProcessingJob VolumeKmsKeyId: "You can't request a
+    VolumeKmsKeyId when using an instance type with local storage"), or None."""
+    if matches(_INSTANCE_STORE, instance_type):
+        return (
+            "this type has instance storage, which its hardware encrypts, and SageMaker refuses a VolumeKmsKeyId "
+            "for it; choose a type without 'd' (ml.m5.2xlarge) or no volume key"
+        )
+    return None

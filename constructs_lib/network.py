@@ -11,7 +11,6 @@ EC2 actions SageMaker documents for it, scoped to those subnets where the IAM re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,17 +21,8 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .nag import acknowledge_wildcard
-from .names import matches
+from .names import MAX_SECURITY_GROUPS, MAX_SUBNETS, SECURITY_GROUP_ID, SUBNET_ID, matches
 
-# EC2 resource IDs: the type's prefix, then 8 (before 2016) or 17 hexadecimal characters (Amazon EC2 User Guide,
-# "Resource IDs", AWSEC2/latest/UserGuide/resource-ids.html).
-SUBNET_ID = re.compile(r"subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
-SECURITY_GROUP_ID = re.compile(r"sg-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
-VPC_ID = re.compile(r"vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
-# VpcConfig takes 1-16 subnets and 1-5 security groups (botocore sagemaker service-2.json: Subnets,
-# VpcSecurityGroupIds).
-MAX_SUBNETS = 16
-MAX_SECURITY_GROUPS = 5
 # What the SageMaker execution role needs for a VpcConfig (SageMaker developer guide, "SageMaker AI Roles":
 # CreateModel API and CreateProcessingJob API execution role permissions, the ec2 statement).
 NETWORK_INTERFACE_ACTIONS = (

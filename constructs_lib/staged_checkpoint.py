@@ -23,7 +23,6 @@ import dataclasses
 import datetime
 import hashlib
 import json
-import re
 import urllib.parse
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -58,6 +57,7 @@ from .names import (
     INSTANCE_TYPE_RULE,
     SHA,
     hub_endpoint_problem,
+    local_storage_problem,
     matches,
     repo_id_problem,
     revision_problem,
@@ -647,22 +647,6 @@ def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lam
         "nothing else.",
     )
     return on_failure
-
-
-# EC2 instance type names: an attribute letter "d" after the generation means instance store volumes (Amazon EC2
-# instance types guide, "Amazon EC2 instance type naming conventions"): ml.m5d, ml.c5d, ml.r5d.
-_INSTANCE_STORE = re.compile(r"ml\.[a-z]+\d+[a-z]*d[a-z]*(?:-[a-z0-9]+)*\..+", re.ASCII)
-
-
-def local_storage_problem(instance_type: str) -> str | None:
-    """Why a volume key cannot go with ``instance_type`` (CreateProcessingJob VolumeKmsKeyId: "You can't request a
-    VolumeKmsKeyId when using an instance type with local storage"), or None."""
-    if matches(_INSTANCE_STORE, instance_type):
-        return (
-            "this type has instance storage, which its hardware encrypts, and SageMaker refuses a VolumeKmsKeyId "
-            "for it; choose a type without 'd' (ml.m5.2xlarge) or no volume key"
-        )
-    return None
 
 
 def hub_ports(hub_endpoint: str | None) -> tuple[int, ...]:

@@ -33,9 +33,9 @@ from constructs_lib import (
 )
 from constructs_lib.names import (
     COMPONENT_NAME,
+    local_storage_problem,
     matches,
 )
-from constructs_lib.staged_checkpoint import local_storage_problem
 from preflight import KV_CACHE_DTYPES
 
 from .context_keys import FIELDS  # the registry: one entry per key

@@ -30,16 +30,20 @@ from constructs_lib.names import (
     HUB_ENDPOINT_RULE,
     INSTANCE_TYPE,
     KMS_KEY_ARN,
+    MAX_SECURITY_GROUPS,
+    MAX_SUBNETS,
     REPO_ID_RULE,
     REVISION_RULE,
     SECRET_ARN,
     SECRET_ARN_RULE,
+    SECURITY_GROUP_ID,
     STACK_NAME,
+    SUBNET_ID,
+    VPC_ID,
     hub_endpoint_problem,
     repo_id_problem,
     revision_problem,
 )
-from constructs_lib.network import MAX_SECURITY_GROUPS, MAX_SUBNETS, SECURITY_GROUP_ID, SUBNET_ID, VPC_ID
 from preflight import CHECKS
 
 from .parsers import (
