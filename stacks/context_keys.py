@@ -299,8 +299,8 @@ KEYS: tuple[ContextKey, ...] = (
         _choices_list(PREFLIGHT_CHECKS),
         [],
         "checks",
-        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format` (each skip is "
-        "a synth warning)",
+        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format`, `network` (each "
+        "skip is a synth warning)",
     ),
     ContextKey(
         "allow_unverified_s3",

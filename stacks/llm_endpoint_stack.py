@@ -111,6 +111,8 @@ class LlmEndpointStack(cdk.Stack):
             self.endpoint = self._component_endpoint(config, model)
         else:
             self.endpoint = self._standard_endpoint(config, model)
+        # The endpoint's subnets and groups (given, or the group it created) are checked before its Model exists.
+        self.preflight.check_network(self.endpoint.placement)
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
         # Alarms (topic), update policy with auto-rollback, dashboard: stacks/observability.py.

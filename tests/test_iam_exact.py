@@ -135,9 +135,14 @@ VOLUME_KEY = {
 PRIVATE_NETWORK = {
     "CheckpointJobRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **WITH_BUCKET_KEY["CheckpointJobRole"]},
     "EndpointRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **DECRYPT},
-    **{
-        role: DECRYPT
-        for role in ("StagedCheckpointProviderRole", "StagingSignalRole", "DeploymentPreflightProviderRole")
+    **{role: DECRYPT for role in ("StagedCheckpointProviderRole", "StagingSignalRole")},
+    # preflight/network.py: the subnets, their groups, route tables and S3 endpoints.
+    "DeploymentPreflightProviderRole": {
+        **DECRYPT,
+        **{
+            f"ec2:Describe{n}": "the network check"
+            for n in ("RouteTables", "SecurityGroups", "Subnets", "VpcEndpoints")
+        },
     },
 }
 
