@@ -340,6 +340,7 @@ def test_the_staging_job_request_carries_the_vpc_the_key_and_the_tags():
     assert request["NetworkConfig"] == {"VpcConfig": {"Subnets": SUBNETS, "SecurityGroupIds": [GROUP]}}
     assert request["ProcessingResources"]["ClusterConfig"]["VolumeKmsKeyId"] == VOLUME_KEY
     assert request["Tags"][2:] == [{"Key": k, "Value": v} for k, v in TAGS.items()]
+    assert request["Environment"]["HFSTAGE_PROBE_TIMEOUT_S"] == "10"  # the job fails in seconds without the Hub
     # Without them the request is as before: no NetworkConfig, no key, the job's two tags.
     bare = handler.job_request(
         StagedCheckpointProperties(

@@ -40,6 +40,7 @@ from handler_kit.resources import StagedCheckpointProperties, processing_network
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
+from hfstage.reach import ENV as PROBE_ENV
 from hfstage.worker import parse_token
 
 LOG = logging.getLogger()
@@ -210,6 +211,7 @@ def worker_arguments(settings: Settings, sha: str) -> list[str]:
 def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
     code_file = settings.code_uri.rsplit("/", 1)[-1]
     environment = {"PYTHONUNBUFFERED": "1", "HFSTAGE_TARGET": f"s3://{settings.bucket}/{plan.prefix}"}
+    environment[PROBE_ENV] = "10"  # the worker gives up in about 30 s when it cannot reach the Hub (hfstage/reach.py)
     if settings.hub_endpoint:
         environment["HF_ENDPOINT"] = settings.hub_endpoint
     return {
