@@ -274,6 +274,10 @@ class LlmEndpointStack(cdk.Stack):
         if not config.vpc_subnet_ids:
             return {}
         holder = Construct(self, "Network")
+        # Only the ids go into the VpcConfigs; the route tables are the preflight's to read (preflight/network.py).
+        cdk.Annotations.of(holder).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the subnets are referenced by id only; no route is added"
+        )
         subnets = [
             ec2.Subnet.from_subnet_id(holder, f"Subnet{i}", subnet_id)
             for i, subnet_id in enumerate(config.vpc_subnet_ids)

@@ -215,8 +215,15 @@ def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
     return _bound(_parse_choices_list, doc, allowed)  # pragma: no mutate
 
 
+# Ids written without quotes, as a shell leaves `-c vpc_subnet_ids=["subnet-a","subnet-b"]` after `make`'s
+# unquoted expansion: [subnet-a,subnet-b] or subnet-a,subnet-b (an id holds no comma, quote or bracket).
+BARE_IDS = re.compile(r"\[?\s*[A-Za-z0-9-]+(?:\s*,\s*[A-Za-z0-9-]+)*\s*\]?", re.ASCII)
+
+
 def _parse_ids(regex: re.Pattern[str], what: str, most: int, raw: Any) -> tuple[str, ...]:
-    if isinstance(raw, str):
+    if isinstance(raw, str) and matches(BARE_IDS, raw.strip()):
+        raw = [v.strip() for v in raw.strip().strip("[]").split(",")]
+    elif isinstance(raw, str):
         try:
             raw = json.loads(raw) if raw.strip() else []
         except json.JSONDecodeError as e:
@@ -236,7 +243,7 @@ def _parse_ids(regex: re.Pattern[str], what: str, most: int, raw: Any) -> tuple[
 
 
 def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[str, ...]]:
-    doc = f"JSON array of at most {most} {what} ({regex.pattern})"  # pragma: no mutate
+    doc = f"JSON array (or comma-separated list) of at most {most} {what} ({regex.pattern})"  # pragma: no mutate
     return _bound(_parse_ids, doc, regex, what, most)  # pragma: no mutate
 
 

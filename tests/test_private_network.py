@@ -205,6 +205,8 @@ def problems(**overrides) -> str:
     ("overrides", "message"),
     [
         ({"vpc_subnet_ids": '["subnet-123"]', "vpc_id": VPC}, "vpc_subnet_ids="),
+        ({"vpc_subnet_ids": "[subnet-123]", "vpc_id": VPC}, "not subnet ids: 'subnet-123'"),
+        ({"vpc_subnet_ids": '{"a": 1}', "vpc_id": VPC}, "expected a JSON array of subnet ids"),
         ({"vpc_subnet_ids": '["sg-0123456789abcdef0"]', "vpc_id": VPC}, "not subnet ids"),
         ({"vpc_subnet_ids": json.dumps(SUBNETS)}, "give vpc_security_group_ids, or vpc_id"),
         ({"vpc_security_group_ids": json.dumps([GROUP])}, "only with vpc_subnet_ids"),
@@ -238,6 +240,11 @@ def test_the_accepted_settings_parse_to_typed_values():
     # The JSON values of cdk.json work as well as the CLI's text.
     config = DeploymentConfig.from_context(context_with(vpc_subnet_ids=SUBNETS, vpc_security_group_ids=[GROUP]))
     assert config.vpc_security_group_ids == (GROUP,)
+    # ... and the ids as a shell leaves them without their quotes (make synth ARGS=...), or comma-separated.
+    bare = DeploymentConfig.from_context(
+        context_with(vpc_subnet_ids=f"[{SUBNETS[0]},{SUBNETS[1]}]", vpc_security_group_ids=GROUP)
+    )
+    assert bare.vpc_subnet_ids == tuple(SUBNETS) and bare.vpc_security_group_ids == (GROUP,)
 
 
 @pytest.mark.parametrize(
