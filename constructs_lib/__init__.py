@@ -43,6 +43,7 @@ from .monitoring import (
     MonitoredEndpoint,
 )
 from .names import repo_id_problem, revision_problem
+from .network import VpcPlacement
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
 from .problems import Refusal
@@ -92,6 +93,7 @@ __all__ = [
     "ServingImage",
     "StagedCheckpoint",
     "UpdatePolicy",
+    "VpcPlacement",
     "app_bucket_name",
     "bucket_name_problem",
     "checkpoint_code_patterns",

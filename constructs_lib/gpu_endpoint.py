@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -33,8 +34,10 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
+from .network import grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
@@ -77,6 +80,9 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         volume_kms_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         allow_checkpoint_code: bool = False,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] | None = None,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -113,6 +119,13 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
             warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
             Default: refused (constructs_lib/data/engines.json guarded_env).
+        :param vpc: the VPC of the model's network interfaces (the Model's ``VpcConfig``): its ``vpc_subnets``
+            (default: its private subnets), and the security group created in it when none is given. Default: no
+            VPC (SageMaker's own network).
+        :param vpc_subnets: the subnets, at least two in different Availability Zones; ``SubnetSelection(subnets=
+            [...])`` alone (without ``vpc``) with ``security_groups``. Default: the vpc's private subnets.
+        :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
+            The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -167,10 +180,25 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         grant_registry_login_and_metrics(self.role, acknowledged=owned)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=owned)
         if volume_kms_key is not None:
-            volume_kms_key.grant_encrypt_decrypt(self.role)
+            grant_volume_key(self.role, volume_kms_key, scope=self)
+        self.placement = vpc_placement(
+            self,
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            security_groups=security_groups,
+            description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
+        )
+        if self.placement is not None:
+            grant_network_interfaces(self.role, scope=self, placement=self.placement, acknowledged=owned)
 
         self.model = serving_model(
-            self, "Model", role=self.role, model=model, image_uri=image.image_uri(self), environment=plan.environment
+            self,
+            "Model",
+            role=self.role,
+            model=model,
+            image_uri=image.image_uri(self),
+            environment=plan.environment,
+            vpc_config=self.placement.model_vpc_config() if self.placement else None,
         )
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(

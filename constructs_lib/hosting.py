@@ -170,6 +170,7 @@ def serving_model(
     model: ModelSource,
     image_uri: str,
     environment: Mapping[str, str],
+    vpc_config: sagemaker.CfnModel.VpcConfigProperty | None = None,
 ) -> sagemaker.CfnModel:
     """The SageMaker Model: weights from an uncompressed S3 prefix, network isolation on.
 
@@ -181,6 +182,8 @@ def serving_model(
         id,
         execution_role_arn=role.role_arn,
         enable_network_isolation=True,
+        # The model's network interfaces in the given subnets (host-vpc.html; AWS::SageMaker::Model VpcConfig).
+        vpc_config=vpc_config,
         primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
             image=image_uri,
             environment=dict(environment),
@@ -271,6 +274,7 @@ def config_and_endpoint(
     volume_kms_key_arn: str | None = None,
     execution_role_arn: str | None = None,
     network_isolation: bool | None = None,
+    vpc_config: sagemaker.CfnEndpointConfig.VpcConfigProperty | None = None,
 ) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
@@ -284,6 +288,7 @@ def config_and_endpoint(
         execution_role_arn=execution_role_arn,
         kms_key_id=volume_kms_key_arn,
         enable_network_isolation=network_isolation,
+        vpc_config=vpc_config,
     )
     endpoint = sagemaker.CfnEndpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name

@@ -12,7 +12,7 @@ before the endpoint (SageMaker's DeleteEndpoint leaves components behind).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -20,6 +20,7 @@ import jsii
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
@@ -46,9 +47,11 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
+from .network import VpcPlacement, grant_network_interfaces, vpc_placement
 from .problems import refuse
 
 VARIANT_NAME = "AllTraffic"
@@ -96,6 +99,9 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] | None = None,
     ) -> None:
         """
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
@@ -125,6 +131,12 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             (hardware-encrypted). Default: AWS-managed encryption.
         :param log_retention: retention of the endpoint's log group, kept after the endpoint.
             Default: one month.
+        :param vpc: the VPC of the instances' network interfaces: the endpoint config's ``VpcConfig`` (the one
+            inference-component endpoints take) and each component's Model's. Default: no VPC.
+        :param vpc_subnets: the subnets, at least two in different Availability Zones (``SubnetSelection(subnets=
+            [...])`` alone with ``security_groups``). Default: the vpc's private subnets.
+        :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
+            The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -175,7 +187,16 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         grant_registry_login_and_metrics(self.role, acknowledged=self.owns_role, namespaces=ENDPOINT_METRIC_NAMESPACES)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=self.owns_role)
         if volume_kms_key is not None:
-            volume_kms_key.grant_encrypt_decrypt(self.role)
+            grant_volume_key(self.role, volume_kms_key, scope=self)
+        self.placement: VpcPlacement | None = vpc_placement(
+            self,
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            security_groups=security_groups,
+            description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
+        )
+        if self.placement is not None:
+            grant_network_interfaces(self.role, scope=self, placement=self.placement, acknowledged=self.owns_role)
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
@@ -207,6 +228,9 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             # inference-component endpoints (CreateEndpointConfig API reference, EnableNetworkIsolation; also
             # hashicorp/terraform-provider-aws#48738). Each Model keeps its own flag as well.
             network_isolation=True,
+            # An inference-component endpoint takes its VPC on the config, as it takes its role (CreateEndpointConfig
+            # API reference, VpcConfig; hashicorp/terraform-provider-aws#48884: only without a model on the variant).
+            vpc_config=self.placement.endpoint_config_vpc_config() if self.placement else None,
         )
         # SageMaker manages the instance count (ManagedInstanceScaling): a config update keeps the current count
         # rather than resetting it to the initial one (UpdateEndpoint API reference, RetainAllVariantProperties).
@@ -414,10 +438,20 @@ class InferenceComponent(MonitoredComponent, Construct):
         grant_model_and_image(self.role, scope=self, model=model, image=image, acknowledged=acknowledged)
         if role is not None:
             grant_registry_login_and_metrics(self.role, acknowledged=False, namespaces=ENDPOINT_METRIC_NAMESPACES)
+            if endpoint.placement is not None:
+                grant_network_interfaces(self.role, scope=self, placement=endpoint.placement, acknowledged=False)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=acknowledged)
 
+        # The Model carries the endpoint's VpcConfig too: CreateModel is where an organization's policy reads
+        # sagemaker:VpcSubnets (Service Authorization Reference, Amazon SageMaker AI: CreateModel condition keys).
         self.model = serving_model(
-            self, "Model", role=self.role, model=model, image_uri=image.image_uri(self), environment=environment
+            self,
+            "Model",
+            role=self.role,
+            model=model,
+            image_uri=image.image_uri(self),
+            environment=environment,
+            vpc_config=endpoint.placement.model_vpc_config() if endpoint.placement else None,
         )
         self.component = sagemaker.CfnInferenceComponent(
             self,

@@ -10,6 +10,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .keys import READ, grant_bucket_key
 from .problems import refuse
 
 S3_URI = re.compile(r"s3://(?P<bucket>[^/]+)/(?P<prefix>.*)", re.ASCII)
@@ -129,5 +130,5 @@ class S3ModelData:
             conditions=self.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
-            self.bucket.encryption_key.grant_decrypt(grantee)
+            grant_bucket_key(grantee, self.bucket.encryption_key, scope=self.bucket, actions=READ)
         return grant

@@ -9,6 +9,7 @@ digits would pass and land in IAM ARNs, tags and S3 keys. ``matches`` is the onl
 from __future__ import annotations
 
 import re
+import urllib.parse
 
 # SageMaker instance types: botocore's ProductionVariantInstanceType and ProcessingInstanceType enums hold
 # families with hyphens (ml.p6-b200.48xlarge, ml.m7i-flex.large).
@@ -83,4 +84,57 @@ def revision_problem(revision: object) -> str | None:
         or any(part == "" or part.startswith(".") or part.endswith(".lock") for part in parts)
     ):
         return f"expected {REVISION_RULE}"
+    return None
+
+
+# A Hub mirror or proxy (HF_ENDPOINT): the staging job and handler send the token to this origin only
+# (hfstage/hub.py), so it must be exactly an origin and path, over https unless plain http is allowed.
+HUB_ENDPOINT_RULE = (
+    "an https URL of a Hugging Face Hub mirror or proxy, such as https://artifactory.example.com/api/huggingfaceml/"
+    "hf-remote (no user name or password, query or fragment; no spaces)"
+)
+
+
+def hub_endpoint_problem(url: object, *, allow_http: bool = False) -> str | None:
+    """Why ``url`` cannot be the Hub endpoint, or None."""
+    if not isinstance(url, str) or not url.isascii() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        return f"expected {HUB_ENDPOINT_RULE}"
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port that is no number or out of range
+    except ValueError:
+        return f"expected {HUB_ENDPOINT_RULE}"
+    schemes = ("https", "http") if allow_http else ("https",)
+    if parts.scheme not in schemes:
+        allowed = "https (or http with allow_http)" if not allow_http else "https or http"
+        return f"the scheme is {parts.scheme[:10]!r}; allowed: {allowed}"
+    if not parts.hostname or "@" in parts.netloc or parts.query or parts.fragment or "\\" in url:
+        return f"expected {HUB_ENDPOINT_RULE}"
+    return None
+
+
+# EC2 resource IDs: the type's prefix, then 8 (before 2016) or 17 hexadecimal characters (Amazon EC2 User Guide,
+# "Resource IDs", AWSEC2/latest/UserGuide/resource-ids.html).
+SUBNET_ID = re.compile(r"subnet-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+SECURITY_GROUP_ID = re.compile(r"sg-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+VPC_ID = re.compile(r"vpc-(?:[0-9a-f]{8}|[0-9a-f]{17})", re.ASCII)
+# VpcConfig takes 1-16 subnets and 1-5 security groups (botocore sagemaker service-2.json: Subnets,
+# VpcSecurityGroupIds).
+MAX_SUBNETS = 16
+MAX_SECURITY_GROUPS = 5
+
+
+# EC2 instance type names: an attribute letter "d" after the generation means instance store volumes (Amazon EC2
+# instance types guide, "Amazon EC2 instance type naming conventions"): ml.m5d, ml.c5d, ml.r5d.
+_INSTANCE_STORE = re.compile(r"ml\.[a-z]+\d+[a-z]*d[a-z]*(?:-[a-z0-9]+)*\..+", re.ASCII)
+
+
+def local_storage_problem(instance_type: str) -> str | None:
+    """Why a volume key cannot go with ``instance_type`` (CreateProcessingJob VolumeKmsKeyId: "You can't request a
+    VolumeKmsKeyId when using an instance type with local storage"), or None."""
+    if matches(_INSTANCE_STORE, instance_type):
+        return (
+            "this type has instance storage, which its hardware encrypts, and SageMaker refuses a VolumeKmsKeyId "
+            "for it; choose a type without 'd' (ml.m5.2xlarge) or no volume key"
+        )
     return None

@@ -35,6 +35,7 @@ from .engines import checkpoint_code_patterns
 from .format_guard import nearest_capable
 from .model_data import ModelSource, parse_s3_uri
 from .nag import acknowledge_wildcard
+from .network import VpcPlacement
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider
 
@@ -78,6 +79,15 @@ class _CheckedModel:
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
         return self._source.grant_read(grantee)
+
+
+# What preflight/network.py calls; none has resource-level permissions (Service Authorization Reference, Amazon EC2).
+NETWORK_CHECK_ACTIONS = (
+    "ec2:DescribeRouteTables",
+    "ec2:DescribeSecurityGroups",
+    "ec2:DescribeSubnets",
+    "ec2:DescribeVpcEndpoints",
+)
 
 
 class DeploymentPreflight(Construct):
@@ -256,6 +266,25 @@ class DeploymentPreflight(Construct):
             "Quantization": quantization or "",
             "FormatAlternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
         }
+
+    def check_network(self, placement: VpcPlacement | None) -> None:
+        """Check ``placement``'s subnets and security groups before the endpoint is created (preflight/network.py):
+        that they exist, the groups are in the subnets' VPC, the subnets span two Availability Zones (a note
+        otherwise) and reach S3. Give the endpoint's ``placement``; None does nothing."""
+        if placement is None:
+            return
+        self.resource.node.default_child.add_property_override("Subnets", placement.subnet_ids)
+        self.resource.node.default_child.add_property_override("SecurityGroupIds", placement.security_group_ids)
+        policy = self.provider.role.node.find_child("DefaultPolicy")
+        self.provider.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(NETWORK_CHECK_ACTIONS), resources=["*"])
+        )
+        acknowledge_wildcard(
+            policy,
+            resource="*",
+            reason="ec2:DescribeSubnets, DescribeSecurityGroups, DescribeRouteTables and DescribeVpcEndpoints support "
+            "no resource-level permissions; the preflight reads the endpoint's subnets, groups and routes to S3.",
+        )
 
     @property
     def checked_model(self) -> ModelSource:

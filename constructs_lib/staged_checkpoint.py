@@ -23,14 +23,17 @@ import dataclasses
 import datetime
 import hashlib
 import json
-from collections.abc import Sequence
+import urllib.parse
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
@@ -45,10 +48,21 @@ from preflight.checkpoint_code import staging_exclude
 from ._assets import package_folder
 from .engines import EngineSpec, checkpoint_code_patterns
 from .images import ServingImage
+from .keys import READ, WRITE, grant_bucket_key, grant_volume_key
 from .model_bucket import ModelBucket
 from .model_data import S3ModelData, prefix_problem
 from .nag import acknowledge_wildcard
-from .names import INSTANCE_TYPE, INSTANCE_TYPE_RULE, SHA, matches, repo_id_problem, revision_problem
+from .names import (
+    INSTANCE_TYPE,
+    INSTANCE_TYPE_RULE,
+    SHA,
+    hub_endpoint_problem,
+    local_storage_problem,
+    matches,
+    repo_id_problem,
+    revision_problem,
+)
+from .network import grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider, python_function
 from .runtime_code import bundled_asset_options, handler_code
@@ -131,6 +145,12 @@ class StagedCheckpoint(Construct):
         engine: str | EngineSpec | None = None,
         allow_checkpoint_code: bool = False,
         trust_remote_code: bool = False,
+        vpc: ec2.IVpc | None = None,
+        vpc_subnets: ec2.SubnetSelection | None = None,
+        security_groups: Sequence[ec2.ISecurityGroup] | None = None,
+        tags: Mapping[str, str] | None = None,
+        allow_http_hub: bool = False,
+        volume_kms_key: kms.IKey | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub.
@@ -163,12 +183,26 @@ class StagedCheckpoint(Construct):
             11 h 45 min. Default: 6 hours.
         :param image: a CPU image with python3 and boto3. Default: the pinned AWS PyTorch CPU DLC in
             data/staging.json.
-        :param hub_endpoint: Hub URL (a mirror). Default: https://huggingface.co.
+        :param hub_endpoint: Hub URL (a mirror or proxy, such as an Artifactory or Nexus Hugging Face remote), https
+            only unless ``allow_http_hub``; the token is sent to its origin only. Default: https://huggingface.co.
         :param bucket_owner: the account that must own ``bucket``: every S3 grant of the job, the handler and the
             readers carries ``s3:ResourceAccount``. Default: the stack's account for the bucket this construct
             creates, no condition for a given bucket.
         :param handoff_after: how long the custom resource follows the job before leaving the wait to the
             wait condition, 1-25 minutes. Default: 10 minutes.
+        :param vpc: the VPC of the staging job's network interfaces (CreateProcessingJob NetworkConfig.VpcConfig),
+            which must reach S3 (a gateway endpoint or NAT) and the Hub or ``hub_endpoint`` (NAT or the mirror's
+            address). Default: no VPC (SageMaker's own network, with internet access).
+        :param vpc_subnets: the job's subnets (``SubnetSelection(subnets=[...])`` alone with ``security_groups``).
+            Default: the vpc's private subnets.
+        :param security_groups: 1-5 groups. Default: one created with no inbound rule and HTTPS out (and the
+            mirror's port when ``hub_endpoint`` names one).
+        :param allow_http_hub: accept an ``http://`` hub_endpoint (a mirror inside the VPC without TLS; the token and
+            the files then travel unencrypted). Default: https only.
+        :param volume_kms_key: key for the job's ML storage volume (``VolumeKmsKeyId``); refused for instance types
+            with instance storage, which their hardware encrypts. Default: AWS-managed encryption.
+        :param tags: tags the handler puts on each staging job it starts (CloudFormation tags reach only the
+            resources in the template). Default: the job's own ``hf-repo-id`` and ``hf-revision`` only.
         """
         super().__init__(scope, id)
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
@@ -197,6 +231,9 @@ class StagedCheckpoint(Construct):
             max_runtime_s=max_runtime.to_seconds(),
             handoff_s=handoff_after.to_seconds(),
             instance_type=instance_type,
+            hub_endpoint=hub_endpoint,
+            allow_http_hub=allow_http_hub,
+            volume_kms_key=volume_kms_key is not None,
         )
         # One model bucket per stack: the first checkpoint without a bucket creates it (under itself, so a
         # single-checkpoint app keeps its logical IDs), the others in the same stack share it.
@@ -228,6 +265,19 @@ class StagedCheckpoint(Construct):
             **bundled_asset_options(packages=PACKAGES, main="hfstage.worker:main"),
         )
         self.job_role = self._job_role(code, image, hf_token_secret)
+        self.placement = vpc_placement(
+            self,
+            vpc=vpc,
+            vpc_subnets=vpc_subnets,
+            security_groups=security_groups,
+            description=f"Staging job of {repo_id}: no inbound, HTTPS out",
+            egress_ports=(443, *hub_ports(hub_endpoint)),
+        )
+        if volume_kms_key is not None:
+            grant_volume_key(self.job_role, volume_kms_key, scope=self)
+        if self.placement is not None:
+            grant_network_interfaces(self.job_role, scope=self, placement=self.placement, acknowledged=False)
+            _acknowledge_network(self.job_role.node.find_child("DefaultPolicy"))
         provider = HandlerProvider.of(
             self,
             "StagedCheckpointProvider",
@@ -261,6 +311,10 @@ class StagedCheckpoint(Construct):
             role_arn=self.job_role.role_arn,
             code_uri=code.s3_object_url,
             handoff_s=int(handoff_after.to_seconds()),
+            subnets=tuple(self.placement.subnet_ids) if self.placement else (),
+            security_group_ids=tuple(self.placement.security_group_ids) if self.placement else (),
+            tags=tuple((tags or {}).items()),
+            volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
         )
         properties = resource_properties.to_properties()
         # ... and a token of every property. Any change of the resource (a new revision, patterns, image,
@@ -359,7 +413,7 @@ class StagedCheckpoint(Construct):
             conditions=self._read_scope.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:
-            self.bucket.encryption_key.grant_decrypt(grantee)
+            grant_bucket_key(grantee, self.bucket.encryption_key, scope=self, actions=READ)
         return grant
 
     @property
@@ -420,7 +474,7 @@ class StagedCheckpoint(Construct):
         )
         if self.bucket.encryption_key is not None:
             # Writing SSE-KMS objects (multipart included) needs exactly these two.
-            self.bucket.encryption_key.grant(role, "kms:GenerateDataKey", "kms:Decrypt")
+            grant_bucket_key(role, self.bucket.encryption_key, scope=self, actions=WRITE)
         # The worker's code: exactly one asset object.
         role.add_to_policy(
             iam.PolicyStatement(
@@ -597,6 +651,26 @@ def _signal_failures(holder: Construct, function: lambda_.Function, *, code: lam
     return on_failure
 
 
+def hub_ports(hub_endpoint: str | None) -> tuple[int, ...]:
+    """The port of a mirror named with one (``https://mirror.example:8443``); none for the default 443."""
+    if not hub_endpoint or cdk.Token.is_unresolved(hub_endpoint):
+        return ()
+    try:
+        port = urllib.parse.urlsplit(hub_endpoint).port
+    except ValueError:
+        return ()
+    return (port,) if port else ()
+
+
+def _acknowledge_network(policy: Construct) -> None:
+    acknowledge_wildcard(
+        policy,
+        resource=cdk.Stack.of(policy).format_arn(service="ec2", resource="network-interface", resource_name="*"),
+        reason="SageMaker names the staging job's network interfaces at run time; the ec2:Subnet condition limits "
+        "them to the given subnets.",
+    )
+
+
 def _grant_token(role: iam.IRole, secret: secretsmanager.ISecret) -> None:
     """Read the token secret, and decrypt it when a customer-managed key encrypts it.
 
@@ -655,8 +729,16 @@ def _validate(
     max_runtime_s: float,
     handoff_s: float,
     instance_type: str,
+    hub_endpoint: str | None = None,
+    allow_http_hub: bool = False,
+    volume_kms_key: bool = False,
 ) -> None:
     problems = []
+    if volume_kms_key and (why := local_storage_problem(instance_type)):
+        problems.append(f"volume_kms_key with instance_type={instance_type!r}: {why}")
+    literal_hub = hub_endpoint and not cdk.Token.is_unresolved(hub_endpoint)
+    if literal_hub and (why := hub_endpoint_problem(hub_endpoint, allow_http=allow_http_hub)):
+        problems.append(f"hub_endpoint={hub_endpoint[:200]!r}: {why}")
     if why := repo_id_problem(repo_id):
         problems.append(f"repo_id={repo_id!r} is not a Hugging Face repository id; {why}")
     if why := revision_problem(revision):

@@ -43,6 +43,13 @@ class StagedCheckpointProperties:
     volume_size_gb: int = 30
     max_runtime_s: int = 6 * 3600
     handoff_s: int = 600
+    # The job's VpcConfig (NetworkConfig.VpcConfig of CreateProcessingJob): both or neither.
+    subnets: tuple[str, ...] = ()
+    security_group_ids: tuple[str, ...] = ()
+    # The user's tags for the job, (key, value) pairs, added to the job's own (CreateProcessingJob Tags).
+    tags: tuple[tuple[str, str], ...] = ()
+    # The job's ML storage volume key (ProcessingResources.ClusterConfig.VolumeKmsKeyId).
+    volume_kms_key_arn: str | None = None
     # Set by the construct once the other properties are known (their hash names the job family and handle).
     job_name_prefix: str | None = None
     wait_handle: str | None = None
@@ -66,12 +73,18 @@ class StagedCheckpointProperties:
         "role_arn": "RoleArn",
         "code_uri": "CodeUri",
         "handoff_s": "HandoffSeconds",
+        "subnets": "Subnets",
+        "security_group_ids": "SecurityGroupIds",
+        "tags": "Tags",
+        "volume_kms_key_arn": "VolumeKmsKeyId",
         "job_name_prefix": "JobNamePrefix",
         "wait_handle": "WaitHandle",
     }
     # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
     _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
     _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle")
+    # Left out when empty, so a template without a VPC or tags keeps the properties (and their hash) it had.
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("subnets", "security_group_ids", "tags", "volume_kms_key_arn")
 
     def to_properties(self) -> dict[str, Any]:
         """The resource's properties as the template holds them (numbers as text, patterns as lists)."""
@@ -80,8 +93,12 @@ class StagedCheckpointProperties:
             value = getattr(self, field.name)
             if value is None and field.name in self._LATE:
                 continue
+            if not value and field.name in self._OMITTED_WHEN_EMPTY:
+                continue
             if value is None:
                 value = ""
+            elif field.name == "tags":
+                value = [{"Key": k, "Value": v} for k, v in value]
             elif isinstance(value, tuple):
                 value = list(value)
             elif isinstance(value, int) and not isinstance(value, bool):
@@ -122,6 +139,14 @@ class StagedCheckpointProperties:
             volume_size_gb=number("volume_size_gb"),
             max_runtime_s=int(props[cls.NAMES["max_runtime_s"]]),
             handoff_s=number("handoff_s"),
+            subnets=string_list(props.get(cls.NAMES["subnets"])),
+            security_group_ids=string_list(props.get(cls.NAMES["security_group_ids"])),
+            tags=tuple(
+                (str(t["Key"]), str(t.get("Value", "")))
+                for t in props.get(cls.NAMES["tags"]) or []
+                if isinstance(t, dict) and "Key" in t
+            ),
+            volume_kms_key_arn=props.get(cls.NAMES["volume_kms_key_arn"]) or None,
             job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
         )
@@ -275,3 +300,19 @@ class EndpointSmokeTestProperties(ResourceProperties):
     stream: bool = prop("Stream", FLAG, True)
     stream_format: str = prop("StreamFormat", TEXT, "sse", omit_default=True)  # engines.json stream_format
     fingerprint: str | None = prop("Fingerprint")
+
+
+def processing_network(settings: StagedCheckpointProperties) -> dict[str, Any]:
+    """CreateProcessingJob's ``NetworkConfig`` for the job's subnets; none without them (SageMaker's own network).
+
+    The job's network interfaces go into these subnets and groups ("Give SageMaker AI Processing jobs access to
+    resources in your Amazon VPC", sagemaker/latest/dg/process-vpc.html). Not network-isolated: the job downloads
+    from the Hub (or its mirror), through the VPC's NAT or the mirror's address.
+    """
+    if not settings.subnets:
+        return {}
+    return {
+        "NetworkConfig": {
+            "VpcConfig": {"Subnets": list(settings.subnets), "SecurityGroupIds": list(settings.security_group_ids)}
+        }
+    }

@@ -26,6 +26,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+from hfstage import reach
 from hfstage.events import EventLog, Progress, ProgressReporter
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RepoRevision, select_files
 from hfstage.manifest import (
@@ -505,6 +506,9 @@ def main(
             parts_in_flight=args.parts_in_flight,
             files_in_flight=args.files_in_flight,
         )
+        probe_s = float(os.environ.get(reach.ENV) or 0)  # set by the staging handler: fail in seconds, not minutes
+        if probe_s > 0 and (why := reach.unreachable(run.hub.endpoint, timeout=probe_s)):
+            raise Failure(EXIT_HUB, why)
         summary = run.execute()
         seconds = time.monotonic() - started
         log.emit(

@@ -34,6 +34,7 @@ from constructs_lib import (
 )
 from constructs_lib.names import (
     COMPONENT_NAME,
+    local_storage_problem,
     matches,
 )
 from preflight import KV_CACHE_DTYPES
@@ -124,6 +125,37 @@ def _gguf_file_problems(engine: EngineSpec, gguf_file: str | None) -> list[str]:
     return []
 
 
+def _governance_problems(values: Mapping[str, Any]) -> list[str]:
+    """The network, key and tag settings that only make sense together."""
+    problems = []
+    subnets, groups = values.get("vpc_subnet_ids"), values.get("vpc_security_group_ids")
+    if groups and not subnets:
+        problems.append(
+            f"vpc_security_group_ids={list(groups)!r}: only with vpc_subnet_ids (the subnets the groups apply in)"
+        )
+    if values.get("vpc_id") and not subnets:
+        problems.append(f"vpc_id={values['vpc_id']!r}: only with vpc_subnet_ids (subnets of that VPC)")
+    if subnets and not groups and not values.get("vpc_id") and "vpc_security_group_ids" in values:
+        problems.append(
+            f"vpc_subnet_ids={list(subnets)!r}: give vpc_security_group_ids, or vpc_id to create a security group "
+            "(no inbound rule, HTTPS out) in that VPC"
+        )
+    if values.get("hf_endpoint") and values.get("model_s3_uri"):
+        problems.append(
+            f"hf_endpoint={values['hf_endpoint']!r}: only applies to staging from the Hub, not with model_s3_uri"
+        )
+    if values.get("bucket_kms_key_arn") and (values.get("model_bucket") or values.get("model_s3_uri")):
+        problems.append(
+            f"bucket_kms_key_arn={values['bucket_kms_key_arn']!r}: for the bucket this stack creates (or reuses); "
+            "a given bucket's key is model_kms_key_arn"
+        )
+    staging_type = values.get("staging_instance_type")
+    staged = values.get("volume_kms_key_arn") and staging_type and not values.get("model_s3_uri")
+    if staged and (why := local_storage_problem(staging_type)):
+        problems.append(f"volume_kms_key_arn with staging_instance_type={staging_type!r}: {why}")
+    return problems
+
+
 def describe_allowed(key: str) -> str:
     """What ``key`` takes: every parser carries a description (tests/stacks/test_config_rules.py checks it)."""
     return str(FIELDS[key].__doc__)
@@ -197,6 +229,13 @@ class DeploymentConfig:
     alarm_no_capacity: bool
     dashboard: bool
     gguf_file: str | None
+    vpc_subnet_ids: tuple[str, ...]
+    vpc_security_group_ids: tuple[str, ...]
+    vpc_id: str | None
+    hf_endpoint: str | None
+    tags: dict[str, str]
+    bucket_kms_key_arn: str | None
+    volume_kms_key_arn: str | None
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
     image_source: str = "engine default"
@@ -255,6 +294,7 @@ class DeploymentConfig:
                 f"model_s3_uri={values['model_s3_uri']!r}: serves an existing prefix as it is, so hf_token_secret_arn "
                 "and include (which only apply to staging from the Hub) must not be given with it"
             )
+        problems += _governance_problems(values)
         if values.get("model_s3_uri"):
             try:
                 parse_s3_uri(values["model_s3_uri"])
@@ -322,6 +362,7 @@ class DeploymentConfig:
                 startup_timeout_s=values.get("startup_timeout_s"),
                 endpoint_name=values.get("endpoint_name"),
                 allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
+                volume_kms_key=bool(values.get("volume_kms_key_arn")),
             )
             problems += plan.errors
             if "deployment_mode" in values:

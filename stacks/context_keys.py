@@ -27,13 +27,20 @@ from constructs_lib import (
     known_ami_versions,
 )
 from constructs_lib.names import (
+    HUB_ENDPOINT_RULE,
     INSTANCE_TYPE,
     KMS_KEY_ARN,
+    MAX_SECURITY_GROUPS,
+    MAX_SUBNETS,
     REPO_ID_RULE,
     REVISION_RULE,
     SECRET_ARN,
     SECRET_ARN_RULE,
+    SECURITY_GROUP_ID,
     STACK_NAME,
+    SUBNET_ID,
+    VPC_ID,
+    hub_endpoint_problem,
     repo_id_problem,
     revision_problem,
 )
@@ -45,6 +52,7 @@ from .parsers import (
     _checked,
     _choice,
     _choices_list,
+    _ids,
     _integer,
     _json_object,
     _number,
@@ -52,6 +60,7 @@ from .parsers import (
     _pattern,
     _patterns,
     _prompt,
+    _tags,
     _text,
 )
 
@@ -65,6 +74,7 @@ SECTIONS = {
     "scaling": "mode and scaling",
     "checks": "checks",
     "observability": "dashboard, alarms, updates",
+    "governance": "network, keys, tags",
 }
 
 
@@ -289,8 +299,8 @@ KEYS: tuple[ContextKey, ...] = (
         _choices_list(PREFLIGHT_CHECKS),
         [],
         "checks",
-        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format` (each skip is "
-        "a synth warning)",
+        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format`, `network` (each "
+        "skip is a synth warning)",
     ),
     ContextKey(
         "allow_unverified_s3",
@@ -565,6 +575,66 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "false leaves out the dashboard and `DashboardUrl`",
+    ),
+    ContextKey(
+        "vpc_subnet_ids",
+        _ids(SUBNET_ID, "subnet ids", MAX_SUBNETS),
+        [],
+        "governance",
+        "JSON array of subnet ids (two or more Availability Zones) for the model's and the staging job's network "
+        "interfaces (`VpcConfig`); they must reach S3 and, for staging, the Hub or `hf_endpoint` "
+        "(see [private networks](guide/private-network.md))",
+    ),
+    ContextKey(
+        "vpc_security_group_ids",
+        _ids(SECURITY_GROUP_ID, "security group ids", MAX_SECURITY_GROUPS),
+        [],
+        "governance",
+        "JSON array of 1-5 security groups of the subnets' VPC (with `vpc_subnet_ids`); none: give `vpc_id` and "
+        "a group with no inbound rule and HTTPS out is created",
+    ),
+    ContextKey(
+        "vpc_id",
+        _optional(_pattern(VPC_ID, "a VPC id vpc-<8 or 17 hex digits>")),
+        None,
+        "governance",
+        "the subnets' VPC, where a security group is created when `vpc_security_group_ids` is empty",
+    ),
+    ContextKey(
+        "hf_endpoint",
+        _optional(_checked(hub_endpoint_problem, HUB_ENDPOINT_RULE)),
+        None,
+        "governance",
+        "https URL of a Hub mirror or proxy (Artifactory, Nexus, a self-hosted mirror) that staging reads from "
+        "instead of huggingface.co; the token is sent to that origin only",
+    ),
+    ContextKey(
+        "tags",
+        _tags,
+        {},
+        "governance",
+        'JSON object `{"key": "value"}` put on every taggable resource, the SageMaker ones and the staging jobs '
+        "included (AWS tag rules; at most 48)",
+    ),
+    ContextKey(
+        "bucket_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the ARN of a customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>")
+        ),
+        None,
+        "governance",
+        "SSE-KMS with this key (and an S3 Bucket Key) for the bucket the stack creates, or the key of the retained "
+        "one with `reuse_model_bucket`; for a given bucket use `model_kms_key_arn`",
+    ),
+    ContextKey(
+        "volume_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the ARN of a customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>")
+        ),
+        None,
+        "governance",
+        "encrypts the ML storage volumes of the endpoint's instances (`KmsKeyId`) and of the staging job "
+        "(`VolumeKmsKeyId`); refused for instance types with local NVMe storage, which their hardware encrypts",
     ),
 )
 FIELDS: dict[str, Callable[[Any], Any]] = {key.name: key.parse for key in KEYS}

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -38,7 +41,16 @@ class LlmEndpointStack(cdk.Stack):
             description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
-        key = kms.Key.from_key_arn(self, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
+        key_arn = config.model_kms_key_arn or config.bucket_kms_key_arn
+        key = kms.Key.from_key_arn(self, "ModelKey", key_arn) if key_arn else None
+        self.volume_key = (
+            kms.Key.from_key_arn(self, "VolumeKey", config.volume_kms_key_arn) if config.volume_kms_key_arn else None
+        )
+        self.network = self._network(config)
+        # Every taggable resource, the SageMaker ones included (CfnModel, CfnEndpointConfig, CfnEndpoint,
+        # CfnInferenceComponent take Tags); the staging jobs started at run time get them through the handler.
+        for tag_key, tag_value in config.tags.items():
+            cdk.Tags.of(self).add(tag_key, tag_value)
         self.checkpoint: StagedCheckpoint | None = None
         if config.model_s3_uri:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
@@ -54,7 +66,7 @@ class LlmEndpointStack(cdk.Stack):
                 if config.model_bucket
                 else s3.Bucket.from_bucket_name(self, "ModelBucket", app_bucket)
                 if config.reuse_model_bucket
-                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket).bucket
+                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket, encryption_key=key).bucket
             )
             secret = (
                 secretsmanager.Secret.from_secret_attributes(
@@ -85,6 +97,10 @@ class LlmEndpointStack(cdk.Stack):
                 engine=config.engine,
                 allow_checkpoint_code=config.allow_checkpoint_code,
                 trust_remote_code=config.trust_remote_code,
+                hub_endpoint=config.hf_endpoint,
+                tags=config.tags,
+                volume_kms_key=self.volume_key,
+                **self.network,
             )
 
         self.preflight = self._preflight(config, model)
@@ -95,6 +111,8 @@ class LlmEndpointStack(cdk.Stack):
             self.endpoint = self._component_endpoint(config, model)
         else:
             self.endpoint = self._standard_endpoint(config, model)
+        # The endpoint's subnets and groups (given, or the group it created) are checked before its Model exists.
+        self.preflight.check_network(self.endpoint.placement)
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
         # Alarms (topic), update policy with auto-rollback, dashboard: stacks/observability.py.
@@ -189,6 +207,8 @@ class LlmEndpointStack(cdk.Stack):
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
+            volume_kms_key=self.volume_key,
+            **self.network,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
@@ -223,6 +243,8 @@ class LlmEndpointStack(cdk.Stack):
             inference_ami_version=config.inference_ami_version,
             capacity_reservation_arn=config.capacity_reservation_arn,
             endpoint_name=config.endpoint_name,
+            volume_kms_key=self.volume_key,
+            **self.network,
         )
         self.component = endpoint.add_component(
             "Model",
@@ -245,6 +267,32 @@ class LlmEndpointStack(cdk.Stack):
             allow_checkpoint_code=config.allow_checkpoint_code,
         )
         return endpoint
+
+    def _network(self, config: DeploymentConfig) -> dict[str, Any]:
+        """The ``vpc``/``vpc_subnets``/``security_groups`` props of every construct that runs something, from the
+        ids in context (none: SageMaker's own network)."""
+        if not config.vpc_subnet_ids:
+            return {}
+        holder = Construct(self, "Network")
+        # Only the ids go into the VpcConfigs; the route tables are the preflight's to read (preflight/network.py).
+        cdk.Annotations.of(holder).acknowledge_warning(
+            "@aws-cdk/aws-ec2:noSubnetRouteTableId", "the subnets are referenced by id only; no route is added"
+        )
+        subnets = [
+            ec2.Subnet.from_subnet_id(holder, f"Subnet{i}", subnet_id)
+            for i, subnet_id in enumerate(config.vpc_subnet_ids)
+        ]
+        groups = [
+            ec2.SecurityGroup.from_security_group_id(holder, f"SecurityGroup{i}", group_id, mutable=False)
+            for i, group_id in enumerate(config.vpc_security_group_ids)
+        ]
+        # The VPC only to create a security group in (no subnet is looked up through it: they are given).
+        vpc = (
+            ec2.Vpc.from_vpc_attributes(holder, "Vpc", vpc_id=config.vpc_id, availability_zones=cdk.Fn.get_azs())
+            if config.vpc_id
+            else None
+        )
+        return {"vpc": vpc, "vpc_subnets": ec2.SubnetSelection(subnets=subnets), "security_groups": groups or None}
 
     def _smoke_test(self, config: DeploymentConfig) -> EndpointSmokeTest:
         options = {

@@ -11,6 +11,7 @@ import difflib
 import functools
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from typing import Any
 
@@ -212,3 +213,67 @@ def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:
 def _choices_list(allowed: tuple[str, ...]) -> Callable[[Any], tuple[str, ...]]:
     doc = f"JSON array of check names ({', '.join(allowed)})"  # pragma: no mutate
     return _bound(_parse_choices_list, doc, allowed)  # pragma: no mutate
+
+
+# Ids written without quotes, as a shell leaves `-c vpc_subnet_ids=["subnet-a","subnet-b"]` after `make`'s
+# unquoted expansion: [subnet-a,subnet-b] or subnet-a,subnet-b (an id holds no comma, quote or bracket).
+BARE_IDS = re.compile(r"\[?\s*[A-Za-z0-9-]+(?:\s*,\s*[A-Za-z0-9-]+)*\s*\]?", re.ASCII)
+
+
+def _parse_ids(regex: re.Pattern[str], what: str, most: int, raw: Any) -> tuple[str, ...]:
+    if isinstance(raw, str) and matches(BARE_IDS, raw.strip()):
+        raw = [v.strip() for v in raw.strip().strip("[]").split(",")]
+    elif isinstance(raw, str):
+        try:
+            raw = json.loads(raw) if raw.strip() else []
+        except json.JSONDecodeError as e:
+            raise ValueError(
+                f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON array of {what}"
+            ) from None
+    if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
+        raise ValueError(f'expected a JSON array of {what} such as ["{regex.pattern}"]')
+    wrong = [v for v in raw if not matches(regex, v)]
+    if wrong:
+        raise ValueError(f"not {what}: {', '.join(map(repr, wrong[:5]))}; expected {regex.pattern}")
+    if len(raw) > most:
+        raise ValueError(f"{len(raw)} ids; allowed: at most {most}")
+    if len(set(raw)) < len(raw):
+        raise ValueError("an id is given twice; give each once")
+    return tuple(raw)
+
+
+def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[str, ...]]:
+    doc = f"JSON array (or comma-separated list) of at most {most} {what} ({regex.pattern})"  # pragma: no mutate
+    return _bound(_parse_ids, doc, regex, what, most)  # pragma: no mutate
+
+
+# AWS tag rules: keys 1-128 and values 0-256 Unicode letters, digits, spaces and _ . : / = + - @; keys starting
+# with aws: are reserved (Tagging AWS Resources user guide, "Tag naming limits and requirements"; botocore sagemaker
+# service-2.json TagKey/TagValue patterns [\p{L}\p{Z}\p{N}_.:/=+\-@]*). At most 50 tags a resource (TagList max
+# 50), two of a staging job's being its own (hf-repo-id, hf-revision): 48.
+TAG_PUNCTUATION = set("_.:/=+-@")
+MAX_TAGS = 48
+
+
+def _tag_text(value: str) -> bool:
+    return all(ch.isalnum() or ch in TAG_PUNCTUATION or unicodedata.category(ch).startswith("Z") for ch in value)
+
+
+def _tags(raw: Any) -> dict[str, str]:
+    """JSON object of tags {"key": "value"} (AWS tag rules: at most 48; keys 1-128, values 0-256 characters)"""
+    tags = _json_object(raw)
+    problems = []
+    for key, value in tags.items():
+        if not 1 <= len(key) <= 128 or not _tag_text(key):
+            problems.append(f"{key!r}: a tag key is 1-128 letters, digits, spaces and _ . : / = + - @")
+        elif key.lower().startswith("aws:"):
+            problems.append(f"{key!r}: tag keys starting with aws: are reserved for AWS")
+        if not isinstance(value, str):
+            problems.append(f"{key!r}: a tag value must be text")
+        elif len(value) > 256 or not _tag_text(value):
+            problems.append(f"{key!r}: a tag value is 0-256 letters, digits, spaces and _ . : / = + - @")
+    if len(tags) > MAX_TAGS:
+        problems.append(f"{len(tags)} tags; allowed: at most {MAX_TAGS}")
+    if problems:
+        raise ValueError("; ".join(problems))
+    return tags

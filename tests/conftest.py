@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # Prices come from the shipped table in tests: never the AWS Price List API with a developer's own credentials,
-# nor their on-disk cache (tests/test_price_list.py exercises the API path with a Stubber).
+# nor their on-disk cache (tests/llmops/test_price_list.py exercises the API path with a Stubber).
 os.environ["LLMOPS_PRICES"] = "offline"
 
 import aws_cdk as cdk

@@ -58,6 +58,7 @@ from preflight.checkpoint_code import CHECKPOINT_CODE_PATTERNS, code_files_note,
 from preflight.formats import check_deployment
 from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
 from preflight.memory_fit import context_limit, text_config
+from preflight.network import network_check
 from preflight.weights import SAFETENSORS_INDEX
 
 LOG = logging.getLogger()
@@ -755,6 +756,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         skipped=",".join(sorted(settings.skip)) or "none",
     )
     report = run_checks(settings, s3=lambda: client("s3"), quotas=lambda: client("service-quotas"))
+    if "network" in settings.checks:  # the VpcConfig's subnets and groups (preflight/network.py)
+        network = network_check(event["ResourceProperties"], lambda: client("ec2"))
+        report.add("network", network.problems)
+        report.notes += network.notes
     for check in settings.checks:
         found = [text for name, text in report.problems if name == check]
         log("check", name=check, result="problem" if found else "ok", problems=len(found))

@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 from staging_base import REASON_LIMIT, Settings, StagingError, log, short
 
+from handler_kit.resources import processing_network
+from hfstage.reach import ENV as PROBE_ENV
+
 if TYPE_CHECKING:
     from staging_plan import Plan
 
@@ -54,6 +57,7 @@ def worker_arguments(settings: Settings, sha: str) -> list[str]:
 def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
     code_file = settings.code_uri.rsplit("/", 1)[-1]
     environment = {"PYTHONUNBUFFERED": "1", "HFSTAGE_TARGET": f"s3://{settings.bucket}/{plan.prefix}"}
+    environment[PROBE_ENV] = "10"  # the worker gives up in about 30 s when it cannot reach the Hub (hfstage/reach.py)
     if settings.hub_endpoint:
         environment["HF_ENDPOINT"] = settings.hub_endpoint
     return {
@@ -81,6 +85,7 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
                 "InstanceCount": instances_for(plan, settings),
                 "InstanceType": settings.instance_type,
                 "VolumeSizeInGB": settings.volume_size_gb,
+                **({"VolumeKmsKeyId": settings.volume_kms_key_arn} if settings.volume_kms_key_arn else {}),
             }
         },
         "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
@@ -88,7 +93,9 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
         "Tags": [
             {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
             {"Key": "hf-revision", "Value": plan.sha},
+            *({"Key": k, "Value": v} for k, v in settings.tags),
         ],
+        **processing_network(settings),
     }
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A CDK app of a user's own that installs this library (tests/test_package.py synthesizes it outside the repo).
+"""A CDK app of a user's own that installs this library (tests/package/test_consumer_app.py synthesizes it
+outside the repo).
 
 One stack: two staged checkpoints sharing one model bucket, a standard GpuEndpoint with its smoke test, and a
 ComponentEndpoint holding two components, each with its smoke test. Its cdk.json holds nothing but ``app``:

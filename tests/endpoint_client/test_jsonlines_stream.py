@@ -143,7 +143,7 @@ def test_smoke_handler_passes_an_lmi_endpoint_with_stream_format_jsonlines(handl
     # Without the property the handler reads SSE, finds no delta and fails the stack.
     with pytest.raises(handler.SmokeTestFailed, match="before a single content delta"):
         deploy(handler)
-    with pytest.raises(handler.SettingsError, match="StreamFormat='ndjson' must be one of sse, jsonlines"):
+    with pytest.raises(handler.SettingsError, match="StreamFormat='ndjson' is not allowed; allowed: sse, jsonlines"):
         deploy(handler, StreamFormat="ndjson")
 
 

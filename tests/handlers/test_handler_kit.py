@@ -110,8 +110,49 @@ def test_the_staged_checkpoint_writes_what_its_handler_reads_back():
     parsed = StagedCheckpointProperties.from_properties(props)
     assert parsed.repo_id == "Qwen/Qwen3-4B-Instruct-2507" and parsed.exclude[0] == "original/*"
     assert parsed.max_instances == 4 and parsed.max_runtime_s == 21600 and parsed.token_secret_arn is None
-    assert set(props) == {StagedCheckpointProperties.NAMES[f.name] for f in dataclasses.fields(parsed)}
+    # The VPC, tags and volume key are left out when not given, so a template without them keeps its hash.
+    omitted = set(StagedCheckpointProperties._OMITTED_WHEN_EMPTY)
+    assert set(props) == {
+        StagedCheckpointProperties.NAMES[f.name] for f in dataclasses.fields(parsed) if f.name not in omitted
+    }
     assert parsed.to_properties() == props  # a round trip changes nothing
+
+
+def test_the_network_tags_and_volume_key_reach_the_handler():
+    from handler_kit.resources import StagedCheckpointProperties, processing_network
+    from tests.conftest import stack_template
+
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    template = stack_template(
+        vpc_subnet_ids='["subnet-0123456789abcdef0", "subnet-89abcdef"]',
+        vpc_security_group_ids='["sg-0123456789abcdef0"]',
+        tags='{"cost-center": "ml 42", "team": "platform"}',
+        volume_kms_key_arn=key,
+        instance_type="ml.p3.2xlarge",
+        image="763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0-gpu-py312-cu128-ubuntu22.04-sagemaker",
+    )
+    (resource,) = template.find_resources("Custom::StagedCheckpoint").values()
+    props = {k: f"<{k}>" if isinstance(v, dict) else v for k, v in resource["Properties"].items()}
+    parsed = StagedCheckpointProperties.from_properties(props)
+    assert parsed.subnets == ("subnet-0123456789abcdef0", "subnet-89abcdef")
+    assert parsed.security_group_ids == ("sg-0123456789abcdef0",)
+    assert parsed.tags == (("cost-center", "ml 42"), ("team", "platform"))
+    assert parsed.volume_kms_key_arn == key
+    assert processing_network(parsed) == {
+        "NetworkConfig": {
+            "VpcConfig": {
+                "Subnets": ["subnet-0123456789abcdef0", "subnet-89abcdef"],
+                "SecurityGroupIds": ["sg-0123456789abcdef0"],
+            }
+        }
+    }
+    assert processing_network(dataclasses_replace(parsed, subnets=(), security_group_ids=())) == {}
+
+
+def dataclasses_replace(obj, **changes):
+    import dataclasses
+
+    return dataclasses.replace(obj, **changes)
 
 
 def test_a_default_is_defined_once_for_the_construct_and_its_handler():

@@ -277,9 +277,16 @@ def grants(statements: list[dict], action: str, service_prefix: str, resources: 
 def templates() -> dict[str, dict]:
     """A deployment in each mode, with a token secret under a customer-managed key (every role and call)."""
     common = {"hf_token_secret_arn": SECRET, "hf_token_kms_key_arn": KEY}
+    # With a VPC and customer keys too: their grants' condition keys are checked like the others (issue 27).
+    private = {
+        "vpc_subnet_ids": '["subnet-0123456789abcdef0", "subnet-89abcdef"]',
+        "vpc_security_group_ids": '["sg-0123456789abcdef0"]',
+        "bucket_kms_key_arn": KEY,
+    }
     return {
         "standard": stack_template(**common).to_json(),
         "inference-component": stack_template(deployment_mode="inference-component", **common).to_json(),
+        "private-network": stack_template(deployment_mode="inference-component", **common, **private).to_json(),
     }
 
 

@@ -106,11 +106,62 @@ WITH_BUCKET_KEY = {
     "EndpointRole": DECRYPT,
 }
 
+# SageMaker creates the VpcConfig's network interfaces with the execution role (SageMaker roles docs: CreateModel and
+# CreateProcessingJob execution role permissions, the ec2 statement; constructs_lib/network.py).
+NETWORK_INTERFACES = {
+    "ec2:CreateNetworkInterface": "the model's or job's interfaces, in the given subnets",
+    "ec2:CreateNetworkInterfacePermission": "let SageMaker attach them",
+    "ec2:DeleteNetworkInterface": "remove them",
+    "ec2:DeleteNetworkInterfacePermission": "remove the attach permission",
+    "ec2:DescribeDhcpOptions": "read the VPC's network",
+    "ec2:DescribeNetworkInterfaces": "read the VPC's network",
+    "ec2:DescribeSecurityGroups": "read the VPC's network",
+    "ec2:DescribeSubnets": "read the VPC's network",
+    "ec2:DescribeVpcs": "read the VPC's network",
+}
+VOLUME_KEY = {
+    a: "encrypt the ML storage volume (constructs_lib/keys.py VOLUME)"
+    for a in (
+        "kms:CreateGrant",
+        "kms:Decrypt",
+        "kms:DescribeKey",
+        "kms:Encrypt",
+        "kms:GenerateDataKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:ReEncryptFrom",
+        "kms:ReEncryptTo",
+    )
+}
+PRIVATE_NETWORK = {
+    "CheckpointJobRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **WITH_BUCKET_KEY["CheckpointJobRole"]},
+    "EndpointRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **DECRYPT},
+    **{role: DECRYPT for role in ("StagedCheckpointProviderRole", "StagingSignalRole")},
+    # preflight/network.py: the subnets, their groups, route tables and S3 endpoints.
+    "DeploymentPreflightProviderRole": {
+        **DECRYPT,
+        **{
+            f"ec2:Describe{n}": "the network check"
+            for n in ("RouteTables", "SecurityGroups", "Subnets", "VpcEndpoints")
+        },
+    },
+}
+
 VARIANTS = {
     "default": ({}, {}),
     "token-secret": ({"hf_token_secret_arn": SECRET_ARN}, WITH_SECRET),
     "component-scale-to-zero": ({"deployment_mode": "inference-component", "scale_to_zero": True}, COMPONENT_MODE),
     "given-bucket-with-key": ({"model_bucket": "my-models-bucket", "model_kms_key_arn": KEY_ARN}, WITH_BUCKET_KEY),
+    "private-network-with-keys": (
+        {
+            "vpc_subnet_ids": '["subnet-0123456789abcdef0", "subnet-89abcdef"]',
+            "vpc_id": "vpc-0123456789abcdef0",
+            "bucket_kms_key_arn": KEY_ARN,
+            "volume_kms_key_arn": KEY_ARN.replace("1234abcd", "9876abcd"),
+            "instance_type": "ml.p3.2xlarge",
+            "image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11.0-gpu-py312-cu128-ubuntu22.04-sagemaker",
+        },
+        PRIVATE_NETWORK,
+    ),
 }
 
 

@@ -136,7 +136,7 @@ def test_all_clear_returns_the_key_figures_and_a_stable_physical_id(handler, s3,
     assert data["MaxModelLen"] == "32768" and int(data["MaxModelLenThatFits"]) > 32768
     assert float(data["KvCacheGiBPerSequence"]) == pytest.approx(32768 * 32 * 1024 / 2**30, abs=0.01)  # 1.00 GiB
     assert data["QuotaValue"] == "2" and data["QuotaCode"] == "L-ABCD1234" and data["QuotaSource"] == "applied"
-    assert data["ChecksRun"] == "s3,memory,tensor-parallel,quota,format" and data["ChecksSkipped"] == ""
+    assert data["ChecksRun"] == "s3,memory,tensor-parallel,quota,format,network" and data["ChecksSkipped"] == ""
     assert "does not guarantee" in data["Notes"] or "not a reservation" in data["Notes"]
     assert len(json.dumps(result).encode()) < 4096
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("event=")]
@@ -340,7 +340,9 @@ def test_several_problems_come_in_one_message_each_with_its_check(handler, s3): 
     assert message.startswith(f"Preflight refused the deployment of {URI} on 1 x ml.g6.12xlarge: 4 problem(s).")
     for number, check in enumerate(("s3", "memory", "tensor-parallel", "quota"), 1):
         assert f"({number}) [{check}]" in message
-    assert message.endswith("name it in the preflight's skip_checks (s3, memory, tensor-parallel, quota, format).")
+    assert message.endswith(
+        "name it in the preflight's skip_checks (s3, memory, tensor-parallel, quota, format, network)."
+    )
 
 
 def test_the_message_stays_under_4_kb_and_names_every_failing_check(handler, s3):  # noqa: F811
@@ -373,9 +375,11 @@ def test_data_stays_under_the_limit(handler):
 
 def test_skipped_checks_do_not_run(handler, s3):  # noqa: F811
     stage(s3, manifest=False, config={**CONFIG, "num_attention_heads": 40, "head_dim": 128})
-    props = properties(GpuCount="4", TensorParallelSize="3", SkipChecks=["s3", "tensor-parallel", "quota", "format"])
+    props = properties(
+        GpuCount="4", TensorParallelSize="3", SkipChecks=["s3", "tensor-parallel", "quota", "format", "network"]
+    )
     data = handler.on_event(event(props=props))["Data"]  # the Stubber refuses any Service Quotas call
-    assert data["ChecksRun"] == "memory" and data["ChecksSkipped"] == "s3,tensor-parallel,quota,format"
+    assert data["ChecksRun"] == "memory" and data["ChecksSkipped"] == "s3,tensor-parallel,quota,format,network"
     assert data["QuotaValue"] == "" and data["WeightsGiBPerGpu"] != ""
 
 
@@ -384,7 +388,7 @@ def test_skipping_every_check_reads_nothing(handler):
         raise AssertionError("no client may be created")
 
     settings = handler.Settings.from_properties(
-        properties(SkipChecks='["s3","memory","tensor-parallel","quota","format"]')
+        properties(SkipChecks='["s3","memory","tensor-parallel","quota","format","network"]')
     )
     report = handler.run_checks(settings, s3=no_client, quotas=no_client)
     assert report.problems == [] and report.data["ChecksRun"] == ""
