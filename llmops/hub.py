@@ -35,6 +35,7 @@ class HubModel:
     weight_files: tuple[str, ...]
     gated: bool
     notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # every file of the revision, with its size
 
 
 def endpoint() -> str | None:
@@ -85,21 +86,35 @@ def _explain(error: Exception, repo_id: str, revision: str | None, token: str | 
         return HubError(f"{repo_id}: repository not found on {endpoint() or 'the Hub'}{hint}")
     if isinstance(error, EntryNotFoundError):
         return HubError(f"{where} has no {CONFIG}: plan needs a transformers-style checkpoint")
-    return HubError(f"could not read {where} from {endpoint() or 'the Hub'}: {type(error).__name__}: {error}")
+    return HubError(
+        f"could not read {where} from {endpoint() or 'https://huggingface.co'}: {type(error).__name__}: "
+        f"{str(error).splitlines()[0] if str(error) else 'no answer'}"
+    )
 
 
-def fetch_model(repo_id: str, revision: str | None = None, *, token: str | None = None) -> HubModel:
-    """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main)."""
+def fetch_model(
+    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+) -> HubModel:
+    """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main).
+
+    timeout: seconds per request. Default: huggingface_hub's (10 s for config.json's metadata request).
+    """
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
 
     api = _api(token)
     try:
-        info = api.model_info(repo_id, revision=revision, files_metadata=True)
+        info = api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
         path = hf_hub_download(
-            repo_id, CONFIG, revision=info.sha or revision, token=token or False, endpoint=endpoint()
+            repo_id,
+            CONFIG,
+            revision=info.sha or revision,
+            token=token or False,
+            endpoint=endpoint(),
+            etag_timeout=timeout or 10,
         )
-    except (HfHubHTTPError, OSError, ValueError) as e:
+    # The network boundary: huggingface_hub's own errors, and its HTTP client's (connection refused, DNS, TLS,
+    # timeouts) which are not OSError; each becomes one line, never a traceback.
+    except Exception as e:
         raise _explain(e, repo_id, revision, token) from None
     try:
         with open(path, encoding="utf-8") as f:
@@ -124,6 +139,7 @@ def fetch_model(repo_id: str, revision: str | None = None, *, token: str | None 
         weight_files=weights.files,
         gated=bool(info.gated),
         notes=notes,
+        sizes=sizes,
     )
 
 

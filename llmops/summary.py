@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.prices import hours_per_month, price
+from llmops.facts import METADATA_KEY
 
 DEFAULT_REGION = "us-east-1"
 # How long a cold start takes, for the scale-to-zero note (PRODUCT.md section 9): an instance launch plus the
@@ -85,11 +86,17 @@ def cost_lines(variant: dict, region: str) -> list[str]:
 SHA = re.compile(r"[0-9a-f]{40}")
 
 
-def checkpoint_lines(props: dict) -> list[str]:
-    """The staged model: repository, revision (and whether it is pinned), the token secret by name only."""
+def checkpoint_lines(props: dict, pinned_from: str | None = None) -> list[str]:
+    """The staged model: repository, revision (and whether it is pinned), the token secret by name only.
+
+    pinned_from: the floating revision synth pinned to this commit from the recorded Hub facts."""
     revision = str(props.get("Revision", "main"))
     pinned = (
-        "pinned" if SHA.fullmatch(revision) else "not pinned: resolved to a commit at deploy, see output ModelRevision"
+        "not pinned: resolved to a commit at deploy, see output ModelRevision"
+        if not SHA.fullmatch(revision)
+        else f"pinned at synth: revision {pinned_from!r} as recorded in model-facts.json"
+        if pinned_from
+        else "pinned"
     )
     secret = props.get("TokenSecretArn") or ""
     secret_name = secret.rsplit(":", 1)[-1] if isinstance(secret, str) and secret else "none (a public repository)"
@@ -129,9 +136,12 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     # With inference components, containers are isolated only when the endpoint config says so as well.
     component_mode = counts["AWS::SageMaker::InferenceComponent"] > 0
     lines.append(f"  mode: {'inference-component' if component_mode else 'standard'}")
+    facts = template.get("Metadata", {}).get(METADATA_KEY) or {}
     for res in resources.values():
         if res["Type"] == "Custom::StagedCheckpoint":
-            lines += checkpoint_lines(res.get("Properties", {}))
+            lines += checkpoint_lines(res.get("Properties", {}), facts.get("PinnedFrom"))
+    if facts.get("Line"):
+        lines.append(f"  {facts['Line']}")  # the model checks at synth: what was checked, or why not
     endpoint_isolated = all(
         r.get("Properties", {}).get("EnableNetworkIsolation") is True
         for r in resources.values()
