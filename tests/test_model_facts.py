@@ -94,7 +94,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(
-    ("context", "said", "plan_said"), CASES, ids=["gpt-oss-t4", "mistral-24b-l40s", "llama-1m", "llama-200k", "qwen3-32b-131k"]
+    ("context", "said", "plan_said"),
+    CASES,
+    ids=["gpt-oss-t4", "mistral-24b-l40s", "llama-1m", "llama-200k", "qwen3-32b-131k"],
 )
 def test_synth_refuses_with_a_recorded_lookup_and_plan_refuses_the_same(
     env, tmp_path, monkeypatch, capsys, context, said, plan_said
