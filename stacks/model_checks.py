@@ -13,9 +13,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from constructs_lib import get_engine
-from constructs_lib.catalog import resolve_instance
-from constructs_lib.format_guard import nearest_capable, weight_format_flags
+from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
 from preflight.model_check import check_model
 
