@@ -103,7 +103,6 @@ __all__ = [
     "lookup_instance",
     "nearest_capable",
     "parse_s3_uri",
-    "nearest_capable",
     "plan_endpoint",
     "plan_scaling",
     "price",
