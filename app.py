@@ -27,7 +27,10 @@ def build_app(app: cdk.App, *, facts: FactsSource | None = None) -> cdk.App:
     config = DeploymentConfig.from_context(app.node.get_all_context())
     # The lookup is a step of the app, like CDK's own context lookups: the facts come from the record when
     # it has them, from the Hub (then recorded) when not; the checks then refuse what cannot run.
-    known = facts.facts_for(config.model_id, config.revision) if facts and not config.model_s3_uri else None
+    known = None
+    if facts is not None and not config.model_s3_uri:
+        gguf = config.engine_spec.model_format == "gguf"  # llama.cpp: the GGUF header, not config.json
+        known = facts.facts_for(config.model_id, config.revision, gguf=gguf, gguf_file=config.gguf_file)
     config, status, problems = apply_model_facts(config, known)
     if problems:
         raise ConfigError(problems)

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from preflight import select_weight_files
+from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
 
 RECORD = "model-facts.json"
 METADATA_KEY = "LlmOps::ModelFacts"  # the template's Metadata entry: what synth checked (llmops.summary reads it)
@@ -56,10 +57,26 @@ class ModelFacts:
     files: dict[str, int]  # every file of that commit, with its size
     looked_up: str  # ISO date and time (UTC)
     endpoint: str
+    # llama.cpp: the GGUF model's header (file, version, tensor_count, header_bytes, parameter_count, metadata
+    # without its long arrays), read by range requests; None for a config.json checkpoint.
+    gguf: dict[str, Any] | None = None
 
     @property
     def weight_bytes(self) -> int:
+        if self.gguf is not None:  # llama.cpp loads one GGUF model: its parts, nothing else
+            _, parts = select_gguf(self.files, self.gguf["file"])
+            return sum(self.files[p] for p in parts)
         return select_weight_files(self.files).total_bytes
+
+    def gguf_header(self) -> GgufHeader | None:
+        if self.gguf is None:
+            return None
+        g = self.gguf
+        return GgufHeader(g["version"], g["tensor_count"], g["metadata"], g["header_bytes"], g["parameter_count"])
+
+    def serves(self, gguf_file: str | None) -> bool:
+        """Whether the recorded GGUF model is the one ``gguf_file`` names (as the serving adapter chooses)."""
+        return self.gguf is not None and select_gguf(self.files, gguf_file)[0] == self.gguf["file"]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -70,6 +87,7 @@ class ModelFacts:
             "endpoint": self.endpoint,
             "config": self.config,
             "files": dict(sorted(self.files.items())),
+            **({"gguf": self.gguf} if self.gguf is not None else {}),
         }
 
     @classmethod
@@ -92,7 +110,17 @@ class ModelFacts:
             isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in files.items()
         ):
             raise bad("has no files object of name -> size in bytes")
-        return cls(config=raw["config"], files=dict(files), **text)  # type: ignore[arg-type]
+        gguf = raw.get("gguf")
+        if gguf is not None and not (
+            isinstance(gguf, dict)
+            and isinstance(gguf.get("file"), str)
+            and gguf["file"] in files
+            and isinstance(gguf.get("metadata"), dict)
+            and all(isinstance(gguf.get(k), int) for k in ("version", "tensor_count", "header_bytes"))
+            and (gguf.get("parameter_count") is None or isinstance(gguf["parameter_count"], int))
+        ):
+            raise bad("has a gguf entry without file (one of its files), metadata, version, tensor_count")
+        return cls(config=raw["config"], files=dict(files), gguf=gguf, **text)  # type: ignore[arg-type]
 
 
 def record_key(repo_id: str, revision: str) -> str:
@@ -139,19 +167,65 @@ class FactsRecord:
         temporary.replace(self.path)  # a reader never sees half a record
 
 
-def look_up(repo_id: str, revision: str, *, token: str | None = None, timeout: float = LOOKUP_TIMEOUT_S) -> ModelFacts:
-    """The Hub's answer for ``repo_id@revision``; ``llmops.hub.HubError`` (one line) when it has none."""
-    from llmops.hub import endpoint, fetch_model
+def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The header's metadata without the arrays read_header skipped (ArrayInfo: tokenizer vocabularies)."""
+    safe = {}
+    for key, value in metadata.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        safe[key] = value
+    return safe
 
-    model = fetch_model(repo_id, revision, token=token, timeout=timeout)
+
+def look_up(
+    repo_id: str,
+    revision: str,
+    *,
+    token: str | None = None,
+    timeout: float = LOOKUP_TIMEOUT_S,
+    gguf: bool = False,
+    gguf_file: str | None = None,
+) -> ModelFacts:
+    """The Hub's answer for ``repo_id@revision``; ``llmops.hub.HubError`` (one line) when it has none.
+
+    gguf: llama.cpp serves the model: record the header of the GGUF model ``gguf_file`` names (else the first
+    one), read by range requests, instead of config.json."""
+    from llmops.hub import HubError, endpoint, fetch_files, fetch_model, gguf_reader
+
+    found: dict[str, Any] | None = None
+    if not gguf:
+        model = fetch_model(repo_id, revision, token=token, timeout=timeout)
+        sha, config, files = model.sha, model.config, model.sizes
+    else:
+        sha, files = fetch_files(repo_id, revision, token=token, timeout=timeout)
+        name, _ = select_gguf(files, gguf_file)
+        if name is None:
+            named = f" matching gguf_file={gguf_file!r}" if gguf_file else ""
+            raise HubError(f"{repo_id}@{sha[:12]} has no .gguf file{named}")
+        try:
+            header = read_header(gguf_reader(repo_id, sha, name, token=token, timeout=timeout))
+        except GgufError as e:
+            raise HubError(f"{repo_id}@{sha[:12]}/{name} is not a GGUF file llama.cpp can load: {e}") from None
+        found = {
+            "file": name,
+            "version": header.version,
+            "tensor_count": header.tensor_count,
+            "header_bytes": header.header_bytes,
+            "parameter_count": header.parameter_count,
+            "metadata": _json_safe(header.metadata),
+        }
+        config = {}
     return ModelFacts(
         repo_id=repo_id,
         revision=revision,
-        sha=model.sha,
-        config=model.config,
-        files=model.sizes,
+        sha=sha,
+        config=config,
+        files=files,
         looked_up=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         endpoint=endpoint() or "https://huggingface.co",
+        gguf=found,
     )
 
 
@@ -175,9 +249,12 @@ class FactsSource:
     path: Path
     lookup: bool = True
 
-    def facts_for(self, repo_id: str, revision: str) -> Known:
+    def facts_for(self, repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> Known:
+        """gguf: llama.cpp serves the model (``gguf_file`` names it): the record must hold that GGUF's header."""
         record = FactsRecord.load(self.path)  # FactsError: synth fails naming the file
         found = record.find(repo_id, revision)
+        if found is not None and gguf and not found.serves(gguf_file):
+            found = None  # recorded for another engine or another GGUF file: look it up again
         if found is not None:
             return Known(found, f"recorded in {self.path.name} (looked up {found.looked_up})")
         if not self.lookup or offline():
@@ -186,7 +263,7 @@ class FactsSource:
         from llmops.hub import HubError
 
         try:
-            facts = look_up(repo_id, revision, token=os.environ.get("HF_TOKEN") or None)
+            facts = look_up(repo_id, revision, token=os.environ.get("HF_TOKEN") or None, gguf=gguf, gguf_file=gguf_file)
         except HubError as e:
             return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and the Hub did not answer ({e})")
         record.put(facts)
@@ -200,8 +277,9 @@ class FactsSource:
 # -- command -------------------------------------------------------------------------------------------
 
 
-def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | None]] | int:
-    """(model_id, revision, hf_token_secret_arn) of the deployment the context describes; 2 on bad input."""
+def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | None, bool, str | None]] | int:
+    """(model_id, revision, hf_token_secret_arn, gguf, gguf_file) of the deployment the context describes; 2 on bad
+    input."""
     from llmops.context import load_config
 
     config = load_config(args.context, args.context_file)
@@ -210,7 +288,8 @@ def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | N
     if config.model_s3_uri:
         print(f"model_s3_uri={config.model_s3_uri!r}: the model is an S3 prefix, no Hub facts to record")
         return []
-    return [(config.model_id, config.revision, config.hf_token_secret_arn)]
+    gguf = config.engine_spec.model_format == "gguf"
+    return [(config.model_id, config.revision, config.hf_token_secret_arn, gguf, config.gguf_file)]
 
 
 def _refresh(args: argparse.Namespace) -> int:
@@ -224,9 +303,9 @@ def _refresh(args: argparse.Namespace) -> int:
     except FactsError as e:
         print(f"note: {e}; starting a new record", file=sys.stderr)
         record = FactsRecord(args.record)
-    for repo_id, revision, secret_arn in models:
+    for repo_id, revision, secret_arn, gguf, gguf_file in models:
         try:
-            facts = look_up(repo_id, revision, token=read_token(secret_arn))
+            facts = look_up(repo_id, revision, token=read_token(secret_arn), gguf=gguf, gguf_file=gguf_file)
         except HubError as e:
             print(f"error: {e}", file=sys.stderr)
             return 3

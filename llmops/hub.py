@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +142,49 @@ def fetch_model(
         notes=notes,
         sizes=sizes,
     )
+
+
+def fetch_files(
+    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+) -> tuple[str, dict[str, int]]:
+    """(commit SHA, every file's size) of ``repo_id`` at ``revision``; HubError when the Hub cannot answer."""
+    try:
+        info = _api(token).model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
+    except Exception as e:  # the network boundary, as in fetch_model
+        raise _explain(e, repo_id, revision, token) from None
+    return info.sha or revision or "main", {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+
+
+def gguf_reader(
+    repo_id: str, sha: str, path: str, *, token: str | None = None, timeout: float | None = None
+) -> Callable[[int, int], bytes]:
+    """Range GETs of one file on the Hub (``/resolve/<sha>/<path>``, redirected to its CDN for LFS files), for
+    :func:`preflight.gguf.read_header`: the header only, never the weights. HubError on a failed read."""
+    from huggingface_hub import get_session, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+
+    url = hf_hub_url(repo_id, path, revision=sha, endpoint=endpoint())
+    headers = build_hf_headers(token=token or False)
+
+    def read_at(offset: int, length: int) -> bytes:
+        try:
+            # httpx drops Authorization on a redirect to another origin (the CDN), as huggingface_hub relies on.
+            answer = get_session().get(
+                url,
+                headers={**headers, "Range": f"bytes={offset}-{offset + length - 1}"},
+                follow_redirects=True,
+                timeout=timeout or 10,
+            )
+        except Exception as e:
+            raise _explain(e, repo_id, sha, token) from None
+        if answer.status_code == 416:  # Range Not Satisfiable: past the end of the file
+            return b""
+        if answer.status_code not in (200, 206):
+            raise HubError(f"could not read {repo_id}@{sha[:12]}/{path}: HTTP {answer.status_code}")
+        body = answer.content
+        return body if answer.status_code == 206 else body[offset : offset + length]
+
+    return read_at
 
 
 def quantized_variants(repo_id: str, *, token: str | None = None, limit: int = VARIANTS_SHOWN) -> list[str]:

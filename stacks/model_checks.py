@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
-from preflight.model_check import check_model
+from preflight.context import engine_context_limit
+from preflight.gguf import estimate_gguf_fit, gguf_config
+from preflight.model_check import ModelCheck, check_model
 
 from .config import DeploymentConfig
 
@@ -66,8 +68,9 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         config = dataclasses.replace(config, revision=facts.sha)
     where = f"{facts.repo_id}@{facts.sha[:12]} {known.origin}"
     engine = get_engine(config.engine)
-    if engine.model_format != "safetensors":
-        why = f"{engine.name} serves a {engine.model_format} file whose header the facts do not hold ({where})"
+    header = facts.gguf_header()
+    if engine.model_format == "gguf" and header is None:
+        why = f"{engine.name} serves a GGUF file whose header the facts do not hold ({where})"
         return config, dataclasses.replace(not_checked(why), pinned_from=pinned_from), []
 
     spec, problems = resolve_instance(
@@ -75,29 +78,15 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
     )
     if spec is None:  # DeploymentConfig already refused it; nothing more to say
         return config, not_checked(" ".join(problems)), []
-    memory = engine.preflight_settings(config.engine_env)
     instance = f"instance_type={config.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
     try:
-        checked = check_model(
-            facts.config,
-            weight_bytes=facts.weight_bytes,
-            gpu_count=spec.gpu_count,
-            gpu_memory_gib=spec.gpu_memory_gib,
-            compute_capability=spec.compute_capability,
-            engine=engine.name,
-            max_model_len=config.max_model_len,
-            tensor_parallel_size=config.tensor_parallel_size,
-            max_num_seqs=config.preflight_sequences,
-            kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
-            gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
-            gpu=instance,
-            alternatives=nearest_capable(spec) if spec.in_catalog else None,
-            splits_heads=engine.splits_tensors,
-            skip=config.preflight_skip,
-            **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
-        )
-    except ValueError as e:
-        return config, not_checked(f"config.json of {where} cannot be read: {e}"), []
+        if header is not None:  # llama.cpp: the GGUF header stands in for config.json, as in the preflight
+            checked = _gguf_check(header, facts.weight_bytes, spec, config)
+        else:
+            checked = _config_check(facts, spec, engine, instance, config)
+    except ValueError as e:  # GgufError is one
+        what = "GGUF header" if header is not None else "config.json"
+        return config, not_checked(f"the {what} of {where} cannot be read: {e}"), []
     model = f"model_id={config.model_id}: {facts.weight_bytes / 1e9:.2f} GB of weights, {where}"
     refusals = [
         f"{text} ({model})" if text.startswith(KEY_LED) else f"{instance}: {text} ({model})"
@@ -105,8 +94,52 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
     ]
     if refusals:
         return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
-    ran = [c for c in ("memory", "tensor-parallel", "format") if c not in config.preflight_skip]
-    line = f"model facts {where}: {', '.join(ran)} checked at synth, fits"
+    checks = ("memory",) if header is not None else ("memory", "tensor-parallel", "format")
+    ran = [c for c in checks if c not in config.preflight_skip]
+    line = f"model facts {where}: {', '.join(ran) or 'no check'} checked at synth, fits"
     if pinned_from:
         line += f"; revision {pinned_from!r} pinned to {facts.sha}"
     return config, FactsStatus(True, line, pinned_from), []
+
+
+def _config_check(facts: Any, spec: Any, engine: Any, instance: str, config: DeploymentConfig) -> ModelCheck:
+    """check_model with the settings the stack hands the deploy preflight (LlmEndpointStack._preflight)."""
+    memory = engine.preflight_settings(config.engine_env)
+    return check_model(
+        facts.config,
+        weight_bytes=facts.weight_bytes,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        compute_capability=spec.compute_capability,
+        engine=engine.name,
+        max_model_len=config.max_model_len,
+        tensor_parallel_size=config.tensor_parallel_size,
+        max_num_seqs=config.preflight_sequences,
+        kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
+        gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        gpu=instance,
+        alternatives=nearest_capable(spec) if spec.in_catalog else None,
+        splits_heads=engine.splits_tensors,
+        skip=config.preflight_skip,
+        **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
+    )
+
+
+def _gguf_check(header: Any, weight_bytes: int, spec: Any, config: DeploymentConfig) -> ModelCheck:
+    """llama.cpp's fit (preflight.gguf.estimate_gguf_fit, as the preflight runs it); no heads or format rule."""
+    max_model_len = config.max_model_len
+    if max_model_len is None:  # what the preflight checks when none is given: the trained context
+        limit = engine_context_limit(gguf_config(header))
+        if limit is None:
+            raise ValueError("the GGUF header states no context_length: set max_model_len")
+        max_model_len = limit.tokens
+    fit = estimate_gguf_fit(
+        header,
+        weight_bytes=weight_bytes,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        max_model_len=max_model_len,
+        max_num_seqs=config.preflight_sequences,
+    )
+    problems = [] if "memory" in config.preflight_skip else [("memory", p) for p in fit.problems]
+    return ModelCheck(fit=fit, formats=None, problems=problems, warnings=fit.warnings)

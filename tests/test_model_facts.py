@@ -249,3 +249,57 @@ def test_refresh_records_the_configured_model_and_show_prints_it(env, tmp_path, 
     assert f"{MISTRAL}@main: commit" in capsys.readouterr().out
     assert facts_main(["refresh", "-c", "model_id=acme/nope", "--record", str(record)]) == 3
     assert "acme/nope: repository not found" in capsys.readouterr().err
+
+
+# -- llama.cpp: the GGUF header read from the Hub by range requests, recorded, checked -----------------------
+
+GGUF_REPO = "acme/Qwen3.6-35B-A3B-GGUF"
+GGUF_NAME = "Qwen3.6-35B-A3B-Q4_K_M.gguf"
+
+
+@pytest.fixture
+def gguf_hub(env, tmp_path):
+    from tests.test_gguf_header import qwen36_like
+
+    body = qwen36_like(tmp_path).read_bytes()
+    env.add_repo(GGUF_REPO, {GGUF_NAME: body, "other-Q8_0.gguf": b"GGUF", "README.md": b"# model"})
+    return env, body
+
+
+def llamacpp(**context):
+    return {
+        "engine": "llamacpp",
+        "model_id": GGUF_REPO,
+        "gguf_file": GGUF_NAME,
+        "instance_type": "ml.g6.xlarge",
+        **context,
+    }
+
+
+def test_llamacpp_records_the_gguf_header_read_by_ranges_and_checks_it_at_synth(gguf_hub, tmp_path):
+    hub, body = gguf_hub
+    record = tmp_path / "model-facts.json"
+    known = FactsSource(record).facts_for(GGUF_REPO, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert known.facts is not None, known.missing
+    gguf = json.loads(record.read_text())["models"][f"{GGUF_REPO}@main"]["gguf"]
+    assert gguf["file"] == GGUF_NAME and gguf["metadata"]["qwen35moe.context_length"] == 262144
+    assert known.facts.weight_bytes == len(body)  # the named model only, not the other GGUF
+    assert all(r.range for r in hub.requests if r.file == GGUF_NAME)  # ranges, never the whole file
+    # 10 full-attention layers x 20 KiB per token: 8 sequences of 262,144 tokens need 40 GiB, more than an L4.
+    problems = synth_problems(record, **llamacpp(max_model_len="262144", preflight_sequences="8"))
+    assert len(problems) == 1 and problems[0].startswith("instance_type=ml.g6.xlarge (1 x NVIDIA L4, 24 GB): ")
+    assert "concurrency does not fit: max_num_seqs=8 sequences of 262,144 tokens" in problems[0]
+
+
+def test_an_entry_recorded_for_another_engine_is_looked_up_again_for_llama_cpp(gguf_hub, tmp_path):
+    hub, body = gguf_hub
+    both = "acme/both-formats"  # safetensors with config.json, and a GGUF of the same model
+    hub.add_repo(both, {**hub_models.repo_files(hub_models.QWEN3_32B, (1000,)), GGUF_NAME: body})
+    record = tmp_path / "model-facts.json"
+    FactsSource(record).facts_for(both, "main")  # recorded for a config.json engine: no header
+    assert "gguf" not in json.loads(record.read_text())["models"][f"{both}@main"]
+    known = FactsSource(record, lookup=False).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert known.facts is None  # the record cannot answer for llama.cpp, and lookups are off
+    again = FactsSource(record).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert again.facts is not None and again.facts.gguf["file"] == GGUF_NAME
+    assert again.facts.weight_bytes == len(body)
