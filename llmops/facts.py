@@ -21,13 +21,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from constructs_lib.names import SHA
 from preflight import select_weight_files
 from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
 
@@ -35,7 +35,6 @@ RECORD = "model-facts.json"
 METADATA_KEY = "LlmOps::ModelFacts"  # the template's Metadata entry: what synth checked (llmops.summary reads it)
 SCHEMA = 1
 LOOKUP_TIMEOUT_S = 10.0
-SHA = re.compile(r"[0-9a-f]{40}")
 REFRESH = "python -m llmops.facts refresh"
 HEADER = (
     "Model facts cdk synth looked up on the Hugging Face Hub (commit SHA, config.json, file sizes), read back by "

@@ -558,7 +558,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
     return Source(config, weight_bytes, notes, f"--model-s3-uri {args.model_s3_uri}")
 
 
-# The flags -c replaces: with -c / --context-file the deployment's context keys say these.
+# The flags -c replaces, with the context key that says it instead (None: a deployment has no such key).
 CONTEXT_REPLACES = {
     "model_id": "model_id",
     "config": None,
@@ -571,6 +571,9 @@ CONTEXT_REPLACES = {
     "gpu_count": "gpu_count",
     "gpu_memory_gib": "gpu_memory_gib",
     "max_model_len": "max_model_len",
+    "max_num_seqs": "preflight_sequences",
+    "kv_cache_dtype": "engine_env",
+    "gpu_memory_utilization": "engine_env",
     "engine": "engine",
 }
 
@@ -588,7 +591,12 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         if getattr(args, flag) not in (None, parser.get_default(flag))
     ]
     if given:
-        keys = ", ".join(f"{f} (-c {CONTEXT_REPLACES[f[2:].replace('-', '_')] or 'model_id'}=...)" for f in given)
+
+        def instead(flag: str) -> str:
+            key = CONTEXT_REPLACES[flag[2:].replace("-", "_")]
+            return f"{flag} (-c {key}=...)" if key else f"{flag} (no context key: not with -c)"
+
+        keys = ", ".join(instead(f) for f in given)
         print(f"error: give the deployment as context keys only, not also as flags: {keys}", file=sys.stderr)
         return 2
     from constructs_lib import get_engine

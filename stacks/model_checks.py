@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
+from constructs_lib.names import SHA, matches
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
 from preflight.context import engine_context_limit
 from preflight.gguf import estimate_gguf_fit, gguf_config
@@ -24,7 +25,6 @@ from .config import DeploymentConfig
 if TYPE_CHECKING:
     from llmops.facts import Known
 
-SHA_LENGTH = 40
 # Problems that already start with the context key they are about; the others are about the instance.
 KEY_LED = ("max_model_len=", "tensor_parallel_size=")
 
@@ -44,10 +44,6 @@ class FactsStatus:
         return found
 
 
-def _is_sha(revision: str) -> bool:
-    return len(revision) == SHA_LENGTH and all(c in "0123456789abcdef" for c in revision)
-
-
 def not_checked(why: str) -> FactsStatus:
     return FactsStatus(False, f"fit not checked at synth: {why}; the deploy preflight checks it before any GPU starts")
 
@@ -63,7 +59,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         return config, not_checked(str(known.missing)), []
 
     pinned_from = None
-    if not _is_sha(config.revision) and facts.sha:
+    if not matches(SHA, config.revision) and facts.sha:
         pinned_from = config.revision
         config = dataclasses.replace(config, revision=facts.sha)
     where = f"{facts.repo_id}@{facts.sha[:12]} {known.origin}"

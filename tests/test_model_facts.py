@@ -148,6 +148,15 @@ def test_plan_offline_exits_3_with_one_line(env, monkeypatch, capsys):
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_the_old_flags_refuse_the_llama3_context_too(env, capsys):
+    # The plan bug: rope_type llama3 was read as extending the context, so 200,000 said FITS with exit 0.
+    assert plan_main(["--model-id", LLAMA, "--instance-type", "ml.g6e.12xlarge", "--max-model-len", "200000"]) == 1
+    out = capsys.readouterr().out
+    assert "max_model_len=200000: above the longest context the engine accepts for this model, 131,072" in out
+    assert "DOES NOT FIT" in out
+    assert plan_main(["--model-id", LLAMA, "--max-model-len", "200000"]) == 1  # the ranking: no type fits it
+
+
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
@@ -156,6 +165,8 @@ def test_plan_offline_exits_3_with_one_line(env, monkeypatch, capsys):
         (["-c", "no_such_key=1"], "no_such_key: unknown context key"),
         (["-c", "model_id"], "expected key=value"),
         (["-c", f"model_id={LLAMA}", "--instance-type", "ml.g6.xlarge"], "not also as flags: --instance-type"),
+        (["-c", f"model_id={LLAMA}", "--max-num-seqs", "4"], "--max-num-seqs (-c preflight_sequences=...)"),
+        (["--context-file", "cdk.json", "--config", "c.json"], "--config (no context key: not with -c)"),
         (["--context-file", "/nonexistent/cdk.json"], "--context-file /nonexistent/cdk.json: cannot read it"),
     ],
 )
