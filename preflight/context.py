@@ -23,6 +23,7 @@ here (it rarely states less), so the limit may be higher than vLLM's in that cas
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -61,7 +62,8 @@ class ContextLimit:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+    """A positive finite number, else None (config.json is hostile input: JSON parsers accept Infinity, NaN)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         return None
     return float(value)
 
@@ -110,6 +112,8 @@ def engine_context_limit(cfg: Mapping[str, Any]) -> ContextLimit | None:
             scaled_by = rope_type
         if factor != 1.0:
             derived *= factor
+            if not math.isfinite(derived):  # a finite factor times a finite length can still overflow
+                return None
             how += f" x rope_scaling {scaled_by} factor {factor:g} = {int(derived):,}"
     tokens = int(derived)
     return ContextLimit(

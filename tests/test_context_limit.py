@@ -91,3 +91,20 @@ def test_qwen3_32b_at_131072_needs_its_yarn_scaling():
 def test_a_multimodal_config_is_limited_by_its_text_model():
     config = {"architectures": ["X"], "text_config": {**MISTRAL_SMALL_24B}, "vision_config": {}}
     assert engine_context_limit(text_config(config)).tokens == 32_768
+
+
+@pytest.mark.parametrize(
+    "rope",
+    [
+        {"rope_type": "yarn", "factor": float("inf")},
+        {"rope_type": "linear", "factor": float("nan")},
+        {"rope_type": "linear", "factor": "4"},
+        {"rope_type": "yarn", "factor": 1e308, "original_max_position_embeddings": 1e308},
+        {"rope_type": ["yarn"], "factor": 2},
+    ],
+)
+def test_hostile_rope_values_never_raise(rope):
+    limit = engine_context_limit({"max_position_embeddings": 4096, "rope_scaling": rope})
+    assert limit is None or limit.tokens >= 4096
+    problem = context_problem({"max_position_embeddings": 4096, "rope_scaling": rope}, 10**6)
+    assert problem is None if limit is None else problem.startswith("max_model_len=1000000: above")
