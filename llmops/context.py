@@ -35,9 +35,18 @@ def uses_context(args: argparse.Namespace) -> bool:
     return bool(args.context) or args.context_file is not None
 
 
+NO_APP = (
+    "-c and --context-file read this app's context keys (stacks/context_keys.py), which the installed library "
+    "does not have: run the command from the app's repository, or give the model with the flags"
+)
+
+
 def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | str:
     """The layered context, or a one-line error."""
-    from stacks.context_keys import KEYS
+    try:
+        from stacks.context_keys import KEYS
+    except ImportError:  # llmops installed as a library, outside this app
+        return NO_APP
 
     context: dict[str, Any] = {key.name: key.default for key in KEYS if key.default is not None}
     if context_file is not None:
@@ -60,12 +69,12 @@ def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | 
 
 def load_config(pairs: list[str], context_file: Path | None) -> Any:
     """The validated DeploymentConfig, or 2 after printing each problem on one line (never a traceback)."""
-    from stacks.config import ConfigError, DeploymentConfig
-
     context = context_of(pairs, context_file)
     if isinstance(context, str):
         print(f"error: {context}", file=sys.stderr)
         return 2
+    from stacks.config import ConfigError, DeploymentConfig
+
     try:
         return DeploymentConfig.from_context(context)
     except ConfigError as e:

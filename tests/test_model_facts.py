@@ -314,3 +314,12 @@ def test_an_entry_recorded_for_another_engine_is_looked_up_again_for_llama_cpp(g
     again = FactsSource(record).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
     assert again.facts is not None and again.facts.gguf["file"] == GGUF_NAME
     assert again.facts.weight_bytes == len(body)
+
+
+def test_outside_the_app_the_context_flags_say_so_in_one_line(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "stacks.context_keys", None)  # as in the installed library: no stacks/
+    assert plan_main(["-c", f"model_id={LLAMA}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: -c and --context-file read this app's context keys") and err.count("\n") == 1
