@@ -606,14 +606,14 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     config = load_config(args.context, args.context_file)
     if isinstance(config, int):
         return config
-    if config.gguf_file:
+    engine = get_engine(config.engine)
+    if config.gguf_file or engine.model_format == "gguf":
         print(
-            f"error: gguf_file={config.gguf_file!r}: plan reads a GGUF header from a file; use --gguf PATH or "
-            "s3://bucket/key.gguf with the other flags",
+            f"error: engine={engine.name!r} (gguf_file={config.gguf_file!r}): plan reads a GGUF header from a file; "
+            "use --gguf PATH or s3://bucket/key.gguf with the other flags (cdk synth checks it from model-facts.json)",
             file=sys.stderr,
         )
         return 2
-    engine = get_engine(config.engine)
     memory = engine.preflight_settings(config.engine_env)
     args.model_id = None if config.model_s3_uri else config.model_id
     args.model_s3_uri = config.model_s3_uri
