@@ -1,5 +1,8 @@
 """Where does a model fit, cheapest first, and will the GPU run its weight format? Before anything is deployed.
 
+    python -m llmops.plan -c model_id=meta-llama/Llama-3.1-8B-Instruct -c instance_type=ml.g6e.12xlarge \
+        -c max_model_len=65536                      # the context keys cdk synth takes (make plan ARGS=...)
+    python -m llmops.plan --context-file cdk.json -c max_model_len=131072
     python -m llmops.plan --model-id Qwen/Qwen3-32B --max-model-len 32768 [--region us-west-2] [--json]
     python -m llmops.plan --model-id Qwen/Qwen3-8B --instance-type ml.g6.xlarge --max-model-len 32768
     python -m llmops.plan --config config.json --weights-bytes 16381470000 --max-model-len 32768
@@ -20,7 +23,12 @@ in ``--region``: GPUs, tensor parallel size, the largest context, full-length se
 it prints the detailed per-GPU report for that type. ``--json`` prints either as JSON. The memory formula
 is in ``preflight/memory_fit.py``; the weight-format table in ``preflight/data/weight_formats.json``.
 
-Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments, 3 could not read S3 or the Hub.
+With ``-c key=value`` / ``--context-file`` the deployment is read exactly as ``cdk synth`` reads it
+(llmops/context.py: the context-key registry and DeploymentConfig's checks) and checked as the deploy
+preflight checks it, from ``model-facts.json`` when the model is recorded there (no network), else the Hub.
+
+Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments or context, 3 could not read S3 or the Hub;
+each error is one line, never a traceback.
 """
 
 from __future__ import annotations
