@@ -99,6 +99,7 @@ SUITES = (
             "tests/test_memory_fit_layers.py",
             "tests/test_memory_fit_refusals.py",
             "tests/test_memory_fit_inputs.py",
+            "tests/test_context_limit.py",
             "tests/test_calibration.py",
             "tests/test_formats.py",
             "tests/test_checkpoint_code.py",
