@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean mutation test-llamacpp test-package
+.PHONY: setup synth test lint format clean mutation test-llamacpp test-package plan facts
 
 # uv (from PyPI, pinned) installs the environment in a fraction of pip's time; pip is the fallback when uv
 # cannot be installed (no pip for python3, an offline mirror without it). Either way the same pins install.
@@ -48,6 +48,14 @@ synth: setup
 	$(CDK) synth --quiet $(ARGS)
 	$(BIN)/cfn-lint --ignore-checks $(CFN_LINT_IGNORE) -- cdk.out/*.template.json && echo "cfn-lint: clean"
 	@$(BIN)/python -m llmops.summary cdk.out
+
+# The model checks before deploying, with the context keys cdk synth takes: make plan ARGS='-c max_model_len=65536'
+plan: setup
+	$(BIN)/python -m llmops.plan --context-file cdk.json $(ARGS)
+
+# Look the configured Hub model up again and rewrite its entry in model-facts.json (commit the file).
+facts: setup
+	$(BIN)/python -m llmops.facts refresh --context-file cdk.json $(ARGS)
 
 lint: setup
 	$(BIN)/ruff check .

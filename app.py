@@ -3,6 +3,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # Warnings without their construct's creation stack trace (a bare "program.js:1:NNNN" line otherwise).
@@ -12,13 +13,29 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import Refusal
-from stacks.config import DeploymentConfig
+from llmops.facts import RECORD, FactsSource
+from stacks.config import ConfigError, DeploymentConfig
 from stacks.llm_endpoint_stack import LlmEndpointStack
+from stacks.model_checks import apply_model_facts
+
+# The recorded Hub lookups, beside cdk.json (as cdk.context.json is): llmops/facts.py.
+FACTS = Path(__file__).resolve().parent / RECORD
 
 
-def build_app(app: cdk.App) -> cdk.App:
+def build_app(app: cdk.App, *, facts: FactsSource | None = None) -> cdk.App:
+    """facts: where the model's Hub facts are recorded (and looked up when missing). Default: none, so the
+    model checks wait for the deploy preflight (the tests' default: no network)."""
     config = DeploymentConfig.from_context(app.node.get_all_context())
-    LlmEndpointStack(app, config.stack_name, config=config)
+    # The lookup is a step of the app, like CDK's own context lookups: the facts come from the record when
+    # it has them, from the Hub (then recorded) when not; the checks then refuse what cannot run.
+    known = None
+    if facts is not None and not config.model_s3_uri:
+        gguf = config.engine_spec.model_format == "gguf"  # llama.cpp: the GGUF header, not config.json
+        known = facts.facts_for(config.model_id, config.revision, gguf=gguf, gguf_file=config.gguf_file)
+    config, status, problems = apply_model_facts(config, known)
+    if problems:
+        raise ConfigError(problems)
+    LlmEndpointStack(app, config.stack_name, config=config, model_facts=status)
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 
@@ -26,7 +43,7 @@ def build_app(app: cdk.App) -> cdk.App:
 def main() -> int:
     app = cdk.App()
     try:
-        build_app(app)
+        build_app(app, facts=FactsSource(FACTS))
     except Refusal as e:  # the context's keys (ConfigError) or a construct's props: one format
         print(e, file=sys.stderr)
         return 2

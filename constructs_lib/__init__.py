@@ -25,7 +25,7 @@ from .engines import (
     looks_secret,
     remote_code_keys,
 )
-from .format_guard import weight_format_flags
+from .format_guard import nearest_capable, weight_format_flags
 from .gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
 from .gguf_file import GGUF_FILE, staging_patterns
 from .gpu_endpoint import GpuEndpoint
@@ -105,6 +105,7 @@ __all__ = [
     "known_instance_types",
     "looks_secret",
     "lookup_instance",
+    "nearest_capable",
     "parse_s3_uri",
     "plan_endpoint",
     "plan_scaling",

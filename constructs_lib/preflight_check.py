@@ -127,8 +127,9 @@ class DeploymentPreflight(Construct):
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
             granted to the handler, and when it has a ``dependable`` (staging) the preflight waits for it.
         :param instance_type: the endpoint's instance type, e.g. ``ml.g6.xlarge``.
-        :param max_model_len: context length that must fit. Default: the model's own limit
-            (``max_position_embeddings`` in config.json), which is what the engines use when none is set.
+        :param max_model_len: context length that must fit; above the longest context the engine accepts for
+            the model it is refused. Default: that longest context (``max_position_embeddings``, rope scaling as
+            vLLM applies it: preflight/context.py), which is what the engines use when none is set.
         :param gpu_count: GPUs per instance, for types the catalog lacks. Default: from the catalog.
         :param gpu_memory_gib: nominal memory per GPU, for types the catalog lacks. Default: from the catalog.
         :param tensor_parallel_size: GPUs one model copy spans. Default: every GPU of the instance.

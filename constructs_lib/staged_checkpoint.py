@@ -244,6 +244,14 @@ class StagedCheckpoint(Construct):
             bucket_owner = cdk.Aws.ACCOUNT_ID
         self.prefix = prefix
         pinned = matches(SHA, revision)
+        if not pinned and not cdk.Token.is_unresolved(revision):
+            # As a floating image tag warns (endpoint_plan): the same deploy may stage other weights next time.
+            cdk.Annotations.of(self).add_warning_v2(
+                "llm:floating-revision",
+                f"revision={revision!r} is a branch or tag: a redeploy after a new commit stages other weights. "
+                "Pin a commit SHA (the ModelRevision output names the one a deploy got; the app pins it at synth "
+                "from model-facts.json).",
+            )
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
         self._read_scope = S3ModelData(
             self.bucket,

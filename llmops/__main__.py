@@ -14,6 +14,7 @@ from collections.abc import Sequence
 # subcommand -> module of this package (a hyphen in the command, an underscore in the module)
 COMMANDS = {
     "plan": "plan",
+    "facts": "facts",
     "invoke": "invoke",
     "bench": "bench",
     "playground": "playground",

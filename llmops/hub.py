@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,7 @@ class HubModel:
     weight_files: tuple[str, ...]
     gated: bool
     notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int] = field(default_factory=dict)  # every file of the revision, with its size
 
 
 def endpoint() -> str | None:
@@ -85,21 +87,35 @@ def _explain(error: Exception, repo_id: str, revision: str | None, token: str | 
         return HubError(f"{repo_id}: repository not found on {endpoint() or 'the Hub'}{hint}")
     if isinstance(error, EntryNotFoundError):
         return HubError(f"{where} has no {CONFIG}: plan needs a transformers-style checkpoint")
-    return HubError(f"could not read {where} from {endpoint() or 'the Hub'}: {type(error).__name__}: {error}")
+    return HubError(
+        f"could not read {where} from {endpoint() or 'https://huggingface.co'}: {type(error).__name__}: "
+        f"{str(error).splitlines()[0] if str(error) else 'no answer'}"
+    )
 
 
-def fetch_model(repo_id: str, revision: str | None = None, *, token: str | None = None) -> HubModel:
-    """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main)."""
+def fetch_model(
+    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+) -> HubModel:
+    """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main).
+
+    timeout: seconds per request. Default: huggingface_hub's (10 s for config.json's metadata request).
+    """
     from huggingface_hub import hf_hub_download
-    from huggingface_hub.errors import HfHubHTTPError
 
     api = _api(token)
     try:
-        info = api.model_info(repo_id, revision=revision, files_metadata=True)
+        info = api.model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
         path = hf_hub_download(
-            repo_id, CONFIG, revision=info.sha or revision, token=token or False, endpoint=endpoint()
+            repo_id,
+            CONFIG,
+            revision=info.sha or revision,
+            token=token or False,
+            endpoint=endpoint(),
+            etag_timeout=timeout or 10,
         )
-    except (HfHubHTTPError, OSError, ValueError) as e:
+    # The network boundary: huggingface_hub's own errors, and its HTTP client's (connection refused, DNS, TLS,
+    # timeouts) which are not OSError; each becomes one line, never a traceback.
+    except Exception as e:
         raise _explain(e, repo_id, revision, token) from None
     try:
         with open(path, encoding="utf-8") as f:
@@ -124,7 +140,51 @@ def fetch_model(repo_id: str, revision: str | None = None, *, token: str | None 
         weight_files=weights.files,
         gated=bool(info.gated),
         notes=notes,
+        sizes=sizes,
     )
+
+
+def fetch_files(
+    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+) -> tuple[str, dict[str, int]]:
+    """(commit SHA, every file's size) of ``repo_id`` at ``revision``; HubError when the Hub cannot answer."""
+    try:
+        info = _api(token).model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
+    except Exception as e:  # the network boundary, as in fetch_model
+        raise _explain(e, repo_id, revision, token) from None
+    return info.sha or revision or "main", {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+
+
+def gguf_reader(
+    repo_id: str, sha: str, path: str, *, token: str | None = None, timeout: float | None = None
+) -> Callable[[int, int], bytes]:
+    """Range GETs of one file on the Hub (``/resolve/<sha>/<path>``, redirected to its CDN for LFS files), for
+    :func:`preflight.gguf.read_header`: the header only, never the weights. HubError on a failed read."""
+    from huggingface_hub import get_session, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers
+
+    url = hf_hub_url(repo_id, path, revision=sha, endpoint=endpoint())
+    headers = build_hf_headers(token=token or False)
+
+    def read_at(offset: int, length: int) -> bytes:
+        try:
+            # httpx drops Authorization on a redirect to another origin (the CDN), as huggingface_hub relies on.
+            answer = get_session().get(
+                url,
+                headers={**headers, "Range": f"bytes={offset}-{offset + length - 1}"},
+                follow_redirects=True,
+                timeout=timeout or 10,
+            )
+        except Exception as e:
+            raise _explain(e, repo_id, sha, token) from None
+        if answer.status_code == 416:  # Range Not Satisfiable: past the end of the file
+            return b""
+        if answer.status_code not in (200, 206):
+            raise HubError(f"could not read {repo_id}@{sha[:12]}/{path}: HTTP {answer.status_code}")
+        body = answer.content
+        return body if answer.status_code == 206 else body[offset : offset + length]
+
+    return read_at
 
 
 def quantized_variants(repo_id: str, *, token: str | None = None, limit: int = VARIANTS_SHOWN) -> list[str]:

@@ -1,5 +1,8 @@
 """Where does a model fit, cheapest first, and will the GPU run its weight format? Before anything is deployed.
 
+    python -m llmops.plan -c model_id=meta-llama/Llama-3.1-8B-Instruct -c instance_type=ml.g6e.12xlarge \
+        -c max_model_len=65536                      # the context keys cdk synth takes (make plan ARGS=...)
+    python -m llmops.plan --context-file cdk.json -c max_model_len=131072
     python -m llmops.plan --model-id Qwen/Qwen3-32B --max-model-len 32768 [--region us-west-2] [--json]
     python -m llmops.plan --model-id Qwen/Qwen3-8B --instance-type ml.g6.xlarge --max-model-len 32768
     python -m llmops.plan --config config.json --weights-bytes 16381470000 --max-model-len 32768
@@ -20,7 +23,12 @@ in ``--region``: GPUs, tensor parallel size, the largest context, full-length se
 it prints the detailed per-GPU report for that type. ``--json`` prints either as JSON. The memory formula
 is in ``preflight/memory_fit.py``; the weight-format table in ``preflight/data/weight_formats.json``.
 
-Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments, 3 could not read S3 or the Hub.
+With ``-c key=value`` / ``--context-file`` the deployment is read exactly as ``cdk synth`` reads it
+(llmops/context.py: the context-key registry and DeploymentConfig's checks) and checked as the deploy
+preflight checks it, from ``model-facts.json`` when the model is recorded there (no network), else the Hub.
+
+Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments or context, 3 could not read S3 or the Hub;
+each error is one line, never a traceback.
 """
 
 from __future__ import annotations
@@ -38,18 +46,21 @@ from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_in
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
 from constructs_lib.prices import UNKNOWN, Price, hours_per_month
+from llmops.context import add_context_arguments, uses_context
+from llmops.facts import RECORD
 from llmops.price_list import price
 from preflight import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     KV_CACHE_DTYPES,
     MemoryFit,
-    estimate_memory_fit,
     format_table,
     select_weight_files,
     tp_divides_heads,
 )
-from preflight.formats import FormatCheck, check_checkpoint
-from preflight.memory_fit import largest_context_for
+from preflight.context import engine_context_limit
+from preflight.formats import FormatCheck
+from preflight.memory_fit import largest_context_for, text_config
+from preflight.model_check import check_model
 from preflight.weights import SAFETENSORS_INDEX
 
 MANIFEST = ".hf-model-manifest.json"
@@ -193,15 +204,19 @@ def instances_that_fit(
     found: dict[tuple[str, int], InstanceSpec] = {}
     for instance_type in known_instance_types():
         spec = lookup_instance(instance_type)
-        if spec is None or tp_divides_heads(config, spec.gpu_count):
+        if spec is None:
             continue
-        if not check_checkpoint(config, engine=engine, compute_capability=spec.compute_capability).ok:
-            continue
-        fit = estimate_memory_fit(
-            config, weight_bytes=weight_bytes, gpu_count=spec.gpu_count, gpu_memory_gib=spec.gpu_memory_gib, **settings
+        checked = check_model(
+            config,
+            weight_bytes=weight_bytes,
+            gpu_count=spec.gpu_count,
+            gpu_memory_gib=spec.gpu_memory_gib,
+            compute_capability=spec.compute_capability,
+            engine=engine,
+            **settings,
         )
         key = (spec.gpu_model, spec.gpu_count)
-        if fit.fits and (key not in found or _size_rank(instance_type) < _size_rank(found[key].instance_type)):
+        if checked.ok and (key not in found or _size_rank(instance_type) < _size_rank(found[key].instance_type)):
             found[key] = spec
     return sorted(found.values(), key=lambda s: (s.total_gpu_memory_gib, s.gpu_count, s.instance_type))
 
@@ -253,21 +268,20 @@ def evaluate(
 
     ``gpu_label`` names the GPU in format warnings. Default: the instance type and its GPU model.
     """
-    fit = estimate_memory_fit(
+    checked = check_model(
         config,
         weight_bytes=weight_bytes,
         gpu_count=spec.gpu_count,
         gpu_memory_gib=spec.gpu_memory_gib,
-        tensor_parallel_size=tensor_parallel_size,
-        **settings,
-    )
-    formats = check_checkpoint(
-        config,
-        engine=engine,
         compute_capability=spec.compute_capability,
+        engine=engine,
+        tensor_parallel_size=tensor_parallel_size,
         gpu=gpu_label or f"{spec.instance_type} ({spec.gpu_model})",
         alternatives=nearest_capable(spec, region) if spec.in_catalog else None,
+        **settings,
     )
+    fit, formats = checked.fit, checked.formats
+    assert fit is not None and formats is not None  # nothing skipped
     margin, headroom = margin_of(fit, formats)
     largest = fit.max_model_len_that_fits
     if fit.context_limit is not None:
@@ -440,7 +454,8 @@ def _fit_json(fit: MemoryFit) -> dict[str, Any]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.plan", description=__doc__.split("\n\n")[0])
-    source = parser.add_mutually_exclusive_group(required=True)
+    add_context_arguments(parser)  # -c key=value, --context-file: the deployment exactly as cdk synth reads it
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--model-id", help="a Hugging Face Hub repository, e.g. Qwen/Qwen3-32B")
     source.add_argument("--config", type=Path, help="a model's config.json (needs --weights-bytes)")
     source.add_argument("--model-s3-uri", help="s3://bucket/prefix/ of a staged checkpoint")
@@ -454,7 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--instance-type", help="e.g. ml.g6e.2xlarge: the detailed report for that type. Default: rank every type"
     )
-    parser.add_argument("--max-model-len", type=positive_int, required=True, help="context length in tokens")
+    parser.add_argument(
+        "--max-model-len",
+        type=positive_int,
+        help="context length in tokens. Default: the longest the engine accepts for the model (as engines do)",
+    )
     parser.add_argument(
         "--tensor-parallel-size", type=positive_int, help="GPUs the model is split over. Default: all of them"
     )
@@ -516,8 +535,22 @@ class Source:
 def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: Any) -> Source | int:
     """The model's config.json and weight bytes from the flag the user gave; an exit code on a read failure."""
     if args.model_id is not None:
+        from llmops.facts import FactsError, FactsRecord
         from llmops.hub import HubError, fetch_model, read_token
 
+        if args.facts_record is not None and args.weights_bytes is None:  # what synth recorded: no network
+            try:
+                recorded = FactsRecord.load(args.facts_record).find(args.model_id, args.revision or "main")
+            except FactsError as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+            if recorded is not None:
+                note = (
+                    f"weights: {recorded.weight_bytes:,} bytes of {args.model_id}@{recorded.sha[:12]}, recorded in "
+                    f"{args.facts_record.name} (looked up {recorded.looked_up}; python -m llmops.facts refresh)"
+                )
+                flag = f"-c model_id={args.model_id}"
+                return Source(recorded.config, recorded.weight_bytes, [note], flag, args.model_id)
         try:
             token = read_token(args.hf_token_secret_arn)
             model = fetch_model(args.model_id, args.revision, token=token)
@@ -528,7 +561,8 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
         if args.weights_bytes is not None:
             notes.append(f"weights: {args.weights_bytes:,} bytes as given by --weights-bytes (overrides the above)")
             weight_bytes = args.weights_bytes
-        return Source(model.config, weight_bytes, notes, f"--model-id {args.model_id}", args.model_id, token)
+        flag = f"-c model_id={args.model_id}" if args.facts_record else f"--model-id {args.model_id}"
+        return Source(model.config, weight_bytes, notes, flag, args.model_id, token)
     notes: list[str] = []
     if args.config is not None:
         if args.weights_bytes is None:
@@ -558,9 +592,94 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
     return Source(config, weight_bytes, notes, f"--model-s3-uri {args.model_s3_uri}")
 
 
+# The flags -c replaces, with the context key that says it instead (None: a deployment has no such key).
+CONTEXT_REPLACES = {
+    "model_id": "model_id",
+    "config": None,
+    "model_s3_uri": "model_s3_uri",
+    "gguf": "gguf_file",
+    "revision": "revision",
+    "hf_token_secret_arn": "hf_token_secret_arn",
+    "instance_type": "instance_type",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "gpu_count": "gpu_count",
+    "gpu_memory_gib": "gpu_memory_gib",
+    "max_model_len": "max_model_len",
+    "max_num_seqs": "preflight_sequences",
+    "kv_cache_dtype": "engine_env",
+    "gpu_memory_utilization": "engine_env",
+    "engine": "engine",
+}
+
+
+def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int | None:
+    """Fill ``args`` from the context keys (the registry's parsers, DeploymentConfig's checks); 2 on bad input.
+
+    The fit is checked as the deploy preflight checks it (stacks/llm_endpoint_stack.py ``_preflight``):
+    ``preflight_sequences`` full-length sequences, the KV-cache dtype, GPU memory share and dtype/quantization
+    flags that ``engine_env`` sets, tensor parallel size from the key or every GPU.
+    """
+    given = [
+        f"--{flag.replace('_', '-')}"
+        for flag in CONTEXT_REPLACES
+        if getattr(args, flag) not in (None, parser.get_default(flag))
+    ]
+    if given:
+
+        def instead(flag: str) -> str:
+            key = CONTEXT_REPLACES[flag[2:].replace("-", "_")]
+            return f"{flag} (-c {key}=...)" if key else f"{flag} (no context key: not with -c)"
+
+        keys = ", ".join(instead(f) for f in given)
+        print(f"error: give the deployment as context keys only, not also as flags: {keys}", file=sys.stderr)
+        return 2
+    from constructs_lib import get_engine
+    from constructs_lib.format_guard import weight_format_flags
+    from llmops.context import load_config
+
+    config = load_config(args.context, args.context_file)
+    if isinstance(config, int):
+        return config
+    engine = get_engine(config.engine)
+    if config.gguf_file or engine.model_format == "gguf":
+        print(
+            f"error: engine={engine.name!r} (gguf_file={config.gguf_file!r}): plan reads a GGUF header from a file; "
+            "use --gguf PATH or s3://bucket/key.gguf with the other flags (cdk synth checks it from model-facts.json)",
+            file=sys.stderr,
+        )
+        return 2
+    memory = engine.preflight_settings(config.engine_env)
+    args.model_id = None if config.model_s3_uri else config.model_id
+    args.model_s3_uri = config.model_s3_uri
+    args.revision = None if config.model_s3_uri else config.revision
+    args.hf_token_secret_arn = config.hf_token_secret_arn
+    args.instance_type, args.gpu_count, args.gpu_memory_gib = (
+        config.instance_type,
+        config.gpu_count,
+        config.gpu_memory_gib,
+    )
+    args.tensor_parallel_size, args.max_model_len = config.tensor_parallel_size, config.max_model_len
+    args.max_num_seqs = config.preflight_sequences
+    args.kv_cache_dtype = memory.get("kv_cache_dtype", "auto")
+    args.gpu_memory_utilization = memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
+    args.engine = engine.name
+    args.format_flags = {k: v for k, v in weight_format_flags(engine, config.engine_env).items() if v}
+    args.facts_record = (args.context_file.parent if args.context_file else Path.cwd()) / RECORD
+    return None
+
+
 def _plan(argv: list[str] | None, s3_client: Any) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.format_flags, args.facts_record = {}, None
+    if uses_context(args):
+        if (failed := _from_context(args, parser)) is not None:
+            return failed
+    elif args.model_id is None and args.config is None and args.model_s3_uri is None and args.gguf is None:
+        parser.error(
+            "give the model: -c model_id=... (and the other context keys cdk synth takes), or one of --model-id, "
+            "--config, --model-s3-uri, --gguf"
+        )
     for flag, value in (("--revision", args.revision), ("--hf-token-secret-arn", args.hf_token_secret_arn)):
         if value is not None and args.model_id is None:
             parser.error(f"argument {flag}: only with --model-id")
@@ -590,16 +709,26 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
     if args.gguf is not None:
         from llmops.plan_gguf import plan_gguf
 
+        if args.max_model_len is None:
+            parser.error("argument --max-model-len: required with --gguf")
+
         return plan_gguf(args, spec, parser, s3_client)
     source = _load(args, parser, s3_client)
     if isinstance(source, int):
         return source
+    if args.max_model_len is None:  # what engines use when none is given
+        limit = engine_context_limit(text_config(source.config))
+        if limit is None:
+            parser.error("argument --max-model-len (-c max_model_len): needed, config.json states no context limit")
+        args.max_model_len = limit.tokens
+        source.notes.append(f"max_model_len: {limit.tokens:,}, the longest the engine accepts ({limit.how})")
     settings = {
         "max_model_len": args.max_model_len,
         "max_num_seqs": args.max_num_seqs,
         "kv_cache_dtype": args.kv_cache_dtype,
         "gpu_memory_utilization": args.gpu_memory_utilization,
         "max_num_batched_tokens": args.max_num_batched_tokens,
+        **args.format_flags,  # dtype / quantization that engine_env sets (with -c)
     }
     try:
         tp_divides_heads(source.config, 1)  # reads the attention layout: a bad config.json is a bad argument

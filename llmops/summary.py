@@ -1,4 +1,4 @@
-"""Print what ``cdk synth`` produced: one block per stack with its endpoint settings and what it costs.
+"""Print what ``cdk synth`` produced: per stack, what synth checked, then one block per model and what it costs.
 
 python -m llmops.summary cdk.out [--region us-west-2]
 
@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.prices import hours_per_month
+from llmops.facts import METADATA_KEY
 from llmops.price_list import price
 
 DEFAULT_REGION = "us-east-1"
@@ -83,11 +84,17 @@ def cost_lines(variant: dict, region: str) -> list[str]:
 SHA = re.compile(r"[0-9a-f]{40}")
 
 
-def checkpoint_lines(props: dict) -> list[str]:
-    """The staged model: repository, revision (and whether it is pinned), the token secret by name only."""
+def checkpoint_lines(props: dict, pinned_from: str | None = None) -> list[str]:
+    """The staged model: repository, revision (and whether it is pinned), the token secret by name only.
+
+    pinned_from: the floating revision synth pinned to this commit from the recorded Hub facts."""
     revision = str(props.get("Revision", "main"))
     pinned = (
-        "pinned" if SHA.fullmatch(revision) else "not pinned: resolved to a commit at deploy, see output ModelRevision"
+        "not pinned: resolved to a commit at deploy, see output ModelRevision"
+        if not SHA.fullmatch(revision)
+        else f"pinned at synth: revision {pinned_from!r} as recorded in model-facts.json"
+        if pinned_from
+        else "pinned"
     )
     secret = props.get("TokenSecretArn") or ""
     secret_name = secret.rsplit(":", 1)[-1] if isinstance(secret, str) and secret else "none (a public repository)"
@@ -118,55 +125,130 @@ def _config_of_model(resources: dict, model_id: str) -> tuple[bool, dict | None]
     return False, None
 
 
+def _targets(value: object) -> set[str]:
+    """Every logical ID a value names through ``Ref`` or ``Fn::GetAtt``, at any depth."""
+    found: set[str] = set()
+    if isinstance(value, dict):
+        if (target := _target(value)) is not None:
+            found.add(target)
+        for item in value.values():
+            found |= _targets(item)
+    elif isinstance(value, list):
+        for item in value:
+            found |= _targets(item)
+    return found
+
+
+def _image_text(image: object) -> str:
+    if isinstance(image, dict) and "Fn::Join" in image:
+        return "<DLC registry>/" + str(image["Fn::Join"][1][-1]).split("/", 1)[-1]
+    if isinstance(image, dict) and "Fn::Sub" in image:  # a DockerImageAsset in the CDK asset repository
+        return "<CDK asset repository>:" + str(image["Fn::Sub"]).rsplit(":", 1)[-1] + " (built at deploy)"
+    return str(image)
+
+
+def _engine_of(image: str, description: str) -> str:
+    """The engine whose DLC repository the image names (constructs_lib/data/engines.json), else the stack's."""
+    from constructs_lib.engines import engine_names, get_engine
+
+    repository = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
+    for name in engine_names():
+        if get_engine(name).repository == repository:
+            return name
+    said = re.search(r" with (\S+) \(SageMaker endpoint\)$", description)  # LlmEndpointStack's description
+    return said[1] if said else "unknown (not a known engine image)"
+
+
+def _variant_lines(variant: dict, region: str, copies: object = None, indent: str = "    ") -> list[str]:
+    head = f"{indent}variant {variant.get('VariantName')}: {variant.get('InitialInstanceCount')} x "
+    head += f"{variant.get('InstanceType')}, AMI {variant.get('InferenceAmiVersion', 'SageMaker default')}"
+    if copies is not None:
+        head += f"; copy count {copies}"
+    return [head] + [indent[2:] + line for line in cost_lines(variant, region)]
+
+
+def _model_block(
+    resources: dict, logical_id: str, region: str, facts: dict, description: str, shown: set[int]
+) -> list[str]:
+    """One Model: what it serves (repository, revision, secret), how (engine, image, mode), where, and the cost."""
+    props = resources[logical_id].get("Properties", {})
+    served_by_component, component_config = _config_of_model(resources, logical_id)
+    mode = "inference-component" if served_by_component else "standard"
+    lines = [f"  model {logical_id} ({mode}):"]
+    checkpoints = [lid for lid, r in resources.items() if r["Type"] == "Custom::StagedCheckpoint"]
+    named = [lid for lid in checkpoints if lid in _targets(props)]
+    staged = named or (checkpoints if len(checkpoints) == 1 else [])
+    if staged:
+        lines += [
+            f"  {line}"
+            for line in checkpoint_lines(resources[staged[0]].get("Properties", {}), facts.get("PinnedFrom"))
+        ]
+    else:
+        source = props.get("PrimaryContainer", {}).get("ModelDataSource", {}).get("S3DataSource", {}).get("S3Uri")
+        lines.append(f"    model: {source if isinstance(source, str) else 'an S3 prefix'} (given, not staged)")
+    container = props.get("PrimaryContainer", {})
+    image = _image_text(container.get("Image"))
+    lines.append(f"    engine: {_engine_of(image, description)}")
+    lines.append(f"    image: {image}")
+    if not served_by_component:  # a standard endpoint's Model: its own flag isolates it
+        endpoint_flag = True
+    elif component_config is None:  # a component whose config cannot be followed: every config must isolate
+        endpoint_flag = all(
+            r.get("Properties", {}).get("EnableNetworkIsolation") is True
+            for r in resources.values()
+            if r["Type"] == "AWS::SageMaker::EndpointConfig"
+        )
+    else:  # with inference components the endpoint config carries the flag as well
+        endpoint_flag = component_config.get("EnableNetworkIsolation") is True
+    lines.append(f"    network isolation: {props.get('EnableNetworkIsolation') is True and endpoint_flag}")
+    for key, value in sorted(container.get("Environment", {}).items()):
+        lines.append(f"    env {key}={value!r}")
+    if served_by_component:
+        for res in resources.values():
+            spec = res.get("Properties", {}).get("Specification", {})
+            if res["Type"] == "AWS::SageMaker::InferenceComponent" and _target(spec.get("ModelName")) == logical_id:
+                copies = res["Properties"].get("RuntimeConfig", {}).get("CopyCount")
+                for variant in (component_config or {}).get("ProductionVariants", []):
+                    shown.add(id(variant))
+                    lines += _variant_lines(variant, region, copies)
+    else:
+        for res in resources.values():
+            if res["Type"] != "AWS::SageMaker::EndpointConfig":
+                continue
+            for variant in res.get("Properties", {}).get("ProductionVariants", []):
+                if _target(variant.get("ModelName")) == logical_id:
+                    shown.add(id(variant))
+                    lines += _variant_lines(variant, region)
+    return lines
+
+
 def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
+    """The stack in lines: its resources, the model checks at synth, then one block per SageMaker Model."""
     resources = template.get("Resources", {})
     counts = Counter(r["Type"] for r in resources.values())
     lines = [
         f"  {len(resources)} resources: " + ", ".join(f"{t.split('::', 1)[1]} x{c}" for t, c in sorted(counts.items()))
     ]
-    # With inference components, containers are isolated only when the endpoint config says so as well.
-    component_mode = counts["AWS::SageMaker::InferenceComponent"] > 0
-    lines.append(f"  mode: {'inference-component' if component_mode else 'standard'}")
-    for res in resources.values():
-        if res["Type"] == "Custom::StagedCheckpoint":
-            lines += checkpoint_lines(res.get("Properties", {}))
-    endpoint_isolated = all(
-        r.get("Properties", {}).get("EnableNetworkIsolation") is True
-        for r in resources.values()
-        if r["Type"] == "AWS::SageMaker::EndpointConfig"
-    )
+    facts = template.get("Metadata", {}).get(METADATA_KEY) or {}
+    if facts.get("Line"):
+        lines.append(f"  {facts['Line']}")  # the model checks at synth: what was checked, or why not
+    description = str(template.get("Description", ""))
+    shown: set[int] = set()  # the variants a model block printed
     for logical_id, res in resources.items():
-        props = res.get("Properties", {})
         if res["Type"] == "AWS::SageMaker::Model":
-            container = props.get("PrimaryContainer", {})
-            image = container.get("Image")
-            if isinstance(image, dict) and "Fn::Join" in image:
-                image = "<DLC registry>/" + str(image["Fn::Join"][1][-1]).split("/", 1)[-1]
-            elif isinstance(image, dict) and "Fn::Sub" in image:  # a DockerImageAsset in the CDK asset repository
-                image = "<CDK asset repository>:" + str(image["Fn::Sub"]).rsplit(":", 1)[-1] + " (built at deploy)"
-            lines.append(f"  image: {image}")
-            served_by_component, config = _config_of_model(resources, logical_id)
-            if not served_by_component:  # a standard endpoint's Model: its own flag isolates it
-                endpoint_flag = True
-            elif config is None:  # a component whose config cannot be followed: every config must isolate
-                endpoint_flag = endpoint_isolated
-            else:
-                endpoint_flag = config.get("EnableNetworkIsolation") is True
-            isolated = props.get("EnableNetworkIsolation") is True and endpoint_flag
-            lines.append(f"  network isolation: {isolated}")
-            for key, value in sorted(container.get("Environment", {}).items()):
-                lines.append(f"  env {key}={value!r}")
+            lines += _model_block(resources, logical_id, region, facts, description, shown)
+    # Variants no Model block showed (a config whose model is not in this template): still an instance and a cost.
+    for res in resources.values():
+        if res["Type"] == "AWS::SageMaker::EndpointConfig":
+            for variant in res.get("Properties", {}).get("ProductionVariants", []):
+                if id(variant) not in shown:
+                    lines += _variant_lines(variant, region, indent="  ")
+    for res in resources.values():
+        props = res.get("Properties", {})
         if res["Type"] in ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent") and props.get(
             "DeploymentConfig"
         ):
             lines.append(f"  update policy: {update_policy(props['DeploymentConfig'])}")
-        if res["Type"] == "AWS::SageMaker::EndpointConfig":
-            for variant in props.get("ProductionVariants", []):
-                lines.append(
-                    f"  variant {variant.get('VariantName')}: {variant.get('InitialInstanceCount')} x "
-                    f"{variant.get('InstanceType')}, AMI {variant.get('InferenceAmiVersion', 'SageMaker default')}"
-                )
-                lines += cost_lines(variant, region)
     return lines
 
 

@@ -340,6 +340,7 @@ def estimate_gguf_fit(
         gpu_memory_utilization=LLAMACPP_GPU_MEMORY_UTILIZATION,
         overhead=LLAMACPP_OVERHEAD,
         usable_gpu_memory_bytes=usable_gpu_memory_bytes,
+        refuse_beyond_context=False,  # llama.cpp runs past the trained context (the warning below)
     )
     problems = [p for p in fit.problems if not p.startswith("tensor_parallel_size=")]
     warnings = [

@@ -67,6 +67,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .context import context_problem, engine_context_limit
+
 GIB = 1 << 30
 GB = 10**9
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.90
@@ -177,7 +179,7 @@ class MemoryFit:
     kv_cache_dtype: str  # as resolved: never "auto"
     kv_bytes_per_element: int
     attention: AttentionLayout
-    context_limit: int | None  # max_position_embeddings from config.json, when it gives one
+    context_limit: int | None  # the longest context the engine accepts (preflight.context), when config.json gives one
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
@@ -392,13 +394,6 @@ def context_limit(cfg: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
-def _rope_scaled(cfg: Mapping[str, Any]) -> bool:
-    rope = _first(cfg, "rope_scaling", "rope_parameters")
-    if not isinstance(rope, Mapping):
-        return False
-    return str(rope.get("rope_type") or rope.get("type") or "default") != "default"
-
-
 def tp_divides_heads(config: Mapping[str, Any], tp: int) -> str | None:
     """The problem with tensor parallel size ``tp`` for this model, or None.
 
@@ -445,6 +440,7 @@ def estimate_memory_fit(
     overhead: Overhead | None = None,
     usable_gpu_memory_bytes: int | None = None,
     max_num_batched_tokens: int | None = None,
+    refuse_beyond_context: bool = True,
 ) -> MemoryFit:
     """Estimate whether a checkpoint fits ``gpu_count`` GPUs of ``gpu_memory_gib`` (nominal) each.
 
@@ -458,6 +454,9 @@ def estimate_memory_fit(
     max_num_batched_tokens: the tokens of the engine's profiling pass (vLLM's ``max_num_batched_tokens``; with
     chunked prefill off, ``max_model_len``). Default: ``PROFILED_TOKENS`` (2048), the budget the overhead
     fraction was calibrated at; more tokens add ``Overhead.batched_token_activation`` activation per token.
+    refuse_beyond_context: a ``max_model_len`` above the longest context the engine accepts for the model
+    (:func:`preflight.context.engine_context_limit`, vLLM's rule) is a problem. Default: True; False (llama.cpp,
+    which runs past the trained context) makes it a warning.
     Raises ValueError for inputs no deployment could have (a TP larger than the GPU count, an unknown
     KV-cache dtype, a config.json without layer or head counts).
     """
@@ -478,7 +477,8 @@ def estimate_memory_fit(
     layout = attention_layout(config)
     kv_name, elem_bytes, dtype_note = _kv_dtype(cfg, kv_cache_dtype)
     bits, quant_note = _checkpoint_bits(cfg)
-    limit = context_limit(cfg)
+    engine_limit = engine_context_limit(cfg)
+    limit = engine_limit.tokens if engine_limit is not None else None
 
     usable = usable_gpu_memory_bytes if usable_gpu_memory_bytes is not None else round(gpu_memory_gib * GB)
     available = math.floor(usable * gpu_memory_utilization)
@@ -522,9 +522,13 @@ def estimate_memory_fit(
     warnings = []
     if tp < gpu_count:
         warnings.append(f"tensor_parallel_size={tp} uses {tp} of the instance's {gpu_count} GPUs; the rest stay idle")
-    if limit is not None and max_model_len > limit and not _rope_scaled(cfg):
+    if refuse_beyond_context:
+        largest = fit.max_model_len_that_fits or None  # 0: the weights do not fit, said by their own problem
+        if beyond := context_problem(cfg, max_model_len, largest_that_fits=largest):
+            problems.append(beyond)
+    elif (stated := context_limit(cfg)) is not None and max_model_len > stated:
         warnings.append(
-            f"max_model_len={max_model_len:,} exceeds the model's max_position_embeddings={limit:,}: engines "
+            f"max_model_len={max_model_len:,} exceeds the model's max_position_embeddings={stated:,}: engines "
             "refuse to start unless rope scaling is configured for the engine (vLLM: --hf-overrides)"
         )
 
@@ -668,7 +672,8 @@ def _shortfall(fit: MemoryFit) -> str | None:
             fp8_largest = _largest_context(fit.attention, tp, 1, budget, fit.context_limit)
             fp8 = [f"{FP8_KV_HINT}max_model_len up to {fp8_largest:,})"]
     if fit.full_length_sequences < 1:
-        ways = [f"Set max_model_len to at most {fit.max_model_len_that_fits:,}", *fp8, bigger, quantized]
+        largest = min(fit.max_model_len_that_fits, fit.context_limit or fit.max_model_len_that_fits)
+        ways = [f"Set max_model_len to at most {largest:,}", *fp8, bigger, quantized]
         return (
             f"KV cache does not fit: one {fit.max_model_len:,}-token sequence needs {_gib(sequence)} of KV cache per "
             f"GPU, but {_gib(budget)} is left after weights ({_gib(weights)}) and overhead ({_gib(overhead)}). "
@@ -710,7 +715,7 @@ def format_table(fit: MemoryFit, title: str | None = None) -> str:
         (f"KV cache, one {fit.max_model_len:,}-token sequence", _gib(fit.kv_bytes_per_sequence_per_gpu)),
         (f"KV cache needed (max_num_seqs {fit.max_num_seqs})", _gib(fit.kv_bytes_needed_per_gpu)),
         ("largest context for one sequence", f"{fit.max_model_len_that_fits:,} tokens"),
-        *([("model context limit (config.json)", f"{fit.context_limit:,} tokens")] if fit.context_limit else []),
+        *([("longest context the engine accepts", f"{fit.context_limit:,} tokens")] if fit.context_limit else []),
         (f"{fit.max_model_len:,}-token sequences at once", f"{fit.full_length_sequences:,}"),
     ]
     width = max(len(label) for label, _ in rows)

@@ -28,19 +28,34 @@ from constructs_lib import (
     resolve_scaling,
     weight_format_flags,
 )
+from llmops.facts import METADATA_KEY
 
 from .config import DeploymentConfig
+from .model_checks import FactsStatus
 from .observability import add_observability, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
-    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeploymentConfig,
+        model_facts: FactsStatus | None = None,
+        **kwargs,
+    ) -> None:
+        """model_facts: what synth checked against the recorded Hub facts (stacks/model_checks.py), carried in the
+        template's Metadata for ``llmops.summary``. Default: nothing recorded there."""
         super().__init__(
             scope,
             id,
             description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
+        if model_facts is not None:
+            # Template-level Metadata holds arbitrary JSON (CloudFormation template anatomy, "Metadata" section).
+            self.template_options.metadata = {METADATA_KEY: model_facts.metadata()}
         key_arn = config.model_kms_key_arn or config.bucket_kms_key_arn
         key = kms.Key.from_key_arn(self, "ModelKey", key_arn) if key_arn else None
         self.volume_key = (

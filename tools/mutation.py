@@ -99,6 +99,7 @@ SUITES = (
             "tests/preflight/test_memory_fit_layers.py",
             "tests/preflight/test_memory_fit_refusals.py",
             "tests/preflight/test_memory_fit_inputs.py",
+            "tests/preflight/test_context_limit.py",
             "tests/preflight/test_calibration.py",
             "tests/constructs/test_formats.py",
             "tests/constructs/test_checkpoint_code.py",

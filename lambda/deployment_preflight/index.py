@@ -55,9 +55,10 @@ from preflight import (
     tp_divides_heads,
 )
 from preflight.checkpoint_code import CHECKPOINT_CODE_PATTERNS, code_files_note, code_files_problem
+from preflight.context import engine_context_limit
 from preflight.formats import check_deployment
 from preflight.gguf import S3Gguf, estimate_gguf_fit, read_s3_gguf
-from preflight.memory_fit import context_limit, text_config
+from preflight.memory_fit import text_config
 from preflight.network import network_check
 from preflight.weights import SAFETENSORS_INDEX
 
@@ -445,7 +446,10 @@ def effective_max_model_len(config: Mapping[str, Any], settings: Settings) -> tu
     """The context to check: the given one, else the model's own limit (what engines derive)."""
     if settings.max_model_len is not None:
         return settings.max_model_len, None
-    limit = context_limit(text_config(config))
+    # What the engine derives when none is given (vLLM's rule, rope scaling included); a larger given one is a
+    # memory problem from estimate_memory_fit (preflight/context.py), not a note.
+    derived = engine_context_limit(text_config(config))
+    limit = derived.tokens if derived is not None else None
     if limit is None:
         return None, "MaxModelLen is not set and config.json gives no max_position_embeddings: set max_model_len"
     return limit, None

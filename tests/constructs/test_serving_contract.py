@@ -24,12 +24,12 @@ def test_component_endpoint_isolates_its_containers_and_standard_mode_leaves_the
 
 def test_summary_says_isolated_only_when_both_flags_hold_in_component_mode():
     template = stack_template(deployment_mode="inference-component").to_json()
-    assert "  network isolation: True" in describe(template)
+    assert "    network isolation: True" in describe(template)
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::SageMaker::EndpointConfig":
             del resource["Properties"]["EnableNetworkIsolation"]
-    assert "  network isolation: False" in describe(template)
-    assert "  network isolation: True" in describe(stack_template().to_json())
+    assert "    network isolation: False" in describe(template)
+    assert "    network isolation: True" in describe(stack_template().to_json())
 
 
 def test_an_update_keeps_the_autoscaled_instance_count():

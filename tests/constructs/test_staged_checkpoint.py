@@ -390,3 +390,14 @@ def test_the_pinned_staging_image_is_in_patch_support_and_warns_after_it():
     assert staging_image_past_end_of_patch(end) is None
     warning = staging_image_past_end_of_patch(end + datetime.timedelta(days=1))
     assert warning.startswith(f"the staging image pytorch:{image['tag']} reached End of Patch on {end}")
+
+
+def test_a_floating_revision_warns_as_a_floating_image_tag_does_and_a_sha_does_not():
+    from aws_cdk.assertions import Annotations
+
+    _, stack, _ = synth()  # revision defaults to main
+    Annotations.from_stack(stack).has_warning(
+        "/Staging/Checkpoint", Match.string_like_regexp("revision='main' is a branch or tag: a redeploy after a new")
+    )
+    _, pinned, _ = synth(revision=SHA)
+    assert not Annotations.from_stack(pinned).find_warning("/Staging/Checkpoint", Match.string_like_regexp("revision="))

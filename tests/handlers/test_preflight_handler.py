@@ -267,6 +267,29 @@ def test_a_longer_profiling_pass_leaves_less_kv_cache(handler, s3):  # noqa: F81
     assert "MaxNumBatchedTokens='0' must be positive" in refused(handler, properties(MaxNumBatchedTokens="0"))
 
 
+def test_a_context_past_what_the_engine_accepts_fails_the_memory_check_not_a_note(handler, s3):  # noqa: F811
+    # Llama 3.1's rope_type llama3 does not extend its 131,072 positions (vLLM's _get_and_verify_max_len).
+    llama3 = {**CONFIG, "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+    stage(s3, config={**llama3, "num_hidden_layers": 1})
+    applied(handler, quota())
+    message = refused(handler, properties(MaxModelLen="200000"))
+    assert "(1) [memory]" in message and "1 problem(s)" in message
+    assert (
+        "max_model_len=200000: above the longest context the engine accepts for this model, 131,072 tokens" in message
+    )
+    assert "The largest context that fits here: 131,072" in message
+
+
+def test_the_default_context_is_what_the_engine_derives_rope_scaling_included(handler, s3):  # noqa: F811
+    yarn = {**CONFIG, "rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 16384}}
+    stage(s3, config={**yarn, "num_hidden_layers": 1})
+    applied(handler, quota())
+    # 16,384 x 4 = 65,536, past the 32,768 positions config.json states: vLLM's derived length.
+    assert handler.on_event(event(props=properties(MaxModelLen="")))["Data"]["MaxModelLen"] == "65536"
+    applied(handler, quota())
+    assert handler.on_event(event(props=properties(MaxModelLen="65536")))["Data"]["MaxModelLen"] == "65536"
+
+
 def test_tensor_parallel_that_does_not_divide_the_heads(handler, s3):  # noqa: F811
     stage(s3, config={**CONFIG, "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128})
     applied(handler, quota("ml.g6.12xlarge for endpoint usage", 1))

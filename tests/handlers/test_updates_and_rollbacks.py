@@ -152,6 +152,27 @@ def test_preflight_checkpoint_code_sequence_update_refused_rollback_delete_redep
     assert "holds serving.properties, which the serving container may run" in again.data["Notes"]
 
 
+@pytest.mark.parametrize("driver", [pytest.param(PreflightDriver, id="deployment_preflight")], indirect=True)
+def test_preflight_context_past_the_engine_limit_update_refused_rollback_delete_redeploy_at_the_default(driver):
+    """Issue 26: a max_model_len the memory allows but the engine refuses (past config.json's 32,768 positions, no
+    rope scaling) fails the update before any GPU starts, where it was a note; the rollback answers from the old
+    state; delete; a redeploy without max_model_len gets the engine's own limit."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(MaxModelLen="32768"))
+    assert created.ok, created.reason
+    updated = cfn.update(driver.properties(MaxModelLen="65536"))
+    assert not updated.ok and "1 problem(s)" in updated.message and "[memory]" in updated.message
+    assert "max_model_len=65536: above the longest context the engine accepts for this model, 32,768" in updated.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and rolled_back.physical_id == created.physical_id
+    assert rolled_back.data["MaxModelLen"] == "32768"
+    assert cfn.delete().ok
+    again = driver.cloudformation().create(driver.properties(MaxModelLen=""))
+    assert again.ok, again.reason
+    assert again.data["MaxModelLen"] == "32768"
+
+
 # --- staging ----------------------------------------------------------------------------------------
 
 

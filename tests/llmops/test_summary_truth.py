@@ -1,39 +1,80 @@
-"""llmops summary tells the truth: the model and its revision, the mode, the token secret by name, and each Model's
-network isolation read from the endpoint config that serves it."""
+"""llmops summary tells the truth: one block per Model with its repository and revision (pinned or not), the token
+secret by name, engine, image, mode, instance and count, network isolation read from the resource that carries it,
+and cost; ``--help`` works."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
-from constructs_lib import ComponentEndpoint, GpuEndpoint, S3ModelData
-from llmops.summary import describe
+from constructs_lib import ComponentEndpoint, GpuEndpoint, S3ModelData, StagedCheckpoint
+from llmops.summary import describe, main
 from tests.conftest import stack_template
 
 
-def test_the_default_summary_names_the_model_its_revision_the_mode_and_the_secret():
-    lines = describe(stack_template().to_json())
-    assert "  mode: standard" in lines
-    assert any(line.startswith("  model: Qwen/Qwen3-4B-Instruct-2507 at main (not pinned") for line in lines)
-    assert "  token secret: none (a public repository)" in lines
+def blocks(lines: list[str]) -> dict[str, list[str]]:
+    """The lines of each model block, by its header."""
+    found: dict[str, list[str]] = {}
+    current = None
+    for line in lines:
+        if line.startswith("  model ") and line.endswith("):"):
+            current = found.setdefault(line, [])
+        elif current is not None and line.startswith("    "):
+            current.append(line.strip())
+        else:
+            current = None
+    return found
+
+
+def test_the_default_summary_has_one_block_with_the_model_revision_mode_engine_secret_and_instance():
+    (block,) = blocks(describe(stack_template().to_json())).items()
+    header, lines = block
+    assert header.endswith(" (standard):")
+    assert lines[0].startswith("model: Qwen/Qwen3-4B-Instruct-2507 at main (not pinned")
+    assert "token secret: none (a public repository)" in lines
+    assert "engine: vllm" in lines and "network isolation: True" in lines
+    assert any(line.startswith("variant AllTraffic: 1 x ml.g6.xlarge, AMI ") for line in lines)
+    assert any(line.startswith("cost in us-east-1: 1 x ml.g6.xlarge") for line in lines)
 
 
 def test_a_pinned_revision_and_a_token_secret_by_name_only():
     sha = "0123456789abcdef0123456789abcdef01234567"
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
-    lines = describe(stack_template(revision=sha, hf_token_secret_arn=arn).to_json())
-    assert f"  model: Qwen/Qwen3-4B-Instruct-2507 at {sha} (pinned)" in lines
-    assert "  token secret: hf-token-AbCdEf" in lines
+    ((_, lines),) = blocks(describe(stack_template(revision=sha, hf_token_secret_arn=arn).to_json())).items()
+    assert f"model: Qwen/Qwen3-4B-Instruct-2507 at {sha} (pinned)" in lines
+    assert "token secret: hf-token-AbCdEf" in lines and arn not in "\n".join(lines)
 
 
-def test_isolation_is_read_from_the_config_that_serves_each_model():
+def test_isolation_is_read_from_the_config_that_serves_each_model_and_each_has_its_mode():
     """A standard endpoint's config has no isolation flag (the Model carries it); a component endpoint's config
-    must carry it too. With both in one stack, every Model is isolated and the summary says so."""
+    must carry it too. With both in one stack, every Model is isolated and the summary says so, per model."""
     stack = cdk.Stack(cdk.App(), "Both")
     model = S3ModelData.from_s3_uri(stack, "Weights", "s3://my-models/models/q/")
-    GpuEndpoint(stack, "Standard", model=model)
+    GpuEndpoint(stack, "Standard", model=model, instance_type="ml.g6.2xlarge")
     shared = ComponentEndpoint(stack, "Shared", instance_type="ml.g6e.12xlarge")
     shared.add_component("Chat", model=model, tensor_parallel_size=1)
-    lines = describe(Template.from_stack(stack).to_json())
-    assert "  mode: inference-component" in lines
-    assert lines.count("  network isolation: True") == 2 and "  network isolation: False" not in lines
+    found = blocks(describe(Template.from_stack(stack).to_json()))
+    standard = next(lines for head, lines in found.items() if head.endswith("(standard):"))
+    component = next(lines for head, lines in found.items() if head.endswith("(inference-component):"))
+    assert len(found) == 2
+    for lines in (standard, component):
+        assert "network isolation: True" in lines and "model: s3://my-models/models/q/ (given, not staged)" in lines
+    assert any(line.startswith("variant AllTraffic: 1 x ml.g6.2xlarge") for line in standard)
+    assert any(
+        line.startswith("variant AllTraffic: 1 x ml.g6e.12xlarge") and "copy count 1" in line for line in component
+    )
+
+
+def test_two_checkpoints_each_block_names_its_own_repository():
+    stack = cdk.Stack(cdk.App(), "Two")
+    for name, repo in (("A", "Qwen/Qwen3-8B"), ("B", "Qwen/Qwen3-4B")):
+        checkpoint = StagedCheckpoint(stack, f"Checkpoint{name}", repo_id=repo)
+        GpuEndpoint(stack, f"Endpoint{name}", model=checkpoint)
+    found = blocks(describe(Template.from_stack(stack).to_json()))
+    repos = sorted(lines[0].split(" at ")[0] for lines in found.values())
+    assert repos == ["model: Qwen/Qwen3-4B", "model: Qwen/Qwen3-8B"]
+
+
+def test_help_prints_usage_and_exits_0(capsys):
+    assert main(["--help"]) == 0
+    assert "usage: llmops summary" in capsys.readouterr().out

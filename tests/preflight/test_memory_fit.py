@@ -589,10 +589,13 @@ def test_float32_config_is_served_in_16_bit():
     assert any("float32" in a for a in result.assumptions)
 
 
-def test_max_model_len_beyond_the_models_positions_warns():
+def test_max_model_len_beyond_the_models_positions_is_refused_with_the_limit_and_what_fits():
     result = fit(LLAMA2_7B, LLAMA2_7B_BYTES, G6E_12XLARGE, max_model_len=8192)
-    assert result.fits
-    assert any("exceeds the model's max_position_embeddings=4,096" in w for w in result.warnings)
+    assert not result.fits
+    (refusal,) = result.problems
+    assert refusal.startswith("max_model_len=8192: above the longest context the engine accepts for this model, 4,096")
+    assert "The largest context that fits here: 4,096" in refusal
+    assert result.warnings == []
 
 
 def test_quantization_flavours_scale_the_activation_allowance():
@@ -694,21 +697,23 @@ def test_format_table_shows_the_numbers_and_the_verdict():
 
 
 @pytest.mark.parametrize(
-    ("rope", "warned"),
+    ("rope", "refused"),
     [
-        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, False),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, False),  # 4,096 x 4
         ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, False),  # transformers v5's name
-        ({"rope_scaling": None, "rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, False),
-        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),  # the older key inside it
+        ({"rope_scaling": None, "rope_parameters": {"rope_type": "llama3", "factor": 8.0}}, True),  # never extends
+        ({"rope_scaling": {"type": "linear", "factor": 2.0}}, False),  # the older key inside it: 8,192
+        ({"rope_scaling": {"type": "dynamic", "factor": 1.5}}, True),  # 6,144 < 8,192
+        ({"rope_scaling": {"rope_type": "longrope", "factor": 4.0}}, True),
         ({"rope_scaling": {"rope_type": "default"}}, True),  # present, but no scaling
         ({"rope_parameters": {"rope_theta": 10000.0}}, True),  # no type given: default
         ({"rope_scaling": "yarn"}, True),  # not a mapping: not read as scaling
     ],
 )
-def test_rope_scaling_in_config_json_silences_the_context_warning(rope, warned):
+def test_rope_scaling_extends_the_limit_only_as_vllm_does(rope, refused):
     result = fit({**LLAMA2_7B, **rope}, LLAMA2_7B_BYTES, G6E_12XLARGE, max_model_len=8192)
-    exceeds = [w for w in result.warnings if "exceeds the model's max_position_embeddings=4,096" in w]
-    assert bool(exceeds) is warned
+    beyond = [p for p in result.problems if "above the longest context the engine accepts" in p]
+    assert bool(beyond) is refused
 
 
 def test_largest_context_for_several_sequences_splits_the_budget_and_keeps_to_the_model_limit():
@@ -742,14 +747,15 @@ def test_format_table_rows_and_sections_as_the_plan_prints_them():
         "  KV cache, one 65,536-token sequence      9.00 GiB",
         "  KV cache needed (max_num_seqs 4)        36.00 GiB",
         "  largest context for one sequence     165,265 tokens",
-        "  model context limit (config.json)    40,960 tokens",
+        "  longest context the engine accepts   40,960 tokens",
         "  65,536-token sequences at once                  2",
         "  verdict                              DOES NOT FIT",
         "problems:",
     ]
-    assert len(result.problems) == 1 and len(result.warnings) == 2
+    # Two problems: four sequences do not fit, and 65,536 is past the 40,960 positions; one warning (idle GPUs).
+    assert len(result.problems) == 2 and len(result.warnings) == 1
     assert lines[14:] == [
-        f"  - {result.problems[0]}",
+        *(f"  - {p}" for p in result.problems),
         "warnings:",
         *(f"  - {w}" for w in result.warnings),
         "assumptions:",

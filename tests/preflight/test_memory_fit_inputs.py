@@ -169,13 +169,15 @@ def test_kv_cache_scales_in_the_checkpoint_are_pointed_out_once(quant, kv_cache_
     assert (SCALES in result.assumptions) is said
 
 
-def test_the_context_warning_starts_past_the_models_limit():
+def test_the_context_refusal_starts_past_the_models_limit():
     at_limit = fit(LLAMA2_7B, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4096)
-    assert at_limit.warnings == []
-    (past,) = fit(LLAMA2_7B, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4097).warnings
+    assert at_limit.warnings == [] and at_limit.fits
+    (past,) = fit(LLAMA2_7B, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4097).problems
     assert past == (
-        "max_model_len=4,097 exceeds the model's max_position_embeddings=4,096: engines refuse to start unless rope "
-        "scaling is configured for the engine (vLLM: --hf-overrides)"
+        "max_model_len=4097: above the longest context the engine accepts for this model, 4,096 tokens "
+        "(max_position_embeddings=4,096; vLLM's _get_and_verify_max_len refuses to start beyond it). The largest "
+        "context that fits here: 4,096; set max_model_len to at most that, or extend the model's positions with "
+        "rope scaling the model supports (engine_env with the engine's hf-overrides flag)"
     )
 
 

@@ -13,11 +13,13 @@ from preflight.memory_fit import _shortfall
 from tests.preflight.test_memory_fit import G6_XLARGE, QWEN3_8B, QWEN3_8B_BYTES, fit
 
 FP8 = "an fp8 KV cache (kv-cache-dtype fp8: engine_env SM_<ENGINE>_KV_CACHE_DTYPE, or plan --kv-cache-dtype; halves "
+# The same model with room for 200,000 positions, so that memory alone refuses (test_context_limit covers the limit).
+LONG = {**QWEN3_8B, "max_position_embeddings": 262_144}
 QUANTIZED = "a quantized checkpoint (4-bit AWQ/GPTQ weights are about a quarter of 16-bit, FP8 half)"
 
 
 def test_a_context_too_long_even_for_an_fp8_cache_names_the_fp8_limit_and_the_gpu_size():
-    (problem,) = fit(QWEN3_8B, QWEN3_8B_BYTES, G6_XLARGE, max_model_len=200_000).problems
+    (problem,) = fit(LONG, QWEN3_8B_BYTES, G6_XLARGE, max_model_len=200_000).problems
     # 15.27 + 2.26 + 27.47 GiB = 48.3 GB, / 0.9 = 53.7 -> GPUs of at least 54 GB.
     assert problem == (
         "KV cache does not fit: one 200,000-token sequence needs 27.47 GiB of KV cache per GPU, but 2.58 GiB is left "
@@ -28,7 +30,7 @@ def test_a_context_too_long_even_for_an_fp8_cache_names_the_fp8_limit_and_the_gp
 
 
 def test_a_cache_already_in_fp8_is_not_offered_fp8_again():
-    (too_long,) = fit(QWEN3_8B, QWEN3_8B_BYTES, G6_XLARGE, max_model_len=200_000, kv_cache_dtype="fp8").problems
+    (too_long,) = fit(LONG, QWEN3_8B_BYTES, G6_XLARGE, max_model_len=200_000, kv_cache_dtype="fp8").problems
     assert too_long == (
         "KV cache does not fit: one 200,000-token sequence needs 13.73 GiB of KV cache per GPU, but 2.58 GiB is left "
         "after weights (15.27 GiB) and overhead (2.26 GiB). Set max_model_len to at most 37,562; or GPUs of at least "

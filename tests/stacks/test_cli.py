@@ -25,6 +25,8 @@ def cdk_synth(tmp_path, *args: str) -> subprocess.CompletedProcess:
         "AWS_EC2_METADATA_DISABLED": "true",
         "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
         "CDK_DISABLE_STACK_TRACE": "1",
+        # No Hub lookup from a test: app.py would otherwise record the model in the repository's model-facts.json.
+        "HF_HUB_OFFLINE": "1",
     }
     return subprocess.run(
         [str(CDK), "synth", "--quiet", "--output", str(tmp_path / "cdk.out"), *args],

@@ -1,0 +1,355 @@
+"""What synth knows about the model: a Hub lookup recorded in ``model-facts.json``, committed with the app.
+
+    python -m llmops.facts refresh [-c key=value ...] [--context-file cdk.json]   # look up again, record
+    python -m llmops.facts show                                                  # what is recorded
+
+The way CDK records its lookups in ``cdk.context.json``: when the model comes from the Hub (``model_id``, no
+``model_s3_uri``), ``cdk synth`` (app.py) reads ``model-facts.json`` beside cdk.json; when it holds no entry for
+``model_id@revision`` it looks the model up on the Hub once with ``huggingface_hub`` (the revision's commit
+SHA, config.json, every file's name and size; no weights) and writes the entry. The next synth reads the
+record and needs no network: the same synth every time, and ``revision=main`` pinned to the recorded SHA.
+``refresh`` looks every configured model up again (a new commit on ``main``; a gated model with a token). The
+token comes from ``$HF_TOKEN`` at synth; ``refresh`` also reads ``hf_token_secret_arn`` as ``plan`` does.
+``HF_HUB_OFFLINE=1`` (huggingface_hub's switch) stops synth from looking anything up. With neither a record
+nor the Hub, synth still succeeds and its summary says that fit was not checked.
+
+The record is input like any other: a malformed one fails synth naming the file, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from constructs_lib.names import SHA
+from preflight import select_weight_files
+from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
+
+RECORD = "model-facts.json"
+METADATA_KEY = "LlmOps::ModelFacts"  # the template's Metadata entry: what synth checked (llmops.summary reads it)
+SCHEMA = 1
+LOOKUP_TIMEOUT_S = 10.0
+REFRESH = "python -m llmops.facts refresh"
+HEADER = (
+    "Model facts cdk synth looked up on the Hugging Face Hub (commit SHA, config.json, file sizes), read back by "
+    f"every later synth so that it needs no network. Commit this file. To look up again: {REFRESH} (make facts)."
+)
+OFFLINE_VALUES = {"1", "true", "yes", "on"}  # huggingface_hub's constants._is_true
+
+
+class FactsError(ValueError):
+    """The record cannot be used; the message names the file and what to do."""
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    repo_id: str
+    revision: str  # as configured (a branch, tag or SHA)
+    sha: str  # the commit it pointed at when looked up
+    config: dict[str, Any]
+    files: dict[str, int]  # every file of that commit, with its size
+    looked_up: str  # ISO date and time (UTC)
+    endpoint: str
+    # llama.cpp: the GGUF model's header (file, version, tensor_count, header_bytes, parameter_count, metadata
+    # without its long arrays), read by range requests; None for a config.json checkpoint.
+    gguf: dict[str, Any] | None = None
+
+    @property
+    def weight_bytes(self) -> int:
+        if self.gguf is not None:  # llama.cpp loads one GGUF model: its parts, nothing else
+            _, parts = select_gguf(self.files, self.gguf["file"])
+            return sum(self.files[p] for p in parts)
+        return select_weight_files(self.files).total_bytes
+
+    def gguf_header(self) -> GgufHeader | None:
+        if self.gguf is None:
+            return None
+        g = self.gguf
+        return GgufHeader(g["version"], g["tensor_count"], g["metadata"], g["header_bytes"], g["parameter_count"])
+
+    def serves(self, gguf_file: str | None) -> bool:
+        """Whether the recorded GGUF model is the one ``gguf_file`` names (as the serving adapter chooses)."""
+        return self.gguf is not None and select_gguf(self.files, gguf_file)[0] == self.gguf["file"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "repo_id": self.repo_id,
+            "revision": self.revision,
+            "sha": self.sha,
+            "looked_up": self.looked_up,
+            "endpoint": self.endpoint,
+            "config": self.config,
+            "files": dict(sorted(self.files.items())),
+            **({"gguf": self.gguf} if self.gguf is not None else {}),
+        }
+
+    @classmethod
+    def from_json(cls, key: str, raw: Any, where: str) -> ModelFacts:
+        def bad(why: str) -> FactsError:
+            return FactsError(f"{where}: entry {key!r} {why}; run {REFRESH} (or delete the entry)")
+
+        if not isinstance(raw, dict):
+            raise bad("is not an object")
+        text = {k: raw.get(k) for k in ("repo_id", "revision", "sha", "looked_up", "endpoint")}
+        for name, value in text.items():
+            if not isinstance(value, str) or not value:
+                raise bad(f"has no {name}")
+        if not SHA.fullmatch(text["sha"]):
+            raise bad(f"has sha={text['sha']!r}, not a 40-character commit SHA")
+        if not isinstance(raw.get("config"), dict):
+            raise bad("has no config object")
+        files = raw.get("files")
+        if not isinstance(files, dict) or not all(
+            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in files.items()
+        ):
+            raise bad("has no files object of name -> size in bytes")
+        gguf = raw.get("gguf")
+        if gguf is not None and not (
+            isinstance(gguf, dict)
+            and isinstance(gguf.get("file"), str)
+            and gguf["file"] in files
+            and isinstance(gguf.get("metadata"), dict)
+            and all(isinstance(gguf.get(k), int) for k in ("version", "tensor_count", "header_bytes"))
+            and (gguf.get("parameter_count") is None or isinstance(gguf["parameter_count"], int))
+        ):
+            raise bad("has a gguf entry without file (one of its files), metadata, version, tensor_count")
+        return cls(config=raw["config"], files=dict(files), gguf=gguf, **text)  # type: ignore[arg-type]
+
+
+def record_key(repo_id: str, revision: str) -> str:
+    return f"{repo_id}@{revision}"
+
+
+@dataclass
+class FactsRecord:
+    """``model-facts.json``: entries by ``repo_id@revision``."""
+
+    path: Path
+    entries: dict[str, ModelFacts] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> FactsRecord:
+        if not path.exists():
+            return cls(path)
+        try:
+            raw = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise FactsError(f"{path}: not readable as JSON ({e}); run {REFRESH} or delete it") from None
+        if not isinstance(raw, dict) or raw.get("schema") != SCHEMA or not isinstance(raw.get("models"), dict):
+            raise FactsError(f"{path}: not a model facts record (schema {SCHEMA}); run {REFRESH} or delete it")
+        entries = {key: ModelFacts.from_json(key, value, str(path)) for key, value in raw["models"].items()}
+        return cls(path, entries)
+
+    def find(self, repo_id: str, revision: str) -> ModelFacts | None:
+        found = self.entries.get(record_key(repo_id, revision))
+        if found is None and SHA.fullmatch(revision):  # a pinned SHA some branch was recorded at
+            found = next((f for f in self.entries.values() if f.repo_id == repo_id and f.sha == revision), None)
+        return found
+
+    def put(self, facts: ModelFacts) -> None:
+        self.entries[record_key(facts.repo_id, facts.revision)] = facts
+
+    def save(self) -> None:
+        document = {
+            "//": HEADER,
+            "schema": SCHEMA,
+            "models": {key: self.entries[key].to_json() for key in sorted(self.entries)},
+        }
+        temporary = self.path.with_name(self.path.name + ".tmp")
+        temporary.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n", encoding="utf-8")
+        temporary.replace(self.path)  # a reader never sees half a record
+
+
+def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The header's metadata without the arrays read_header skipped (ArrayInfo: tokenizer vocabularies)."""
+    safe = {}
+    for key, value in metadata.items():
+        try:
+            json.dumps(value)
+        except (TypeError, ValueError):
+            continue
+        safe[key] = value
+    return safe
+
+
+def look_up(
+    repo_id: str,
+    revision: str,
+    *,
+    token: str | None = None,
+    timeout: float = LOOKUP_TIMEOUT_S,
+    gguf: bool = False,
+    gguf_file: str | None = None,
+) -> ModelFacts:
+    """The Hub's answer for ``repo_id@revision``; ``llmops.hub.HubError`` (one line) when it has none.
+
+    gguf: llama.cpp serves the model: record the header of the GGUF model ``gguf_file`` names (else the first
+    one), read by range requests, instead of config.json."""
+    from llmops.hub import HubError, endpoint, fetch_files, fetch_model, gguf_reader
+
+    found: dict[str, Any] | None = None
+    if not gguf:
+        model = fetch_model(repo_id, revision, token=token, timeout=timeout)
+        sha, config, files = model.sha, model.config, model.sizes
+    else:
+        sha, files = fetch_files(repo_id, revision, token=token, timeout=timeout)
+        name, _ = select_gguf(files, gguf_file)
+        if name is None:
+            named = f" matching gguf_file={gguf_file!r}" if gguf_file else ""
+            raise HubError(f"{repo_id}@{sha[:12]} has no .gguf file{named}")
+        try:
+            header = read_header(gguf_reader(repo_id, sha, name, token=token, timeout=timeout))
+        except GgufError as e:
+            raise HubError(f"{repo_id}@{sha[:12]}/{name} is not a GGUF file llama.cpp can load: {e}") from None
+        found = {
+            "file": name,
+            "version": header.version,
+            "tensor_count": header.tensor_count,
+            "header_bytes": header.header_bytes,
+            "parameter_count": header.parameter_count,
+            "metadata": _json_safe(header.metadata),
+        }
+        config = {}
+    return ModelFacts(
+        repo_id=repo_id,
+        revision=revision,
+        sha=sha,
+        config=config,
+        files=files,
+        looked_up=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        endpoint=endpoint() or "https://huggingface.co",
+        gguf=found,
+    )
+
+
+@dataclass(frozen=True)
+class Known:
+    """What synth knows: the facts and where they came from, or why there are none."""
+
+    facts: ModelFacts | None
+    origin: str  # "recorded in model-facts.json (looked up ...)" or "looked up on the Hub now, recorded in ..."
+    missing: str | None = None  # why there are no facts
+
+
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFFLINE_VALUES
+
+
+@dataclass(frozen=True)
+class FactsSource:
+    """The step app.py runs: the record at ``path``, and a Hub lookup (recorded) when it lacks the model."""
+
+    path: Path
+    lookup: bool = True
+
+    def facts_for(self, repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> Known:
+        """gguf: llama.cpp serves the model (``gguf_file`` names it): the record must hold that GGUF's header."""
+        record = FactsRecord.load(self.path)  # FactsError: synth fails naming the file
+        found = record.find(repo_id, revision)
+        if found is not None and gguf and not found.serves(gguf_file):
+            found = None  # recorded for another engine or another GGUF file: look it up again
+        if found is not None:
+            return Known(found, f"recorded in {self.path.name} (looked up {found.looked_up})")
+        if not self.lookup or offline():
+            why = "HF_HUB_OFFLINE is set" if self.lookup else "lookups are off"
+            return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and {why}")
+        from llmops.hub import HubError
+
+        try:
+            facts = look_up(repo_id, revision, token=os.environ.get("HF_TOKEN") or None, gguf=gguf, gguf_file=gguf_file)
+        except HubError as e:
+            return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and the Hub did not answer ({e})")
+        record.put(facts)
+        try:
+            record.save()
+        except OSError as e:
+            return Known(facts, f"looked up on the Hub now (not recorded: {e})")
+        return Known(facts, f"looked up on the Hub now and recorded in {self.path.name}")
+
+
+# -- command -------------------------------------------------------------------------------------------
+
+
+def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | None, bool, str | None]] | int:
+    """(model_id, revision, hf_token_secret_arn, gguf, gguf_file) of the deployment the context describes; 2 on bad
+    input."""
+    from llmops.context import load_config
+
+    config = load_config(args.context, args.context_file)
+    if isinstance(config, int):
+        return config
+    if config.model_s3_uri:
+        print(f"model_s3_uri={config.model_s3_uri!r}: the model is an S3 prefix, no Hub facts to record")
+        return []
+    gguf = config.engine_spec.model_format == "gguf"
+    return [(config.model_id, config.revision, config.hf_token_secret_arn, gguf, config.gguf_file)]
+
+
+def _refresh(args: argparse.Namespace) -> int:
+    from llmops.hub import HubError, read_token
+
+    models = _configured_models(args)
+    if isinstance(models, int):
+        return models
+    try:
+        record = FactsRecord.load(args.record)
+    except FactsError as e:
+        print(f"note: {e}; starting a new record", file=sys.stderr)
+        record = FactsRecord(args.record)
+    for repo_id, revision, secret_arn, gguf, gguf_file in models:
+        try:
+            facts = look_up(repo_id, revision, token=read_token(secret_arn), gguf=gguf, gguf_file=gguf_file)
+        except HubError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 3
+        old = record.find(repo_id, revision)
+        record.put(facts)
+        moved = "" if old is None or old.sha == facts.sha else f" (was {old.sha[:12]})"
+        print(
+            f"{record_key(repo_id, revision)}: commit {facts.sha}{moved}, {len(facts.files)} files, "
+            f"{facts.weight_bytes:,} bytes of weights"
+        )
+    record.save()
+    print(f"recorded in {args.record}: commit it with the app")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    try:
+        record = FactsRecord.load(args.record)
+    except FactsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not record.entries:
+        print(f"{args.record}: no model facts recorded")
+    for key, facts in sorted(record.entries.items()):
+        print(f"{key}: commit {facts.sha}, {facts.weight_bytes:,} bytes of weights, looked up {facts.looked_up}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from llmops.context import add_context_arguments
+
+    parser = argparse.ArgumentParser(prog="python -m llmops.facts", description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("refresh", "show"), help="refresh: look up and record; show: print")
+    add_context_arguments(parser)
+    parser.add_argument("--record", type=Path, default=Path(RECORD), help=f"the record. Default: ./{RECORD}")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as e:
+        return e.code if isinstance(e.code, int) else 2
+    return _refresh(args) if args.action == "refresh" else _show(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+"""The model checks at synth: the recorded Hub facts (llmops/facts.py) against the configured instance.
+
+The same call plan makes (``preflight.model_check.check_model``), with the settings the stack hands the deploy
+preflight (``LlmEndpointStack._preflight``): tensor parallel size, ``preflight_sequences`` full-length
+sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, and
+``preflight_skip``. A problem fails synth naming the key, the value and the limit, before anything exists.
+The facts also pin a floating ``revision`` to the commit they were looked up at.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
+from constructs_lib.names import SHA, matches
+from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
+from preflight.context import engine_context_limit
+from preflight.gguf import estimate_gguf_fit, gguf_config
+from preflight.model_check import ModelCheck, check_model
+
+from .config import DeploymentConfig
+
+if TYPE_CHECKING:
+    from llmops.facts import Known
+
+# Problems that already start with the context key they are about; the others are about the instance.
+KEY_LED = ("max_model_len=", "tensor_parallel_size=")
+
+
+@dataclass(frozen=True)
+class FactsStatus:
+    """One line for the summary (checked or why not), and the revision a floating one was pinned from."""
+
+    checked: bool
+    line: str
+    pinned_from: str | None = None
+
+    def metadata(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"Checked": self.checked, "Line": self.line}
+        if self.pinned_from:
+            found["PinnedFrom"] = self.pinned_from
+        return found
+
+
+def not_checked(why: str) -> FactsStatus:
+    return FactsStatus(False, f"fit not checked at synth: {why}; the deploy preflight checks it before any GPU starts")
+
+
+def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
+    """(the config, its revision pinned by the facts; the summary's line; problems that fail synth)."""
+    if config.model_s3_uri:
+        return config, not_checked("the model is an S3 prefix (model_s3_uri), read by the preflight"), []
+    if known is None:
+        return config, not_checked("no model facts looked up (python -m llmops.facts refresh)"), []
+    facts = known.facts
+    if facts is None:
+        return config, not_checked(str(known.missing)), []
+
+    pinned_from = None
+    if not matches(SHA, config.revision) and facts.sha:
+        pinned_from = config.revision
+        config = dataclasses.replace(config, revision=facts.sha)
+    where = f"{facts.repo_id}@{facts.sha[:12]} {known.origin}"
+    engine = get_engine(config.engine)
+    header = facts.gguf_header()
+    if engine.model_format == "gguf" and header is None:
+        why = f"{engine.name} serves a GGUF file whose header the facts do not hold ({where})"
+        return config, dataclasses.replace(not_checked(why), pinned_from=pinned_from), []
+
+    spec, problems = resolve_instance(
+        config.instance_type, gpu_count=config.gpu_count, gpu_memory_gib=config.gpu_memory_gib
+    )
+    if spec is None:  # DeploymentConfig already refused it; nothing more to say
+        return config, not_checked(" ".join(problems)), []
+    instance = f"instance_type={config.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
+    try:
+        if header is not None:  # llama.cpp: the GGUF header stands in for config.json, as in the preflight
+            checked = _gguf_check(header, facts.weight_bytes, spec, config)
+        else:
+            checked = _config_check(facts, spec, engine, instance, config)
+    except ValueError as e:  # GgufError is one
+        what = "GGUF header" if header is not None else "config.json"
+        return config, not_checked(f"the {what} of {where} cannot be read: {e}"), []
+    model = f"model_id={config.model_id}: {facts.weight_bytes / 1e9:.2f} GB of weights, {where}"
+    refusals = [
+        f"{text} ({model})" if text.startswith(KEY_LED) else f"{instance}: {text} ({model})"
+        for _, text in checked.problems
+    ]
+    if refusals:
+        return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
+    checks = ("memory",) if header is not None else ("memory", "tensor-parallel", "format")
+    ran = [c for c in checks if c not in config.preflight_skip]
+    line = f"model facts {where}: {', '.join(ran) or 'no check'} checked at synth, fits"
+    if pinned_from:
+        line += f"; revision {pinned_from!r} pinned to {facts.sha}"
+    return config, FactsStatus(True, line, pinned_from), []
+
+
+def _config_check(facts: Any, spec: Any, engine: Any, instance: str, config: DeploymentConfig) -> ModelCheck:
+    """check_model with the settings the stack hands the deploy preflight (LlmEndpointStack._preflight)."""
+    memory = engine.preflight_settings(config.engine_env)
+    return check_model(
+        facts.config,
+        weight_bytes=facts.weight_bytes,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        compute_capability=spec.compute_capability,
+        engine=engine.name,
+        max_model_len=config.max_model_len,
+        tensor_parallel_size=config.tensor_parallel_size,
+        max_num_seqs=config.preflight_sequences,
+        kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
+        gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        gpu=instance,
+        alternatives=nearest_capable(spec) if spec.in_catalog else None,
+        splits_heads=engine.splits_tensors,
+        skip=config.preflight_skip,
+        **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
+    )
+
+
+def _gguf_check(header: Any, weight_bytes: int, spec: Any, config: DeploymentConfig) -> ModelCheck:
+    """llama.cpp's fit (preflight.gguf.estimate_gguf_fit, as the preflight runs it); no heads or format rule."""
+    max_model_len = config.max_model_len
+    if max_model_len is None:  # what the preflight checks when none is given: the trained context
+        limit = engine_context_limit(gguf_config(header))
+        if limit is None:
+            raise ValueError("the GGUF header states no context_length: set max_model_len")
+        max_model_len = limit.tokens
+    fit = estimate_gguf_fit(
+        header,
+        weight_bytes=weight_bytes,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        max_model_len=max_model_len,
+        max_num_seqs=config.preflight_sequences,
+    )
+    problems = [] if "memory" in config.preflight_skip else [("memory", p) for p in fit.problems]
+    return ModelCheck(fit=fit, formats=None, problems=problems, warnings=fit.warnings)

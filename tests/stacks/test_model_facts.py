@@ -1,0 +1,325 @@
+"""Model facts at synth: looked up on the (fake) Hub over HTTP once, recorded, read back offline; the model
+checks refuse at synth and in ``plan -c`` what the deploy preflight would refuse after a GPU launch."""
+
+from __future__ import annotations
+
+import json
+
+import aws_cdk as cdk
+import pytest
+
+from app import build_app
+from llmops.facts import METADATA_KEY, FactsError, FactsRecord, FactsSource
+from llmops.facts import main as facts_main
+from llmops.plan import main as plan_main
+from llmops.summary import describe
+from stacks.config import ConfigError
+from tests.conftest import context_with
+from tests.fakes import hub_models
+from tests.fakes.fake_hub import FakeHub
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
+QWEN = "Qwen/Qwen3-32B"
+GPT_OSS = "openai/gpt-oss-20b"
+MISTRAL = "mistralai/Mistral-Small-24B-Instruct-2501"
+DEAD_HUB = "http://127.0.0.1:9"  # nothing listens on the discard port: connection refused at once
+
+
+@pytest.fixture(scope="module")
+def hub():
+    with FakeHub() as fake:
+        yield hub_models.add_to(fake)
+
+
+@pytest.fixture
+def env(hub, monkeypatch, tmp_path):
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    return hub
+
+
+def synth_problems(record, **context) -> list[str]:
+    with pytest.raises(ConfigError) as refused:
+        build_app(cdk.App(context=context_with(**context)), facts=FactsSource(record))
+    return refused.value.problems
+
+
+def api_requests(hub, repo_id: str) -> int:
+    return sum(1 for r in hub.requests if r.path.startswith(f"/api/models/{repo_id}"))
+
+
+# -- the done-when cases: refused by synth (recorded lookup) and by plan, naming key, value and limit ---------
+
+CASES = [
+    # (context, what synth's refusal says, what plan's says: None when the same)
+    (
+        {"model_id": GPT_OSS, "instance_type": "ml.g4dn.xlarge", "max_model_len": "8192"},
+        ["instance_type=ml.g4dn.xlarge (1 x NVIDIA T4, 16 GB): MXFP4 weights (gpt-oss) need compute capability 8.0"],
+        ["ml.g4dn.xlarge (NVIDIA T4) (compute capability 7.5) cannot run them", "need compute capability 8.0"],
+    ),
+    (
+        {"model_id": MISTRAL, "instance_type": "ml.g6e.2xlarge", "max_model_len": "8192"},
+        ["instance_type=ml.g6e.2xlarge (1 x NVIDIA L40S, 48 GB): weights do not fit: 43.91 GiB of weights"],
+        ["weights do not fit: 43.91 GiB of weights plus 3.73 GiB runtime overhead per GPU exceed the 40.23 GiB"],
+    ),
+    (
+        {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "1000000"},
+        ["max_model_len=1000000: above the longest context the engine accepts for this model, 131,072 tokens"],
+        None,
+    ),
+    (
+        {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "200000"},
+        [
+            "max_model_len=200000: above the longest context the engine accepts for this model, 131,072 tokens "
+            "(max_position_embeddings=131,072; rope_type llama3 does not extend it",
+            "The largest context that fits here: 131,072",
+        ],
+        None,
+    ),
+    (
+        {"model_id": QWEN, "instance_type": "ml.g6e.12xlarge", "max_model_len": "131072"},
+        [
+            "max_model_len=131072: above the longest context the engine accepts for this model, 40,960 tokens "
+            "(max_position_embeddings=40,960;",
+            "The largest context that fits here: 40,960",
+        ],
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("context", "said", "plan_said"),
+    CASES,
+    ids=["gpt-oss-t4", "mistral-24b-l40s", "llama-1m", "llama-200k", "qwen3-32b-131k"],
+)
+def test_synth_refuses_with_a_recorded_lookup_and_plan_refuses_the_same(
+    env, tmp_path, monkeypatch, capsys, context, said, plan_said
+):
+    record = tmp_path / "model-facts.json"
+    problems = synth_problems(record, **context)  # looks the model up, records it, refuses
+    assert all(any(s in p for p in problems) for s in said), problems
+    assert all(f"model_id={context['model_id']}" in p and "looked up on the Hub now" in p for p in problems)
+    assert json.loads(record.read_text())["models"][f"{context['model_id']}@main"]["sha"]
+
+    # Again with the Hub gone: the record alone refuses it the same way, and nothing asks the Hub.
+    before = api_requests(env, context["model_id"])
+    monkeypatch.setenv("HF_ENDPOINT", DEAD_HUB)
+    again = synth_problems(record, **context)
+    assert all(any(s in p for p in again) for s in said)
+    assert all("recorded in model-facts.json (looked up" in p for p in again)
+    assert api_requests(env, context["model_id"]) == before
+
+    monkeypatch.setenv("HF_ENDPOINT", env.endpoint)
+    pairs = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
+    assert plan_main(pairs) == 1
+    out = capsys.readouterr().out
+    assert all(s in out for s in plan_said or said), out
+
+
+def test_plan_reads_the_record_beside_the_context_file_without_the_hub(env, tmp_path, monkeypatch, capsys):
+    record = tmp_path / "model-facts.json"
+    context = {"model_id": QWEN, "instance_type": "ml.g6e.12xlarge", "max_model_len": "131072"}
+    synth_problems(record, **context)
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"app": "python3 app.py", "context": {**context, "max_model_len": 32768}}))
+    monkeypatch.setenv("HF_ENDPOINT", DEAD_HUB)
+    assert plan_main(["--context-file", str(cdk_json)]) == 0  # 32,768 fits; the record answered
+    out = capsys.readouterr().out
+    assert "recorded in model-facts.json" in out and "FITS" in out
+    assert plan_main(["--context-file", str(cdk_json), "-c", "max_model_len=131072"]) == 1  # -c wins, as in CDK
+
+
+# -- plan's exit codes and one-line messages --------------------------------------------------------------
+
+
+def test_plan_offline_exits_3_with_one_line(env, monkeypatch, capsys):
+    monkeypatch.setenv("HF_ENDPOINT", DEAD_HUB)
+    assert plan_main(["-c", f"model_id={LLAMA}", "-c", "max_model_len=8192"]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: could not read {LLAMA}@main from {DEAD_HUB}: ConnectError")
+    assert "Traceback" not in err
+    assert plan_main(["--model-id", LLAMA, "--max-model-len", "8192"]) == 3  # the old flags too
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_old_flags_refuse_the_llama3_context_too(env, capsys):
+    # The plan bug: rope_type llama3 was read as extending the context, so 200,000 said FITS with exit 0.
+    assert plan_main(["--model-id", LLAMA, "--instance-type", "ml.g6e.12xlarge", "--max-model-len", "200000"]) == 1
+    out = capsys.readouterr().out
+    assert "max_model_len=200000: above the longest context the engine accepts for this model, 131,072" in out
+    assert "DOES NOT FIT" in out
+    assert plan_main(["--model-id", LLAMA, "--max-model-len", "200000"]) == 1  # the ranking: no type fits it
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["-c", "engine=vLLM"], "engine='vLLM'"),  # the registry's parser and its did-you-mean
+        (["-c", "max_model_len=lots"], "max_model_len='lots'"),
+        (["-c", "no_such_key=1"], "no_such_key: unknown context key"),
+        (["-c", "model_id"], "expected key=value"),
+        (["-c", f"model_id={LLAMA}", "--instance-type", "ml.g6.xlarge"], "not also as flags: --instance-type"),
+        (["-c", f"model_id={LLAMA}", "--max-num-seqs", "4"], "--max-num-seqs (-c preflight_sequences=...)"),
+        (["--context-file", "cdk.json", "--config", "c.json"], "--config (no context key: not with -c)"),
+        (["--context-file", "/nonexistent/cdk.json"], "--context-file /nonexistent/cdk.json: cannot read it"),
+    ],
+)
+def test_plan_bad_context_exits_2_naming_the_key_and_value(env, capsys, argv, said):
+    assert plan_main(argv) == 2
+    err = capsys.readouterr().err
+    assert said in err and "Traceback" not in err
+    assert all(line.startswith("error: ") for line in err.splitlines())
+
+
+# -- synth without the Hub, the record as input, the lookup switched off -----------------------------------
+
+
+def test_no_hub_and_no_record_synth_succeeds_and_the_summary_says_fit_was_not_checked(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_ENDPOINT", DEAD_HUB)
+    record = tmp_path / "model-facts.json"
+    app = build_app(cdk.App(context=context_with(model_id=LLAMA)), facts=FactsSource(record))
+    template = app.synth().stacks[0].template
+    facts = template["Metadata"][METADATA_KEY]
+    assert facts["Checked"] is False and "PinnedFrom" not in facts
+    (line,) = [line for line in describe(template) if "fit not checked" in line]
+    assert line.startswith(f"  fit not checked at synth: {LLAMA}@main is not in model-facts.json and the Hub did not")
+    assert line.endswith("the deploy preflight checks it before any GPU starts")
+    assert not record.exists()  # nothing looked up, nothing recorded
+    assert f"model: {LLAMA} at main (not pinned" in "\n".join(describe(template))
+
+
+def test_a_recorded_lookup_pins_main_to_its_commit_and_the_summary_says_so(env, tmp_path):
+    record = tmp_path / "model-facts.json"
+    context = context_with(model_id=LLAMA, instance_type="ml.g6e.2xlarge", max_model_len="32768")
+    FactsSource(record).facts_for(LLAMA, "main")  # the lookup synth makes, recorded
+    sha = FactsRecord.load(record).find(LLAMA, "main").sha
+    app = build_app(cdk.App(context=context), facts=FactsSource(record, lookup=False))
+    template = app.synth().stacks[0].template
+    (checkpoint,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::StagedCheckpoint"]
+    assert checkpoint["Properties"]["Revision"] == sha
+    lines = "\n".join(describe(template))
+    assert f"model: {LLAMA} at {sha} (pinned at synth: revision 'main' as recorded in model-facts.json)" in lines
+    assert "memory, tensor-parallel, format checked at synth, fits; revision 'main' pinned to " + sha in lines
+
+
+def test_hf_hub_offline_stops_the_lookup(env, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    before = len(env.requests)
+    known = FactsSource(tmp_path / "model-facts.json").facts_for(LLAMA, "main")
+    assert known.facts is None and "HF_HUB_OFFLINE is set" in str(known.missing)
+    assert len(env.requests) == before
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("{not json", "not readable as JSON"),
+        (json.dumps({"schema": 1, "models": []}), "not a model facts record"),
+        (json.dumps({"schema": 1, "models": {"a/b@main": {"repo_id": "a/b"}}}), "entry 'a/b@main' has no revision"),
+        (
+            json.dumps(
+                {
+                    "schema": 1,
+                    "models": {
+                        "a/b@main": {
+                            "repo_id": "a/b",
+                            "revision": "main",
+                            "sha": "main",
+                            "looked_up": "x",
+                            "endpoint": "x",
+                            "config": {},
+                            "files": {},
+                        }
+                    },
+                }
+            ),
+            "sha='main', not a 40-character commit SHA",
+        ),
+    ],
+)
+def test_a_malformed_record_fails_synth_naming_the_file(tmp_path, text, said):
+    record = tmp_path / "model-facts.json"
+    record.write_text(text)
+    with pytest.raises(FactsError, match=said) as error:
+        build_app(cdk.App(context=context_with()), facts=FactsSource(record, lookup=False))
+    assert str(record) in str(error.value) and "python -m llmops.facts refresh" in str(error.value)
+
+
+def test_refresh_records_the_configured_model_and_show_prints_it(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    assert facts_main(["refresh", "-c", f"model_id={MISTRAL}", "--record", str(record)]) == 0
+    out = capsys.readouterr().out
+    assert f"{MISTRAL}@main: commit " in out and "47,148,027,768 bytes of weights" in out
+    assert facts_main(["show", "--record", str(record)]) == 0
+    assert f"{MISTRAL}@main: commit" in capsys.readouterr().out
+    assert facts_main(["refresh", "-c", "model_id=acme/nope", "--record", str(record)]) == 3
+    assert "acme/nope: repository not found" in capsys.readouterr().err
+
+
+# -- llama.cpp: the GGUF header read from the Hub by range requests, recorded, checked -----------------------
+
+GGUF_REPO = "acme/Qwen3.6-35B-A3B-GGUF"
+GGUF_NAME = "Qwen3.6-35B-A3B-Q4_K_M.gguf"
+
+
+@pytest.fixture
+def gguf_hub(env, tmp_path):
+    from tests.preflight.test_gguf_header import qwen36_like
+
+    body = qwen36_like(tmp_path).read_bytes()
+    env.add_repo(GGUF_REPO, {GGUF_NAME: body, "other-Q8_0.gguf": b"GGUF", "README.md": b"# model"})
+    return env, body
+
+
+def llamacpp(**context):
+    return {
+        "engine": "llamacpp",
+        "model_id": GGUF_REPO,
+        "gguf_file": GGUF_NAME,
+        "instance_type": "ml.g6.xlarge",
+        **context,
+    }
+
+
+def test_llamacpp_records_the_gguf_header_read_by_ranges_and_checks_it_at_synth(gguf_hub, tmp_path):
+    hub, body = gguf_hub
+    record = tmp_path / "model-facts.json"
+    known = FactsSource(record).facts_for(GGUF_REPO, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert known.facts is not None, known.missing
+    gguf = json.loads(record.read_text())["models"][f"{GGUF_REPO}@main"]["gguf"]
+    assert gguf["file"] == GGUF_NAME and gguf["metadata"]["qwen35moe.context_length"] == 262144
+    assert known.facts.weight_bytes == len(body)  # the named model only, not the other GGUF
+    assert all(r.range for r in hub.requests if r.file == GGUF_NAME)  # ranges, never the whole file
+    # 10 full-attention layers x 20 KiB per token: 8 sequences of 262,144 tokens need 40 GiB, more than an L4.
+    problems = synth_problems(record, **llamacpp(max_model_len="262144", preflight_sequences="8"))
+    assert len(problems) == 1 and problems[0].startswith("instance_type=ml.g6.xlarge (1 x NVIDIA L4, 24 GB): ")
+    assert "concurrency does not fit: max_num_seqs=8 sequences of 262,144 tokens" in problems[0]
+
+
+def test_an_entry_recorded_for_another_engine_is_looked_up_again_for_llama_cpp(gguf_hub, tmp_path):
+    hub, body = gguf_hub
+    both = "acme/both-formats"  # safetensors with config.json, and a GGUF of the same model
+    hub.add_repo(both, {**hub_models.repo_files(hub_models.QWEN3_32B, (1000,)), GGUF_NAME: body})
+    record = tmp_path / "model-facts.json"
+    FactsSource(record).facts_for(both, "main")  # recorded for a config.json engine: no header
+    assert "gguf" not in json.loads(record.read_text())["models"][f"{both}@main"]
+    known = FactsSource(record, lookup=False).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert known.facts is None  # the record cannot answer for llama.cpp, and lookups are off
+    again = FactsSource(record).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    assert again.facts is not None and again.facts.gguf["file"] == GGUF_NAME
+    assert again.facts.weight_bytes == len(body)
+
+
+def test_outside_the_app_the_context_flags_say_so_in_one_line(monkeypatch, capsys):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "stacks.context_keys", None)  # as in the installed library: no stacks/
+    assert plan_main(["-c", f"model_id={LLAMA}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: -c and --context-file read this app's context keys") and err.count("\n") == 1
