@@ -43,6 +43,7 @@ def check_model(
     max_num_seqs: int = 1,
     kv_cache_dtype: str = "auto",
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    max_num_batched_tokens: int | None = None,
     dtype: str | None = None,
     quantization: str | None = None,
     gpu: str = "this GPU",
@@ -79,6 +80,7 @@ def check_model(
             max_num_seqs=max_num_seqs,
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
+            max_num_batched_tokens=max_num_batched_tokens,
         )
         for problem in fit.problems:
             # The head-count rule is its own check, so that skipping one never hides the other.

@@ -113,6 +113,7 @@ def _config_check(facts: Any, spec: Any, engine: Any, instance: str, config: Dep
         max_num_seqs=config.preflight_sequences,
         kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
         gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        max_num_batched_tokens=int(memory["max_num_batched_tokens"]) if "max_num_batched_tokens" in memory else None,
         gpu=instance,
         alternatives=nearest_capable(spec) if spec.in_catalog else None,
         splits_heads=engine.splits_tensors,
