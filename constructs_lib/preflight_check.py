@@ -28,6 +28,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct, DependencyGroup, IDependable
 
+from handler_kit.resources import DeploymentPreflightProperties
 from preflight import CHECKS, DEFAULT_GPU_MEMORY_UTILIZATION, KV_CACHE_DTYPES
 
 from .catalog import lookup_instance, resolve_instance
@@ -90,6 +91,10 @@ NETWORK_CHECK_ACTIONS = (
 )
 
 
+# The resource's own defaults (handler_kit/resources.py), the ones its handler falls back to.
+_DEFAULT = DeploymentPreflightProperties(model_s3_uri="", instance_type="", gpu_count=1, gpu_memory_gib=1.0)
+
+
 class DeploymentPreflight(Construct):
     """Checks a deployment's S3 prefix, GPU memory fit, tensor-parallel size and quota before it starts.
 
@@ -108,12 +113,12 @@ class DeploymentPreflight(Construct):
         gpu_count: int | None = None,
         gpu_memory_gib: float | None = None,
         tensor_parallel_size: int | None = None,
-        max_num_seqs: int = 1,
-        kv_cache_dtype: str = "auto",
+        max_num_seqs: int = _DEFAULT.max_num_seqs,
+        kv_cache_dtype: str = _DEFAULT.kv_cache_dtype,
         gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
         max_num_batched_tokens: int | None = None,
-        instances_needed: int = 1,
-        update_instances: int = 0,
+        instances_needed: int = _DEFAULT.instances_needed,
+        update_instances: int = _DEFAULT.update_instances,
         allow_unverified_s3: bool = False,
         skip_checks: Sequence[str] = (),
         engine: str | None = None,
@@ -220,27 +225,27 @@ class DeploymentPreflight(Construct):
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
             service_timeout=SERVICE_TIMEOUT,
-            properties={
-                "ModelS3Uri": model.s3_uri,
-                "InstanceType": instance_type,
-                "GpuCount": str(gpus),
-                "GpuMemoryGib": f"{gpu_memory:g}",
-                "TensorParallelSize": str(tp),
-                "MaxModelLen": str(max_model_len) if max_model_len is not None else "",
-                "MaxNumSeqs": str(max_num_seqs),
-                "KvCacheDtype": kv_cache_dtype,
-                "GpuMemoryUtilization": f"{gpu_memory_utilization:g}",
-                # Only when set, so templates that do not set it stay as they were.
-                **({"MaxNumBatchedTokens": str(max_num_batched_tokens)} if max_num_batched_tokens is not None else {}),
-                "InstancesNeeded": str(instances_needed),
-                "UpdateInstances": str(update_instances),
-                "AllowUnverifiedS3": "true" if allow_unverified_s3 else "false",
-                "SkipChecks": list(skipped),
+            # Written with the class the handler reads them with (handler_kit/resources.py): names and defaults once.
+            properties=DeploymentPreflightProperties(
+                model_s3_uri=model.s3_uri,
+                instance_type=instance_type,
+                gpu_count=gpus,
+                gpu_memory_gib=gpu_memory,
+                tensor_parallel_size=tp,
+                max_model_len=max_model_len,
+                max_num_seqs=max_num_seqs,
+                kv_cache_dtype=kv_cache_dtype,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_num_batched_tokens=max_num_batched_tokens,  # left out unset: older templates stay as they were
+                instances_needed=instances_needed,
+                update_instances=update_instances,
+                allow_unverified_s3=allow_unverified_s3,
+                skip_checks=skipped,
                 **self._format_properties(instance_type, engine, dtype, quantization),
-                **({"GgufFile": gguf_file} if gguf_file else {}),
-                "CheckpointCode": sorted(checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code)),
-                "AllowCheckpointCode": "true" if allow_checkpoint_code else "false",
-            },
+                gguf_file=gguf_file or None,
+                checkpoint_code=tuple(sorted(checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code))),
+                allow_checkpoint_code=allow_checkpoint_code,
+            ).to_properties(),
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.
         self.resource.node.add_dependency(role)
@@ -255,17 +260,18 @@ class DeploymentPreflight(Construct):
     @staticmethod
     def _format_properties(
         instance_type: str, engine: str | None, dtype: str | None, quantization: str | None
-    ) -> dict[str, str]:
-        """What the format check needs: the GPU's compute capability and the nearest types that can do more."""
+    ) -> dict[str, str | None]:
+        """What the format check needs: the GPU's compute capability and the nearest types that can do more;
+        the group is left out of the template (None) when the engine or the GPU is unknown."""
         spec = lookup_instance(instance_type)
         if engine is None or spec is None:
-            return {}
+            return dict.fromkeys(("engine", "compute_capability", "dtype", "quantization", "format_alternatives"))
         return {
-            "Engine": engine,
-            "ComputeCapability": spec.compute_capability or "",
-            "Dtype": dtype or "",
-            "Quantization": quantization or "",
-            "FormatAlternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
+            "engine": engine,
+            "compute_capability": spec.compute_capability or "",
+            "dtype": dtype or "",
+            "quantization": quantization or "",
+            "format_alternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
         }
 
     def check_network(self, placement: VpcPlacement | None) -> None:

@@ -158,13 +158,28 @@ TEXT, WHOLE, NUMBER, LIST, OBJECT = "text", "whole number", "number", "list", "J
 FLAG = "flag (true or false)"
 
 
-def prop(name: str, kind: str = TEXT, default: Any = None, *, required: bool = False, omit_default: bool = False):
+def prop(
+    name: str,
+    kind: str = TEXT,
+    default: Any = None,
+    *,
+    required: bool = False,
+    omit_default: bool = False,
+    blank_when_unset: bool = False,
+):
     """A field of a properties class: its CloudFormation name, how its text is read, and its one default.
 
     ``omit_default``: the template leaves the property out while it has its default (so adding the property did
-    not change the templates, and re-run the resource, of stacks deployed before it existed).
+    not change the templates, and re-run the resource, of stacks deployed before it existed). A field set to
+    ``None`` is left out, unless ``blank_when_unset``: then it is written as ``""`` (what older templates hold).
     """
-    metadata = {"cfn": name, "kind": kind, "required": required, "omit_default": omit_default}
+    metadata = {
+        "cfn": name,
+        "kind": kind,
+        "required": required,
+        "omit_default": omit_default,
+        "blank_when_unset": blank_when_unset,
+    }
     if required:
         return dataclass_field(metadata=metadata)
     if isinstance(default, dict):
@@ -212,6 +227,9 @@ class ResourceProperties:
         out: dict[str, Any] = {}
         for spec in fields(self):  # type: ignore[arg-type]
             value, kind = getattr(self, spec.name), spec.metadata["kind"]
+            if value is None and spec.metadata["blank_when_unset"]:
+                out[spec.metadata["cfn"]] = ""
+                continue
             if value is None or (kind == OBJECT and value == {}):
                 continue
             if spec.metadata["omit_default"] and value == self.default(spec.name):
@@ -316,3 +334,37 @@ def processing_network(settings: StagedCheckpointProperties) -> dict[str, Any]:
             "VpcConfig": {"Subnets": list(settings.subnets), "SecurityGroupIds": list(settings.security_group_ids)}
         }
     }
+
+
+@dataclass(frozen=True)
+class DeploymentPreflightProperties(ResourceProperties):
+    """``Custom::DeploymentPreflight``: constructs_lib.DeploymentPreflight writes it, lambda/deployment_preflight
+    reads it. The weight-format group (engine ... format_alternatives) is left out when the engine is unknown."""
+
+    RESOURCE: ClassVar[str] = "Custom::DeploymentPreflight"
+    model_s3_uri: str = prop("ModelS3Uri", required=True)
+    instance_type: str = prop("InstanceType", required=True)
+    gpu_count: int = prop("GpuCount", WHOLE, required=True)
+    gpu_memory_gib: float = prop("GpuMemoryGib", NUMBER, required=True)
+    tensor_parallel_size: int | None = prop("TensorParallelSize", WHOLE)  # None: every GPU of the instance
+    # None: the longest context the engine accepts for the model (preflight.context), as engines derive it.
+    max_model_len: int | None = prop("MaxModelLen", WHOLE, blank_when_unset=True)
+    max_num_seqs: int = prop("MaxNumSeqs", WHOLE, 1)
+    kv_cache_dtype: str = prop("KvCacheDtype", TEXT, "auto")
+    gpu_memory_utilization: float = prop("GpuMemoryUtilization", NUMBER, 0.9)
+    max_num_batched_tokens: int | None = prop("MaxNumBatchedTokens", WHOLE)  # None: vLLM's serving default
+    instances_needed: int = prop("InstancesNeeded", WHOLE, 1)
+    update_instances: int = prop("UpdateInstances", WHOLE, 0)  # an update's new instances, on top of the serving
+    allow_unverified_s3: bool = prop("AllowUnverifiedS3", FLAG, False)
+    skip_checks: tuple[str, ...] = prop("SkipChecks", LIST)
+    # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
+    engine: str | None = prop("Engine", TEXT, "")
+    compute_capability: str | None = prop("ComputeCapability", TEXT, "")
+    dtype: str | None = prop("Dtype", TEXT, "")
+    quantization: str | None = prop("Quantization", TEXT, "")
+    format_alternatives: str | None = prop("FormatAlternatives", TEXT, "")  # JSON {"8.0": "ml.g6.xlarge"}
+    gguf_file: str | None = prop("GgufFile")  # the GGUF model to check (llama.cpp); None: a config.json checkpoint
+    # Files the serving container runs or reads as settings (engines.json checkpoint_code), refused unless allowed;
+    # none named (a template from before the property): every engine's files (preflight.CHECKPOINT_CODE_PATTERNS).
+    checkpoint_code: tuple[str, ...] = prop("CheckpointCode", LIST)
+    allow_checkpoint_code: bool = prop("AllowCheckpointCode", FLAG, False)

@@ -275,4 +275,4 @@ def test_a_handler_split_by_concern_names_its_modules_after_itself():
             assert module.stem not in sys.stdlib_module_names
             assert module.stem not in ("handler_kit", "hfstage", "preflight", "endpoint_client", "boto3", "botocore")
             seen[module.stem] = handler.name
-    assert {"staging_base", "staging_job", "staging_plan", "staging_signal", "smoke_checks"} <= set(seen)
+    assert {"staging_job", "smoke_checks", "preflight_quota", "preflight_settings"} <= set(seen)

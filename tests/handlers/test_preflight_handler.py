@@ -519,7 +519,7 @@ def test_allowed_checkpoint_code_is_a_note(handler, s3):  # noqa: F811
 
 
 def test_allow_checkpoint_code_must_be_a_boolean(handler):
-    with pytest.raises(handler.PreflightFailed, match="AllowCheckpointCode='yes' must be true or false"):
+    with pytest.raises(handler.PreflightFailed, match=r"AllowCheckpointCode='yes' is not a flag \(true or false\)"):
         handler.Settings.from_properties(properties(AllowCheckpointCode="yes"))
 
 
