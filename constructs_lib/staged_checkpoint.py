@@ -540,7 +540,17 @@ class StagedCheckpoint(Construct):
         )
         actions = ["sagemaker:DescribeProcessingJob"]
         if manage_jobs:
-            actions += ["sagemaker:CreateProcessingJob", "sagemaker:StopProcessingJob", "sagemaker:AddTags"]
+            actions += ["sagemaker:CreateProcessingJob", "sagemaker:StopProcessingJob"]
+            # CreateProcessingJob with Tags needs sagemaker:AddTags too, only as part of that call (SageMaker
+            # developer guide, "Grant permission to tag SageMaker AI resources on creation"; the condition key
+            # sagemaker:TaggingAction, as AWS managed SageMaker policies use it).
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:AddTags"],
+                    resources=[job_arn],
+                    conditions={"StringEquals": {"sagemaker:TaggingAction": "CreateProcessingJob"}},
+                )
+            )
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],

@@ -358,3 +358,33 @@ def test_the_staging_job_request_carries_the_vpc_the_key_and_the_tags():
     )
     assert "NetworkConfig" not in bare and "VolumeKmsKeyId" not in bare["ProcessingResources"]["ClusterConfig"]
     assert [t["Key"] for t in bare["Tags"]] == ["hf-repo-id", "hf-revision"]
+
+
+def test_the_handler_may_tag_only_while_it_creates_a_staging_job(synthesized):
+    statements = [
+        s
+        for policy in resources(synthesized["standard"]["template"], "AWS::IAM::Policy")
+        for s in policy["PolicyDocument"]["Statement"]
+        if "sagemaker:AddTags" in json.dumps(s["Action"])
+    ]
+    (statement,) = statements
+    assert statement["Action"] == "sagemaker:AddTags"
+    assert statement["Condition"] == {"StringEquals": {"sagemaker:TaggingAction": "CreateProcessingJob"}}
+    assert "processing-job/hfstage-" in json.dumps(statement["Resource"])
+
+
+def test_the_token_goes_to_the_mirror_only():
+    from hfstage.hub import HubClient
+
+    hub = HubClient(endpoint="https://nexus.example.internal:8443/repository/hf-remote", token="hf_secret")
+    assert (
+        hub._headers_for("https://nexus.example.internal:8443/repository/hf-remote/api/models/x", None)["Authorization"]
+        == "Bearer hf_secret"
+    )
+    for elsewhere in (
+        "https://huggingface.co/api/models/x",  # the public Hub
+        "https://nexus.example.internal/repository/hf-remote/x",  # another port: another origin
+        "http://nexus.example.internal:8443/repository/hf-remote/x",  # another scheme
+        "https://cdn-lfs.hf.co/x",  # a redirect target
+    ):
+        assert "Authorization" not in hub._headers_for(elsewhere, None), elsewhere
