@@ -388,3 +388,20 @@ def test_the_token_goes_to_the_mirror_only():
         "https://cdn-lfs.hf.co/x",  # a redirect target
     ):
         assert "Authorization" not in hub._headers_for(elsewhere, None), elsewhere
+
+
+def test_each_unscoped_acknowledgement_names_every_action_it_covers(synthesized):
+    """One acknowledgement per finding and construct counts: with a VPC, the "*" one must name ec2 and ecr both."""
+    for name, synth in synthesized.items():
+        (plugin,) = synth["report"]["pluginReports"]
+        for finding in plugin["suppressedViolations"]:
+            paths = [c["constructPath"] for c in finding["violatingConstructs"]]
+            if finding["ruleName"] != "AwsSolutions-IAM5[Resource::*]":
+                continue
+            if any(
+                p.endswith(("Endpoint/Role/DefaultPolicy/Resource", "JobRole/DefaultPolicy/Resource")) for p in paths
+            ):
+                assert "ec2:Describe" in finding["reason"] and "ecr:GetAuthorizationToken" in finding["reason"], (
+                    name,
+                    paths,
+                )
