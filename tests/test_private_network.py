@@ -16,7 +16,7 @@ from aws_cdk.assertions import Match, Template
 from constructs_lib import GpuEndpoint, S3ModelData, StagedCheckpoint
 from constructs_lib.names import hub_endpoint_problem
 from stacks.config import ConfigError, DeploymentConfig
-from tests.conftest import build, context_with
+from tests.conftest import build, context_with, stack_template
 
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-89abcdef"]
 GROUP = "sg-0123456789abcdef0"
@@ -223,6 +223,7 @@ def problems(**overrides) -> str:
         ({"hf_endpoint": "https://user:pw@mirror.internal"}, "hf_endpoint="),
         ({"bucket_kms_key_arn": BUCKET_KEY, "model_bucket": "my-models"}, "a given bucket's key is model_kms_key_arn"),
         ({"volume_kms_key_arn": VOLUME_KEY}, "local NVMe"),
+        ({"hf_endpoint": "https://mirror.internal", "model_s3_uri": "s3://b/p/"}, "not with model_s3_uri"),
         (
             {**GOVERNED, "vpc_id": VPC, "staging_instance_type": "ml.m5d.2xlarge"},
             "staging_instance_type='ml.m5d.2xlarge'",
@@ -231,6 +232,21 @@ def problems(**overrides) -> str:
 )
 def test_a_wrong_setting_fails_synth_naming_the_key(overrides, message):
     assert message in problems(**overrides)
+
+
+def test_the_bucket_key_also_names_the_retained_bucket_s_key():
+    """With reuse_model_bucket the key is the retained bucket's: every reader may decrypt through S3 only."""
+    template = stack_template(reuse_model_bucket="true", bucket_kms_key_arn=BUCKET_KEY).to_json()
+    statements = [
+        s
+        for policy in resources(template, "AWS::IAM::Policy")
+        for s in policy["PolicyDocument"]["Statement"]
+        if s["Resource"] == BUCKET_KEY
+    ]
+    assert len(statements) >= 4  # the staging job, its handler, the signal function, the preflight, the endpoint
+    for statement in statements:
+        assert "kms:Decrypt" in statement["Action"]
+        assert "kms:ViaService" in statement["Condition"]["StringEquals"]
 
 
 def test_the_accepted_settings_parse_to_typed_values():
