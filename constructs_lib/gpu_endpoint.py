@@ -21,6 +21,7 @@ from .engines import EngineSpec, get_engine
 from .hosting import (
     LOG_RETENTION_FUNCTION_ID,
     LOG_RETENTION_SERVICE_TIMEOUT_S,
+    UNSCOPED_ALSO,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
@@ -120,10 +121,11 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
             Default: refused (constructs_lib/data/engines.json guarded_env).
         :param vpc: the VPC of the model's network interfaces (the Model's ``VpcConfig``): its ``vpc_subnets``
-            (default: its private subnets), and the security group created in it when none is given. Default: no
-            VPC (SageMaker's own network).
+            (default: its private, else isolated, subnets), and the security group created in it when none is
+            given. Default: no VPC (SageMaker's own network).
         :param vpc_subnets: the subnets, at least two in different Availability Zones; ``SubnetSelection(subnets=
-            [...])`` alone (without ``vpc``) with ``security_groups``. Default: the vpc's private subnets.
+            [...])`` alone (without ``vpc``) with ``security_groups``. Default: the vpc's private (else isolated)
+            subnets.
         :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
             The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
         """
@@ -189,7 +191,13 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
         )
         if self.placement is not None:
-            grant_network_interfaces(self.role, scope=self, placement=self.placement, acknowledged=owned)
+            grant_network_interfaces(
+                self.role,
+                scope=self,
+                placement=self.placement,
+                acknowledged=owned,
+                also_unscoped=UNSCOPED_ALSO,
+            )
 
         self.model = serving_model(
             self,

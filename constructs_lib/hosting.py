@@ -102,6 +102,13 @@ def grant_model_and_image(
 ENDPOINT_METRIC_NAMESPACES = ("/aws/sagemaker/Endpoints", "/aws/sagemaker/InferenceComponents")
 
 
+# What the endpoint role's "*" statements hold besides a VPC's ec2:Describe* (one acknowledgement names them all).
+UNSCOPED_ALSO = (
+    "ecr:GetAuthorizationToken and cloudwatch:PutMetricData have none either: image pulls are limited to the image's "
+    "repository and metrics to SageMaker's endpoint namespaces by condition."
+)
+
+
 def grant_registry_login_and_metrics(
     role: iam.IRole, *, acknowledged: bool, namespaces: tuple[str, ...] = ENDPOINT_METRIC_NAMESPACES[:1]
 ) -> None:

@@ -33,6 +33,7 @@ from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
     ENDPOINT_METRIC_NAMESPACES,
+    UNSCOPED_ALSO,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
@@ -134,7 +135,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         :param vpc: the VPC of the instances' network interfaces: the endpoint config's ``VpcConfig`` (the one
             inference-component endpoints take) and each component's Model's. Default: no VPC.
         :param vpc_subnets: the subnets, at least two in different Availability Zones (``SubnetSelection(subnets=
-            [...])`` alone with ``security_groups``). Default: the vpc's private subnets.
+            [...])`` alone with ``security_groups``). Default: the vpc's private subnets (else its isolated ones).
         :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
             The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
         """
@@ -196,7 +197,13 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
         )
         if self.placement is not None:
-            grant_network_interfaces(self.role, scope=self, placement=self.placement, acknowledged=self.owns_role)
+            grant_network_interfaces(
+                self.role,
+                scope=self,
+                placement=self.placement,
+                acknowledged=self.owns_role,
+                also_unscoped=UNSCOPED_ALSO,
+            )
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,

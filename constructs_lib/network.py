@@ -41,6 +41,12 @@ NETWORK_DESCRIBE_ACTIONS = (
 )
 
 
+UNSCOPED_REASON = (
+    "ec2:Describe* (DhcpOptions, NetworkInterfaces, SecurityGroups, Subnets, Vpcs) have no resource-level "
+    "permissions; SageMaker reads the VpcConfig's network with them."
+)
+
+
 @dataclass(frozen=True)
 class VpcPlacement:
     """Subnets and security groups of one VPC, as SageMaker's ``VpcConfig`` takes them."""
@@ -98,11 +104,11 @@ def vpc_placement(
 ) -> VpcPlacement | None:
     """The placement the props ask for, or None when they ask for none (SageMaker's own network then).
 
-    ``vpc_subnets`` alone (``SubnetSelection(subnets=[...])``) or ``vpc`` with a selection (default: the VPC's
-    private subnets, as aws-cdk-lib selects them). Without ``security_groups`` a group is created under ``scope``
-    (``SecurityGroup``) in ``vpc``: no inbound rule, outbound TCP to ``egress_ports`` only (HTTPS to S3, ECR and the
-    Hub or its mirror; the Amazon DNS server is not filtered by security groups, VPC user guide "Security group
-    rules"). Raises ``ValueError`` naming each problem.
+    ``vpc_subnets`` alone (``SubnetSelection(subnets=[...])``) or ``vpc`` with a selection (default: the subnets
+    aws-cdk-lib selects by default: private, else isolated). Without ``security_groups`` a group is created under
+    ``scope`` (``SecurityGroup``) in ``vpc``: no inbound rule, outbound TCP to ``egress_ports`` only (HTTPS to S3,
+    ECR and the Hub or its mirror; the Amazon DNS server is not filtered by security groups, VPC user guide
+    "Security group rules"). Raises ``ValueError`` naming each problem.
     """
     if vpc is None and vpc_subnets is None and not security_groups:
         return None
@@ -111,10 +117,9 @@ def vpc_placement(
     if vpc_subnets is not None and vpc_subnets.subnets:
         subnets = list(vpc_subnets.subnets)  # as given (a selection by type or group needs the vpc)
     elif vpc is not None:
-        selection = vpc_subnets or ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        selection = vpc_subnets or ec2.SubnetSelection()
         subnets = list(
             vpc.select_subnets(
-                subnets=selection.subnets,
                 subnet_type=selection.subnet_type,
                 subnet_group_name=selection.subnet_group_name,
                 availability_zones=selection.availability_zones,
@@ -155,7 +160,9 @@ def vpc_placement(
     return VpcPlacement(subnets=tuple(subnets), security_groups=tuple(groups))
 
 
-def grant_network_interfaces(role: iam.IRole, *, scope: Construct, placement: VpcPlacement, acknowledged: bool) -> None:
+def grant_network_interfaces(
+    role: iam.IRole, *, scope: Construct, placement: VpcPlacement, acknowledged: bool, also_unscoped: str = ""
+) -> None:
     """The EC2 actions SageMaker uses with ``role`` to put network interfaces into ``placement``'s subnets.
 
     CreateNetworkInterface names the subnet and security group resources (limited to ``placement``'s) and the new
@@ -190,6 +197,7 @@ def grant_network_interfaces(role: iam.IRole, *, scope: Construct, placement: Vp
         acknowledge_wildcard(
             role,
             resource="*",
-            reason="ec2:Describe* (DhcpOptions, NetworkInterfaces, SecurityGroups, Subnets, Vpcs) have no "
-            "resource-level permissions; SageMaker reads the VpcConfig's network with them.",
+            # One acknowledgement per finding id and construct (the last one given counts): it names every action
+            # of the policy's "*" statements, the caller's too.
+            reason=UNSCOPED_REASON + (f" {also_unscoped}" if also_unscoped else ""),
         )

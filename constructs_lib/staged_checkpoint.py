@@ -62,7 +62,7 @@ from .names import (
     repo_id_problem,
     revision_problem,
 )
-from .network import grant_network_interfaces, vpc_placement
+from .network import UNSCOPED_REASON, grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider, python_function
 from .runtime_code import bundled_asset_options, handler_code
@@ -194,7 +194,7 @@ class StagedCheckpoint(Construct):
             which must reach S3 (a gateway endpoint or NAT) and the Hub or ``hub_endpoint`` (NAT or the mirror's
             address). Default: no VPC (SageMaker's own network, with internet access).
         :param vpc_subnets: the job's subnets (``SubnetSelection(subnets=[...])`` alone with ``security_groups``).
-            Default: the vpc's private subnets.
+            Default: the vpc's private subnets (else its isolated ones).
         :param security_groups: 1-5 groups. Default: one created with no inbound rule and HTTPS out (and the
             mirror's port when ``hub_endpoint`` names one).
         :param allow_http_hub: accept an ``http://`` hub_endpoint (a mirror inside the VPC without TLS; the token and
@@ -550,7 +550,17 @@ class StagedCheckpoint(Construct):
         )
         actions = ["sagemaker:DescribeProcessingJob"]
         if manage_jobs:
-            actions += ["sagemaker:CreateProcessingJob", "sagemaker:StopProcessingJob", "sagemaker:AddTags"]
+            actions += ["sagemaker:CreateProcessingJob", "sagemaker:StopProcessingJob"]
+            # CreateProcessingJob with Tags needs sagemaker:AddTags too, only as part of that call (SageMaker
+            # developer guide, "Grant permission to tag SageMaker AI resources on creation"; the condition key
+            # sagemaker:TaggingAction, as AWS managed SageMaker policies use it).
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:AddTags"],
+                    resources=[job_arn],
+                    conditions={"StringEquals": {"sagemaker:TaggingAction": "CreateProcessingJob"}},
+                )
+            )
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["iam:PassRole"],
@@ -676,6 +686,12 @@ def _acknowledge_network(policy: Construct) -> None:
         resource=cdk.Stack.of(policy).format_arn(service="ec2", resource="network-interface", resource_name="*"),
         reason="SageMaker names the staging job's network interfaces at run time; the ec2:Subnet condition limits "
         "them to the given subnets.",
+    )
+    acknowledge_wildcard(
+        policy,
+        resource="*",
+        reason=f"{UNSCOPED_REASON} ecr:GetAuthorizationToken and cloudwatch:PutMetricData have none either: image "
+        "pulls are limited to the staging image's repository, metrics to the ProcessingJobs namespace.",
     )
 
 

@@ -79,7 +79,8 @@ class LlmEndpointStack(cdk.Stack):
                     self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
                 )
                 if config.model_bucket
-                else s3.Bucket.from_bucket_name(self, "ModelBucket", app_bucket)
+                # The retained bucket, with its key when it was created with bucket_kms_key_arn.
+                else s3.Bucket.from_bucket_attributes(self, "ModelBucket", bucket_name=app_bucket, encryption_key=key)
                 if config.reuse_model_bucket
                 else ModelBucket(self, "ModelBucket", bucket_name=app_bucket, encryption_key=key).bucket
             )

@@ -16,7 +16,7 @@ from aws_cdk.assertions import Match, Template
 from constructs_lib import GpuEndpoint, S3ModelData, StagedCheckpoint
 from constructs_lib.names import hub_endpoint_problem
 from stacks.config import ConfigError, DeploymentConfig
-from tests.conftest import build, context_with
+from tests.conftest import build, context_with, stack_template
 
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-89abcdef"]
 GROUP = "sg-0123456789abcdef0"
@@ -223,6 +223,7 @@ def problems(**overrides) -> str:
         ({"hf_endpoint": "https://user:pw@mirror.internal"}, "hf_endpoint="),
         ({"bucket_kms_key_arn": BUCKET_KEY, "model_bucket": "my-models"}, "a given bucket's key is model_kms_key_arn"),
         ({"volume_kms_key_arn": VOLUME_KEY}, "local NVMe"),
+        ({"hf_endpoint": "https://mirror.internal", "model_s3_uri": "s3://b/p/"}, "not with model_s3_uri"),
         (
             {**GOVERNED, "vpc_id": VPC, "staging_instance_type": "ml.m5d.2xlarge"},
             "staging_instance_type='ml.m5d.2xlarge'",
@@ -231,6 +232,21 @@ def problems(**overrides) -> str:
 )
 def test_a_wrong_setting_fails_synth_naming_the_key(overrides, message):
     assert message in problems(**overrides)
+
+
+def test_the_bucket_key_also_names_the_retained_bucket_s_key():
+    """With reuse_model_bucket the key is the retained bucket's: every reader may decrypt through S3 only."""
+    template = stack_template(reuse_model_bucket="true", bucket_kms_key_arn=BUCKET_KEY).to_json()
+    statements = [
+        s
+        for policy in resources(template, "AWS::IAM::Policy")
+        for s in policy["PolicyDocument"]["Statement"]
+        if s["Resource"] == BUCKET_KEY
+    ]
+    assert len(statements) >= 4  # the staging job, its handler, the signal function, the preflight, the endpoint
+    for statement in statements:
+        assert "kms:Decrypt" in statement["Action"]
+        assert "kms:ViaService" in statement["Condition"]["StringEquals"]
 
 
 def test_the_accepted_settings_parse_to_typed_values():
@@ -358,3 +374,50 @@ def test_the_staging_job_request_carries_the_vpc_the_key_and_the_tags():
     )
     assert "NetworkConfig" not in bare and "VolumeKmsKeyId" not in bare["ProcessingResources"]["ClusterConfig"]
     assert [t["Key"] for t in bare["Tags"]] == ["hf-repo-id", "hf-revision"]
+
+
+def test_the_handler_may_tag_only_while_it_creates_a_staging_job(synthesized):
+    statements = [
+        s
+        for policy in resources(synthesized["standard"]["template"], "AWS::IAM::Policy")
+        for s in policy["PolicyDocument"]["Statement"]
+        if "sagemaker:AddTags" in json.dumps(s["Action"])
+    ]
+    (statement,) = statements
+    assert statement["Action"] == "sagemaker:AddTags"
+    assert statement["Condition"] == {"StringEquals": {"sagemaker:TaggingAction": "CreateProcessingJob"}}
+    assert "processing-job/hfstage-" in json.dumps(statement["Resource"])
+
+
+def test_the_token_goes_to_the_mirror_only():
+    from hfstage.hub import HubClient
+
+    hub = HubClient(endpoint="https://nexus.example.internal:8443/repository/hf-remote", token="hf_secret")
+    assert (
+        hub._headers_for("https://nexus.example.internal:8443/repository/hf-remote/api/models/x", None)["Authorization"]
+        == "Bearer hf_secret"
+    )
+    for elsewhere in (
+        "https://huggingface.co/api/models/x",  # the public Hub
+        "https://nexus.example.internal/repository/hf-remote/x",  # another port: another origin
+        "http://nexus.example.internal:8443/repository/hf-remote/x",  # another scheme
+        "https://cdn-lfs.hf.co/x",  # a redirect target
+    ):
+        assert "Authorization" not in hub._headers_for(elsewhere, None), elsewhere
+
+
+def test_each_unscoped_acknowledgement_names_every_action_it_covers(synthesized):
+    """One acknowledgement per finding and construct counts: with a VPC, the "*" one must name ec2 and ecr both."""
+    for name, synth in synthesized.items():
+        (plugin,) = synth["report"]["pluginReports"]
+        for finding in plugin["suppressedViolations"]:
+            paths = [c["constructPath"] for c in finding["violatingConstructs"]]
+            if finding["ruleName"] != "AwsSolutions-IAM5[Resource::*]":
+                continue
+            if any(
+                p.endswith(("Endpoint/Role/DefaultPolicy/Resource", "JobRole/DefaultPolicy/Resource")) for p in paths
+            ):
+                assert "ec2:Describe" in finding["reason"] and "ecr:GetAuthorizationToken" in finding["reason"], (
+                    name,
+                    paths,
+                )
