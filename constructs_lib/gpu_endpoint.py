@@ -69,6 +69,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         container_env: Mapping[str, Any] | None = None,
         inference_ami_version: str | None = None,
         capacity_reservation_arn: str | None = None,
+        capacity_reservation_instances: int | None = None,
         startup_timeout: cdk.Duration | None = None,
         download_timeout: cdk.Duration | None = None,
         endpoint_name: str | None = None,
@@ -99,6 +100,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             Default: derived from the image's CUDA level (CUDA 13 ->
             al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
         :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
+        :param capacity_reservation_instances: instances the reservation holds. With a reservation, the update
+            policy (``apply_update_policy``) is refused unless they hold the serving fleet and an update's new
+            instances (a whole second fleet for blue/green, one batch for rolling). Default: unknown, so any
+            update policy is refused with a reservation.
         :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
         :param download_timeout: model download timeout, 60-3600 s. Default: 20 minutes.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
@@ -195,6 +200,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         )
         self.node.default_child = self.endpoint
         self.instance_count = instance_count
+        self.capacity_reservation_arn = capacity_reservation_arn
+        self.capacity_reservation_instances = capacity_reservation_instances
         self.scalable_target: appscaling.ScalableTarget | None = None
 
     @property

@@ -12,6 +12,7 @@ before the endpoint (SageMaker's DeleteEndpoint leaves components behind).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,7 +28,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
 from .catalog import InstanceSpec
-from .component_plan import INFERENCE_COMPONENT, resolve_scaling
+from .component_plan import INFERENCE_COMPONENT, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
@@ -104,8 +105,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         :param initial_instances: instances at creation, at least 1. Default: 1.
         :param min_instances: fewest instances SageMaker keeps (``ManagedInstanceScaling``).
             Default: 1; 0 with scale_to_zero (the only case 0 is allowed).
-        :param max_instances: most instances SageMaker may add for the components' copies.
-            Default: the larger of 1, the minimum and the initial count.
+        :param max_instances: most instances SageMaker may add for the components' copies, which must leave room
+            for each component's update batch beside its copies. Default: enough for every component's
+            ``max_copies`` plus one update batch each (``max_instance_count``), at least the minimum and initial
+            count; managed instance scaling adds the extra instance only while an update runs.
         :param scale_to_zero: let the endpoint release every instance when idle; its components then
             scale to zero copies and wake on the first request (which fails, as do all requests until
             a copy is in service, several minutes later). Default: off.
@@ -160,6 +163,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         self.instance: InstanceSpec = plan.instance
         self.inference_ami_version = plan.inference_ami_version
         self.scaling = scaling
+        self.max_instances_given = max_instances
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
@@ -184,7 +188,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                 status="ENABLED",
                 min_instance_count=scaling.min_instances,
-                max_instance_count=scaling.max_instances,
+                # Unless given, sized at synth from the components added and their update policies.
+                max_instance_count=scaling.max_instances
+                if max_instances is not None
+                else cdk.Lazy.number(_MaxInstanceCount(self)),
             ),
             routing_config=(
                 sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy)
@@ -224,9 +231,45 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
     def endpoint_arn(self) -> str:
         return self.endpoint.attr_endpoint_arn
 
+    @property
+    def max_instance_count(self) -> int:
+        """``ManagedInstanceScaling.MaxInstanceCount``: ``max_instances`` when given, else room for every
+        component's ``max_copies`` and one update batch of each (CloudFormation may update them together)."""
+        if self.max_instances_given is not None:
+            return self.max_instances_given
+        return max(self.scaling.max_instances, self._instances_for(update_batches=True))
+
+    @property
+    def update_instance_count(self) -> int:
+        """Instances of ``max_instance_count`` that only an update's batches use (counted by the quota check as an
+        update's); 0 when ``max_instances`` is given."""
+        if self.max_instances_given is not None:
+            return 0
+        serving = max(self.scaling.max_instances, self._instances_for(update_batches=False))
+        return self.max_instance_count - serving
+
+    def _instances_for(self, *, update_batches: bool) -> int:
+        gpus = self.instance.gpu_count if self.instance else 0
+        if not gpus:
+            return 0
+        needed = sum(
+            (c.max_copies + (c.update_batch_copies if update_batches else 0)) * c.accelerators_per_copy
+            for c in self.components
+        )
+        return math.ceil(needed / gpus)
+
     def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
         """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""
         return InferenceComponent(self, id, endpoint=self, model=model, **props)
+
+
+@jsii.implements(cdk.IStableNumberProducer)
+class _MaxInstanceCount:
+    def __init__(self, endpoint: ComponentEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def produce(self) -> int:
+        return self.endpoint.max_instance_count
 
 
 @jsii.implements(IValidation)
@@ -238,9 +281,11 @@ class _CapacityCheck:
 
     def validate(self) -> list[str]:
         endpoint = self.endpoint
-        if len(endpoint.components) < 2:  # one component is checked on its own when it is created
+        # One component is checked on its own (construction, apply_update_policy); the default fits them all.
+        if len(endpoint.components) < 2 or endpoint.max_instances_given is None:
             return []
-        gpus = endpoint.instance.gpu_count * endpoint.scaling.max_instances
+        given = endpoint.max_instances_given
+        gpus = endpoint.instance.gpu_count * given
         errors = []
         for label in ("max_copies", "initial_copies"):
             needed = sum(getattr(c, label) * c.accelerators_per_copy for c in endpoint.components)
@@ -250,8 +295,18 @@ class _CapacityCheck:
                 )
                 errors.append(
                     f"the components' {label} need {parts} = {needed} GPUs together, but max_instances="
-                    f"{endpoint.scaling.max_instances} x {endpoint.instance.gpu_count} GPU(s) per instance give "
+                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give "
                     f"{gpus}; lower their {label} or raise max_instances."
+                )
+        if not errors:
+            # Each component's update batch is placed beside every copy (API InferenceComponentRollingUpdatePolicy).
+            needed = sum((c.max_copies + c.update_batch_copies) * c.accelerators_per_copy for c in endpoint.components)
+            if needed > gpus:
+                errors.append(
+                    f"the components' max_copies plus one update batch each need {needed} GPUs, but max_instances="
+                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give {gpus}: an update would "
+                    f"wait for room until it times out; raise max_instances to "
+                    f"{math.ceil(needed / endpoint.instance.gpu_count)} or leave it unset."
                 )
         return errors
 
@@ -363,7 +418,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             instance_spec_gpu_count=instance.gpu_count,
             tensor_parallel_size=tensor_parallel_size,
             min_instances=endpoint.scaling.min_instances,
-            max_instances=endpoint.scaling.max_instances,
+            max_instances=endpoint.max_instances_given,
             initial_instances=endpoint.scaling.initial_instances,
             min_copies=min_copies,
             max_copies=max_copies,
@@ -371,6 +426,8 @@ class InferenceComponent(MonitoredComponent, Construct):
             scale_to_zero=scale_to_zero,
             target_concurrency=target_concurrency,
             min_memory_mb=min_memory_mb,
+            # Room for a new copy beside the old ones; apply_update_policy checks the policy's own batch.
+            update_batch_copies=1,
         )
         errors = plan.errors + scaling.errors
         if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(COMPONENT_NAME, name)):
@@ -516,6 +573,19 @@ class InferenceComponent(MonitoredComponent, Construct):
             "when a request finds no capacity.",
         )
         self.wake_alarm.add_alarm_action(cloudwatch_actions.ApplicationScalingAction(wake))
+
+    @property
+    def update_batch_copies(self) -> int:
+        """Copies an update of this component places beside the serving ones (its rolling batch; 1 without)."""
+        policy = self.update_policy
+        return policy.extra_instances_for_component_update() if policy is not None else 1
+
+    def _rolling_room_problem(self, batch: int) -> str | None:
+        given = self.endpoint.max_instances_given
+        gpus = self.endpoint.instance.gpu_count
+        if given is None or not gpus or len(self.endpoint.components) > 1:  # several: the endpoint's check
+            return None
+        return rolling_room_problem(given, gpus, self.max_copies, batch, self.accelerators_per_copy)
 
     @property
     def inference_component_arn(self) -> str:

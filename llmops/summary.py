@@ -40,7 +40,9 @@ def update_policy(config: dict) -> str:
         wait = traffic.get("WaitIntervalInSeconds")
     else:
         rolling = config.get("RollingUpdatePolicy", {})
-        kind = f"rolling by {rolling.get('MaximumBatchSize', {}).get('Value')} copies"
+        size = rolling.get("MaximumBatchSize", {})
+        unit = "instance(s)" if size.get("Type") == "INSTANCE_COUNT" else "copies"  # an endpoint's rolling policy
+        kind = f"rolling by {size.get('Value')} {unit}"
         wait = rolling.get("WaitIntervalInSeconds")
     return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
 

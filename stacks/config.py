@@ -38,7 +38,7 @@ from constructs_lib.names import (
 from preflight import KV_CACHE_DTYPES
 
 from .context_keys import FIELDS  # the registry: one entry per key
-from .observability import observability_problems
+from .observability import observability_problems, update_batch_copies
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
@@ -173,6 +173,7 @@ class DeploymentConfig:
     container_env: dict[str, Any]
     inference_ami_version: str | None
     capacity_reservation_arn: str | None
+    capacity_reservation_instances: int | None
     startup_timeout_s: int
     download_timeout_s: int
     endpoint_name: str | None
@@ -322,6 +323,8 @@ class DeploymentConfig:
                     instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
                     tensor_parallel_size=values.get("tensor_parallel_size"),
                     initial_instances=values.get("instance_count"),
+                    # The default max_instances leaves room for one update batch; a given one must (component_plan).
+                    update_batch_copies=update_batch_copies(values) if component_mode else None,
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
         if values.get("component_name") is not None and not matches(COMPONENT_NAME, values["component_name"]):

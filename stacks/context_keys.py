@@ -454,6 +454,14 @@ KEYS: tuple[ContextKey, ...] = (
         "`arn:aws:sagemaker:<region>:<acct>:<type>/<name>`; sets `capacity-reservations-only`",
     ),
     ContextKey(
+        "capacity_reservation_instances",
+        _optional(_integer(1, 10000)),
+        None,
+        "serving",
+        "with `capacity_reservation_arn`: instances it holds; an update policy is refused unless they fit the "
+        "fleet and an update's new instances (docs/guide/updates-and-observability.md)",
+    ),
+    ContextKey(
         "startup_timeout_s",
         _integer(60, 3600),
         1200,
@@ -487,7 +495,8 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_choice(list(UPDATE_POLICIES))),
         None,
         "observability",
-        "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component), `none`",
+        "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component, or standard one batch of "
+        "instances at a time), `none`",
     ),
     ContextKey(
         "update_step_size",

@@ -25,9 +25,10 @@ from constructs_lib import (
     resolve_scaling,
     weight_format_flags,
 )
+from constructs_lib.catalog import lookup_instance
 
 from .config import DeploymentConfig
-from .observability import add_observability, update_policy_of
+from .observability import add_observability, update_batch_copies, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -185,6 +186,7 @@ class LlmEndpointStack(cdk.Stack):
             container_env=config.container_env,
             inference_ami_version=config.inference_ami_version,
             capacity_reservation_arn=config.capacity_reservation_arn,
+            capacity_reservation_instances=config.capacity_reservation_instances,
             startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
@@ -260,12 +262,30 @@ class LlmEndpointStack(cdk.Stack):
         return EndpointSmokeTest.for_component(self, "SmokeTest", self.component, **options)
 
     def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
+        component_mode = config.deployment_mode == INFERENCE_COMPONENT
+        instance = lookup_instance(config.instance_type) if component_mode else None
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
+            instance_spec_gpu_count=config.gpu_count or (instance.gpu_count if instance else None),
+            tensor_parallel_size=config.tensor_parallel_size,
+            accelerators_per_copy=config.accelerators_per_copy,
             initial_instances=config.instance_count,
             min_instances=config.min_instances,
             max_instances=config.max_instances,
+            min_copies=config.min_copies,
+            max_copies=config.max_copies,
+            initial_copies=config.initial_copies,
             scale_to_zero=config.scale_to_zero,
+            # The same max_instances as ComponentEndpoint's default: room for one update batch (component_plan).
+            update_batch_copies=update_batch_copies(vars(config)) if component_mode else None,
+        )
+        most = max(config.instance_count, scaling.max_instances)
+        # A blue/green update runs a second fleet beside the first, a rolling one a batch; in component mode the
+        # instances max_instances keeps for an update's batch count as an update's (not needed at create).
+        update_instances = (
+            scaling.update_instances
+            if component_mode
+            else update_policy_of(vars(config)).extra_instances_during_update(most)
         )
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         return DeploymentPreflight(
@@ -281,13 +301,8 @@ class LlmEndpointStack(cdk.Stack):
             kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
             gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
             # The quota must cover the most instances the endpoint may run, not only the first.
-            instances_needed=max(config.instance_count, scaling.max_instances),
-            # A blue/green update runs a second fleet beside the first (a rolling component update does not).
-            update_instances=0
-            if config.deployment_mode == INFERENCE_COMPONENT
-            else update_policy_of(vars(config)).extra_instances_during_update(
-                max(config.instance_count, scaling.max_instances)
-            ),
+            instances_needed=most - update_instances if component_mode else most,
+            update_instances=update_instances,
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
             allow_checkpoint_code=config.allow_checkpoint_code,

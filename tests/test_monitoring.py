@@ -428,12 +428,13 @@ def test_policy_none_leaves_sagemakers_default():
     [
         (UpdatePolicy("canary"), 1, r"canary with update_step_size=1 needs at least 2 instances"),
         (UpdatePolicy("linear", step_size=3), 4, r"linear step is 10-50% of the instance count \(4\); allowed here: 1"),
-        (UpdatePolicy("rolling"), 1, r"update_policy='rolling' does not apply in standard mode"),
+        # A rolling endpoint batch is 5-50% of the instances (API RollingUpdatePolicy): one instance has none.
+        (UpdatePolicy("rolling"), 1, r"update_policy=rolling with update_step_size=1 needs at least 2 instances"),
         (UpdatePolicy("all-at-once", wait_s=4000), 1, r"update_wait_s=4000: allowed 0 to 3600"),
         (
             UpdatePolicy("all-at-once", max_execution_timeout_s=600, wait_s=600),
             1,
-            r"update_timeout_s=600 must exceed what the update may wait: 600 s of waits",
+            r"update_timeout_s=600 must exceed what the update may wait \(all-at-once\): 1 x update_wait_s 600",
         ),
     ],
 )
@@ -459,15 +460,20 @@ def test_component_rolling_policy_rolls_back_on_its_alarms():
     assert config["RollingUpdatePolicy"] == {
         "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 2},
         "WaitIntervalInSeconds": 120,
+        # Derived (issue 28): 2 batches x (120 s bake + 2400 s download and start-up + 600 s to launch an instance).
+        "MaximumExecutionTimeoutInSeconds": 6240,
     }
     assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 4
     Annotations.from_stack(stack).has_no_warning("*", Match.string_like_regexp("Rolling update batch"))
 
 
-def test_component_rolling_batch_of_one_copy_warns():
+def test_component_rolling_batch_of_one_copy_is_information_not_a_warning():
+    """Issue 28: the default one-copy component prints no warning (no whole-copy batch is 5-50% of one copy)."""
     stack, _, component = component_endpoint()
     component.apply_update_policy(UpdatePolicy("rolling"))
-    Annotations.from_stack(stack).has_warning("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy"))
+    annotations = Annotations.from_stack(stack)
+    annotations.has_no_warning("*", Match.any_value())
+    annotations.has_info("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy count"))
 
 
 @pytest.mark.parametrize(
@@ -481,7 +487,7 @@ def test_component_rolling_batch_of_one_copy_warns():
     ],
 )
 def test_rolling_batch_fits_5_to_50_percent_of_every_copy_count_an_update_may_start_at(copies, step, warning):
-    stack, _, component = component_endpoint({"max_instances": 40}, **copies)
+    stack, _, component = component_endpoint({"max_instances": 41}, **copies)  # 40 copies + a batch of 1
     component.apply_update_policy(UpdatePolicy("rolling", step_size=step))
     annotations = Annotations.from_stack(stack)
     if warning:
@@ -501,7 +507,9 @@ def test_component_refuses_blue_green_and_oversized_batches():
 def test_extra_instances_during_an_update():
     assert UpdatePolicy("all-at-once").extra_instances_during_update(3) == 3
     assert UpdatePolicy("none").extra_instances_during_update(2) == 2  # SageMaker's default is blue/green too
-    assert UpdatePolicy("rolling").extra_instances_during_update(2) == 0
+    assert UpdatePolicy("rolling").extra_instances_during_update(4) == 1  # one batch of instances (endpoint)
+    assert UpdatePolicy("rolling", step_size=2).extra_instances_for_component_update() == 2  # one batch of copies
+    assert UpdatePolicy("none").extra_instances_for_component_update() == 1
 
 
 def test_component_policy_none_sets_no_deployment_config():
@@ -515,11 +523,34 @@ def test_component_policy_none_sets_no_deployment_config():
 
 def test_an_update_timeout_must_cover_every_step_and_the_new_fleet_coming_up():
     """MaximumExecutionTimeoutInSeconds must exceed the total waiting (API BlueGreenUpdatePolicy), and the green
-    fleet downloads and starts before any traffic moves: linear waits once per step."""
+    fleet downloads and starts before any traffic moves: linear waits once per step, canary twice."""
     policy = UpdatePolicy("linear", step_size=1, wait_s=300, max_execution_timeout_s=3600)
     (problem,) = policy.problems(component_mode=False, instances=4, provisioning_s=2400)
-    assert "1200 s of waits" in problem and "= 3600 s; allowed: more than 3600" in problem
+    assert "4 x update_wait_s 300" in problem and "= 3600 s" in problem and "allowed: more than 3600" in problem
     assert policy.problems(component_mode=False, instances=4, provisioning_s=2399) == []
     rolling = UpdatePolicy("rolling", step_size=1, wait_s=120, max_execution_timeout_s=2880)
     (problem,) = rolling.problems(component_mode=True, instances=0, copies=4, provisioning_s=2400)
-    assert "480 s of waits" in problem and "new copies" in problem
+    assert "4 x update_wait_s 120" in problem and "new copies" in problem
+
+
+def test_canary_bakes_twice():
+    """Canary: a bake after the canary, then "a final baking period" after the rest shifts
+    (deployment-guardrails-blue-green-canary): two waits, where the old rule counted one."""
+    canary = UpdatePolicy("canary", wait_s=600, max_execution_timeout_s=3000)
+    (problem,) = canary.problems(component_mode=False, instances=2, provisioning_s=1800)
+    assert "2 x update_wait_s 600" in problem and "= 3000 s" in problem
+    assert (
+        UpdatePolicy("canary", wait_s=600, max_execution_timeout_s=3001).problems(
+            component_mode=False, instances=2, provisioning_s=1800
+        )
+        == []
+    )
+
+
+def test_a_rolling_update_gets_a_timeout_derived_from_its_batches():
+    """Issue 28: no MaximumExecutionTimeoutInSeconds left to SageMaker's unstated default for a rolling update."""
+    assert UpdatePolicy("rolling").derived_timeout_s(instances=0, copies=1, provisioning_s=2400) == 3300
+    assert UpdatePolicy("rolling", wait_s=0).derived_timeout_s(instances=0, copies=1, provisioning_s=0) == 600
+    assert UpdatePolicy("rolling").derived_timeout_s(instances=0, copies=30, provisioning_s=2400) == 28800
+    assert UpdatePolicy("rolling", max_execution_timeout_s=5000).derived_timeout_s(instances=0, copies=1) == 5000
+    assert UpdatePolicy("all-at-once").derived_timeout_s(instances=1, provisioning_s=2400) is None

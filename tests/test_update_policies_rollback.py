@@ -94,7 +94,10 @@ def test_quota_counts_a_blue_green_updates_second_fleet_and_its_rollback_succeed
     assert created.ok, created.reason
     updated = cfn.update(driver.properties(InstancesNeeded="2", UpdateInstances="2"))
     assert not updated.ok
-    assert "needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in updated.message
+    assert (
+        "needs 4 instance(s) (2 serving + 2 for an update's new instances: a blue/green fleet or a rolling batch)"
+        in updated.message
+    )
     rolled_back = cfn.rollback()
     assert rolled_back.ok, rolled_back.reason
     assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
