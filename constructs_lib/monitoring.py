@@ -456,11 +456,29 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             expression=f"m / {gpus}", using_metrics={"m": raw}, label="GPU memory (% of all GPUs)", period=ONE_MINUTE
         )
 
+    no_capacity_alarm: cloudwatch.Alarm | None = None
+
     def add_alarms(
-        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+        self,
+        thresholds: AlarmThresholds | None = None,
+        *,
+        topic: sns.ITopic | None = None,
+        serving: Construct | None = None,
     ) -> list[cloudwatch.Alarm]:
         """Alarms on 5xx errors, p99 model latency, GPU memory and instances reporting (``AlarmThresholds``
-        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``."""
+        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``.
+
+        :param serving: what completes once the endpoint serves (the stack's smoke test). The instances-reporting
+            alarm (``NoCapacity``) treats missing data as breaching, since no instance reports nothing at all
+            ("breaching: Missing data points are treated as 'bad' and breaching the threshold", CloudWatch user
+            guide, AlarmThatSendsEmail "Configuring how CloudWatch alarms treat missing data"). Before the endpoint
+            has instances and while it is deleted there is no data either, so that alarm is created after
+            ``serving`` and deleted before it, and it is left out of the update's rollback alarms (the endpoint's
+            DeploymentConfig cannot name an alarm that waits for the endpoint; a blue/green or rolling update keeps
+            old instances reporting, so it has nothing to add there). Default: the endpoint, whose CloudFormation
+            create polls DescribeEndpoint for up to 160 minutes and whose delete polls it too (cfn-lint schema of
+            AWS::SageMaker::Endpoint, handlers), so the alarm starts once the endpoint is created and goes first.
+        """
         thresholds = thresholds or AlarmThresholds()
         _check(self, thresholds.problems())
         if getattr(self, "alarms", None):
@@ -477,6 +495,9 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             thresholds=thresholds,
             topic=topic,
         )
+        self.no_capacity_alarm = next((a for a in self.alarms if a.node.id == "NoCapacity"), None)
+        if self.no_capacity_alarm is not None:
+            self.no_capacity_alarm.node.add_dependency(serving or self.endpoint)  # type: ignore[attr-defined]
         return self.alarms
 
     def apply_update_policy(
@@ -502,7 +523,11 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             ):
                 cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)  # type: ignore[arg-type]
         alarms = rollback_alarms(
-            list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
+            [
+                a
+                for a in (list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])))
+                if a is not self.no_capacity_alarm  # created after the endpoint serves (add_alarms)
+            ],
             self.node.path,  # type: ignore[attr-defined]
         )
         timeout = policy.derived_timeout_s(instances=instances, provisioning_s=provisioning)

@@ -116,6 +116,30 @@ def test_endpoint_alarms_watch_the_documented_metrics_with_literal_dimensions():
         assert "AlarmActions" not in props  # no topic given
 
 
+def test_the_instances_reporting_alarm_waits_for_the_endpoint_and_goes_first():
+    """Issue 28 item 5: missing data is breaching for it (no instance reports nothing), so it must not exist while
+    the endpoint has no instances yet (create) or any more (delete): it depends on the endpoint, or on what is
+    given as ``serving``, and rolls nothing back (the endpoint's DeploymentConfig cannot name it)."""
+    stack, endpoint = gpu_endpoint()
+    endpoint.add_alarms()
+    endpoint.apply_update_policy(UpdatePolicy("all-at-once"))
+    t = Template.from_stack(stack).to_json()
+    alarms = {k: r for k, r in t["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    (no_capacity,) = [k for k in alarms if "NoCapacity" in k]
+    (endpoint_id,) = [k for k, r in t["Resources"].items() if r["Type"] == "AWS::SageMaker::Endpoint"]
+    assert endpoint_id in alarms[no_capacity]["DependsOn"]
+    assert all(endpoint_id not in r.get("DependsOn", []) for k, r in alarms.items() if k != no_capacity)
+    rollback = [a["AlarmName"]["Ref"] for a in endpoint_config(t)["AutoRollbackConfiguration"]["Alarms"]]
+    assert no_capacity not in rollback and len(rollback) == 3
+
+    stack, endpoint = gpu_endpoint()
+    serving = cdk.CfnWaitConditionHandle(stack, "Serving")
+    endpoint.add_alarms(serving=serving)
+    t = Template.from_stack(stack).to_json()
+    (props,) = [r for k, r in t["Resources"].items() if "NoCapacity" in k and r["Type"] == "AWS::CloudWatch::Alarm"]
+    assert props["DependsOn"] == ["Serving"]
+
+
 def test_thresholds_change_and_disable_each_alarm():
     stack, endpoint = gpu_endpoint()
     endpoint.add_alarms(
@@ -369,7 +393,8 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
     config = endpoint_config(t)
     assert config["BlueGreenUpdatePolicy"] == {"TrafficRoutingConfiguration": traffic}
     names = [a["AlarmName"]["Ref"] for a in config["AutoRollbackConfiguration"]["Alarms"]]
-    assert len(names) == len(alarms) == 4 and all("Alarms" in n for n in names)
+    # Every alarm but NoCapacity, which waits for the endpoint (issue 28 item 5).
+    assert len(alarms) == 4 and len(names) == 3 and all("Alarms" in n and "NoCapacity" not in n for n in names)
     # SageMaker reads the alarms as the execution role (deployment-guardrails-configuration).
     Template.from_stack(stack).has_resource_properties(
         "AWS::IAM::Policy",
