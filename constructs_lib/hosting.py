@@ -8,15 +8,18 @@ in both modes at once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IDependable
+from constructs import Construct, IConstruct, IDependable
 
 from .images import ServingImage
 from .model_data import ModelSource
@@ -275,7 +278,8 @@ def config_and_endpoint(
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
     No EndpointConfigName: configs are immutable, and a fixed name would block replacement. The endpoint
-    waits for its log group, which must exist (with its retention) before SageMaker writes to it.
+    waits for its log group, which must exist (with its retention) before SageMaker writes to it. The config's
+    logical ID follows what the endpoint's update sends (``_ConfigCoversTheEndpointUpdate``).
     """
     config = sagemaker.CfnEndpointConfig(
         scope,
@@ -289,4 +293,43 @@ def config_and_endpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name
     )
     endpoint.node.add_dependency(log_retention)
+    cdk.Aspects.of(scope).add(_ConfigCoversTheEndpointUpdate(config, endpoint))
     return config, endpoint
+
+
+# The Endpoint properties an UpdateEndpoint sends besides the config's name (botocore sagemaker UpdateEndpointInput).
+ENDPOINT_UPDATE_PROPERTIES = (
+    "deployment_config",
+    "retain_all_variant_properties",
+    "exclude_retained_variant_properties",
+    "retain_deployment_config",
+)
+
+
+@jsii.implements(cdk.IAspect)
+class _ConfigCoversTheEndpointUpdate:
+    """A change to what the Endpoint's update sends (its DeploymentConfig, RetainAllVariantProperties...) makes a
+    new EndpointConfig, so the update of the Endpoint always names a new config.
+
+    UpdateEndpoint requires ``EndpointConfigName``, "the name of the new endpoint configuration" (botocore
+    sagemaker UpdateEndpointInput), and what CloudFormation does when only the Endpoint's other properties change
+    is not documented. The config's logical ID carries a hash of those properties, the way CDK's
+    ``lambda.Function.currentVersion`` names a new Version: a new logical ID is a new config with a new generated
+    name, then UpdateEndpoint to it, then the old config's deletion in the cleanup phase; a rollback updates the
+    endpoint back to the old config, which still exists. Without any of them set the logical ID is CDK's own.
+    """
+
+    def __init__(self, config: sagemaker.CfnEndpointConfig, endpoint: sagemaker.CfnEndpoint) -> None:
+        self.config, self.endpoint, self.done = config, endpoint, False
+
+    def visit(self, node: IConstruct) -> None:
+        if node is not self.endpoint or self.done:
+            return
+        self.done = True
+        stack = cdk.Stack.of(self.endpoint)
+        sent = {key: stack.resolve(getattr(self.endpoint, key, None)) for key in ENDPOINT_UPDATE_PROPERTIES}
+        sent = {key: value for key, value in sent.items() if value is not None}
+        if not sent:
+            return
+        digest = hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode()).hexdigest()[:8].upper()
+        self.config.override_logical_id(f"{stack.get_logical_id(self.config)}U{digest}")

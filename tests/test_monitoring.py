@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import aws_cdk as cdk
 import pytest
@@ -579,3 +580,26 @@ def test_a_rolling_update_gets_a_timeout_derived_from_its_batches():
     assert UpdatePolicy("rolling").derived_timeout_s(instances=0, copies=30, provisioning_s=2400) == 28800
     assert UpdatePolicy("rolling", max_execution_timeout_s=5000).derived_timeout_s(instances=0, copies=1) == 5000
     assert UpdatePolicy("all-at-once").derived_timeout_s(instances=1, provisioning_s=2400) is None
+
+
+def _config_id(policy: UpdatePolicy | None, thresholds: AlarmThresholds | None = None) -> str:
+    stack, endpoint = gpu_endpoint()
+    if thresholds is not None:
+        endpoint.add_alarms(thresholds)
+    if policy is not None:
+        endpoint.apply_update_policy(policy)
+    (config,) = of_type(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")
+    return config
+
+
+def test_the_endpoint_config_follows_what_the_endpoints_update_sends():
+    """Issue 28 item 4: a change of DeploymentConfig alone is a new EndpointConfig (UpdateEndpoint names a new one)."""
+    plain = _config_id(None)
+    assert re.fullmatch(r"EndpointConfig[0-9A-F]{8}", plain)  # nothing the update sends: CDK's own logical ID
+    bake_300, bake_120 = _config_id(UpdatePolicy("all-at-once")), _config_id(UpdatePolicy("all-at-once", wait_s=120))
+    assert len({plain, bake_300, bake_120}) == 3
+    assert _config_id(UpdatePolicy("all-at-once", wait_s=120)) == bake_120
+    # A threshold lives on the alarm, not on the Endpoint: the same config.
+    assert _config_id(UpdatePolicy("all-at-once"), AlarmThresholds(p99_latency_ms=1000)) == _config_id(
+        UpdatePolicy("all-at-once"), AlarmThresholds()
+    )
