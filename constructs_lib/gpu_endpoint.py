@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -33,6 +33,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .instance_pools import pool_problems, pool_types
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
 
@@ -59,6 +60,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         engine: str | EngineSpec = "vllm",
         image: ServingImage | None = None,
         instance_type: str = "ml.g6.xlarge",
+        instance_pools: Sequence[str] | None = None,
         instance_count: int = 1,
         gpu_count: int | None = None,
         gpu_memory_gib: float | None = None,
@@ -85,6 +87,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             ``EngineSpec`` (``get_engine("llamacpp").for_model_file("m-Q4_K_M.gguf")`` for a GGUF file). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
+        :param instance_pools: instance types SageMaker falls back to, in priority order after ``instance_type``,
+            when it has no capacity for it (``ProductionVariant.InstancePools``; at most 4). Each must pass the same
+            synth checks as ``instance_type`` with the same settings: the same Model serves on all of them.
+            Default: none (``instance_type`` only).
         :param instance_count: instances behind the endpoint. Default: 1.
         :param gpu_count: GPUs per instance, required with gpu_memory_gib for instance types the
             catalog does not know. Default: from the catalog.
@@ -147,9 +153,28 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             volume_kms_key=volume_kms_key is not None,
             allow_checkpoint_code=allow_checkpoint_code,
         )
-        if plan.errors:
+
+        def pool_check(pool: str) -> list[str]:
+            # The primary's settings, its tensor parallel size and AMI: one Model and one variant serve every pool.
+            return plan_endpoint(
+                engine=engine_spec,
+                image=image,
+                instance_type=pool,
+                instance_count=instance_count,
+                tensor_parallel_size=plan.tensor_parallel_size,
+                max_model_len=max_model_len,
+                max_num_seqs=max_num_seqs,
+                engine_env=engine_env,
+                container_env=container_env,
+                inference_ami_version=plan.inference_ami_version,
+                volume_kms_key=volume_kms_key is not None,
+                allow_checkpoint_code=allow_checkpoint_code,
+            ).errors
+
+        errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
+        if errors:
             raise ValueError(
-                f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(plan.errors, 1))
+                f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1))
             )
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:gpu-endpoint", warning)
@@ -183,7 +208,14 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
             model_name=self.model.attr_model_name,
-            instance_type=instance_type,
+            # With pools, InstancePools replaces InstanceType (realtime-endpoints-heterogeneous).
+            instance_type=None if instance_pools else instance_type,
+            instance_pools=[
+                sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=t, priority=i)
+                for i, t in enumerate(pool_types(instance_type, instance_pools), 1)
+            ]
+            if instance_pools
+            else None,
             initial_instance_count=instance_count,
             initial_variant_weight=1.0,
             model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
@@ -200,6 +232,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         )
         self.node.default_child = self.endpoint
         self.instance_count = instance_count
+        self.instance_types = pool_types(instance_type, instance_pools)
         self.capacity_reservation_arn = capacity_reservation_arn
         self.capacity_reservation_instances = capacity_reservation_instances
         self.scalable_target: appscaling.ScalableTarget | None = None

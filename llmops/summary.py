@@ -56,7 +56,8 @@ def _count(value: Any) -> int | None:
 
 def cost_lines(variant: dict, region: str) -> list[str]:
     """The variant's on-demand cost: always-on instances, or idle and full scale with managed scaling."""
-    instance_type = variant.get("InstanceType")
+    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
+    instance_type = variant.get("InstanceType") or (pools[0].get("InstanceType") if pools else None)  # priority 1
     if not isinstance(instance_type, str):
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)

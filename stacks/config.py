@@ -26,6 +26,7 @@ from constructs_lib import (
     parse_s3_uri,
     plan_endpoint,
     plan_scaling,
+    pool_problems,
     recorded_tag_key,
     remote_code_keys,
     smoke_request_problems,
@@ -173,6 +174,7 @@ class DeploymentConfig:
     container_env: dict[str, Any]
     inference_ami_version: str | None
     capacity_reservation_arn: str | None
+    instance_pools: tuple[str, ...]
     capacity_reservation_instances: int | None
     startup_timeout_s: int
     download_timeout_s: int
@@ -317,6 +319,28 @@ class DeploymentConfig:
                 allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
             )
             problems += plan.errors
+            if values.get("instance_pools") and component_mode:
+                problems.append(
+                    f"instance_pools={list(values['instance_pools'])!r}: only with deployment_mode=standard for now "
+                    "(components need one Specification per instance type, not built yet); leave it empty"
+                )
+            elif values.get("instance_pools") and not plan.errors:
+                problems += pool_problems(
+                    values["instance_type"],
+                    values["instance_pools"],
+                    lambda pool: (
+                        plan_endpoint(
+                            engine=engine,
+                            image=image,
+                            instance_type=pool,
+                            tensor_parallel_size=plan.tensor_parallel_size,
+                            engine_env=values.get("engine_env") if engine_known else None,
+                            container_env=values.get("container_env") if engine_known else None,
+                            inference_ami_version=plan.inference_ami_version,
+                            allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
+                        ).errors
+                    ),
+                )
             if "deployment_mode" in values:
                 problems += plan_scaling(
                     deployment_mode=values["deployment_mode"],

@@ -45,6 +45,7 @@ from .parsers import (
     _checked,
     _choice,
     _choices_list,
+    _instance_types,
     _integer,
     _json_object,
     _number,
@@ -381,6 +382,14 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "a GPU instance type from the catalog below, or any `ml.*` type with `gpu_count` and `gpu_memory_gib`"
         " (if cfn-lint does not know it yet either: `make synth CFN_LINT_IGNORE=W3005,E3030,W3030`)",
+    ),
+    ContextKey(
+        "instance_pools",
+        _instance_types,
+        [],
+        "serving",
+        "JSON array of up to 4 instance types SageMaker falls back to, in order, when `instance_type` has no "
+        "capacity (standard mode); each passes the same checks (docs/guide/capacity.md)",
     ),
     ContextKey(
         "instance_count",

@@ -22,10 +22,10 @@ from constructs_lib import (
     StagedCheckpoint,
     app_bucket_name,
     get_engine,
+    lookup_instance,
     resolve_scaling,
     weight_format_flags,
 )
-from constructs_lib.catalog import lookup_instance
 
 from .config import DeploymentConfig
 from .observability import add_observability, update_batch_copies, update_policy_of
@@ -176,6 +176,7 @@ class LlmEndpointStack(cdk.Stack):
             engine=config.engine_spec,
             image=config.serving_image,
             instance_type=config.instance_type,
+            instance_pools=config.instance_pools or None,
             instance_count=config.instance_count,
             gpu_count=config.gpu_count,
             gpu_memory_gib=config.gpu_memory_gib,

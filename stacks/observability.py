@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib import INFERENCE_COMPONENT, AlarmThresholds, AlarmTopic, UpdatePolicy
-from constructs_lib.update_policy import reservation_problems
+from constructs_lib import INFERENCE_COMPONENT, AlarmThresholds, AlarmTopic, UpdatePolicy, reservation_problems
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig

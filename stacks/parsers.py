@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from constructs_lib import BUCKET_RULE, bucket_name_problem
-from constructs_lib.names import matches
+from constructs_lib.names import INSTANCE_TYPE, matches
 
 NONE_WORDS = {"", "null", "none"}
 
@@ -199,6 +199,20 @@ def _patterns(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
         raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
     return tuple(raw)
+
+
+def _instance_types(raw: Any) -> tuple[str, ...]:
+    """JSON array of instance types such as ["ml.g6e.xlarge", "ml.g5.2xlarge"]"""
+    try:
+        values = _patterns(raw)
+    except ValueError:
+        raise ValueError('expected a JSON array of instance types such as ["ml.g6e.xlarge", "ml.g5.2xlarge"]') from None
+    wrong = [v for v in values if not matches(INSTANCE_TYPE, v)]
+    if wrong:
+        raise ValueError(
+            f"not SageMaker instance types: {', '.join(map(repr, wrong))}; expected names such as ml.g6e.xlarge"
+        )
+    return values
 
 
 def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:
