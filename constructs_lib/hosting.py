@@ -227,6 +227,28 @@ def sagemaker_metric(
     )
 
 
+def openai_base_url(endpoint_name: str, inference_component_name: str | None = None) -> str:
+    """``https://runtime.sagemaker.<region>.<suffix>/endpoints/<name>[/inference-components/<ic>]/openai/v1``.
+
+    SageMaker real-time endpoints and inference components "expose an /openai/v1/chat/completions path that
+    accepts Chat Completions requests and returns responses directly from the container, including streaming"
+    (SageMaker developer guide, realtime-endpoints-openai-compatible); a component is named in the path (AWS's
+    sample aws-samples/sagemaker-genai-hosting-examples 03-features/openai/sagemaker-inference-openai-api.ipynb).
+    """
+    parts = ["https://runtime.sagemaker.", cdk.Aws.REGION, ".", cdk.Aws.URL_SUFFIX, "/endpoints/", endpoint_name]
+    if inference_component_name is not None:
+        parts += ["/inference-components/", inference_component_name]
+    return cdk.Fn.join("", [*parts, "/openai/v1"])
+
+
+def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant:
+    """``sagemaker:CallWithBearerToken`` on ``*``: a bearer token "contains your role or user credentials and
+    requires the sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint action permissions", the first on
+    Resource "*" in AWS's policy (realtime-endpoints-openai-compatible; the sample notebook above). Tokens come from
+    the SageMaker Python SDK's ``sagemaker.core.token_generator.generate_token`` and last up to 12 hours."""
+    return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
+
+
 class EndpointVariantMixin:
     """``grant_invoke`` and variant metrics for a construct with ``endpoint_arn``, ``endpoint_name`` and
     ``variant_name`` (``GpuEndpoint``, ``ComponentEndpoint``)."""
@@ -235,13 +257,24 @@ class EndpointVariantMixin:
     endpoint_name: str
     variant_name: str
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` invoke the endpoint (every component on it), with and without response streaming."""
-        return iam.Grant.add_to_principal(
+    def grant_invoke(self, grantee: iam.IGrantable, *, bearer_token: bool = False) -> iam.Grant:
+        """Let ``grantee`` invoke the endpoint (every component on it), with and without response streaming.
+
+        :param bearer_token: also let it call the OpenAI-compatible path (``openai_base_url``) with a bearer
+            token, which needs ``sagemaker:CallWithBearerToken`` on ``*`` beside ``sagemaker:InvokeEndpoint``
+            (``grant_bearer_token``). Default: SigV4 calls only.
+        """
+        grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
             resource_arns=[self.endpoint_arn],
         )
+        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+    @property
+    def openai_base_url(self) -> str:
+        """The endpoint's OpenAI-compatible base URL (``.../chat/completions`` below it), for an OpenAI client."""
+        return openai_base_url(self.endpoint_name)
 
     def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of this endpoint's variant (``namespace``, ``statistic``, ``period``)."""

@@ -37,9 +37,11 @@ from .hosting import (
     capacity_reservation,
     config_and_endpoint,
     execution_role,
+    grant_bearer_token,
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
+    openai_base_url,
     retained_log_group,
     sagemaker_metric,
     sagemaker_scaling_role,
@@ -591,18 +593,27 @@ class InferenceComponent(MonitoredComponent, Construct):
     def inference_component_arn(self) -> str:
         return self.component.attr_inference_component_arn
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+    def grant_invoke(self, grantee: iam.IGrantable, *, bearer_token: bool = False) -> iam.Grant:
         """Let ``grantee`` invoke this component (InvokeEndpoint with InferenceComponentName), streamed or not.
 
         The IAM service authorization reference lists both the endpoint and the inference component as resource
         types of ``sagemaker:InvokeEndpoint`` and ``InvokeEndpointWithResponseStream``, so the grant names both
         ARNs (as the smoke test's role does); other components of the endpoint are not included.
+
+        :param bearer_token: also allow ``sagemaker:CallWithBearerToken`` (on ``*``), which the OpenAI-compatible
+            path (``openai_base_url``) needs with a bearer token (``hosting.grant_bearer_token``). Default: no.
         """
-        return iam.Grant.add_to_principal(
+        grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
             resource_arns=[self.endpoint.endpoint_arn, self.inference_component_arn],
         )
+        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+    @property
+    def openai_base_url(self) -> str:
+        """This component's OpenAI-compatible base URL: the endpoint's path naming the component."""
+        return openai_base_url(self.endpoint.endpoint_name, self.inference_component_name)
 
     def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of this component (dimension ``InferenceComponentName``)."""

@@ -118,6 +118,12 @@ class LlmEndpointStack(cdk.Stack):
                 value=self.component.inference_component_name,
                 description="Inference component to name in every invocation (InferenceComponentName)",
             )
+        cdk.CfnOutput(
+            self,
+            "OpenAiBaseUrl",
+            value=(self.component or self.endpoint).openai_base_url,
+            description="OpenAI-compatible base URL (bearer token: sagemaker:CallWithBearerToken + InvokeEndpoint)",
+        )
         cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
         if self.checkpoint is not None:
             cdk.CfnOutput(
