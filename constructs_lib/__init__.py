@@ -46,6 +46,12 @@ from .monitoring import (
 from .names import repo_id_problem, revision_problem
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
+from .serving_features import (
+    CONCURRENCY_THRESHOLD_RANGE,
+    PREFIX_LENGTH_RANGE,
+    metrics_problems,
+    prefix_routing_problems,
+)
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
@@ -55,11 +61,13 @@ from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, Updat
 
 __all__ = [
     "BUCKET_RULE",
+    "CONCURRENCY_THRESHOLD_RANGE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEPLOYMENT_MODES",
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "PREFIX_LENGTH_RANGE",
     "ROUTING_STRATEGIES",
     "SECRET_HINT",
     "STAGING_MAX_INSTANCES_RANGE",
@@ -102,10 +110,12 @@ __all__ = [
     "known_instance_types",
     "looks_secret",
     "lookup_instance",
+    "metrics_problems",
     "parse_s3_uri",
     "plan_endpoint",
     "plan_scaling",
     "pool_problems",
+    "prefix_routing_problems",
     "price",
     "recorded_tag_key",
     "remote_code_keys",

@@ -40,8 +40,9 @@ from typing import Any
 DEPLOYMENT_MODES = ("standard", "inference-component")
 STANDARD = "standard"
 INFERENCE_COMPONENT = "inference-component"
-# RoutingConfig.RoutingStrategy values this library sets (PREFIX_AWARE needs a config of its own).
-ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+# RoutingConfig.RoutingStrategy values (cfn-lint schema of AWS::SageMaker::EndpointConfig); PREFIX_AWARE also needs
+# its PrefixAwareRoutingConfig (serving_features.prefix_routing_problems).
+ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE")
 DEFAULT_TARGET_CONCURRENCY = 5.0
 DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE = 20.0
 # ComputeResourceRequirements.MinMemoryRequiredInMb: host memory SageMaker reserves for a copy when it

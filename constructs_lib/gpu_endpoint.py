@@ -27,6 +27,7 @@ from .hosting import (
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
+    metrics_config,
     retained_log_group,
     sagemaker_scaling_role,
     serving_model,
@@ -36,6 +37,7 @@ from .images import ServingImage
 from .instance_pools import pool_problems, pool_types
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
+from .serving_features import metrics_problems
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -79,6 +81,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         volume_kms_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         allow_checkpoint_code: bool = False,
+        enhanced_metrics: bool = False,
+        metric_publish_frequency_s: int | None = None,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -123,6 +127,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
             warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
             Default: refused (constructs_lib/data/engines.json guarded_env).
+        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``: metrics per instance and container.
+            Default: off (SageMaker's).
+        :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds``: 10, 30, 60, 120, 180, 240 or 300.
+            Default: SageMaker's (60).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -172,6 +180,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             ).errors
 
         errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
+        errors += metrics_problems(enhanced_metrics, metric_publish_frequency_s)
         if errors:
             raise ValueError(
                 f"GpuEndpoint {self.node.path}: " + " ".join(f"({i}) {e}" for i, e in enumerate(errors, 1))
@@ -229,6 +238,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             endpoint_name=name,
             log_retention=self.log_retention,
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
+            metrics_config=metrics_config(enhanced_metrics, metric_publish_frequency_s),
         )
         self.node.default_child = self.endpoint
         self.instance_count = instance_count

@@ -227,6 +227,17 @@ def sagemaker_metric(
     )
 
 
+def metrics_config(
+    enhanced_metrics: bool, metric_publish_frequency_s: int | None
+) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty | None:
+    """``MetricsConfig`` (serving_features), or None to leave SageMaker's defaults."""
+    if not enhanced_metrics and metric_publish_frequency_s is None:
+        return None
+    return sagemaker.CfnEndpointConfig.MetricsConfigProperty(
+        enable_enhanced_metrics=enhanced_metrics or None, metric_publish_frequency_in_seconds=metric_publish_frequency_s
+    )
+
+
 def openai_base_url(endpoint_name: str, inference_component_name: str | None = None) -> str:
     """``https://runtime.sagemaker.<region>.<suffix>/endpoints/<name>[/inference-components/<ic>]/openai/v1``.
 
@@ -307,6 +318,7 @@ def config_and_endpoint(
     volume_kms_key_arn: str | None = None,
     execution_role_arn: str | None = None,
     network_isolation: bool | None = None,
+    metrics_config: sagemaker.CfnEndpointConfig.MetricsConfigProperty | None = None,
 ) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
@@ -321,6 +333,7 @@ def config_and_endpoint(
         execution_role_arn=execution_role_arn,
         kms_key_id=volume_kms_key_arn,
         enable_network_isolation=network_isolation,
+        metrics_config=metrics_config,
     )
     endpoint = sagemaker.CfnEndpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name

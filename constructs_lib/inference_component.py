@@ -41,6 +41,7 @@ from .hosting import (
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
+    metrics_config,
     openai_base_url,
     retained_log_group,
     sagemaker_metric,
@@ -52,6 +53,7 @@ from .images import ServingImage
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
+from .serving_features import PREFIX_AWARE, metrics_problems, prefix_routing_problems
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -99,6 +101,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        enhanced_metrics: bool = False,
+        metric_publish_frequency_s: int | None = None,
+        prefix_routing_length: int | None = None,
+        prefix_routing_concurrency: int | None = None,
     ) -> None:
         """
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
@@ -114,7 +120,13 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         :param scale_to_zero: let the endpoint release every instance when idle; its components then
             scale to zero copies and wake on the first request (which fails, as do all requests until
             a copy is in service, several minutes later). Default: off.
-        :param routing_strategy: ``LEAST_OUTSTANDING_REQUESTS`` or ``RANDOM``. Default: SageMaker's own.
+        :param routing_strategy: ``LEAST_OUTSTANDING_REQUESTS``, ``RANDOM`` or ``PREFIX_AWARE`` (requests sharing a
+            prompt prefix go to the same instance; needs both ``prefix_routing_*``). Default: SageMaker's own.
+        :param prefix_routing_length: with ``PREFIX_AWARE``: ``PrefixLength``, 1024-65536. Default: none (required).
+        :param prefix_routing_concurrency: with ``PREFIX_AWARE``: ``ConcurrencyThreshold``, in-flight requests on an
+            instance before another is chosen, 1-1024. Default: none (required).
+        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``. Default: off (SageMaker's).
+        :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds`` (10-300, listed values). Default: 60.
         :param engine: the engine whose pinned image picks the default inference AMI. Default: vllm.
         :param image: the image whose CUDA level picks the default inference AMI; components whose
             images need a newer driver are refused. Default: the engine's pinned DLC image.
@@ -157,7 +169,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             routing_strategy=routing_strategy,
             check_copies=False,
         )
-        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors)
+        features = metrics_problems(enhanced_metrics, metric_publish_frequency_s) + prefix_routing_problems(
+            routing_strategy, prefix_routing_length, prefix_routing_concurrency
+        )
+        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors + features)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:component-endpoint", warning)
 
@@ -196,7 +211,14 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
                 else cdk.Lazy.number(_MaxInstanceCount(self)),
             ),
             routing_config=(
-                sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy)
+                sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                    routing_strategy=routing_strategy,
+                    prefix_aware_routing_config=sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
+                        prefix_length=prefix_routing_length, concurrency_threshold=prefix_routing_concurrency
+                    )
+                    if routing_strategy == PREFIX_AWARE
+                    else None,
+                )
                 if routing_strategy
                 else None
             ),
@@ -216,6 +238,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             # inference-component endpoints (CreateEndpointConfig API reference, EnableNetworkIsolation; also
             # hashicorp/terraform-provider-aws#48738). Each Model keeps its own flag as well.
             network_isolation=True,
+            metrics_config=metrics_config(enhanced_metrics, metric_publish_frequency_s),
         )
         # SageMaker manages the instance count (ManagedInstanceScaling): a config update keeps the current count
         # rather than resetting it to the initial one (UpdateEndpoint API reference, RetainAllVariantProperties).
@@ -347,6 +370,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         role: iam.IRole | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         allow_checkpoint_code: bool = False,
+        data_cache: bool | None = None,
     ) -> None:
         """
         :param endpoint: the endpoint that hosts this component.
@@ -385,6 +409,9 @@ class InferenceComponent(MonitoredComponent, Construct):
             that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
             warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
             Default: refused (constructs_lib/data/engines.json guarded_env).
+        :param data_cache: ``DataCacheConfig.EnableCaching``: each instance keeps the model artifacts and image, so
+            copies added later start from the cache. Default: SageMaker's (on for instance types with more than
+            232 GiB of local NVMe storage, per the AWS::SageMaker::InferenceComponent schema).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -492,6 +519,11 @@ class InferenceComponent(MonitoredComponent, Construct):
                         min_memory_required_in_mb=scaling.min_memory_mb,
                     )
                 ),
+                data_cache_config=sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty(
+                    enable_caching=data_cache
+                )
+                if data_cache is not None
+                else None,
                 startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
                     model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
                     container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),

@@ -175,6 +175,11 @@ class DeploymentConfig:
     inference_ami_version: str | None
     capacity_reservation_arn: str | None
     instance_pools: tuple[str, ...]
+    enhanced_metrics: bool
+    metric_publish_frequency_s: int | None
+    data_cache: bool | None
+    prefix_routing_length: int | None
+    prefix_routing_concurrency: int | None
     capacity_reservation_instances: int | None
     startup_timeout_s: int
     download_timeout_s: int

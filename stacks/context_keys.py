@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from constructs_lib import (
+    CONCURRENCY_THRESHOLD_RANGE,
     DEPLOYMENT_MODES,
     GGUF_FILE,
     GGUF_FILE_DESCRIPTION,
+    PREFIX_LENGTH_RANGE,
     ROUTING_STRATEGIES,
     STAGING_MAX_INSTANCES_RANGE,
     STAGING_MAX_RUNTIME_RANGE_S,
@@ -269,7 +271,7 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_choice(list(ROUTING_STRATEGIES))),
         None,
         "scaling",
-        "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM`",
+        "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM` \\| `PREFIX_AWARE` (with both `prefix_routing_*` keys)",
     ),
     ContextKey(
         "min_memory_mb",
@@ -576,6 +578,42 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "no instance (standard) or a request finding no copy (component, not with scale-to-zero)",
+    ),
+    ContextKey(
+        "enhanced_metrics",
+        _boolean,
+        False,
+        "observability",
+        "`MetricsConfig.EnableEnhancedMetrics`: metrics per instance and container (off: SageMaker's default)",
+    ),
+    ContextKey(
+        "metric_publish_frequency_s",
+        _optional(_integer(10, 300)),
+        None,
+        "observability",
+        "`MetricPublishFrequencyInSeconds`: 10, 30, 60, 120, 180, 240 or 300; null: SageMaker's 60",
+    ),
+    ContextKey(
+        "data_cache",
+        _optional(_boolean),
+        None,
+        "scaling",
+        "component mode: `DataCacheConfig.EnableCaching` (instances keep the model and image for new copies); "
+        "null: SageMaker's (on with > 232 GiB local NVMe)",
+    ),
+    ContextKey(
+        "prefix_routing_length",
+        _optional(_integer(*PREFIX_LENGTH_RANGE)),
+        None,
+        "scaling",
+        "with `routing_strategy=PREFIX_AWARE` (required there): `PrefixLength`, 1024-65536",
+    ),
+    ContextKey(
+        "prefix_routing_concurrency",
+        _optional(_integer(*CONCURRENCY_THRESHOLD_RANGE)),
+        None,
+        "scaling",
+        "with `routing_strategy=PREFIX_AWARE` (required there): `ConcurrencyThreshold`, in-flight requests, 1-1024",
     ),
     ContextKey(
         "dashboard",

@@ -198,6 +198,8 @@ class LlmEndpointStack(cdk.Stack):
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
+            enhanced_metrics=config.enhanced_metrics,
+            metric_publish_frequency_s=config.metric_publish_frequency_s,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
@@ -232,6 +234,10 @@ class LlmEndpointStack(cdk.Stack):
             inference_ami_version=config.inference_ami_version,
             capacity_reservation_arn=config.capacity_reservation_arn,
             endpoint_name=config.endpoint_name,
+            enhanced_metrics=config.enhanced_metrics,
+            metric_publish_frequency_s=config.metric_publish_frequency_s,
+            prefix_routing_length=config.prefix_routing_length,
+            prefix_routing_concurrency=config.prefix_routing_concurrency,
         )
         self.component = endpoint.add_component(
             "Model",
@@ -252,6 +258,7 @@ class LlmEndpointStack(cdk.Stack):
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             component_name=config.component_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
+            data_cache=config.data_cache,
         )
         return endpoint
 

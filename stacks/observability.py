@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib import INFERENCE_COMPONENT, AlarmThresholds, AlarmTopic, UpdatePolicy, reservation_problems
+from constructs_lib import (
+    INFERENCE_COMPONENT,
+    AlarmThresholds,
+    AlarmTopic,
+    UpdatePolicy,
+    metrics_problems,
+    prefix_routing_problems,
+    reservation_problems,
+)
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
@@ -68,6 +76,12 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
             fleet=max(instances, values.get("max_instances") or instances),
             reservation_instances=values.get("capacity_reservation_instances"),
         )
+    problems += metrics_problems(bool(values.get("enhanced_metrics")), values.get("metric_publish_frequency_s"))
+    problems += prefix_routing_problems(
+        values.get("routing_strategy"), values.get("prefix_routing_length"), values.get("prefix_routing_concurrency")
+    )
+    if values.get("data_cache") is not None and not component_mode:
+        problems.append(f"data_cache={values['data_cache']}: only with deployment_mode=inference-component")
     if values.get("alarm_email") and not values.get("alarms", True):
         problems.append(f"alarm_email={values['alarm_email']!r}: only with alarms=true (there is nothing to send)")
     return problems
