@@ -232,6 +232,13 @@ class UpdatePolicy:
                 "10-50% of the variant's instances (API TrafficRoutingConfig); an update started at a count the "
                 "step does not fit fails. Narrow the instance range, or use all-at-once."
             ]
+        if self.kind == ROLLING and not (max_instances * 0.05 <= step <= min_instances * 0.5):
+            return [
+                f"update_policy=rolling with update_step_size={step}: autoscaling may leave the variant anywhere "
+                f"from {min_instances} to {max_instances} instances when an update starts, and a rolling batch is "
+                "5-50% of the variant's instances (API RollingUpdatePolicy); an update started at a count the batch "
+                "does not fit fails. Narrow the instance range, or use all-at-once."
+            ]
         return []
 
     def extra_instances_during_update(self, instances: int) -> int:

@@ -417,6 +417,8 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
         (UpdatePolicy("linear", step_size=1), 2, 20, True),  # at 20 instances a step of 1 is 5 %
         (UpdatePolicy("linear", step_size=1), 2, 4, False),
         (UpdatePolicy("all-at-once"), 1, 4, False),
+        (UpdatePolicy("rolling", step_size=1), 1, 4, True),  # at 1 instance a batch of 1 is all of it
+        (UpdatePolicy("rolling", step_size=1), 2, 4, False),
     ],
 )
 def test_canary_and_linear_steps_are_checked_against_the_autoscaled_range(policy, min_capacity, max_capacity, warns):

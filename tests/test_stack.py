@@ -158,6 +158,7 @@ def test_default_deployment(synthesized):
         "EndpointName",
         "Region",
         "ModelDataUri",
+        "OpenAiBaseUrl",
         "ModelRevision",
         "ImageUri",
         "InvokeCommand",
