@@ -52,6 +52,7 @@ from .parsers import (
     _json_object,
     _number,
     _optional,
+    _optional_choice,
     _pattern,
     _patterns,
     _prompt,
@@ -503,7 +504,7 @@ KEYS: tuple[ContextKey, ...] = (
     ),
     ContextKey(
         "update_policy",
-        _optional(_choice(list(UPDATE_POLICIES))),
+        _optional_choice(_choice(list(UPDATE_POLICIES))),
         None,
         "observability",
         "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component, or standard one batch of "

@@ -54,6 +54,18 @@ def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return _bound(_parse_optional, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
 
 
+def _parse_optional_choice(parse: Callable[[Any], Any], raw: Any) -> Any:
+    # A choice named "none" is a value, not the null that _optional reads the word as.
+    if isinstance(raw, str) and raw.strip() == "none":
+        return parse("none")
+    return _parse_optional(parse, raw)
+
+
+def _optional_choice(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``_optional`` for a choice list that has ``none`` among its values (update_policy)."""
+    return _bound(_parse_optional_choice, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
+
+
 def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
     value = _text(raw)
     if not matches(regex, value):

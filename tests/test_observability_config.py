@@ -133,3 +133,21 @@ def test_a_reservation_size_needs_a_reservation():
 
     with pytest.raises(ConfigError, match=r"capacity_reservation_instances=2: only with capacity_reservation_arn"):
         DeploymentConfig.from_context(context_with(capacity_reservation_instances="2"))
+
+
+def test_update_policy_none_is_a_policy_not_null():
+    """`-c update_policy=none` chose the mode's default before: the optional parser read "none" as null."""
+    assert load(update_policy="none").update_policy == "none"
+    assert load(update_policy="null").update_policy is None
+    assert load(deployment_mode="inference-component", update_policy="none").update_policy == "none"
+
+
+def test_update_policy_none_synthesizes_without_a_deployment_config():
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from tests.conftest import build
+
+    (stack,) = [c for c in build(update_policy="none").node.children if isinstance(c, cdk.Stack)]
+    (endpoint,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint").values()
+    assert "DeploymentConfig" not in endpoint["Properties"]
