@@ -32,6 +32,7 @@ from .gpu_endpoint import GpuEndpoint
 from .image_asset import AssetImage, default_image
 from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
+from .instance_pools import pool_problems
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import BUCKET_RULE, ModelSource, S3ModelData, bucket_name_problem, hub_prefix, parse_s3_uri
 from .monitoring import (
@@ -47,20 +48,28 @@ from .network import VpcPlacement
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
 from .problems import Refusal
+from .serving_features import (
+    CONCURRENCY_THRESHOLD_RANGE,
+    PREFIX_LENGTH_RANGE,
+    metrics_problems,
+    prefix_routing_problems,
+)
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
 from .staged_checkpoint import MAX_RUNTIME_RANGE_S as STAGING_MAX_RUNTIME_RANGE_S
 from .staged_checkpoint import StagedCheckpoint
-from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, UpdatePolicy
+from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, UpdatePolicy, reservation_problems
 
 __all__ = [
     "BUCKET_RULE",
+    "CONCURRENCY_THRESHOLD_RANGE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEPLOYMENT_MODES",
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "PREFIX_LENGTH_RANGE",
     "ROUTING_STRATEGIES",
     "SECRET_HINT",
     "STAGING_MAX_INSTANCES_RANGE",
@@ -105,14 +114,18 @@ __all__ = [
     "known_instance_types",
     "looks_secret",
     "lookup_instance",
+    "metrics_problems",
     "nearest_capable",
     "parse_s3_uri",
     "plan_endpoint",
     "plan_scaling",
+    "pool_problems",
+    "prefix_routing_problems",
     "price",
     "recorded_tag_key",
     "remote_code_keys",
     "repo_id_problem",
+    "reservation_problems",
     "resolve_instance",
     "resolve_scaling",
     "revision_problem",

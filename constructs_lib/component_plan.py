@@ -10,7 +10,15 @@ Defaults (each applies only when the value is not given):
 - ``min_instances``: 1; 0 with scale-to-zero.
 - ``initial_instances``: 1 (CloudFormation's ``InitialInstanceCount`` is at least 1, even on an
   endpoint that may later scale to zero).
-- ``max_instances``: the larger of 1, ``min_instances`` and ``initial_instances``: no growth unless asked.
+- ``max_instances``: the larger of 1, ``min_instances`` and ``initial_instances``: no growth unless asked. In
+  inference-component mode, also enough for every copy plus one update batch beside them:
+  max instances x GPUs >= (``max_copies`` + batch) x ``accelerators_per_copy``. An update "provisions capacity on
+  the new endpoint fleet, routes traffic to that fleet, and terminates capacity on the old endpoint fleet" per batch
+  (API InferenceComponentRollingUpdatePolicy.MaximumBatchSize), so the new copies need GPUs of their own first;
+  AWS's rolling-update sample watches SageMaker launch one more instance for it
+  (aws-samples/sagemaker-genai-hosting-examples 03-features/deployment/ic_rolling_deployment.ipynb). Managed
+  instance scaling adds that instance only while the update runs. A ``max_instances`` that leaves no room is
+  refused.
 - ``accelerators_per_copy``: the tensor parallel size, else every GPU of the instance.
 - ``min_copies``: 1; 0 with scale-to-zero. ``initial_copies``: 1. ``max_copies``: the larger of
   ``min_copies``, ``initial_copies`` and 1: a fixed copy count unless asked.
@@ -32,8 +40,9 @@ from typing import Any
 DEPLOYMENT_MODES = ("standard", "inference-component")
 STANDARD = "standard"
 INFERENCE_COMPONENT = "inference-component"
-# RoutingConfig.RoutingStrategy values this library sets (PREFIX_AWARE needs a config of its own).
-ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM")
+# RoutingConfig.RoutingStrategy values (cfn-lint schema of AWS::SageMaker::EndpointConfig); PREFIX_AWARE also needs
+# its PrefixAwareRoutingConfig (serving_features.prefix_routing_problems).
+ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE")
 DEFAULT_TARGET_CONCURRENCY = 5.0
 DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE = 20.0
 # ComputeResourceRequirements.MinMemoryRequiredInMb: host memory SageMaker reserves for a copy when it
@@ -74,6 +83,8 @@ class ScalingPlan:
     target_invocations_per_instance: float | None = None
     routing_strategy: str | None = None
     min_memory_mb: int | None = None
+    # Component mode: instances of max_instances kept for an update's batch (the quota counts them as an update's).
+    update_instances: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -114,12 +125,16 @@ def resolve_scaling(
     routing_strategy: str | None = None,
     min_memory_mb: int | None = None,
     check_copies: bool | None = None,
+    update_batch_copies: int | None = None,
 ) -> ScalingPlan:
     """Apply the defaults (module docstring) and check every rule; all problems are collected.
 
     ``check_copies``: whether the copy settings are checked. Default: in inference-component mode.
     An endpoint that hosts components checks its own settings with ``check_copies=False``; each
     component checks its copies against the endpoint's instances.
+
+    ``update_batch_copies``: copies an update places beside the serving ones (``UpdatePolicy``'s
+    ``extra_instances_for_component_update``). Default: none counted.
     """
     errors: list[str] = []
     mode = deployment_mode
@@ -202,6 +217,7 @@ def resolve_scaling(
     # --- copies (inference-component mode) ---
     gpus = instance_spec_gpu_count
     acc = min_c = init_c = max_c = memory = None
+    update_i = 0
     target_c = target_inv = None
     if component_mode and check_copies:
         acc = (
@@ -248,8 +264,15 @@ def resolve_scaling(
                     f"copies must satisfy 0 <= min_copies <= initial_copies <= max_copies; got min_copies={min_c}, "
                     f"initial_copies={init_c}, max_copies={max_c}."
                 )
-            if acc is not None and gpus is not None and max_i >= 1:
+            batch = update_batch_copies or 0
+            if acc is not None and gpus is not None and gpus >= 1 and max_i >= 1 and max_c >= 1:
+                serving = max(1, min_i, init_i, math.ceil(max_c * acc / gpus))
+                if max_instances is None:
+                    # The default leaves room for every copy and one update batch beside them (module docstring).
+                    max_i = max(serving, math.ceil((max_c + batch) * acc / gpus))
+                    update_i = max_i - serving
                 capacity = max_i * gpus
+                fits = True
                 for key, copies in (("max_copies", max_c), ("initial_copies", init_c)):
                     if copies * acc > capacity:
                         errors.append(
@@ -258,6 +281,9 @@ def resolve_scaling(
                             f"{key} up to {capacity // acc}, or raise max_instances to "
                             f"{math.ceil(copies * acc / gpus)}."
                         )
+                        fits = False
+                if fits and batch and (problem := rolling_room_problem(max_i, gpus, max_c, batch, acc)):
+                    errors.append(problem)
         memory = min_memory_mb if min_memory_mb is not None else DEFAULT_MIN_MEMORY_MB
         if not _is_int(memory) or memory < MIN_MEMORY_MB_FLOOR:
             errors.append(
@@ -301,7 +327,30 @@ def resolve_scaling(
         target_invocations_per_instance=target_inv,
         routing_strategy=routing_strategy,
         min_memory_mb=memory,
+        update_instances=update_i,
         errors=errors,
+    )
+
+
+def rolling_room_problem(max_instances: int, gpus: int, max_copies: int, batch: int, accelerators: int) -> str | None:
+    """Why ``max_instances`` leaves no room for an update's batch of copies beside ``max_copies``, or None.
+
+    Each batch's new copies are provisioned before old ones are removed (API InferenceComponentRollingUpdatePolicy
+    MaximumBatchSize), so max_instances x GPUs must hold (max_copies + batch) x accelerators per copy.
+    """
+    needed = (max_copies + batch) * accelerators
+    capacity = max_instances * gpus
+    if needed <= capacity:
+        return None
+    fits = capacity // accelerators - batch
+    lower = f", max_copies at most {fits}" if fits >= 1 else ""
+    return (
+        f"max_instances={max_instances} x {gpus} GPU(s) per instance give {capacity} GPUs, and an update places its "
+        f"batch of {batch} new cop{'y' if batch == 1 else 'ies'} (update_step_size) beside the max_copies="
+        f"{max_copies} serving ones before removing any (API InferenceComponentRollingUpdatePolicy): ({max_copies} + "
+        f"{batch}) x {accelerators} GPU(s) per copy = {needed} GPUs, so every update would wait for room until it "
+        f"times out. Allowed: max_instances {math.ceil(needed / gpus)} or more (or leave it unset: the default leaves "
+        f"this room, and managed instance scaling adds the instance only while an update runs){lower}."
     )
 
 

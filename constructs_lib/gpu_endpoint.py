@@ -29,17 +29,20 @@ from .hosting import (
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
+    metrics_config,
     retained_log_group,
     sagemaker_scaling_role,
     serving_model,
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .instance_pools import pool_problems, pool_types
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
 from .network import grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
+from .serving_features import metrics_problems
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -64,6 +67,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         engine: str | EngineSpec = "vllm",
         image: ServingImage | None = None,
         instance_type: str = "ml.g6.xlarge",
+        instance_pools: Sequence[str] | None = None,
         instance_count: int = 1,
         gpu_count: int | None = None,
         gpu_memory_gib: float | None = None,
@@ -74,6 +78,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         container_env: Mapping[str, Any] | None = None,
         inference_ami_version: str | None = None,
         capacity_reservation_arn: str | None = None,
+        capacity_reservation_instances: int | None = None,
         startup_timeout: cdk.Duration | None = None,
         download_timeout: cdk.Duration | None = None,
         endpoint_name: str | None = None,
@@ -84,6 +89,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         vpc: ec2.IVpc | None = None,
         vpc_subnets: ec2.SubnetSelection | None = None,
         security_groups: Sequence[ec2.ISecurityGroup] | None = None,
+        enhanced_metrics: bool = False,
+        metric_publish_frequency_s: int | None = None,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -92,6 +99,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             ``EngineSpec`` (``get_engine("llamacpp").for_model_file("m-Q4_K_M.gguf")`` for a GGUF file). Default: vllm.
         :param image: serving image. Default: the engine's pinned DLC tag from data/engines.json.
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
+        :param instance_pools: instance types SageMaker falls back to, in priority order after ``instance_type``,
+            when it has no capacity for it (``ProductionVariant.InstancePools``; at most 4). Each must pass the same
+            synth checks as ``instance_type`` with the same settings: the same Model serves on all of them.
+            Default: none (``instance_type`` only).
         :param instance_count: instances behind the endpoint. Default: 1.
         :param gpu_count: GPUs per instance, required with gpu_memory_gib for instance types the
             catalog does not know. Default: from the catalog.
@@ -107,6 +118,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             Default: derived from the image's CUDA level (CUDA 13 ->
             al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
         :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
+        :param capacity_reservation_instances: instances the reservation holds. With a reservation, the update
+            policy (``apply_update_policy``) is refused unless they hold the serving fleet and an update's new
+            instances (a whole second fleet for blue/green, one batch for rolling). Default: unknown, so any
+            update policy is refused with a reservation.
         :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
         :param download_timeout: model download timeout, 60-3600 s. Default: 20 minutes.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
@@ -128,6 +143,10 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             subnets.
         :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
             The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
+        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``: metrics per instance and container.
+            Default: off (SageMaker's).
+        :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds``: 10, 30, 60, 120, 180, 240 or 300.
+            Default: SageMaker's (60).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -158,7 +177,27 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             volume_kms_key=volume_kms_key is not None,
             allow_checkpoint_code=allow_checkpoint_code,
         )
-        refuse(construct_subject("GpuEndpoint", self), plan.errors)
+
+        def pool_check(pool: str) -> list[str]:
+            # The primary's settings, its tensor parallel size and AMI: one Model and one variant serve every pool.
+            return plan_endpoint(
+                engine=engine_spec,
+                image=image,
+                instance_type=pool,
+                instance_count=instance_count,
+                tensor_parallel_size=plan.tensor_parallel_size,
+                max_model_len=max_model_len,
+                max_num_seqs=max_num_seqs,
+                engine_env=engine_env,
+                container_env=container_env,
+                inference_ami_version=plan.inference_ami_version,
+                volume_kms_key=volume_kms_key is not None,
+                allow_checkpoint_code=allow_checkpoint_code,
+            ).errors
+
+        errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
+        errors += metrics_problems(enhanced_metrics, metric_publish_frequency_s)
+        refuse(construct_subject("GpuEndpoint", self), errors)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:gpu-endpoint", warning)
 
@@ -212,7 +251,14 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
             model_name=self.model.attr_model_name,
-            instance_type=instance_type,
+            # With pools, InstancePools replaces InstanceType (realtime-endpoints-heterogeneous).
+            instance_type=None if instance_pools else instance_type,
+            instance_pools=[
+                sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=t, priority=i)
+                for i, t in enumerate(pool_types(instance_type, instance_pools), 1)
+            ]
+            if instance_pools
+            else None,
             initial_instance_count=instance_count,
             initial_variant_weight=1.0,
             model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
@@ -226,9 +272,13 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             endpoint_name=name,
             log_retention=self.log_retention,
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
+            metrics_config=metrics_config(enhanced_metrics, metric_publish_frequency_s),
         )
         self.node.default_child = self.endpoint
         self.instance_count = instance_count
+        self.instance_types = pool_types(instance_type, instance_pools)
+        self.capacity_reservation_arn = capacity_reservation_arn
+        self.capacity_reservation_instances = capacity_reservation_instances
         self.scalable_target: appscaling.ScalableTarget | None = None
 
     @property

@@ -8,15 +8,18 @@ in both modes at once.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct, IDependable
+from constructs import Construct, IConstruct, IDependable
 
 from .images import ServingImage
 from .model_data import ModelSource
@@ -234,6 +237,39 @@ def sagemaker_metric(
     )
 
 
+def metrics_config(
+    enhanced_metrics: bool, metric_publish_frequency_s: int | None
+) -> sagemaker.CfnEndpointConfig.MetricsConfigProperty | None:
+    """``MetricsConfig`` (serving_features), or None to leave SageMaker's defaults."""
+    if not enhanced_metrics and metric_publish_frequency_s is None:
+        return None
+    return sagemaker.CfnEndpointConfig.MetricsConfigProperty(
+        enable_enhanced_metrics=enhanced_metrics or None, metric_publish_frequency_in_seconds=metric_publish_frequency_s
+    )
+
+
+def openai_base_url(endpoint_name: str, inference_component_name: str | None = None) -> str:
+    """``https://runtime.sagemaker.<region>.<suffix>/endpoints/<name>[/inference-components/<ic>]/openai/v1``.
+
+    SageMaker real-time endpoints and inference components "expose an /openai/v1/chat/completions path that
+    accepts Chat Completions requests and returns responses directly from the container, including streaming"
+    (SageMaker developer guide, realtime-endpoints-openai-compatible); a component is named in the path (AWS's
+    sample aws-samples/sagemaker-genai-hosting-examples 03-features/openai/sagemaker-inference-openai-api.ipynb).
+    """
+    parts = ["https://runtime.sagemaker.", cdk.Aws.REGION, ".", cdk.Aws.URL_SUFFIX, "/endpoints/", endpoint_name]
+    if inference_component_name is not None:
+        parts += ["/inference-components/", inference_component_name]
+    return cdk.Fn.join("", [*parts, "/openai/v1"])
+
+
+def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant:
+    """``sagemaker:CallWithBearerToken`` on ``*``: a bearer token "contains your role or user credentials and
+    requires the sagemaker:CallWithBearerToken and sagemaker:InvokeEndpoint action permissions", the first on
+    Resource "*" in AWS's policy (realtime-endpoints-openai-compatible; the sample notebook above). Tokens come from
+    the SageMaker Python SDK's ``sagemaker.core.token_generator.generate_token`` and last up to 12 hours."""
+    return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
+
+
 class EndpointVariantMixin:
     """``grant_invoke`` and variant metrics for a construct with ``endpoint_arn``, ``endpoint_name`` and
     ``variant_name`` (``GpuEndpoint``, ``ComponentEndpoint``)."""
@@ -242,13 +278,24 @@ class EndpointVariantMixin:
     endpoint_name: str
     variant_name: str
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Let ``grantee`` invoke the endpoint (every component on it), with and without response streaming."""
-        return iam.Grant.add_to_principal(
+    def grant_invoke(self, grantee: iam.IGrantable, *, bearer_token: bool = False) -> iam.Grant:
+        """Let ``grantee`` invoke the endpoint (every component on it), with and without response streaming.
+
+        :param bearer_token: also let it call the OpenAI-compatible path (``openai_base_url``) with a bearer
+            token, which needs ``sagemaker:CallWithBearerToken`` on ``*`` beside ``sagemaker:InvokeEndpoint``
+            (``grant_bearer_token``). Default: SigV4 calls only.
+        """
+        grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
             resource_arns=[self.endpoint_arn],
         )
+        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+    @property
+    def openai_base_url(self) -> str:
+        """The endpoint's OpenAI-compatible base URL (``.../chat/completions`` below it), for an OpenAI client."""
+        return openai_base_url(self.endpoint_name)
 
     def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of this endpoint's variant (``namespace``, ``statistic``, ``period``)."""
@@ -282,11 +329,13 @@ def config_and_endpoint(
     execution_role_arn: str | None = None,
     network_isolation: bool | None = None,
     vpc_config: sagemaker.CfnEndpointConfig.VpcConfigProperty | None = None,
+    metrics_config: sagemaker.CfnEndpointConfig.MetricsConfigProperty | None = None,
 ) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
     No EndpointConfigName: configs are immutable, and a fixed name would block replacement. The endpoint
-    waits for its log group, which must exist (with its retention) before SageMaker writes to it.
+    waits for its log group, which must exist (with its retention) before SageMaker writes to it. The config's
+    logical ID follows what the endpoint's update sends (``_ConfigCoversTheEndpointUpdate``).
     """
     config = sagemaker.CfnEndpointConfig(
         scope,
@@ -296,9 +345,49 @@ def config_and_endpoint(
         kms_key_id=volume_kms_key_arn,
         enable_network_isolation=network_isolation,
         vpc_config=vpc_config,
+        metrics_config=metrics_config,
     )
     endpoint = sagemaker.CfnEndpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name
     )
     endpoint.node.add_dependency(log_retention)
+    cdk.Aspects.of(scope).add(_ConfigCoversTheEndpointUpdate(config, endpoint))
     return config, endpoint
+
+
+# The Endpoint properties an UpdateEndpoint sends besides the config's name (botocore sagemaker UpdateEndpointInput).
+ENDPOINT_UPDATE_PROPERTIES = (
+    "deployment_config",
+    "retain_all_variant_properties",
+    "exclude_retained_variant_properties",
+    "retain_deployment_config",
+)
+
+
+@jsii.implements(cdk.IAspect)
+class _ConfigCoversTheEndpointUpdate:
+    """A change to what the Endpoint's update sends (its DeploymentConfig, RetainAllVariantProperties...) makes a
+    new EndpointConfig, so the update of the Endpoint always names a new config.
+
+    UpdateEndpoint requires ``EndpointConfigName``, "the name of the new endpoint configuration" (botocore
+    sagemaker UpdateEndpointInput), and what CloudFormation does when only the Endpoint's other properties change
+    is not documented. The config's logical ID carries a hash of those properties, the way CDK's
+    ``lambda.Function.currentVersion`` names a new Version: a new logical ID is a new config with a new generated
+    name, then UpdateEndpoint to it, then the old config's deletion in the cleanup phase; a rollback updates the
+    endpoint back to the old config, which still exists. Without any of them set the logical ID is CDK's own.
+    """
+
+    def __init__(self, config: sagemaker.CfnEndpointConfig, endpoint: sagemaker.CfnEndpoint) -> None:
+        self.config, self.endpoint, self.done = config, endpoint, False
+
+    def visit(self, node: IConstruct) -> None:
+        if node is not self.endpoint or self.done:
+            return
+        self.done = True
+        stack = cdk.Stack.of(self.endpoint)
+        sent = {key: stack.resolve(getattr(self.endpoint, key, None)) for key in ENDPOINT_UPDATE_PROPERTIES}
+        sent = {key: value for key, value in sent.items() if value is not None}
+        if not sent:
+            return
+        digest = hashlib.sha256(json.dumps(sent, sort_keys=True, default=str).encode()).hexdigest()[:8].upper()
+        self.config.override_logical_id(f"{stack.get_logical_id(self.config)}U{digest}")

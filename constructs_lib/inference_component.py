@@ -12,6 +12,7 @@ before the endpoint (SageMaker's DeleteEndpoint leaves components behind).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -28,7 +29,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
 from .catalog import InstanceSpec
-from .component_plan import INFERENCE_COMPONENT, resolve_scaling
+from .component_plan import INFERENCE_COMPONENT, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
@@ -38,9 +39,12 @@ from .hosting import (
     capacity_reservation,
     config_and_endpoint,
     execution_role,
+    grant_bearer_token,
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
+    metrics_config,
+    openai_base_url,
     retained_log_group,
     sagemaker_metric,
     sagemaker_scaling_role,
@@ -54,6 +58,7 @@ from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
 from .network import VpcPlacement, grant_network_interfaces, vpc_placement
 from .problems import refuse
+from .serving_features import PREFIX_AWARE, metrics_problems, prefix_routing_problems
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -103,6 +108,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         vpc: ec2.IVpc | None = None,
         vpc_subnets: ec2.SubnetSelection | None = None,
         security_groups: Sequence[ec2.ISecurityGroup] | None = None,
+        enhanced_metrics: bool = False,
+        metric_publish_frequency_s: int | None = None,
+        prefix_routing_length: int | None = None,
+        prefix_routing_concurrency: int | None = None,
     ) -> None:
         """
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
@@ -111,12 +120,20 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         :param initial_instances: instances at creation, at least 1. Default: 1.
         :param min_instances: fewest instances SageMaker keeps (``ManagedInstanceScaling``).
             Default: 1; 0 with scale_to_zero (the only case 0 is allowed).
-        :param max_instances: most instances SageMaker may add for the components' copies.
-            Default: the larger of 1, the minimum and the initial count.
+        :param max_instances: most instances SageMaker may add for the components' copies, which must leave room
+            for each component's update batch beside its copies. Default: enough for every component's
+            ``max_copies`` plus one update batch each (``max_instance_count``), at least the minimum and initial
+            count; managed instance scaling adds the extra instance only while an update runs.
         :param scale_to_zero: let the endpoint release every instance when idle; its components then
             scale to zero copies and wake on the first request (which fails, as do all requests until
             a copy is in service, several minutes later). Default: off.
-        :param routing_strategy: ``LEAST_OUTSTANDING_REQUESTS`` or ``RANDOM``. Default: SageMaker's own.
+        :param routing_strategy: ``LEAST_OUTSTANDING_REQUESTS``, ``RANDOM`` or ``PREFIX_AWARE`` (requests sharing a
+            prompt prefix go to the same instance; needs both ``prefix_routing_*``). Default: SageMaker's own.
+        :param prefix_routing_length: with ``PREFIX_AWARE``: ``PrefixLength``, 1024-65536. Default: none (required).
+        :param prefix_routing_concurrency: with ``PREFIX_AWARE``: ``ConcurrencyThreshold``, in-flight requests on an
+            instance before another is chosen, 1-1024. Default: none (required).
+        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``. Default: off (SageMaker's).
+        :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds`` (10-300, listed values). Default: 60.
         :param engine: the engine whose pinned image picks the default inference AMI. Default: vllm.
         :param image: the image whose CUDA level picks the default inference AMI; components whose
             images need a newer driver are refused. Default: the engine's pinned DLC image.
@@ -165,7 +182,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             routing_strategy=routing_strategy,
             check_copies=False,
         )
-        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors)
+        features = metrics_problems(enhanced_metrics, metric_publish_frequency_s) + prefix_routing_problems(
+            routing_strategy, prefix_routing_length, prefix_routing_concurrency
+        )
+        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors + features)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:component-endpoint", warning)
 
@@ -173,6 +193,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         self.instance: InstanceSpec = plan.instance
         self.inference_ami_version = plan.inference_ami_version
         self.scaling = scaling
+        self.max_instances_given = max_instances
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
@@ -212,10 +233,20 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                 status="ENABLED",
                 min_instance_count=scaling.min_instances,
-                max_instance_count=scaling.max_instances,
+                # Unless given, sized at synth from the components added and their update policies.
+                max_instance_count=scaling.max_instances
+                if max_instances is not None
+                else cdk.Lazy.number(_MaxInstanceCount(self)),
             ),
             routing_config=(
-                sagemaker.CfnEndpointConfig.RoutingConfigProperty(routing_strategy=routing_strategy)
+                sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+                    routing_strategy=routing_strategy,
+                    prefix_aware_routing_config=sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
+                        prefix_length=prefix_routing_length, concurrency_threshold=prefix_routing_concurrency
+                    )
+                    if routing_strategy == PREFIX_AWARE
+                    else None,
+                )
                 if routing_strategy
                 else None
             ),
@@ -238,6 +269,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             # An inference-component endpoint takes its VPC on the config, as it takes its role (CreateEndpointConfig
             # API reference, VpcConfig; hashicorp/terraform-provider-aws#48884: only without a model on the variant).
             vpc_config=self.placement.endpoint_config_vpc_config() if self.placement else None,
+            metrics_config=metrics_config(enhanced_metrics, metric_publish_frequency_s),
         )
         # SageMaker manages the instance count (ManagedInstanceScaling): a config update keeps the current count
         # rather than resetting it to the initial one (UpdateEndpoint API reference, RetainAllVariantProperties).
@@ -255,9 +287,45 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
     def endpoint_arn(self) -> str:
         return self.endpoint.attr_endpoint_arn
 
+    @property
+    def max_instance_count(self) -> int:
+        """``ManagedInstanceScaling.MaxInstanceCount``: ``max_instances`` when given, else room for every
+        component's ``max_copies`` and one update batch of each (CloudFormation may update them together)."""
+        if self.max_instances_given is not None:
+            return self.max_instances_given
+        return max(self.scaling.max_instances, self._instances_for(update_batches=True))
+
+    @property
+    def update_instance_count(self) -> int:
+        """Instances of ``max_instance_count`` that only an update's batches use (counted by the quota check as an
+        update's); 0 when ``max_instances`` is given."""
+        if self.max_instances_given is not None:
+            return 0
+        serving = max(self.scaling.max_instances, self._instances_for(update_batches=False))
+        return self.max_instance_count - serving
+
+    def _instances_for(self, *, update_batches: bool) -> int:
+        gpus = self.instance.gpu_count if self.instance else 0
+        if not gpus:
+            return 0
+        needed = sum(
+            (c.max_copies + (c.update_batch_copies if update_batches else 0)) * c.accelerators_per_copy
+            for c in self.components
+        )
+        return math.ceil(needed / gpus)
+
     def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
         """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""
         return InferenceComponent(self, id, endpoint=self, model=model, **props)
+
+
+@jsii.implements(cdk.IStableNumberProducer)
+class _MaxInstanceCount:
+    def __init__(self, endpoint: ComponentEndpoint) -> None:
+        self.endpoint = endpoint
+
+    def produce(self) -> int:
+        return self.endpoint.max_instance_count
 
 
 @jsii.implements(IValidation)
@@ -269,9 +337,11 @@ class _CapacityCheck:
 
     def validate(self) -> list[str]:
         endpoint = self.endpoint
-        if len(endpoint.components) < 2:  # one component is checked on its own when it is created
+        # One component is checked on its own (construction, apply_update_policy); the default fits them all.
+        if len(endpoint.components) < 2 or endpoint.max_instances_given is None:
             return []
-        gpus = endpoint.instance.gpu_count * endpoint.scaling.max_instances
+        given = endpoint.max_instances_given
+        gpus = endpoint.instance.gpu_count * given
         errors = []
         for label in ("max_copies", "initial_copies"):
             needed = sum(getattr(c, label) * c.accelerators_per_copy for c in endpoint.components)
@@ -281,8 +351,18 @@ class _CapacityCheck:
                 )
                 errors.append(
                     f"the components' {label} need {parts} = {needed} GPUs together, but max_instances="
-                    f"{endpoint.scaling.max_instances} x {endpoint.instance.gpu_count} GPU(s) per instance give "
+                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give "
                     f"{gpus}; lower their {label} or raise max_instances."
+                )
+        if not errors:
+            # Each component's update batch is placed beside every copy (API InferenceComponentRollingUpdatePolicy).
+            needed = sum((c.max_copies + c.update_batch_copies) * c.accelerators_per_copy for c in endpoint.components)
+            if needed > gpus:
+                errors.append(
+                    f"the components' max_copies plus one update batch each need {needed} GPUs, but max_instances="
+                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give {gpus}: an update would "
+                    f"wait for room until it times out; raise max_instances to "
+                    f"{math.ceil(needed / endpoint.instance.gpu_count)} or leave it unset."
                 )
         return errors
 
@@ -321,6 +401,7 @@ class InferenceComponent(MonitoredComponent, Construct):
         role: iam.IRole | None = None,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         allow_checkpoint_code: bool = False,
+        data_cache: bool | None = None,
     ) -> None:
         """
         :param endpoint: the endpoint that hosts this component.
@@ -359,6 +440,9 @@ class InferenceComponent(MonitoredComponent, Construct):
             that load code (PYTHONPATH, LD_PRELOAD, an LMI entry point that is a .py file...) are accepted with a
             warning instead of refused. Give the same to the ``StagedCheckpoint`` and ``DeploymentPreflight``.
             Default: refused (constructs_lib/data/engines.json guarded_env).
+        :param data_cache: ``DataCacheConfig.EnableCaching``: each instance keeps the model artifacts and image, so
+            copies added later start from the cache. Default: SageMaker's (on for instance types with more than
+            232 GiB of local NVMe storage, per the AWS::SageMaker::InferenceComponent schema).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -394,7 +478,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             instance_spec_gpu_count=instance.gpu_count,
             tensor_parallel_size=tensor_parallel_size,
             min_instances=endpoint.scaling.min_instances,
-            max_instances=endpoint.scaling.max_instances,
+            max_instances=endpoint.max_instances_given,
             initial_instances=endpoint.scaling.initial_instances,
             min_copies=min_copies,
             max_copies=max_copies,
@@ -402,6 +486,8 @@ class InferenceComponent(MonitoredComponent, Construct):
             scale_to_zero=scale_to_zero,
             target_concurrency=target_concurrency,
             min_memory_mb=min_memory_mb,
+            # Room for a new copy beside the old ones; apply_update_policy checks the policy's own batch.
+            update_batch_copies=1,
         )
         errors = plan.errors + scaling.errors
         if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(COMPONENT_NAME, name)):
@@ -474,6 +560,11 @@ class InferenceComponent(MonitoredComponent, Construct):
                         min_memory_required_in_mb=scaling.min_memory_mb,
                     )
                 ),
+                data_cache_config=sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty(
+                    enable_caching=data_cache
+                )
+                if data_cache is not None
+                else None,
                 startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
                     model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
                     container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
@@ -559,21 +650,43 @@ class InferenceComponent(MonitoredComponent, Construct):
         self.wake_alarm.add_alarm_action(cloudwatch_actions.ApplicationScalingAction(wake))
 
     @property
+    def update_batch_copies(self) -> int:
+        """Copies an update of this component places beside the serving ones (its rolling batch; 1 without)."""
+        policy = self.update_policy
+        return policy.extra_instances_for_component_update() if policy is not None else 1
+
+    def _rolling_room_problem(self, batch: int) -> str | None:
+        given = self.endpoint.max_instances_given
+        gpus = self.endpoint.instance.gpu_count
+        if given is None or not gpus or len(self.endpoint.components) > 1:  # several: the endpoint's check
+            return None
+        return rolling_room_problem(given, gpus, self.max_copies, batch, self.accelerators_per_copy)
+
+    @property
     def inference_component_arn(self) -> str:
         return self.component.attr_inference_component_arn
 
-    def grant_invoke(self, grantee: iam.IGrantable) -> iam.Grant:
+    def grant_invoke(self, grantee: iam.IGrantable, *, bearer_token: bool = False) -> iam.Grant:
         """Let ``grantee`` invoke this component (InvokeEndpoint with InferenceComponentName), streamed or not.
 
         The IAM service authorization reference lists both the endpoint and the inference component as resource
         types of ``sagemaker:InvokeEndpoint`` and ``InvokeEndpointWithResponseStream``, so the grant names both
         ARNs (as the smoke test's role does); other components of the endpoint are not included.
+
+        :param bearer_token: also allow ``sagemaker:CallWithBearerToken`` (on ``*``), which the OpenAI-compatible
+            path (``openai_base_url``) needs with a bearer token (``hosting.grant_bearer_token``). Default: no.
         """
-        return iam.Grant.add_to_principal(
+        grant = iam.Grant.add_to_principal(
             grantee=grantee,
             actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
             resource_arns=[self.endpoint.endpoint_arn, self.inference_component_arn],
         )
+        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+    @property
+    def openai_base_url(self) -> str:
+        """This component's OpenAI-compatible base URL: the endpoint's path naming the component."""
+        return openai_base_url(self.endpoint.endpoint_name, self.inference_component_name)
 
     def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
         """A CloudWatch metric of this component (dimension ``InferenceComponentName``)."""

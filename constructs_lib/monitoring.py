@@ -45,7 +45,7 @@ from constructs import Construct
 
 from .hosting import sagemaker_metric
 from .problems import construct_subject, refuse
-from .update_policy import MAX_ROLLBACK_ALARMS, UpdatePolicy
+from .update_policy import MAX_ROLLBACK_ALARMS, UpdatePolicy, reservation_problems
 
 INVOCATIONS = "AWS/SageMaker"
 ENDPOINT_INSTANCES = "/aws/sagemaker/Endpoints"
@@ -457,11 +457,29 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             expression=f"m / {gpus}", using_metrics={"m": raw}, label="GPU memory (% of all GPUs)", period=ONE_MINUTE
         )
 
+    no_capacity_alarm: cloudwatch.Alarm | None = None
+
     def add_alarms(
-        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+        self,
+        thresholds: AlarmThresholds | None = None,
+        *,
+        topic: sns.ITopic | None = None,
+        serving: Construct | None = None,
     ) -> list[cloudwatch.Alarm]:
         """Alarms on 5xx errors, p99 model latency, GPU memory and instances reporting (``AlarmThresholds``
-        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``."""
+        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``.
+
+        :param serving: what completes once the endpoint serves (the stack's smoke test). The instances-reporting
+            alarm (``NoCapacity``) treats missing data as breaching, since no instance reports nothing at all
+            ("breaching: Missing data points are treated as 'bad' and breaching the threshold", CloudWatch user
+            guide, AlarmThatSendsEmail "Configuring how CloudWatch alarms treat missing data"). Before the endpoint
+            has instances and while it is deleted there is no data either, so that alarm is created after
+            ``serving`` and deleted before it, and it is left out of the update's rollback alarms (the endpoint's
+            DeploymentConfig cannot name an alarm that waits for the endpoint; a blue/green or rolling update keeps
+            old instances reporting, so it has nothing to add there). Default: the endpoint, whose CloudFormation
+            create polls DescribeEndpoint for up to 160 minutes and whose delete polls it too (cfn-lint schema of
+            AWS::SageMaker::Endpoint, handlers), so the alarm starts once the endpoint is created and goes first.
+        """
         thresholds = thresholds or AlarmThresholds()
         _check(self, thresholds.problems())
         if getattr(self, "alarms", None):
@@ -478,6 +496,9 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             thresholds=thresholds,
             topic=topic,
         )
+        self.no_capacity_alarm = next((a for a in self.alarms if a.node.id == "NoCapacity"), None)
+        if self.no_capacity_alarm is not None:
+            self.no_capacity_alarm.node.add_dependency(serving or self.endpoint)  # type: ignore[attr-defined]
         return self.alarms
 
     def apply_update_policy(
@@ -487,8 +508,15 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
         when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
         ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
         provisioning = getattr(self, "provisioning_s", 0)
-        _check(self, policy.problems(component_mode=False, instances=self.instance_count, provisioning_s=provisioning))  # type: ignore[attr-defined]
+        instances = self.instance_count  # type: ignore[attr-defined]
+        problems = policy.problems(component_mode=False, instances=instances, provisioning_s=provisioning)
         scaling = getattr(self, "scalable_target", None)
+        if getattr(self, "capacity_reservation_arn", None):
+            fleet = max(instances, scaling.node.default_child.max_capacity) if scaling is not None else instances
+            problems += reservation_problems(
+                policy, fleet=fleet, reservation_instances=getattr(self, "capacity_reservation_instances", None)
+            )
+        _check(self, problems)
         if scaling is not None:  # autoscale_instances was called first (the stack does)
             target = scaling.node.default_child
             for warning in policy.autoscaled_warnings(
@@ -496,10 +524,15 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             ):
                 cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)  # type: ignore[arg-type]
         alarms = rollback_alarms(
-            list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
+            [
+                a
+                for a in (list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])))
+                if a is not self.no_capacity_alarm  # created after the endpoint serves (add_alarms)
+            ],
             self.node.path,  # type: ignore[attr-defined]
         )
-        config = policy.endpoint_deployment_config([a.alarm_name for a in alarms])
+        timeout = policy.derived_timeout_s(instances=instances, provisioning_s=provisioning)
+        config = policy.endpoint_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
         self.endpoint.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
             grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
@@ -618,12 +651,16 @@ class MonitoredComponent(InvocationMetrics):
         batch, rolled back when one of ``rollback_on`` fires. Default ``rollback_on``: ``add_alarms``'s."""
         copies = max(self.initial_copies, self.max_copies)  # type: ignore[attr-defined]
         provisioning = getattr(self, "provisioning_s", 0)
-        _check(self, policy.problems(component_mode=True, instances=0, copies=copies, provisioning_s=provisioning))
+        problems = policy.problems(component_mode=True, instances=0, copies=copies, provisioning_s=provisioning)
+        room = self._rolling_room_problem(policy.extra_instances_for_component_update())  # type: ignore[attr-defined]
+        _check(self, problems + ([room] if room else []))
         alarms = rollback_alarms(
             list(rollback_on) if rollback_on is not None else list(getattr(self, "alarms", [])),
             self.node.path,  # type: ignore[attr-defined]
         )
-        config = policy.component_deployment_config([a.alarm_name for a in alarms])
+        # An explicit limit, so that an update that cannot finish fails and rolls back in time (derived_timeout_s).
+        timeout = policy.derived_timeout_s(instances=0, copies=copies, provisioning_s=provisioning)
+        config = policy.component_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
         self.component.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
             grant_describe_alarms(self.role, alarms)  # type: ignore[attr-defined]
@@ -632,7 +669,16 @@ class MonitoredComponent(InvocationMetrics):
             scaled = getattr(self, "scalable_target", None) is not None
             fewest = max(self.min_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
             most = max(self.max_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
-            if policy.step_size * 2 > fewest:
+            if most == 1 and policy.step_size == 1:
+                # One copy: no batch of whole copies is 5-50% of it (CapacitySizeValue is at least 1, botocore
+                # sagemaker), so the batch is the component; its new copy is placed beside the old one (the room
+                # max_instances keeps). A fact of the set-up, not a mistake: info, not a warning.
+                cdk.Annotations.of(self).add_info(  # type: ignore[arg-type]
+                    "Rolling update of a one-copy component: the batch is the whole component (1 copy), more than "
+                    "the 5-50% of the copy count SageMaker documents (API InferenceComponentRollingUpdatePolicy); "
+                    "each update starts the new copy beside the old one, on the room max_instances keeps."
+                )
+            elif policy.step_size * 2 > fewest:
                 cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
                     "llm:rolling-batch",
                     f"Rolling update batch of {policy.step_size} copies is more than half of the component's "

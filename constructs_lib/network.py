@@ -22,6 +22,7 @@ from constructs import Construct
 
 from .nag import acknowledge_wildcard
 from .names import MAX_SECURITY_GROUPS, MAX_SUBNETS, SECURITY_GROUP_ID, SUBNET_ID, matches
+from .problems import refuse
 
 # What the SageMaker execution role needs for a VpcConfig (SageMaker developer guide, "SageMaker AI Roles":
 # CreateModel API and CreateProcessingJob API execution role permissions, the ec2 statement).
@@ -148,8 +149,7 @@ def vpc_placement(
             groups = [group]
     if subnets:
         problems += placement_problems([s.subnet_id for s in subnets], [g.security_group_id for g in groups])
-    if problems:
-        raise ValueError(f"{scope.node.path}: network: " + "; ".join(problems))
+    refuse(f"{type(scope).__name__} {scope.node.path} (network)", problems)
     if len(subnets) < 2:
         # "You must create at least two subnets in different availability zones" (host-vpc.html); the preflight
         # checks the zones at deploy time.

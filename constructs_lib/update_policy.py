@@ -36,7 +36,9 @@ CANARY = "canary"
 LINEAR = "linear"
 ROLLING = "rolling"
 NONE = "none"
-STANDARD_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, NONE)
+# Rolling is also an endpoint policy: AWS::SageMaker::Endpoint DeploymentConfig.RollingUpdatePolicy (cfn-lint schema;
+# botocore sagemaker DeploymentConfig), the way to update without a second full fleet (capacity reservations).
+STANDARD_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
 COMPONENT_POLICIES = (ROLLING, NONE)
 UPDATE_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
 # The API's ranges (CreateEndpoint/UpdateEndpoint DeploymentConfig; CreateInferenceComponent), also the context
@@ -45,6 +47,10 @@ WAIT_RANGE_S = (0, 3600)  # WaitIntervalInSeconds, TerminationWaitInSeconds
 TIMEOUT_RANGE_S = (600, 28800)  # MaximumExecutionTimeoutInSeconds
 TRAFFIC_TYPES = {ALL_AT_ONCE: "ALL_AT_ONCE", CANARY: "CANARY", LINEAR: "LINEAR"}
 DEFAULT_WAIT_S = 300
+# What a derived rolling-update timeout allows per batch beyond its documented waits, for SageMaker to launch the
+# instance the batch may need (managed instance scaling). Not an AWS figure: our allowance, at the API's own
+# minimum timeout. Give update_timeout_s to choose another.
+INSTANCE_LAUNCH_ALLOWANCE_S = 600
 MAX_ROLLBACK_ALARMS = 10  # AutoRollbackConfig.Alarms: 1-10 (cfn-lint schema; API_AutoRollbackConfig)
 
 
@@ -53,15 +59,17 @@ class UpdatePolicy:
     """An update policy, the same object for both modes.
 
     :param kind: ``all-at-once``, ``canary`` or ``linear`` (blue/green, standard mode), ``rolling``
-        (component mode) or ``none`` (no DeploymentConfig: SageMaker's default blue/green all at once,
-        without baking or alarms). Default: the mode's default (``default_for``).
+        (component mode, or an endpoint updated one batch of instances at a time) or ``none`` (no
+        DeploymentConfig: SageMaker's default blue/green all at once, without baking or alarms). Default: the
+        mode's default (``default_for``).
     :param step_size: canary size or linear step in instances (standard mode), or copies per rolling
         batch (component mode). Default: 1.
     :param wait_s: baking period after each traffic shift or batch, 0-3600 s, during which the alarms
         roll the update back. Default: 300 s.
     :param termination_wait_s: blue/green only: how long the old fleet stays after the last shift, 0-3600 s
         (a fast manual way back). Default: 0 (SageMaker's).
-    :param max_execution_timeout_s: the whole update's limit, 600-28800 s. Default: SageMaker's.
+    :param max_execution_timeout_s: the whole update's limit, 600-28800 s. Default: rolling: derived from the
+        waits and the download and start-up timeouts (``derived_timeout_s``); blue/green: SageMaker's.
     """
 
     kind: str
@@ -79,20 +87,51 @@ class UpdatePolicy:
     def blue_green(self) -> bool:
         return self.kind in TRAFFIC_TYPES
 
-    def waiting_s(self, *, instances: int, copies: int | None = None) -> int:
-        """The waits the update contains: one per traffic step (or rolling batch), then the termination wait.
+    def steps(self, *, instances: int, copies: int | None = None) -> int:
+        """How many baking periods the update runs: one per traffic step, rolling batch or canary stage.
 
-        All at once and canary shift twice at most with one bake between (WaitIntervalInSeconds); linear waits
-        after each of its ceil(instances / step) steps; rolling after each of its ceil(copies / batch) batches
-        (API TrafficRoutingConfig, RollingUpdatePolicy).
+        All at once: one bake after the single shift (deployment-guardrails-blue-green-all-at-once). Canary: one
+        bake after the canary, then "all traffic shifts to the green fleet and enters a final baking period"
+        (deployment-guardrails-blue-green-canary): two. Linear: "For each step, there is a baking period"
+        (deployment-guardrails-blue-green-linear), ceil(instances / step) steps. Rolling: one per batch,
+        ceil(copies / batch) for a component, ceil(instances / batch) for an endpoint (API RollingUpdatePolicy,
+        InferenceComponentRollingUpdatePolicy: WaitIntervalInSeconds is "for each batch").
         """
+        if self.kind == CANARY:
+            return 2
         if self.kind == LINEAR:
-            steps = max(1, math.ceil(max(instances, 1) / max(self.step_size, 1)))
-        elif self.kind == ROLLING:
-            steps = max(1, math.ceil(max(copies or 1, 1) / max(self.step_size, 1)))
-        else:
-            steps = 1
-        return steps * self.wait_s + (self.termination_wait_s or 0)
+            return max(1, math.ceil(max(instances, 1) / max(self.step_size, 1)))
+        if self.kind == ROLLING:
+            units = copies if copies is not None else instances
+            return max(1, math.ceil(max(units or 1, 1) / max(self.step_size, 1)))
+        return 1
+
+    def waiting_s(self, *, instances: int, copies: int | None = None) -> int:
+        """The waits the update contains: one bake per step (``steps``), then the termination wait."""
+        return self.steps(instances=instances, copies=copies) * self.wait_s + (self.termination_wait_s or 0)
+
+    def needed_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int:
+        """What the update's timeout must exceed: its waits and the new capacity coming up once.
+
+        "The timeout value should be larger than the total waiting time specified in TerminationWaitInSeconds and
+        WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds), and the new fleet (or
+        a rolling update's first batch) must download the model and pass its health check (``provisioning_s``)
+        before any traffic moves.
+        """
+        return self.waiting_s(instances=instances, copies=copies) + provisioning_s
+
+    def derived_timeout_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int | None:
+        """``MaximumExecutionTimeoutInSeconds`` to send: the given one, else, for a rolling update, every batch's
+        bake and new capacity coming up ("For each step, SageMaker AI provisions capacity on the new endpoint
+        fleet", API InferenceComponentRollingUpdatePolicy.MaximumBatchSize) plus ``INSTANCE_LAUNCH_ALLOWANCE_S``
+        per batch, within the API's 600-28800 s. Without it a rolling update that cannot finish waits for
+        SageMaker's own limit, which the API does not state, before CloudFormation rolls back. Blue/green keeps
+        SageMaker's default when none is given."""
+        if self.max_execution_timeout_s is not None or self.kind != ROLLING:
+            return self.max_execution_timeout_s
+        steps = self.steps(instances=instances, copies=copies)
+        total = steps * (self.wait_s + provisioning_s + INSTANCE_LAUNCH_ALLOWANCE_S)
+        return min(TIMEOUT_RANGE_S[1], max(TIMEOUT_RANGE_S[0], total))
 
     def problems(
         self, *, component_mode: bool, instances: int, copies: int | None = None, provisioning_s: int = 0
@@ -125,17 +164,17 @@ class UpdatePolicy:
                     f"update_timeout_s={timeout}: allowed {TIMEOUT_RANGE_S[0]} to {TIMEOUT_RANGE_S[1]} "
                     "(MaximumExecutionTimeoutInSeconds)"
                 )
-            elif timeout <= (needed := self.waiting_s(instances=instances, copies=copies) + provisioning_s):
-                # "The timeout value should be larger than the total waiting time specified in
-                # TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy); the new fleet
-                # must also download the model and pass its health check before any traffic moves.
-                waits = self.waiting_s(instances=instances, copies=copies)
+            elif timeout <= (
+                needed := self.needed_s(instances=instances, copies=copies, provisioning_s=provisioning_s)
+            ):
+                steps = self.steps(instances=instances, copies=copies)
                 errors.append(
-                    f"update_timeout_s={timeout} must exceed what the update may wait: {waits} s of waits "
-                    f"({self.kind}: update_wait_s {self.wait_s} per step, update_termination_wait_s "
-                    f"{self.termination_wait_s or 0}) + {provisioning_s} s for the new "
-                    f"{'copies' if component_mode else 'fleet'} to download the model and start "
-                    f"(download_timeout_s + startup_timeout_s) = {needed} s; allowed: more than {needed}, at most "
+                    f"update_timeout_s={timeout} must exceed what the update may wait ({self.kind}): {steps} x "
+                    f"update_wait_s {self.wait_s}"
+                    + (f" + update_termination_wait_s {self.termination_wait_s}" if self.termination_wait_s else "")
+                    + f" + {provisioning_s} s for the new {'copies' if component_mode else 'instances'} to download "
+                    f"the model and start (download_timeout_s + startup_timeout_s) = {needed} s (API "
+                    f"BlueGreenUpdatePolicy: larger than the total waiting); allowed: more than {needed}, at most "
                     f"{TIMEOUT_RANGE_S[1]}, or leave it unset"
                 )
         if self.step_size < 1:
@@ -153,6 +192,14 @@ class UpdatePolicy:
             errors.append(
                 f"update_policy=linear with update_step_size={self.step_size}: a linear step is 10-50% of the "
                 f"instance count ({instances}); allowed here: {_range(instances * 0.1, instances * 0.5)}"
+            )
+        elif self.kind == ROLLING and not component_mode and self.step_size * 2 > instances:
+            # MaximumBatchSize "must be between 5% to 50% of the variant's total instance count"
+            # (API RollingUpdatePolicy).
+            errors.append(
+                f"update_policy=rolling with update_step_size={self.step_size} needs at least {self.step_size * 2} "
+                f"instances (a rolling batch is 5-50% of the variant's instances); instance_count is {instances}. "
+                "Raise instance_count, or use a blue/green policy"
             )
         elif self.kind == ROLLING and copies is not None and self.step_size > max(copies, 1):
             errors.append(
@@ -185,6 +232,13 @@ class UpdatePolicy:
                 "10-50% of the variant's instances (API TrafficRoutingConfig); an update started at a count the "
                 "step does not fit fails. Narrow the instance range, or use all-at-once."
             ]
+        if self.kind == ROLLING and not (max_instances * 0.05 <= step <= min_instances * 0.5):
+            return [
+                f"update_policy=rolling with update_step_size={step}: autoscaling may leave the variant anywhere "
+                f"from {min_instances} to {max_instances} instances when an update starts, and a rolling batch is "
+                "5-50% of the variant's instances (API RollingUpdatePolicy); an update started at a count the batch "
+                "does not fit fails. Narrow the instance range, or use all-at-once."
+            ]
         return []
 
     def extra_instances_during_update(self, instances: int) -> int:
@@ -192,18 +246,45 @@ class UpdatePolicy:
 
         Blue/green (``none`` included: SageMaker's default is blue/green all at once) provisions a whole
         green fleet of the variant's instance count beside the blue one. A rolling component update places
-        one batch of new copies on the endpoint's existing instances, up to its ``max_instances``, which the
-        quota check counts already: 0 extra.
+        one batch of new copies on the endpoint's instances, up to its ``max_instances``, which leaves room for it
+        (``component_plan``'s default) and which the quota check counts: 0 extra here. A rolling endpoint update
+        provisions one batch of ``step_size`` instances before it terminates old ones (API RollingUpdatePolicy).
         """
-        return 0 if self.kind == ROLLING else instances
+        return self.step_size if self.kind == ROLLING else instances
+
+    def extra_instances_for_component_update(self) -> int:
+        """Copies one component update places beside the serving ones: a rolling batch; 1 without a rolling
+        policy (what SageMaker does then is not documented: room for one new copy is kept)."""
+        return self.step_size if self.kind == ROLLING else 1
 
     def endpoint_deployment_config(
-        self, alarm_names: Sequence[str]
+        self, alarm_names: Sequence[str], *, timeout_s: int | None = None
     ) -> sagemaker.CfnEndpoint.DeploymentConfigProperty | None:
-        """``AWS::SageMaker::Endpoint.DeploymentConfig``, or None for ``none``."""
-        if not self.blue_green:
+        """``AWS::SageMaker::Endpoint.DeploymentConfig``, or None for ``none``.
+
+        ``timeout_s``: ``MaximumExecutionTimeoutInSeconds`` (``derived_timeout_s``). Default: the policy's own.
+        """
+        if self.kind not in (*TRAFFIC_TYPES, ROLLING):
             return None
+        timeout_s = self.max_execution_timeout_s if timeout_s is None else timeout_s
         size = sagemaker.CfnEndpoint.CapacitySizeProperty(type="INSTANCE_COUNT", value=self.step_size)
+        rollback = (
+            sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
+                alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in alarm_names]
+            )
+            if alarm_names
+            else None
+        )
+        if self.kind == ROLLING:
+            # RollbackMaximumBatchSize absent: the old fleet's whole capacity returns at once (API RollingUpdatePolicy).
+            return sagemaker.CfnEndpoint.DeploymentConfigProperty(
+                rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
+                    maximum_batch_size=size,
+                    wait_interval_in_seconds=self.wait_s,
+                    maximum_execution_timeout_in_seconds=timeout_s,
+                ),
+                auto_rollback_configuration=rollback,
+            )
         traffic = sagemaker.CfnEndpoint.TrafficRoutingConfigProperty(
             type=TRAFFIC_TYPES[self.kind],
             wait_interval_in_seconds=self.wait_s,
@@ -214,30 +295,28 @@ class UpdatePolicy:
             blue_green_update_policy=sagemaker.CfnEndpoint.BlueGreenUpdatePolicyProperty(
                 traffic_routing_configuration=traffic,
                 termination_wait_in_seconds=self.termination_wait_s,
-                maximum_execution_timeout_in_seconds=self.max_execution_timeout_s,
+                maximum_execution_timeout_in_seconds=timeout_s,
             ),
-            auto_rollback_configuration=(
-                sagemaker.CfnEndpoint.AutoRollbackConfigProperty(
-                    alarms=[sagemaker.CfnEndpoint.AlarmProperty(alarm_name=n) for n in alarm_names]
-                )
-                if alarm_names
-                else None
-            ),
+            auto_rollback_configuration=rollback,
         )
 
     def component_deployment_config(
-        self, alarm_names: Sequence[str]
+        self, alarm_names: Sequence[str], *, timeout_s: int | None = None
     ) -> sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty | None:
-        """``AWS::SageMaker::InferenceComponent.DeploymentConfig``, or None for ``none``."""
+        """``AWS::SageMaker::InferenceComponent.DeploymentConfig``, or None for ``none``.
+
+        ``timeout_s``: ``MaximumExecutionTimeoutInSeconds`` (``derived_timeout_s``). Default: the policy's own.
+        """
         if self.kind != ROLLING:
             return None
+        timeout_s = self.max_execution_timeout_s if timeout_s is None else timeout_s
         return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnInferenceComponent.InferenceComponentRollingUpdatePolicyProperty(
                 maximum_batch_size=sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(
                     type="COPY_COUNT", value=self.step_size
                 ),
                 wait_interval_in_seconds=self.wait_s,
-                maximum_execution_timeout_in_seconds=self.max_execution_timeout_s,
+                maximum_execution_timeout_in_seconds=timeout_s,
                 # RollbackMaximumBatchSize absent: "100% of the total capacity", the old copies return at once
                 # (botocore InferenceComponentRollingUpdatePolicy).
             ),
@@ -249,6 +328,38 @@ class UpdatePolicy:
                 else None
             ),
         )
+
+
+def reservation_problems(policy: UpdatePolicy, *, fleet: int, reservation_instances: int | None) -> list[str]:
+    """What is wrong with updating a ``fleet``-instance endpoint on a capacity reservation with ``policy``.
+
+    The variant runs on reserved capacity only (``capacity-reservations-only``, API CapacityReservationConfig), so an
+    update's new instances must fit in the reservation beside the serving ones: a blue/green update (``none``
+    included, SageMaker's default) "creates a new fleet during the deployment while maintaining the old fleet"
+    (API BlueGreenUpdatePolicy); a rolling one provisions one batch before it terminates old instances (API
+    RollingUpdatePolicy). The reservation's size cannot be read at synth, so it is given
+    (``capacity_reservation_instances``).
+    """
+    needed = fleet + policy.extra_instances_during_update(fleet)
+    rolling_needs = fleet + 1
+    rolling = (
+        f"update_policy=rolling with update_step_size=1 needs {rolling_needs} (and instance_count 2 or more: a "
+        "batch is at most half of the instances)"
+    )
+    if reservation_instances is None:
+        return [
+            f"capacity_reservation_arn: an update with update_policy={policy.kind} runs {needed} instances at once "
+            f"({fleet} serving + {needed - fleet} new) on reserved capacity only, and the reservation's size is not "
+            "known at synth: set capacity_reservation_instances to the instances the reservation holds "
+            f"(allowed: {needed} or more for this policy; {rolling})"
+        ]
+    if reservation_instances < needed:
+        return [
+            f"capacity_reservation_instances={reservation_instances}: an update with update_policy={policy.kind} runs "
+            f"{needed} instances at once ({fleet} serving + {needed - fleet} new) on reserved capacity only, so it "
+            f"could never start; allowed: a reservation of {needed} or more, or {rolling}"
+        ]
+    return []
 
 
 def _range(low: float, high: float) -> str:

@@ -43,7 +43,9 @@ def update_policy(config: dict) -> str:
         wait = traffic.get("WaitIntervalInSeconds")
     else:
         rolling = config.get("RollingUpdatePolicy", {})
-        kind = f"rolling by {rolling.get('MaximumBatchSize', {}).get('Value')} copies"
+        size = rolling.get("MaximumBatchSize", {})
+        unit = "instance(s)" if size.get("Type") == "INSTANCE_COUNT" else "copies"  # an endpoint's rolling policy
+        kind = f"rolling by {size.get('Value')} {unit}"
         wait = rolling.get("WaitIntervalInSeconds")
     return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
 
@@ -57,7 +59,8 @@ def _count(value: Any) -> int | None:
 
 def cost_lines(variant: dict, region: str) -> list[str]:
     """The variant's on-demand cost: always-on instances, or idle and full scale with managed scaling."""
-    instance_type = variant.get("InstanceType")
+    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
+    instance_type = variant.get("InstanceType") or (pools[0].get("InstanceType") if pools else None)  # priority 1
     if not isinstance(instance_type, str):
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)

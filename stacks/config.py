@@ -27,6 +27,7 @@ from constructs_lib import (
     parse_s3_uri,
     plan_endpoint,
     plan_scaling,
+    pool_problems,
     recorded_tag_key,
     remote_code_keys,
     smoke_request_problems,
@@ -40,7 +41,7 @@ from constructs_lib.names import (
 from preflight import KV_CACHE_DTYPES
 
 from .context_keys import FIELDS  # the registry: one entry per key
-from .observability import observability_problems
+from .observability import observability_problems, update_batch_copies
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
 CDK_OWN_KEYS = {"cli-telemetry", "acknowledged-issue-numbers"}
@@ -213,6 +214,13 @@ class DeploymentConfig:
     container_env: dict[str, Any]
     inference_ami_version: str | None
     capacity_reservation_arn: str | None
+    instance_pools: tuple[str, ...]
+    enhanced_metrics: bool
+    metric_publish_frequency_s: int | None
+    data_cache: bool | None
+    prefix_routing_length: int | None
+    prefix_routing_concurrency: int | None
+    capacity_reservation_instances: int | None
     startup_timeout_s: int
     download_timeout_s: int
     endpoint_name: str | None
@@ -365,12 +373,36 @@ class DeploymentConfig:
                 volume_kms_key=bool(values.get("volume_kms_key_arn")),
             )
             problems += plan.errors
+            if values.get("instance_pools") and component_mode:
+                problems.append(
+                    f"instance_pools={list(values['instance_pools'])!r}: only with deployment_mode=standard for now "
+                    "(components need one Specification per instance type, not built yet); leave it empty"
+                )
+            elif values.get("instance_pools") and not plan.errors:
+                problems += pool_problems(
+                    values["instance_type"],
+                    values["instance_pools"],
+                    lambda pool: (
+                        plan_endpoint(
+                            engine=engine,
+                            image=image,
+                            instance_type=pool,
+                            tensor_parallel_size=plan.tensor_parallel_size,
+                            engine_env=values.get("engine_env") if engine_known else None,
+                            container_env=values.get("container_env") if engine_known else None,
+                            inference_ami_version=plan.inference_ami_version,
+                            allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
+                        ).errors
+                    ),
+                )
             if "deployment_mode" in values:
                 problems += plan_scaling(
                     deployment_mode=values["deployment_mode"],
                     instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
                     tensor_parallel_size=values.get("tensor_parallel_size"),
                     initial_instances=values.get("instance_count"),
+                    # The default max_instances leaves room for one update batch; a given one must (component_plan).
+                    update_batch_copies=update_batch_copies(values) if component_mode else None,
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
         if values.get("component_name") is not None and not matches(COMPONENT_NAME, values["component_name"]):

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from constructs_lib import (
+    CONCURRENCY_THRESHOLD_RANGE,
     DEPLOYMENT_MODES,
     GGUF_FILE,
     GGUF_FILE_DESCRIPTION,
+    PREFIX_LENGTH_RANGE,
     ROUTING_STRATEGIES,
     STAGING_MAX_INSTANCES_RANGE,
     STAGING_MAX_RUNTIME_RANGE_S,
@@ -53,10 +55,12 @@ from .parsers import (
     _choice,
     _choices_list,
     _ids,
+    _instance_types,
     _integer,
     _json_object,
     _number,
     _optional,
+    _optional_choice,
     _pattern,
     _patterns,
     _prompt,
@@ -278,7 +282,7 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_choice(list(ROUTING_STRATEGIES))),
         None,
         "scaling",
-        "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM`",
+        "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM` \\| `PREFIX_AWARE` (with both `prefix_routing_*` keys)",
     ),
     ContextKey(
         "min_memory_mb",
@@ -393,6 +397,14 @@ KEYS: tuple[ContextKey, ...] = (
         " (if cfn-lint does not know it yet either: `make synth CFN_LINT_IGNORE=W3005,E3030,W3030`)",
     ),
     ContextKey(
+        "instance_pools",
+        _instance_types,
+        [],
+        "serving",
+        "JSON array of up to 4 instance types SageMaker falls back to, in order, when `instance_type` has no "
+        "capacity (standard mode); each passes the same checks (docs/guide/capacity.md)",
+    ),
+    ContextKey(
         "instance_count",
         _integer(1, 100),
         1,
@@ -464,6 +476,14 @@ KEYS: tuple[ContextKey, ...] = (
         "`arn:aws:sagemaker:<region>:<acct>:<type>/<name>`; sets `capacity-reservations-only`",
     ),
     ContextKey(
+        "capacity_reservation_instances",
+        _optional(_integer(1, 10000)),
+        None,
+        "serving",
+        "with `capacity_reservation_arn`: instances it holds; an update policy is refused unless they fit the "
+        "fleet and an update's new instances (docs/guide/updates-and-observability.md)",
+    ),
+    ContextKey(
         "startup_timeout_s",
         _integer(60, 3600),
         1200,
@@ -494,10 +514,11 @@ KEYS: tuple[ContextKey, ...] = (
     ),
     ContextKey(
         "update_policy",
-        _optional(_choice(list(UPDATE_POLICIES))),
+        _optional_choice(_choice(list(UPDATE_POLICIES))),
         None,
         "observability",
-        "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component), `none`",
+        "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component, or standard one batch of "
+        "instances at a time), `none`",
     ),
     ContextKey(
         "update_step_size",
@@ -568,6 +589,42 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "no instance (standard) or a request finding no copy (component, not with scale-to-zero)",
+    ),
+    ContextKey(
+        "enhanced_metrics",
+        _boolean,
+        False,
+        "observability",
+        "`MetricsConfig.EnableEnhancedMetrics`: metrics per instance and container (off: SageMaker's default)",
+    ),
+    ContextKey(
+        "metric_publish_frequency_s",
+        _optional(_integer(10, 300)),
+        None,
+        "observability",
+        "`MetricPublishFrequencyInSeconds`: 10, 30, 60, 120, 180, 240 or 300; null: SageMaker's 60",
+    ),
+    ContextKey(
+        "data_cache",
+        _optional(_boolean),
+        None,
+        "scaling",
+        "component mode: `DataCacheConfig.EnableCaching` (instances keep the model and image for new copies); "
+        "null: SageMaker's (on with > 232 GiB local NVMe)",
+    ),
+    ContextKey(
+        "prefix_routing_length",
+        _optional(_integer(*PREFIX_LENGTH_RANGE)),
+        None,
+        "scaling",
+        "with `routing_strategy=PREFIX_AWARE` (required there): `PrefixLength`, 1024-65536",
+    ),
+    ContextKey(
+        "prefix_routing_concurrency",
+        _optional(_integer(*CONCURRENCY_THRESHOLD_RANGE)),
+        None,
+        "scaling",
+        "with `routing_strategy=PREFIX_AWARE` (required there): `ConcurrencyThreshold`, in-flight requests, 1-1024",
     ),
     ContextKey(
         "dashboard",

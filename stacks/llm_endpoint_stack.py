@@ -25,6 +25,7 @@ from constructs_lib import (
     StagedCheckpoint,
     app_bucket_name,
     get_engine,
+    lookup_instance,
     resolve_scaling,
     weight_format_flags,
 )
@@ -32,7 +33,7 @@ from llmops.facts import METADATA_KEY
 
 from .config import DeploymentConfig
 from .model_checks import FactsStatus
-from .observability import add_observability, update_policy_of
+from .observability import add_observability, update_batch_copies, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -151,6 +152,12 @@ class LlmEndpointStack(cdk.Stack):
                 value=self.component.inference_component_name,
                 description="Inference component to name in every invocation (InferenceComponentName)",
             )
+        cdk.CfnOutput(
+            self,
+            "OpenAiBaseUrl",
+            value=(self.component or self.endpoint).openai_base_url,
+            description="OpenAI-compatible base URL (bearer token: sagemaker:CallWithBearerToken + InvokeEndpoint)",
+        )
         cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
         if self.checkpoint is not None:
             cdk.CfnOutput(
@@ -209,6 +216,7 @@ class LlmEndpointStack(cdk.Stack):
             engine=config.engine_spec,
             image=config.serving_image,
             instance_type=config.instance_type,
+            instance_pools=config.instance_pools or None,
             instance_count=config.instance_count,
             gpu_count=config.gpu_count,
             gpu_memory_gib=config.gpu_memory_gib,
@@ -219,12 +227,15 @@ class LlmEndpointStack(cdk.Stack):
             container_env=config.container_env,
             inference_ami_version=config.inference_ami_version,
             capacity_reservation_arn=config.capacity_reservation_arn,
+            capacity_reservation_instances=config.capacity_reservation_instances,
             startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             endpoint_name=config.endpoint_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
             volume_kms_key=self.volume_key,
             **self.network,
+            enhanced_metrics=config.enhanced_metrics,
+            metric_publish_frequency_s=config.metric_publish_frequency_s,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
@@ -261,6 +272,10 @@ class LlmEndpointStack(cdk.Stack):
             endpoint_name=config.endpoint_name,
             volume_kms_key=self.volume_key,
             **self.network,
+            enhanced_metrics=config.enhanced_metrics,
+            metric_publish_frequency_s=config.metric_publish_frequency_s,
+            prefix_routing_length=config.prefix_routing_length,
+            prefix_routing_concurrency=config.prefix_routing_concurrency,
         )
         self.component = endpoint.add_component(
             "Model",
@@ -281,6 +296,7 @@ class LlmEndpointStack(cdk.Stack):
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             component_name=config.component_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
+            data_cache=config.data_cache,
         )
         return endpoint
 
@@ -324,12 +340,30 @@ class LlmEndpointStack(cdk.Stack):
         return EndpointSmokeTest.for_component(self, "SmokeTest", self.component, **options)
 
     def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
+        component_mode = config.deployment_mode == INFERENCE_COMPONENT
+        instance = lookup_instance(config.instance_type) if component_mode else None
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
+            instance_spec_gpu_count=config.gpu_count or (instance.gpu_count if instance else None),
+            tensor_parallel_size=config.tensor_parallel_size,
+            accelerators_per_copy=config.accelerators_per_copy,
             initial_instances=config.instance_count,
             min_instances=config.min_instances,
             max_instances=config.max_instances,
+            min_copies=config.min_copies,
+            max_copies=config.max_copies,
+            initial_copies=config.initial_copies,
             scale_to_zero=config.scale_to_zero,
+            # The same max_instances as ComponentEndpoint's default: room for one update batch (component_plan).
+            update_batch_copies=update_batch_copies(vars(config)) if component_mode else None,
+        )
+        most = max(config.instance_count, scaling.max_instances)
+        # A blue/green update runs a second fleet beside the first, a rolling one a batch; in component mode the
+        # instances max_instances keeps for an update's batch count as an update's (not needed at create).
+        update_instances = (
+            scaling.update_instances
+            if component_mode
+            else update_policy_of(vars(config)).extra_instances_during_update(most)
         )
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         return DeploymentPreflight(
@@ -349,13 +383,8 @@ class LlmEndpointStack(cdk.Stack):
             if "max_num_batched_tokens" in memory
             else None,
             # The quota must cover the most instances the endpoint may run, not only the first.
-            instances_needed=max(config.instance_count, scaling.max_instances),
-            # A blue/green update runs a second fleet beside the first (a rolling component update does not).
-            update_instances=0
-            if config.deployment_mode == INFERENCE_COMPONENT
-            else update_policy_of(vars(config)).extra_instances_during_update(
-                max(config.instance_count, scaling.max_instances)
-            ),
+            instances_needed=most - update_instances if component_mode else most,
+            update_instances=update_instances,
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
             allow_checkpoint_code=config.allow_checkpoint_code,

@@ -12,7 +12,15 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib import INFERENCE_COMPONENT, AlarmThresholds, AlarmTopic, UpdatePolicy
+from constructs_lib import (
+    INFERENCE_COMPONENT,
+    AlarmThresholds,
+    AlarmTopic,
+    UpdatePolicy,
+    metrics_problems,
+    prefix_routing_problems,
+    reservation_problems,
+)
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
@@ -28,6 +36,11 @@ def update_policy_of(values: Mapping[str, Any]) -> UpdatePolicy:
         termination_wait_s=values.get("update_termination_wait_s"),
         max_execution_timeout_s=values.get("update_timeout_s"),
     )
+
+
+def update_batch_copies(values: Mapping[str, Any]) -> int:
+    """Copies a component update places beside the serving ones (UpdatePolicy.extra_instances_for_component_update)."""
+    return update_policy_of({**values, "deployment_mode": INFERENCE_COMPONENT}).extra_instances_for_component_update()
 
 
 def thresholds_of(values: Mapping[str, Any]) -> AlarmThresholds:
@@ -51,6 +64,24 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
         copies=max(values.get("initial_copies") or 1, values.get("max_copies") or 1),
         provisioning_s=(values.get("download_timeout_s") or 0) + (values.get("startup_timeout_s") or 0),
     )
+    if values.get("capacity_reservation_instances") is not None and not values.get("capacity_reservation_arn"):
+        problems.append(
+            f"capacity_reservation_instances={values['capacity_reservation_instances']}: only with "
+            "capacity_reservation_arn (the size of that reservation)"
+        )
+    if values.get("capacity_reservation_arn") and not component_mode and not problems:
+        instances = values.get("instance_count", 1)
+        problems += reservation_problems(
+            policy,
+            fleet=max(instances, values.get("max_instances") or instances),
+            reservation_instances=values.get("capacity_reservation_instances"),
+        )
+    problems += metrics_problems(bool(values.get("enhanced_metrics")), values.get("metric_publish_frequency_s"))
+    problems += prefix_routing_problems(
+        values.get("routing_strategy"), values.get("prefix_routing_length"), values.get("prefix_routing_concurrency")
+    )
+    if values.get("data_cache") is not None and not component_mode:
+        problems.append(f"data_cache={values['data_cache']}: only with deployment_mode=inference-component")
     if values.get("alarm_email") and not values.get("alarms", True):
         problems.append(f"alarm_email={values['alarm_email']!r}: only with alarms=true (there is nothing to send)")
     return problems

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from constructs_lib import BUCKET_RULE, bucket_name_problem
-from constructs_lib.names import matches
+from constructs_lib.names import INSTANCE_TYPE, matches
 
 NONE_WORDS = {"", "null", "none"}
 
@@ -53,6 +53,18 @@ def _parse_optional(parse: Callable[[Any], Any], raw: Any) -> Any:
 
 def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return _bound(_parse_optional, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
+
+
+def _parse_optional_choice(parse: Callable[[Any], Any], raw: Any) -> Any:
+    # A choice named "none" is a value, not the null that _optional reads the word as.
+    if isinstance(raw, str) and raw.strip() == "none":
+        return parse("none")
+    return _parse_optional(parse, raw)
+
+
+def _optional_choice(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``_optional`` for a choice list that has ``none`` among its values (update_policy)."""
+    return _bound(_parse_optional_choice, f"{parse.__doc__ or ''}, or null", parse)  # pragma: no mutate
 
 
 def _parse_pattern(regex: re.Pattern[str], what: str, raw: Any) -> str:
@@ -200,6 +212,20 @@ def _patterns(raw: Any) -> tuple[str, ...]:
     if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
         raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
     return tuple(raw)
+
+
+def _instance_types(raw: Any) -> tuple[str, ...]:
+    """JSON array of instance types such as ["ml.g6e.xlarge", "ml.g5.2xlarge"]"""
+    try:
+        values = _patterns(raw)
+    except ValueError:
+        raise ValueError('expected a JSON array of instance types such as ["ml.g6e.xlarge", "ml.g5.2xlarge"]') from None
+    wrong = [v for v in values if not matches(INSTANCE_TYPE, v)]
+    if wrong:
+        raise ValueError(
+            f"not SageMaker instance types: {', '.join(map(repr, wrong))}; expected names such as ml.g6e.xlarge"
+        )
+    return values
 
 
 def _parse_choices_list(allowed: tuple[str, ...], raw: Any) -> tuple[str, ...]:

@@ -75,7 +75,8 @@ def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
     # (SageMaker deployment-guardrails-blue-green), so the quota must hold both while it runs.
     needed = settings.instances_needed + settings.update_instances
     why = (
-        f" ({settings.instances_needed} serving + {settings.update_instances} for the new fleet of a blue/green update)"
+        f" ({settings.instances_needed} serving + {settings.update_instances} for an update's new instances: "
+        "a blue/green fleet or a rolling batch)"
         if settings.update_instances
         else ""
     )

@@ -114,12 +114,12 @@ def test_unknown_gpu_count_skips_capacity_checks():
         ({"mode": IC, "scale_to_zero": True, "max_copies": 0, "initial_copies": 0}, r"max_copies=0 must be at least 1"),
         ({"mode": IC, "min_copies": -1}, r"min_copies=-1 must be a whole number of copies"),
         (
-            {"mode": IC, "tensor_parallel_size": 2, "max_copies": 3},
+            {"mode": IC, "tensor_parallel_size": 2, "max_copies": 3, "max_instances": 1},
             r"max_copies=3 copies x 2 GPU\(s\) per copy need 6 GPUs, but max_instances=1 x 4 GPU\(s\) per "
             r"instance give 4; allowed: max_copies up to 2, or raise max_instances to 2",
         ),
         (
-            {"mode": IC, "tensor_parallel_size": 4, "initial_copies": 2, "max_copies": 2},
+            {"mode": IC, "tensor_parallel_size": 4, "initial_copies": 2, "max_copies": 2, "max_instances": 1},
             r"initial_copies=2 copies x 4 GPU\(s\) per copy need 8 GPUs",
         ),
         ({"mode": IC, "target_concurrency": 0}, r"target_concurrency=0 must be a number above 0"),
@@ -137,6 +137,33 @@ def test_each_rule_names_the_key_the_value_and_what_is_allowed(settings, message
     mode = settings.pop("mode", "standard")
     errors = plan_scaling(deployment_mode=mode, instance_spec_gpu_count=G6E_12, **settings)
     assert any(re.search(message, e) for e in errors), errors
+
+
+@pytest.mark.parametrize(
+    ("settings", "max_instances", "update_instances"),
+    [
+        ({}, 2, 1),  # the default: 1 copy on a 1-GPU instance, and a batch of 1 beside it
+        ({"max_copies": 3}, 4, 1),
+        ({"max_copies": 3, "update_batch_copies": 2}, 5, 2),
+        ({"min_instances": 3}, 3, 0),  # three instances already leave room for the batch
+    ],
+)
+def test_component_default_max_instances_leaves_room_for_an_update_batch(settings, max_instances, update_instances):
+    """Issue 28: max instances x GPUs >= (max copies + batch) x accelerators per copy, by default."""
+    settings = {"update_batch_copies": 1, **settings}
+    plan = resolve_scaling(deployment_mode=IC, instance_spec_gpu_count=1, **settings)
+    assert (plan.max_instances, plan.update_instances, plan.errors) == (max_instances, update_instances, [])
+
+
+def test_a_max_instances_that_leaves_no_room_for_the_batch_is_refused_naming_what_would_work():
+    (error,) = plan_scaling(
+        deployment_mode=IC, instance_spec_gpu_count=1, max_instances=2, max_copies=2, update_batch_copies=1
+    )
+    assert "max_instances=2 x 1 GPU(s) per instance give 2 GPUs" in error
+    assert "(2 + 1) x 1 GPU(s) per copy = 3 GPUs" in error
+    assert "Allowed: max_instances 3 or more" in error and "max_copies at most 1" in error
+    # Without a batch to place (no update counted) the same settings fit.
+    assert plan_scaling(deployment_mode=IC, instance_spec_gpu_count=1, max_instances=2, max_copies=2) == []
 
 
 def test_all_problems_are_collected():

@@ -17,7 +17,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib import GpuEndpoint, ModelBucket, Refusal, S3ModelData, ServingImage, get_engine
+from constructs_lib import GpuEndpoint, ModelBucket, Refusal, S3ModelData, ServingImage, UpdatePolicy, get_engine
 from constructs_lib.inference_component import ComponentEndpoint, InferenceComponent
 from tests.conftest import default_context
 
@@ -91,7 +91,8 @@ def test_endpoint_config_hosts_components():
         "VariantName": "AllTraffic",
         "InstanceType": "ml.g6.xlarge",
         "InitialInstanceCount": 1,
-        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 1},
+        # Room for one update batch beside the copy (issue 28): (1 copy + 1) x 1 GPU on 1-GPU instances.
+        "ManagedInstanceScaling": {"Status": "ENABLED", "MinInstanceCount": 1, "MaxInstanceCount": 2},
         "InferenceAmiVersion": "al2023-ami-sagemaker-inference-gpu-4-1",
     }  # no ModelName, no timeouts (they belong to the component), no RoutingConfig unless asked
 
@@ -212,7 +213,7 @@ def test_endpoint_ami_follows_its_image_and_components_are_checked_against_it():
 
 def test_copy_autoscaling_tracks_concurrent_requests_per_copy():
     t = template(
-        {"instance_type": "ml.g6e.12xlarge", "max_instances": 2},
+        {"instance_type": "ml.g6e.12xlarge", "max_instances": 3},  # (4 copies + a batch) x 2 GPUs
         tensor_parallel_size=2,
         max_copies=4,
         target_concurrency=8,
@@ -243,11 +244,11 @@ def test_copy_autoscaling_tracks_concurrent_requests_per_copy():
 
 
 def test_scale_to_zero():
-    t = template({"scale_to_zero": True, "max_instances": 2}, max_copies=2)
+    t = template({"scale_to_zero": True, "max_instances": 3}, max_copies=2)
     _, config = one(t, "AWS::SageMaker::EndpointConfig")
     (variant,) = config["Properties"]["ProductionVariants"]
     assert variant["InitialInstanceCount"] == 1
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 3}
     _, component = one(t, "AWS::SageMaker::InferenceComponent")
     name = component["Properties"]["InferenceComponentName"]
     assert component["Properties"]["RuntimeConfig"] == {"CopyCount": 1}
@@ -328,7 +329,8 @@ def test_two_components_share_one_endpoint():
     app = cdk.App()
     stack = cdk.Stack(app, "Test")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
-    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6e.12xlarge", max_instances=2)
+    # (2 + 1) x 2 GPUs for Chat and (4 + 1) x 1 for Embed, each with one update batch: 11 of 3 x 4 GPUs.
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6e.12xlarge", max_instances=3)
     chat = endpoint.add_component("Chat", model=S3ModelData(bucket, "a/"), tensor_parallel_size=2, max_copies=2)
     InferenceComponent(
         stack,
@@ -377,15 +379,42 @@ def test_two_components_share_one_endpoint():
         assert fragment in text, fragment
 
 
-def test_components_must_fit_the_endpoint_together():
+def test_default_max_instances_holds_every_component_and_an_update_batch_of_each():
+    """Issue 28: unless max_instances is given, MaxInstanceCount is sized at synth from the components added."""
     app = cdk.App()
     stack = cdk.Stack(app, "Test")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
     endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6e.12xlarge")
     endpoint.add_component("A", model=S3ModelData(bucket, "a/"), tensor_parallel_size=2, max_copies=2)
-    endpoint.add_component("B", model=S3ModelData(bucket, "b/"), tensor_parallel_size=1, max_copies=1)
+    b = endpoint.add_component("B", model=S3ModelData(bucket, "b/"), tensor_parallel_size=1, max_copies=1)
+    b.apply_update_policy(UpdatePolicy("rolling"))
+    # (2 + 1) x 2 + (1 + 1) x 1 = 8 GPUs: 2 instances of 4 (the 5 serving GPUs already need 2).
+    assert (endpoint.max_instance_count, endpoint.update_instance_count) == (2, 0)
+    (config,) = of_type(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig").values()
+    (variant,) = config["Properties"]["ProductionVariants"]
+    assert variant["ManagedInstanceScaling"]["MaxInstanceCount"] == 2
+
+
+def test_a_given_max_instances_must_leave_room_for_each_components_update_batch():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6e.12xlarge", max_instances=2)
+    endpoint.add_component("A", model=S3ModelData(bucket, "a/"), tensor_parallel_size=2, max_copies=2)
+    endpoint.add_component("B", model=S3ModelData(bucket, "b/"), tensor_parallel_size=2, max_copies=1)
+    with pytest.raises(RuntimeError, match=r"max_copies plus one update batch each need 10 GPUs, but max_instances=2"):
+        app.synth()
+
+
+def test_components_must_fit_the_endpoint_together():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6e.12xlarge", max_instances=1)
+    endpoint.add_component("A", model=S3ModelData(bucket, "a/"), tensor_parallel_size=2, max_copies=1)
+    endpoint.add_component("B", model=S3ModelData(bucket, "b/"), tensor_parallel_size=1, max_copies=3)
     with pytest.raises(
-        RuntimeError, match=r"max_copies need A 2 x 2 \+ B 1 x 1 = 5 GPUs together, but max_instances=1 x 4"
+        RuntimeError, match=r"max_copies need A 1 x 2 \+ B 3 x 1 = 5 GPUs together, but max_instances=1 x 4"
     ):
         app.synth()
 
@@ -528,7 +557,8 @@ def test_floating_image_warns_on_the_component():
         ({"instance_type": "ml.m5.xlarge"}, {}, r"instance_type='ml.m5.xlarge' is not in the GPU instance catalog"),
         ({}, {"tensor_parallel_size": 2}, r"InferenceComponent Test/Endpoint/Chat: .*tensor_parallel_size=2 is more"),
         ({}, {"min_copies": 0}, r"min_copies=0 is allowed only with scale_to_zero=true"),
-        ({}, {"initial_copies": 2}, r"initial_copies=2 copies x 1 GPU\(s\) per copy need 2 GPUs"),
+        ({"max_instances": 1}, {"initial_copies": 2}, r"initial_copies=2 copies x 1 GPU\(s\) per copy need 2 GPUs"),
+        ({"max_instances": 1}, {}, r"max_instances=1 x 1 GPU\(s\) per instance give 1 GPUs, and an update places"),
         ({}, {"target_concurrency": 0}, r"target_concurrency=0 must be a number above 0"),
         ({}, {"min_memory_mb": 100}, r"min_memory_mb=100 must be a whole number of MB, 128 or more"),
         ({}, {"startup_timeout": cdk.Duration.seconds(30)}, r"startup_timeout_s=30 is outside"),
@@ -581,7 +611,7 @@ def component_app(outdir: Path, *, scale_to_zero: bool) -> cdk.App:
         stack,
         "Endpoint",
         instance_type="ml.g6e.12xlarge",
-        max_instances=2,
+        max_instances=3,  # (3 + 1) x 2 + (2 + 1) x 1 = 11 GPUs with an update batch each
         scale_to_zero=scale_to_zero,
         routing_strategy="LEAST_OUTSTANDING_REQUESTS",
     )

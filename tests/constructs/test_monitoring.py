@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import aws_cdk as cdk
 import pytest
@@ -114,6 +115,30 @@ def test_endpoint_alarms_watch_the_documented_metrics_with_literal_dimensions():
     assert capacity["TreatMissingData"] == "breaching"  # no instance reports nothing at all
     for props in alarms.values():
         assert "AlarmActions" not in props  # no topic given
+
+
+def test_the_instances_reporting_alarm_waits_for_the_endpoint_and_goes_first():
+    """Issue 28 item 5: missing data is breaching for it (no instance reports nothing), so it must not exist while
+    the endpoint has no instances yet (create) or any more (delete): it depends on the endpoint, or on what is
+    given as ``serving``, and rolls nothing back (the endpoint's DeploymentConfig cannot name it)."""
+    stack, endpoint = gpu_endpoint()
+    endpoint.add_alarms()
+    endpoint.apply_update_policy(UpdatePolicy("all-at-once"))
+    t = Template.from_stack(stack).to_json()
+    alarms = {k: r for k, r in t["Resources"].items() if r["Type"] == "AWS::CloudWatch::Alarm"}
+    (no_capacity,) = [k for k in alarms if "NoCapacity" in k]
+    (endpoint_id,) = [k for k, r in t["Resources"].items() if r["Type"] == "AWS::SageMaker::Endpoint"]
+    assert endpoint_id in alarms[no_capacity]["DependsOn"]
+    assert all(endpoint_id not in r.get("DependsOn", []) for k, r in alarms.items() if k != no_capacity)
+    rollback = [a["AlarmName"]["Ref"] for a in endpoint_config(t)["AutoRollbackConfiguration"]["Alarms"]]
+    assert no_capacity not in rollback and len(rollback) == 3
+
+    stack, endpoint = gpu_endpoint()
+    serving = cdk.CfnWaitConditionHandle(stack, "Serving")
+    endpoint.add_alarms(serving=serving)
+    t = Template.from_stack(stack).to_json()
+    (props,) = [r for k, r in t["Resources"].items() if "NoCapacity" in k and r["Type"] == "AWS::CloudWatch::Alarm"]
+    assert props["DependsOn"] == ["Serving"]
 
 
 def test_thresholds_change_and_disable_each_alarm():
@@ -369,7 +394,8 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
     config = endpoint_config(t)
     assert config["BlueGreenUpdatePolicy"] == {"TrafficRoutingConfiguration": traffic}
     names = [a["AlarmName"]["Ref"] for a in config["AutoRollbackConfiguration"]["Alarms"]]
-    assert len(names) == len(alarms) == 4 and all("Alarms" in n for n in names)
+    # Every alarm but NoCapacity, which waits for the endpoint (issue 28 item 5).
+    assert len(alarms) == 4 and len(names) == 3 and all("Alarms" in n and "NoCapacity" not in n for n in names)
     # SageMaker reads the alarms as the execution role (deployment-guardrails-configuration).
     Template.from_stack(stack).has_resource_properties(
         "AWS::IAM::Policy",
@@ -391,6 +417,8 @@ def test_blue_green_policies_roll_back_on_the_alarms(policy, instances, traffic)
         (UpdatePolicy("linear", step_size=1), 2, 20, True),  # at 20 instances a step of 1 is 5 %
         (UpdatePolicy("linear", step_size=1), 2, 4, False),
         (UpdatePolicy("all-at-once"), 1, 4, False),
+        (UpdatePolicy("rolling", step_size=1), 1, 4, True),  # at 1 instance a batch of 1 is all of it
+        (UpdatePolicy("rolling", step_size=1), 2, 4, False),
     ],
 )
 def test_canary_and_linear_steps_are_checked_against_the_autoscaled_range(policy, min_capacity, max_capacity, warns):
@@ -428,12 +456,13 @@ def test_policy_none_leaves_sagemakers_default():
     [
         (UpdatePolicy("canary"), 1, r"canary with update_step_size=1 needs at least 2 instances"),
         (UpdatePolicy("linear", step_size=3), 4, r"linear step is 10-50% of the instance count \(4\); allowed here: 1"),
-        (UpdatePolicy("rolling"), 1, r"update_policy='rolling' does not apply in standard mode"),
+        # A rolling endpoint batch is 5-50% of the instances (API RollingUpdatePolicy): one instance has none.
+        (UpdatePolicy("rolling"), 1, r"update_policy=rolling with update_step_size=1 needs at least 2 instances"),
         (UpdatePolicy("all-at-once", wait_s=4000), 1, r"update_wait_s=4000: allowed 0 to 3600"),
         (
             UpdatePolicy("all-at-once", max_execution_timeout_s=600, wait_s=600),
             1,
-            r"update_timeout_s=600 must exceed what the update may wait: 600 s of waits",
+            r"update_timeout_s=600 must exceed what the update may wait \(all-at-once\): 1 x update_wait_s 600",
         ),
     ],
 )
@@ -459,15 +488,20 @@ def test_component_rolling_policy_rolls_back_on_its_alarms():
     assert config["RollingUpdatePolicy"] == {
         "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 2},
         "WaitIntervalInSeconds": 120,
+        # Derived (issue 28): 2 batches x (120 s bake + 2400 s download and start-up + 600 s to launch an instance).
+        "MaximumExecutionTimeoutInSeconds": 6240,
     }
     assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 4
     Annotations.from_stack(stack).has_no_warning("*", Match.string_like_regexp("Rolling update batch"))
 
 
-def test_component_rolling_batch_of_one_copy_warns():
+def test_component_rolling_batch_of_one_copy_is_information_not_a_warning():
+    """Issue 28: the default one-copy component prints no warning (no whole-copy batch is 5-50% of one copy)."""
     stack, _, component = component_endpoint()
     component.apply_update_policy(UpdatePolicy("rolling"))
-    Annotations.from_stack(stack).has_warning("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy"))
+    annotations = Annotations.from_stack(stack)
+    annotations.has_no_warning("*", Match.any_value())
+    annotations.has_info("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy count"))
 
 
 @pytest.mark.parametrize(
@@ -481,7 +515,7 @@ def test_component_rolling_batch_of_one_copy_warns():
     ],
 )
 def test_rolling_batch_fits_5_to_50_percent_of_every_copy_count_an_update_may_start_at(copies, step, warning):
-    stack, _, component = component_endpoint({"max_instances": 40}, **copies)
+    stack, _, component = component_endpoint({"max_instances": 41}, **copies)  # 40 copies + a batch of 1
     component.apply_update_policy(UpdatePolicy("rolling", step_size=step))
     annotations = Annotations.from_stack(stack)
     if warning:
@@ -501,7 +535,9 @@ def test_component_refuses_blue_green_and_oversized_batches():
 def test_extra_instances_during_an_update():
     assert UpdatePolicy("all-at-once").extra_instances_during_update(3) == 3
     assert UpdatePolicy("none").extra_instances_during_update(2) == 2  # SageMaker's default is blue/green too
-    assert UpdatePolicy("rolling").extra_instances_during_update(2) == 0
+    assert UpdatePolicy("rolling").extra_instances_during_update(4) == 1  # one batch of instances (endpoint)
+    assert UpdatePolicy("rolling", step_size=2).extra_instances_for_component_update() == 2  # one batch of copies
+    assert UpdatePolicy("none").extra_instances_for_component_update() == 1
 
 
 def test_component_policy_none_sets_no_deployment_config():
@@ -515,11 +551,57 @@ def test_component_policy_none_sets_no_deployment_config():
 
 def test_an_update_timeout_must_cover_every_step_and_the_new_fleet_coming_up():
     """MaximumExecutionTimeoutInSeconds must exceed the total waiting (API BlueGreenUpdatePolicy), and the green
-    fleet downloads and starts before any traffic moves: linear waits once per step."""
+    fleet downloads and starts before any traffic moves: linear waits once per step, canary twice."""
     policy = UpdatePolicy("linear", step_size=1, wait_s=300, max_execution_timeout_s=3600)
     (problem,) = policy.problems(component_mode=False, instances=4, provisioning_s=2400)
-    assert "1200 s of waits" in problem and "= 3600 s; allowed: more than 3600" in problem
+    assert "4 x update_wait_s 300" in problem and "= 3600 s" in problem and "allowed: more than 3600" in problem
     assert policy.problems(component_mode=False, instances=4, provisioning_s=2399) == []
     rolling = UpdatePolicy("rolling", step_size=1, wait_s=120, max_execution_timeout_s=2880)
     (problem,) = rolling.problems(component_mode=True, instances=0, copies=4, provisioning_s=2400)
-    assert "480 s of waits" in problem and "new copies" in problem
+    assert "4 x update_wait_s 120" in problem and "new copies" in problem
+
+
+def test_canary_bakes_twice():
+    """Canary: a bake after the canary, then "a final baking period" after the rest shifts
+    (deployment-guardrails-blue-green-canary): two waits, where the old rule counted one."""
+    canary = UpdatePolicy("canary", wait_s=600, max_execution_timeout_s=3000)
+    (problem,) = canary.problems(component_mode=False, instances=2, provisioning_s=1800)
+    assert "2 x update_wait_s 600" in problem and "= 3000 s" in problem
+    assert (
+        UpdatePolicy("canary", wait_s=600, max_execution_timeout_s=3001).problems(
+            component_mode=False, instances=2, provisioning_s=1800
+        )
+        == []
+    )
+
+
+def test_a_rolling_update_gets_a_timeout_derived_from_its_batches():
+    """Issue 28: no MaximumExecutionTimeoutInSeconds left to SageMaker's unstated default for a rolling update."""
+    assert UpdatePolicy("rolling").derived_timeout_s(instances=0, copies=1, provisioning_s=2400) == 3300
+    assert UpdatePolicy("rolling", wait_s=0).derived_timeout_s(instances=0, copies=1, provisioning_s=0) == 600
+    assert UpdatePolicy("rolling").derived_timeout_s(instances=0, copies=30, provisioning_s=2400) == 28800
+    assert UpdatePolicy("rolling", max_execution_timeout_s=5000).derived_timeout_s(instances=0, copies=1) == 5000
+    assert UpdatePolicy("all-at-once").derived_timeout_s(instances=1, provisioning_s=2400) is None
+
+
+def _config_id(policy: UpdatePolicy | None, thresholds: AlarmThresholds | None = None) -> str:
+    stack, endpoint = gpu_endpoint()
+    if thresholds is not None:
+        endpoint.add_alarms(thresholds)
+    if policy is not None:
+        endpoint.apply_update_policy(policy)
+    (config,) = of_type(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")
+    return config
+
+
+def test_the_endpoint_config_follows_what_the_endpoints_update_sends():
+    """Issue 28 item 4: a change of DeploymentConfig alone is a new EndpointConfig (UpdateEndpoint names a new one)."""
+    plain = _config_id(None)
+    assert re.fullmatch(r"EndpointConfig[0-9A-F]{8}", plain)  # nothing the update sends: CDK's own logical ID
+    bake_300, bake_120 = _config_id(UpdatePolicy("all-at-once")), _config_id(UpdatePolicy("all-at-once", wait_s=120))
+    assert len({plain, bake_300, bake_120}) == 3
+    assert _config_id(UpdatePolicy("all-at-once", wait_s=120)) == bake_120
+    # A threshold lives on the alarm, not on the Endpoint: the same config.
+    assert _config_id(UpdatePolicy("all-at-once"), AlarmThresholds(p99_latency_ms=1000)) == _config_id(
+        UpdatePolicy("all-at-once"), AlarmThresholds()
+    )

@@ -532,7 +532,10 @@ def test_quota_counts_the_new_fleet_of_a_blue_green_update(handler, s3):  # noqa
     message = refused(
         handler, properties(InstancesNeeded="2", UpdateInstances="2"), "Update", PhysicalResourceId="preflight-1"
     )
-    assert "this deployment needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in message
+    assert (
+        "this deployment needs 4 instance(s) (2 serving + 2 for an update's new instances: a blue/green fleet or "
+        "a rolling batch)" in message
+    )
 
 
 def test_quota_that_holds_both_fleets_passes(handler, s3):  # noqa: F811

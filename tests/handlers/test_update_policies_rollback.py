@@ -94,8 +94,64 @@ def test_quota_counts_a_blue_green_updates_second_fleet_and_its_rollback_succeed
     assert created.ok, created.reason
     updated = cfn.update(driver.properties(InstancesNeeded="2", UpdateInstances="2"))
     assert not updated.ok
-    assert "needs 4 instance(s) (2 serving + 2 for the new fleet of a blue/green update)" in updated.message
+    assert (
+        "needs 4 instance(s) (2 serving + 2 for an update's new instances: a blue/green fleet or a rolling batch)"
+        in updated.message
+    )
     rolled_back = cfn.rollback()
     assert rolled_back.ok, rolled_back.reason
     assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
     assert_well_behaved(cfn, created, updated, rolled_back)
+
+
+def _config_and_smoke_config(**context: str) -> tuple[str, dict]:
+    """The synthesized EndpointConfig's logical ID and what the smoke test is given as its EndpointConfigName."""
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from tests.conftest import build
+
+    app = build(**context)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    (config,) = [k for k, r in resources.items() if r["Type"] == "AWS::SageMaker::EndpointConfig"]
+    (smoke,) = [r for r in resources.values() if r["Type"] == "Custom::EndpointSmokeTest"]
+    return config, smoke["Properties"]["EndpointConfigName"]
+
+
+@pytest.mark.parametrize("driver", [SMOKE], indirect=True)
+def test_a_change_to_the_update_policy_alone_deploys_a_new_endpoint_config(driver):
+    """Issue 28 item 4: UpdateEndpoint needs a new EndpointConfig, so a change to what only the Endpoint carries
+    (here the bake, update_wait_s) gives the config a new logical ID: CloudFormation creates a new config (a new
+    generated name), updates the endpoint to it, and the smoke test checks the endpoint runs it. Played:
+    create -> policy-only update -> update rolled back by SageMaker's alarm -> stack rollback -> delete ->
+    redeploy."""
+    first, first_smoke = _config_and_smoke_config()
+    second, second_smoke = _config_and_smoke_config(update_wait_s="120")
+    assert first != second and first_smoke == {"Fn::GetAtt": [first, "EndpointConfigName"]}
+    assert second_smoke == {"Fn::GetAtt": [second, "EndpointConfigName"]}
+    assert _config_and_smoke_config(update_wait_s="120")[0] == second  # deterministic: no change, no new config
+
+    endpoint = driver.fake.endpoint(SMOKE_ENDPOINT)
+    endpoint.config_name = "config-1"
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(EndpointConfigName="config-1"))
+    assert created.ok, created.reason
+
+    # The policy-only update: the endpoint moves to the new config (SageMaker's blue/green with the new bake).
+    endpoint.config_name = "config-2"
+    updated = cfn.update(driver.properties(EndpointConfigName="config-2"))
+    assert updated.ok, updated.reason
+
+    # The next policy-only update is rolled back by an alarm inside SageMaker: the endpoint stays on config-2.
+    failed = cfn.update(driver.properties(EndpointConfigName="config-3"))
+    assert not failed.ok and "SageMaker rolled the update back" in failed.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
+
+    deleted = cfn.delete()
+    assert deleted.ok, deleted.reason
+    again = driver.cloudformation().create(driver.properties(EndpointConfigName="config-2"))
+    assert again.ok, again.reason
+    assert_well_behaved(cfn, created, updated, failed, rolled_back, deleted)

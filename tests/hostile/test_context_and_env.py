@@ -40,7 +40,8 @@ TEXT_KEYS: dict[str, tuple[str, dict[str, str]]] = {
     "model_kms_key_arn": (KEY, {"model_bucket": "my-models"}),
     "endpoint_name": ("my-endpoint", {}),
     "component_name": ("my-component", {"deployment_mode": "inference-component"}),
-    "capacity_reservation_arn": (RESERVATION, {}),
+    # A reservation must say it holds a blue/green update's second fleet (issue 28).
+    "capacity_reservation_arn": (RESERVATION, {"capacity_reservation_instances": "2"}),
     "model_s3_uri": ("s3://my-models/models/q/", {"include": "[]"}),
     "gguf_file": ("m-Q4_K_M.gguf", {"engine": "llamacpp", "instance_type": "ml.g5.xlarge"}),
 }

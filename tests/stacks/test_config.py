@@ -353,14 +353,14 @@ def test_component_mode_keys_parse():
         instance_type="ml.g6e.12xlarge",
         accelerators_per_copy="2",
         max_copies="2",
-        max_instances="1",
+        max_instances="2",  # (2 copies + an update batch of 1) x 2 GPUs need 2 instances of 4 GPUs
         target_concurrency="4",
         routing_strategy="LEAST_OUTSTANDING_REQUESTS",
         component_name="qwen-chat",
     )
     assert config.deployment_mode == "inference-component" and config.scale_to_zero is True
     assert config.tensor_parallel_size == 2  # a copy's GPUs are its tensor parallel size
-    assert (config.max_copies, config.max_instances, config.target_concurrency) == (2, 1, 4.0)
+    assert (config.max_copies, config.max_instances, config.target_concurrency) == (2, 2, 4.0)
     assert load().deployment_mode == "standard" and load().scale_to_zero is False
 
 

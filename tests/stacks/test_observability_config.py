@@ -53,9 +53,9 @@ def test_wrong_values_name_the_key_and_what_is_allowed():
 
 def test_policy_must_fit_the_mode_and_the_instances():
     (problem,) = problems_of(update_policy="rolling")
-    assert "update_policy='rolling' does not apply in standard mode; allowed: all-at-once, canary, linear, none" in (
-        problem
-    )
+    # Rolling is an endpoint policy too (API RollingUpdatePolicy), with a batch of at most half the instances.
+    assert "update_policy=rolling with update_step_size=1 needs at least 2 instances" in problem
+    assert load(update_policy="rolling", instance_count="2").update_policy == "rolling"
     (problem,) = problems_of(update_policy="canary")
     assert "needs at least 2 instances" in problem and "instance_count is 1" in problem
     (problem,) = problems_of(deployment_mode="inference-component", update_policy="canary")
@@ -73,6 +73,81 @@ def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
     from stacks.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
-    with pytest.raises(ConfigError, match=r"update_timeout_s=900 must exceed what the update may wait: 300 s"):
+    with pytest.raises(
+        ConfigError,
+        match=r"update_timeout_s=900 must exceed what the update may wait \(all-at-once\): 1 x update_wait_s 300 "
+        r"\+ 2400 s",
+    ):
         DeploymentConfig.from_context(context_with(update_timeout_s="900"))
     DeploymentConfig.from_context(context_with(update_timeout_s="2701"))
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {},
+            r"capacity_reservation_arn: an update with update_policy=all-at-once runs 2 instances at once \(1 serving "
+            r"\+ 1 new\).*set capacity_reservation_instances",
+        ),
+        (
+            {"capacity_reservation_instances": "1"},
+            r"capacity_reservation_instances=1: an update with "
+            r"update_policy=all-at-once runs 2 instances",
+        ),
+        (
+            {"instance_count": "2", "update_policy": "rolling", "capacity_reservation_instances": "2"},
+            r"update_policy=rolling runs 3 instances at once \(2 serving \+ 1 new\)",
+        ),
+    ],
+)
+def test_a_reservation_that_cannot_hold_an_update_is_refused(settings, message):
+    """Issue 28 item 2: capacity-reservations-only leaves a blue/green update no room beside the serving fleet."""
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    with pytest.raises(ConfigError, match=message):
+        DeploymentConfig.from_context(context_with(capacity_reservation_arn=arn, **settings))
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"capacity_reservation_instances": "2"},  # blue/green: both fleets
+        {"instance_count": "2", "update_policy": "rolling", "capacity_reservation_instances": "3"},
+    ],
+)
+def test_a_reservation_that_holds_the_update_is_accepted(settings):
+    from stacks.config import DeploymentConfig
+    from tests.conftest import context_with
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    config = DeploymentConfig.from_context(context_with(capacity_reservation_arn=arn, **settings))
+    assert config.capacity_reservation_instances == int(settings["capacity_reservation_instances"])
+
+
+def test_a_reservation_size_needs_a_reservation():
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    with pytest.raises(ConfigError, match=r"capacity_reservation_instances=2: only with capacity_reservation_arn"):
+        DeploymentConfig.from_context(context_with(capacity_reservation_instances="2"))
+
+
+def test_update_policy_none_is_a_policy_not_null():
+    """`-c update_policy=none` chose the mode's default before: the optional parser read "none" as null."""
+    assert load(update_policy="none").update_policy == "none"
+    assert load(update_policy="null").update_policy is None
+    assert load(deployment_mode="inference-component", update_policy="none").update_policy == "none"
+
+
+def test_update_policy_none_synthesizes_without_a_deployment_config():
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from tests.conftest import build
+
+    (stack,) = [c for c in build(update_policy="none").node.children if isinstance(c, cdk.Stack)]
+    (endpoint,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint").values()
+    assert "DeploymentConfig" not in endpoint["Properties"]

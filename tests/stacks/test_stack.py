@@ -158,6 +158,7 @@ def test_default_deployment(synthesized):
         "EndpointName",
         "Region",
         "ModelDataUri",
+        "OpenAiBaseUrl",
         "ModelRevision",
         "ImageUri",
         "InvokeCommand",
@@ -361,7 +362,8 @@ def test_component_mode_with_scale_to_zero(synthesized):
     (config,) = t.find_resources("AWS::SageMaker::EndpointConfig").values()
     (variant,) = config["Properties"]["ProductionVariants"]
     assert "ModelName" not in variant and "ExecutionRoleArn" in config["Properties"]
-    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 1}
+    # Room for an update batch beside the copy (issue 28).
+    assert variant["ManagedInstanceScaling"] == {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2}
     t.has_resource_properties(
         "AWS::ApplicationAutoScaling::ScalableTarget",
         {"ScalableDimension": "sagemaker:inference-component:DesiredCopyCount", "MinCapacity": 0},

@@ -1,0 +1,130 @@
+"""Enhanced metrics, component data caching and prefix-aware routing (issue 28 item 4), each off unless asked for.
+
+Source: the cfn-lint schemas of AWS::SageMaker::EndpointConfig (MetricsConfig, RoutingConfig,
+PrefixAwareRoutingConfig) and AWS::SageMaker::InferenceComponent (DataCacheConfig).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from constructs_lib import GpuEndpoint, S3ModelData
+from constructs_lib.inference_component import ComponentEndpoint
+from tests.conftest import build
+from tests.stacks.test_config import problems_of
+
+CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
+
+
+def _one(t: dict, type_: str) -> dict:
+    (props,) = [r["Properties"] for r in t["Resources"].values() if r["Type"] == type_]
+    return props
+
+
+def _stack() -> tuple[cdk.Stack, s3.IBucket]:
+    stack = cdk.Stack(cdk.App(), "Test")
+    return stack, s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+
+
+def test_nothing_is_set_by_default():
+    stack, bucket = _stack()
+    GpuEndpoint(stack, "Endpoint", model=S3ModelData(bucket, "m/"))
+    assert "MetricsConfig" not in _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")
+    stack, bucket = _stack()
+    ComponentEndpoint(stack, "Endpoint").add_component("Chat", model=S3ModelData(bucket, "m/"))
+    t = Template.from_stack(stack).to_json()
+    assert "MetricsConfig" not in _one(t, "AWS::SageMaker::EndpointConfig")
+    assert "DataCacheConfig" not in _one(t, "AWS::SageMaker::InferenceComponent")["Specification"]
+
+
+def test_enhanced_metrics_on_a_standard_endpoint():
+    stack, bucket = _stack()
+    GpuEndpoint(
+        stack, "Endpoint", model=S3ModelData(bucket, "m/"), enhanced_metrics=True, metric_publish_frequency_s=10
+    )
+    config = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")
+    assert config["MetricsConfig"] == {"EnableEnhancedMetrics": True, "MetricPublishFrequencyInSeconds": 10}
+
+
+def test_prefix_aware_routing_data_cache_and_metrics_on_components():
+    stack, bucket = _stack()
+    endpoint = ComponentEndpoint(
+        stack,
+        "Endpoint",
+        routing_strategy="PREFIX_AWARE",
+        prefix_routing_length=4096,
+        prefix_routing_concurrency=8,
+        enhanced_metrics=True,
+    )
+    endpoint.add_component("Chat", model=S3ModelData(bucket, "m/"), data_cache=True)
+    t = Template.from_stack(stack).to_json()
+    config = _one(t, "AWS::SageMaker::EndpointConfig")
+    (variant,) = config["ProductionVariants"]
+    assert variant["RoutingConfig"] == {
+        "RoutingStrategy": "PREFIX_AWARE",
+        "PrefixAwareRoutingConfig": {"PrefixLength": 4096, "ConcurrencyThreshold": 8},
+    }
+    assert config["MetricsConfig"] == {"EnableEnhancedMetrics": True}
+    spec = _one(t, "AWS::SageMaker::InferenceComponent")["Specification"]
+    assert spec["DataCacheConfig"] == {"EnableCaching": True}
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"routing_strategy": "PREFIX_AWARE"}, r"PREFIX_AWARE needs prefix_routing_length"),
+        ({"prefix_routing_length": 4096}, r"prefix_routing_length=4096: only with routing_strategy=PREFIX_AWARE"),
+        (
+            {"routing_strategy": "PREFIX_AWARE", "prefix_routing_length": 100, "prefix_routing_concurrency": 8},
+            r"prefix_routing_length=100: allowed 1024 to 65536",
+        ),
+        ({"metric_publish_frequency_s": 15}, r"metric_publish_frequency_s=15: allowed 10, 30, 60"),
+    ],
+)
+def test_bad_settings_fail_synth(props, message):
+    stack, _ = _stack()
+    with pytest.raises(ValueError, match=message):
+        ComponentEndpoint(stack, "Endpoint", **props)
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"metric_publish_frequency_s": "45"}, r"metric_publish_frequency_s=45: allowed 10, 30"),
+        ({"data_cache": "true"}, r"data_cache=True: only with deployment_mode=inference-component"),
+        (
+            {"deployment_mode": "inference-component", "routing_strategy": "PREFIX_AWARE"},
+            r"routing_strategy=PREFIX_AWARE needs prefix_routing_concurrency",
+        ),
+    ],
+)
+def test_bad_context_fails_synth_naming_the_key(context, message):
+    problems = problems_of(**context)
+    assert any(re.search(message, p) for p in problems), problems
+
+
+def test_the_stack_with_every_feature_passes_cfn_lint(tmp_path):
+    build(
+        outdir=str(tmp_path),
+        deployment_mode="inference-component",
+        routing_strategy="PREFIX_AWARE",
+        prefix_routing_length="2048",
+        prefix_routing_concurrency="16",
+        data_cache="true",
+        enhanced_metrics="true",
+        metric_publish_frequency_s="30",
+    ).synth()
+    path = tmp_path / "LlmEndpoint.template.json"
+    t = json.loads(path.read_text())
+    assert _one(t, "AWS::SageMaker::EndpointConfig")["MetricsConfig"]["MetricPublishFrequencyInSeconds"] == 30
+    result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
