@@ -40,6 +40,8 @@ class StagedCheckpointProperties:
     volume_size_gb: int = 30
     max_runtime_s: int = 6 * 3600
     handoff_s: int = 600
+    # A model.tar.gz to unpack instead of a Hub repository (repo_id is then ""): s3://bucket/key.tar.gz.
+    source_s3_uri: str | None = None
     # Set by the construct once the other properties are known (their hash names the job family and handle).
     job_name_prefix: str | None = None
     wait_handle: str | None = None
@@ -65,10 +67,17 @@ class StagedCheckpointProperties:
         "handoff_s": "HandoffSeconds",
         "job_name_prefix": "JobNamePrefix",
         "wait_handle": "WaitHandle",
+        "source_s3_uri": "SourceS3Uri",
     }
     # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
     _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
-    _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle")
+    # Left out until set: the two late ones, and the archive source (a Hub checkpoint's template is unchanged).
+    _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle", "source_s3_uri")
+
+    @property
+    def source(self) -> str:
+        """What is staged, as the manifest's ``repo_id`` names it: the Hub repository or the archive's URI."""
+        return self.source_s3_uri or self.repo_id
 
     def to_properties(self) -> dict[str, Any]:
         """The resource's properties as the template holds them (numbers as text, patterns as lists)."""
@@ -121,4 +130,5 @@ class StagedCheckpointProperties:
             handoff_s=number("handoff_s"),
             job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
+            source_s3_uri=props.get(cls.NAMES["source_s3_uri"]) or None,
         )

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hfstage.events import EventLog
-from hfstage.hub import HubFile
+from hfstage.hub import HubFile, select_files
 from hfstage.manifest import (
     build_manifest,
     missing_files,
@@ -62,6 +62,7 @@ from hfstage.worker import (
     FAILURE_FILE_ENV,
     Failure,
     _Parser,
+    _patterns,
     make_s3_client,
     report_failure,
 )
@@ -109,15 +110,60 @@ def normal_etag(etag: str) -> str:
     return match.group("etag")
 
 
-def tarball_prefix(destination_prefix: str, source_uri: str, etag: str) -> str:
-    """``models/`` + the archive's URI and ETag -> ``models/s3-tarball--<hash of URI>/<etag>/``.
+def archive_prefix(destination_prefix: str, source_uri: str) -> str:
+    """``models/`` + the archive's URI -> ``models/s3-tarball--<hash of URI>/``: where each of its ETags goes.
 
-    The ETag plays the commit SHA's part: a new archive under the same key is staged beside the old one.
     The URI is hashed, not copied: a key of up to 1,024 bytes would leave no room under S3's key limit.
     """
     base = destination_prefix.strip("/")
-    leaf = f"s3-tarball--{hashlib.sha256(source_uri.encode()).hexdigest()[:16]}/{normal_etag(etag)}/"
+    leaf = f"s3-tarball--{hashlib.sha256(source_uri.encode()).hexdigest()[:16]}/"
     return f"{base}/{leaf}" if base else leaf
+
+
+def tarball_prefix(destination_prefix: str, source_uri: str, etag: str) -> str:
+    """``models/s3-tarball--<hash of URI>/<etag>/``: the ETag plays the commit SHA's part, so a new archive
+    under the same key is staged beside the old one."""
+    return f"{archive_prefix(destination_prefix, source_uri)}{normal_etag(etag)}/"
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    """What the staging handler plans with: the archive's ETag and size, its prefix, and whether it is staged."""
+
+    etag: str
+    size: int
+    prefix: str
+    staged_files: tuple[HubFile, ...]  # the manifest's files when the prefix is staged and verified, else ()
+
+
+def archive_state(s3: Any, source_uri: str, bucket: str, destination_prefix: str) -> ArchiveState:
+    """HEAD the archive, read the manifest of its prefix and check its files (botocore errors are raised)."""
+    source_bucket, key = parse_source(source_uri)
+    head = s3.head_object(Bucket=source_bucket, Key=key)
+    etag = normal_etag(str(head.get("ETag", "")))
+    prefix = tarball_prefix(destination_prefix, source_uri, etag)
+    try:
+        manifest = read_manifest(s3, bucket, prefix)
+    except ValueError:
+        manifest = None  # unreadable: the job rewrites it
+    files = manifest_files(manifest, source_uri, etag, prefix)
+    if files and missing_files(s3, bucket, prefix, source_uri, etag, files):
+        files = ()
+    return ArchiveState(etag=etag, size=int(head["ContentLength"]), prefix=prefix, staged_files=files)
+
+
+def manifest_files(manifest: Any, source_uri: str, etag: str, prefix: str) -> tuple[HubFile, ...]:
+    """The files a manifest of this archive lists; () when it is another archive's, malformed or unsafe."""
+    if not isinstance(manifest, dict) or manifest.get("repo_id") != source_uri or manifest.get("revision") != etag:
+        return ()
+    try:
+        files = tuple(
+            HubFile(path=str(e["path"]), size=int(e["size"]), blob_id=str(e["blob_id"]), sha256=str(e["sha256"]))
+            for e in manifest["files"]
+        )
+    except (KeyError, TypeError, ValueError):
+        return ()
+    return () if unsafe_paths([f.path for f in files], prefix) else files
 
 
 class _BoundedTarInfo(tarfile.TarInfo):
@@ -380,6 +426,15 @@ class TarballRun:
             layout = plan_layout(members, prefix)
         except _Refused as error:
             raise Failure(EXIT_SOURCE, f"refused before any upload: {error}") from None
+        selected = select_files(layout.files, args.include, args.exclude)
+        if not selected:
+            raise Failure(
+                EXIT_USAGE,
+                f"no file of {self.source_uri} matches include {args.include or ['*']} and exclude {args.exclude}",
+            )
+        if len(selected) < len(layout.files):
+            self.log.emit("selected", files=len(selected), of=len(layout.files), exclude=args.exclude)
+            layout.files = selected
         for f in layout.files:
             try:
                 part_size_for(f.size, self.part_size)
@@ -421,18 +476,10 @@ class TarballRun:
         except ValueError as error:
             self.log.emit("warning", reason=f"existing manifest ignored: {error}")
             return False
-        if not manifest or manifest.get("repo_id") != self.source_uri or manifest.get("revision") != self.etag:
+        files = list(manifest_files(manifest, self.source_uri, self.etag, prefix))
+        if not files:
             return False
-        try:
-            files = [
-                HubFile(path=str(e["path"]), size=int(e["size"]), blob_id=str(e["blob_id"]), sha256=str(e["sha256"]))
-                for e in manifest["files"]
-            ]
-        except (KeyError, TypeError, ValueError):
-            return False
-        if not files or unsafe_paths([f.path for f in files], prefix):
-            return False
-        if self.call(
+        missing = self.call(
             f"checking objects under {where}",
             missing_files,
             self.s3,
@@ -441,7 +488,8 @@ class TarballRun:
             self.source_uri,
             self.etag,
             files,
-        ):
+        )
+        if missing:
             return False
         self.log.emit("up_to_date", destination=where, files=len(files), reason="manifest and every object match")
         summary.update(files=len(files), skipped=len(files), manifest="unchanged")
@@ -594,6 +642,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add(FLAG, dest="source_s3_uri", required=True, help="s3://bucket/key.tar.gz: a gzip-compressed tar to unpack")
     add("--source-etag", help="the ETag the archive must have (the staging handler passes the one it planned with)")
     add("--destination", required=True, help="s3://bucket/prefix/: files go to <prefix>/s3-tarball--<hash>/<etag>/")
+    add("--include", action="append", help="glob of archive files to unpack (repeatable, or one JSON array)")
+    add("--exclude", action="append", help="glob of archive files to leave out (repeatable, or one JSON array)")
     add("--part-size-mib", type=int, default=64, help="multipart part size in MiB, 5-5120 (default 64; one in memory)")
     add(
         "--max-members",
@@ -634,6 +684,8 @@ def validate(args: argparse.Namespace, destination: re.Pattern[str]) -> list[str
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
     if args.retry_base_s < 0:
         problems.append("--retry-base-s must be positive")
+    args.include = _patterns(args.include)
+    args.exclude = _patterns(args.exclude)
     return problems
 
 

@@ -40,6 +40,7 @@ from handler_kit.resources import StagedCheckpointProperties
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
+from hfstage.tarball import archive_state
 from hfstage.worker import parse_token
 
 LOG = logging.getLogger()
@@ -124,6 +125,8 @@ def hub_token(settings: Settings, secrets: Any) -> str | None:
 
 def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
     """What the revision holds, and what of it is not yet (verified) in S3."""
+    if settings.source_s3_uri:
+        return archive_plan(settings, s3)
     try:
         revision = hub.revision_info(settings.repo_id, settings.revision)
     except HubError as e:
@@ -163,6 +166,27 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
     )
 
 
+def archive_plan(settings: Settings, s3: Any) -> Plan:
+    """A model.tar.gz: its ETag is the revision; until its prefix is staged, the archive is what is missing."""
+    try:
+        state = archive_state(s3, settings.source_s3_uri or "", settings.bucket, settings.prefix)
+    except ClientError as e:
+        raise StagingError(
+            s3_problem(e, settings.bucket, settings.prefix, "the staging handler's role")
+            + f" (or the archive {settings.source_s3_uri}: it needs s3:GetObject on it)"
+        ) from None
+    except ValueError as e:  # an ETag that is no S3 ETag
+        raise StagingError(f"{settings.source_s3_uri}: {e}") from None
+    archive = HubFile(path="model.tar.gz", size=state.size, blob_id=state.etag)
+    return Plan(
+        sha=state.etag,
+        files=state.staged_files or (archive,),
+        missing=() if state.staged_files else (archive,),
+        prefix=state.prefix,
+        manifest_ok=bool(state.staged_files),
+    )
+
+
 def s3_problem(error: ClientError, bucket: str, prefix: str, who: str) -> str:
     """An S3 error as a reason naming the place and the permission, not just botocore's wording."""
     code = error.response["Error"].get("Code", "error")
@@ -187,6 +211,10 @@ def job_name(settings: Settings, request_id: str) -> str:
 
 
 def worker_arguments(settings: Settings, sha: str) -> list[str]:
+    if settings.source_s3_uri:  # hfstage.tarball: the archive pinned to the ETag planned with
+        args = ["--source-s3-uri", settings.source_s3_uri, "--source-etag", sha]
+        args += ["--destination", f"s3://{settings.bucket}/{settings.prefix}"]
+        return args + [a for p in settings.exclude for a in ("--exclude", p)]
     args = [
         "--repo-id",
         settings.repo_id,
@@ -242,7 +270,7 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
         "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
         "Environment": environment,
         "Tags": [
-            {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
+            {"Key": "hf-repo-id", "Value": settings.source[:256]},
             {"Key": "hf-revision", "Value": plan.sha},
         ],
     }
@@ -578,7 +606,7 @@ def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: st
 
 
 # What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
-STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude")
+STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude", "source_s3_uri")
 
 
 def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
@@ -599,7 +627,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
     if not physical.startswith(f"s3://{settings.bucket}/"):
         return None
     try:
-        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.source, data["Revision"])
         manifest = read_manifest(client("s3"), settings.bucket, data["Prefix"]) or {}
     except (StagingError, ClientError, BotoCoreError, ValueError) as e:
         log("unchanged-but-unverified", physical=physical, error=type(e).__name__)
@@ -609,7 +637,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
     signal(
         settings.wait_handle,
         success=True,
-        reason=f"{settings.repo_id}@{data['Revision']} is already staged; nothing staged changed",
+        reason=f"{settings.source}@{data['Revision']} is already staged; nothing staged changed",
         unique_id=data["Revision"],
         data=data["Revision"],
     )
@@ -639,7 +667,7 @@ def bounded_failures(entry: Any) -> Any:
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
-    log("request", type=request, repo=settings.repo_id, revision=settings.revision)
+    log("request", type=request, repo=settings.source, revision=settings.revision)
     if request == "Delete":
         # The objects stay: they are the next deployment's checkpoint. Only compute is removed.
         target = event.get("PhysicalResourceId", "")
@@ -671,7 +699,7 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         signal(
             settings.wait_handle,
             success=True,
-            reason=f"{settings.repo_id}@{plan.sha} is already staged",
+            reason=f"{settings.source}@{plan.sha} is already staged",
             unique_id=plan.sha,
             data=plan.sha,
         )
@@ -782,7 +810,7 @@ def _follow_job(settings: Settings, data: dict[str, Any], name: str) -> dict[str
         reason = _job_failure(description)
         signal(settings.wait_handle, success=False, reason=reason, unique_id=name)
         raise StagingError(reason)
-    files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+    files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.source, data["Revision"])
     signal(settings.wait_handle, success=True, reason=f"staged {files} files", unique_id=name, data=data["Revision"])
     return {"IsComplete": True}
 
@@ -808,7 +836,8 @@ def on_job_state_change(event: dict[str, Any], context: Any = None) -> dict[str,
     arguments = description["AppSpecification"].get("ContainerArguments", [])
     target = description.get("Environment", {}).get("HFSTAGE_TARGET", "")
     bucket, _, prefix = target.removeprefix("s3://").partition("/")
-    repo_id, sha = _argument(arguments, "--repo-id"), _argument(arguments, "--revision")
+    repo_id = _argument(arguments, "--repo-id") or _argument(arguments, "--source-s3-uri")
+    sha = _argument(arguments, "--revision") or _argument(arguments, "--source-etag")
     try:
         files = verify_staged(client("s3"), bucket, prefix, repo_id or "", sha or "")
     except StagingError as e:
