@@ -25,6 +25,7 @@ from constructs_lib import (
     resolve_scaling,
     weight_format_flags,
 )
+from constructs_lib.model_data import is_model_archive
 
 from .config import DeploymentConfig
 from .observability import add_observability, update_policy_of
@@ -35,12 +36,15 @@ class LlmEndpointStack(cdk.Stack):
         super().__init__(
             scope,
             id,
-            description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
+            description=f"{config.model_s3_uri if is_model_archive(config.model_s3_uri) else config.model_id} "
+            f"on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
         key = kms.Key.from_key_arn(self, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
         self.checkpoint: StagedCheckpoint | None = None
-        if config.model_s3_uri:
+        # A model.tar.gz (SageMaker Training's output) is staged like a Hub revision: unpacked into a verified prefix.
+        archive = is_model_archive(config.model_s3_uri)
+        if config.model_s3_uri and not archive:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
             # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
@@ -72,8 +76,10 @@ class LlmEndpointStack(cdk.Stack):
             model = self.checkpoint = StagedCheckpoint(
                 self,
                 "Checkpoint",
-                repo_id=config.model_id,
-                revision=config.revision,
+                repo_id=None if archive else config.model_id,
+                source_s3_uri=config.model_s3_uri if archive else None,
+                source_encryption_key=key if archive else None,
+                revision="main" if archive else config.revision,
                 bucket=bucket,
                 include=config.staging_include,
                 exclude=config.exclude,
@@ -123,7 +129,9 @@ class LlmEndpointStack(cdk.Stack):
                 self,
                 "ModelRevision",
                 value=self.checkpoint.revision,
-                description=f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
+                description=f"ETag of {config.model_s3_uri}, unpacked and staged"[:1024]
+                if archive
+                else f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
             )
         cdk.CfnOutput(
             self,

@@ -214,7 +214,11 @@ def worker_arguments(settings: Settings, sha: str) -> list[str]:
     if settings.source_s3_uri:  # hfstage.tarball: the archive pinned to the ETag planned with
         args = ["--source-s3-uri", settings.source_s3_uri, "--source-etag", sha]
         args += ["--destination", f"s3://{settings.bucket}/{settings.prefix}"]
-        return args + [a for p in settings.exclude for a in ("--exclude", p)]
+        return (
+            args
+            + [a for p in settings.include for a in ("--include", p)]
+            + [a for p in settings.exclude for a in ("--exclude", p)]
+        )
     args = [
         "--repo-id",
         settings.repo_id,
