@@ -250,3 +250,79 @@ def test_the_staged_prefix_passes_the_preflight_s3_check(unpack, s3: S3Env) -> N
     preflight = load_handler("deployment_preflight")
     checkpoint = preflight.read_checkpoint(boto_session().client("s3"), s3.bucket, staged_prefix(s3))
     assert preflight.check_s3(checkpoint, allow_unverified=False) == []
+
+
+def test_an_archive_replaced_between_the_two_reads_is_refused(s3: S3Env, tmp_path: Path) -> None:  # noqa: F811
+    """Every GET carries If-Match with the planned ETag: a replaced archive fails the run, it is not mixed in."""
+    from hfstage.worker import main
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    client, _ = s3.worker_client()
+    gets: list[str] = []
+
+    def replace_before_the_second_read(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY:
+            gets.append(params.get("IfMatch", ""))
+            if len(gets) == 2:
+                s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+
+    client.meta.events.register("before-parameter-build.s3.GetObject", replace_before_the_second_read)
+    message = tmp_path / "message"
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    code = main([*argv, "--part-size-mib=5", f"--failure-file={message}"], s3_client=client)
+    assert code == 3
+    assert "changed while it was read (If-Match failed)" in message.read_text()
+    assert all(tag.startswith('"') and len(tag) == 34 for tag in gets)  # the quoted ETag, on every GET
+    assert not [k for k in written(s3) if k.endswith(MANIFEST_NAME)]  # never a manifest for a mixed prefix
+
+
+class _DroppingBody:
+    def __init__(self, data: bytes, drop_after: int | None) -> None:
+        self.data, self.drop_after, self.offset = data, drop_after, 0
+
+    def read(self, n: int) -> bytes:
+        if self.drop_after is not None and self.offset >= self.drop_after:
+            raise ConnectionResetError("connection reset by peer")
+        chunk = self.data[self.offset : self.offset + n]
+        self.offset += len(chunk)
+        return chunk
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_dropped_stream_resumes_with_a_ranged_get() -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from hfstage.events import EventLog
+    from hfstage.tarball import SourceReader
+
+    data = bytes(range(256)) * 4096  # 1 MiB
+    requests: list[dict] = []
+
+    class Client:
+        def get_object(self, **request: object) -> dict:
+            requests.append(request)
+            start = int(str(request.get("Range", "bytes=0-"))[6:-1])
+            return {"Body": _DroppingBody(data[start:], 300_000 if len(requests) == 1 else None)}
+
+    run = SimpleNamespace(
+        s3=Client(),
+        source_bucket="b",
+        source_key="k.tar.gz",
+        source_uri="s3://b/k.tar.gz",
+        etag="0" * 32,
+        source_size=len(data),
+        max_attempts=3,
+        retry_base_s=0.0,
+        stop=threading.Event(),
+        log=EventLog(io.StringIO()),
+    )
+    reader = SourceReader(run)  # type: ignore[arg-type]
+    out = bytearray()
+    while chunk := reader.read(100_000):
+        out += chunk
+    assert bytes(out) == data
+    assert [r.get("Range") for r in requests] == [None, "bytes=300000-"]
+    assert all(r["IfMatch"] == '"' + "0" * 32 + '"' for r in requests)
