@@ -126,6 +126,10 @@ def tarball_prefix(destination_prefix: str, source_uri: str, etag: str) -> str:
     return f"{archive_prefix(destination_prefix, source_uri)}{normal_etag(etag)}/"
 
 
+class ArchiveUnreadable(Exception):
+    """HeadObject of the archive failed (absent, forbidden, throttled): the message names it and the error."""
+
+
 @dataclass(frozen=True)
 class ArchiveState:
     """What the staging handler plans with: the archive's ETag and size, its prefix, and whether it is staged."""
@@ -137,9 +141,15 @@ class ArchiveState:
 
 
 def archive_state(s3: Any, source_uri: str, bucket: str, destination_prefix: str) -> ArchiveState:
-    """HEAD the archive, read the manifest of its prefix and check its files (botocore errors are raised)."""
+    """HEAD the archive, read the manifest of its prefix and check its files.
+
+    ArchiveUnreadable when the archive cannot be HEADed; botocore errors of the destination are raised as they are.
+    """
     source_bucket, key = parse_source(source_uri)
-    head = s3.head_object(Bucket=source_bucket, Key=key)
+    try:
+        head = s3.head_object(Bucket=source_bucket, Key=key)
+    except Exception as error:  # botocore ClientError, connection errors
+        raise ArchiveUnreadable(f"cannot read the archive {source_uri}: {_describe(error)}") from error
     etag = normal_etag(str(head.get("ETag", "")))
     prefix = tarball_prefix(destination_prefix, source_uri, etag)
     try:

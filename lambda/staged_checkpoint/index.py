@@ -40,7 +40,7 @@ from handler_kit.resources import StagedCheckpointProperties
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
-from hfstage.tarball import archive_state
+from hfstage.tarball import ArchiveUnreadable, archive_state
 from hfstage.worker import parse_token
 
 LOG = logging.getLogger()
@@ -170,11 +170,13 @@ def archive_plan(settings: Settings, s3: Any) -> Plan:
     """A model.tar.gz: its ETag is the revision; until its prefix is staged, the archive is what is missing."""
     try:
         state = archive_state(s3, settings.source_s3_uri or "", settings.bucket, settings.prefix)
-    except ClientError as e:
+    except ArchiveUnreadable as e:
         raise StagingError(
-            s3_problem(e, settings.bucket, settings.prefix, "the staging handler's role")
-            + f" (or the archive {settings.source_s3_uri}: it needs s3:GetObject on it)"
+            f"{e}: check model_s3_uri; the staging handler's role needs s3:GetObject on it (and kms:Decrypt for "
+            "SSE-KMS, model_kms_key_arn)"
         ) from None
+    except ClientError as e:
+        raise StagingError(s3_problem(e, settings.bucket, settings.prefix, "the staging handler's role")) from None
     except ValueError as e:  # an ETag that is no S3 ETag
         raise StagingError(f"{settings.source_s3_uri}: {e}") from None
     archive = HubFile(path="model.tar.gz", size=state.size, blob_id=state.etag)

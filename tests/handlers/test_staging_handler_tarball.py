@@ -144,7 +144,7 @@ def test_a_state_change_for_another_etag_signals_failure(handler, s3, receiver):
 
 
 def test_a_missing_archive_fails_the_deploy_naming_it(handler, s3, receiver):  # noqa: F811
-    with pytest.raises(handler.StagingError, match=r"model\.tar\.gz: it needs s3:GetObject"):
+    with pytest.raises(handler.StagingError, match=rf"cannot read the archive {ARCHIVE}: 404: check model_s3_uri"):
         handler.on_event(event("Create", tar_properties(receiver)))
 
 
