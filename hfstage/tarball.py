@@ -37,6 +37,7 @@ import tarfile
 import threading
 import time
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -140,7 +141,14 @@ class ArchiveState:
     staged_files: tuple[HubFile, ...]  # the manifest's files when the prefix is staged and verified, else ()
 
 
-def archive_state(s3: Any, source_uri: str, bucket: str, destination_prefix: str) -> ArchiveState:
+def archive_state(
+    s3: Any,
+    source_uri: str,
+    bucket: str,
+    destination_prefix: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> ArchiveState:
     """HEAD the archive, read the manifest of its prefix and check its files.
 
     ArchiveUnreadable when the archive cannot be HEADed; botocore errors of the destination are raised as they are.
@@ -156,15 +164,27 @@ def archive_state(s3: Any, source_uri: str, bucket: str, destination_prefix: str
         manifest = read_manifest(s3, bucket, prefix)
     except ValueError:
         manifest = None  # unreadable: the job rewrites it
-    files = manifest_files(manifest, source_uri, etag, prefix)
+    files = manifest_files(manifest, source_uri, etag, prefix, include, exclude)
     if files and missing_files(s3, bucket, prefix, source_uri, etag, files):
         files = ()
     return ArchiveState(etag=etag, size=int(head["ContentLength"]), prefix=prefix, staged_files=files)
 
 
-def manifest_files(manifest: Any, source_uri: str, etag: str, prefix: str) -> tuple[HubFile, ...]:
-    """The files a manifest of this archive lists; () when it is another archive's, malformed or unsafe."""
+def manifest_files(
+    manifest: Any,
+    source_uri: str,
+    etag: str,
+    prefix: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> tuple[HubFile, ...]:
+    """The files a manifest of this archive lists; () when it is another archive's, was unpacked with other
+    include/exclude patterns (the handler cannot tell which files they select without reading the archive),
+    or is malformed or unsafe."""
     if not isinstance(manifest, dict) or manifest.get("repo_id") != source_uri or manifest.get("revision") != etag:
+        return ()
+    recorded = manifest.get("archive") if isinstance(manifest.get("archive"), dict) else {}
+    if recorded.get("include", []) != list(include) or recorded.get("exclude", []) != list(exclude):
         return ()
     try:
         files = tuple(
@@ -474,6 +494,8 @@ class TarballRun:
             "etag": self.etag,
             "bytes": self.source_size,
             "unpacked_from": layout.stripped or "",
+            "include": list(args.include),
+            "exclude": list(args.exclude),
         }
         self.call(f"writing the manifest in {where}", write_manifest, self.s3, args.bucket, prefix, manifest)
         self.log.emit("manifest", destination=where, files=len(layout.files), total_bytes=manifest["total_bytes"])
@@ -486,7 +508,8 @@ class TarballRun:
         except ValueError as error:
             self.log.emit("warning", reason=f"existing manifest ignored: {error}")
             return False
-        files = list(manifest_files(manifest, self.source_uri, self.etag, prefix))
+        args = self.args
+        files = list(manifest_files(manifest, self.source_uri, self.etag, prefix, args.include, args.exclude))
         if not files:
             return False
         missing = self.call(

@@ -169,7 +169,9 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
 def archive_plan(settings: Settings, s3: Any) -> Plan:
     """A model.tar.gz: its ETag is the revision; until its prefix is staged, the archive is what is missing."""
     try:
-        state = archive_state(s3, settings.source_s3_uri or "", settings.bucket, settings.prefix)
+        state = archive_state(
+            s3, settings.source_s3_uri or "", settings.bucket, settings.prefix, settings.include, settings.exclude
+        )
     except ArchiveUnreadable as e:
         raise StagingError(
             f"{e}: check model_s3_uri; the staging handler's role needs s3:GetObject on it (and kms:Decrypt for "

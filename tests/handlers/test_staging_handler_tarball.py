@@ -44,12 +44,12 @@ def put_archive(s3_env, files: dict[str, bytes] = FILES) -> str:
 
 
 def tar_properties(receiver=None, **overrides) -> dict:  # noqa: F811
-    return properties(receiver, RepoId="", SourceS3Uri=ARCHIVE, Exclude=["model.py"], **overrides)
+    return properties(receiver, **{"RepoId": "", "SourceS3Uri": ARCHIVE, "Exclude": ["model.py"], **overrides})
 
 
 def unpack_by_hand(s3_env) -> None:
     client, _ = s3_env.worker_client()
-    argv = ["--source-s3-uri", ARCHIVE, "--destination", f"s3://{BUCKET}/models/", "--part-size-mib", "5"]
+    argv = ["--source-s3-uri", ARCHIVE, "--destination", f"s3://{BUCKET}/models/", "--exclude", "model.py"]
     assert stage(argv, s3_client=client) == 0
 
 
@@ -141,6 +141,14 @@ def test_a_state_change_for_another_etag_signals_failure(handler, s3, receiver):
     handler.test_stubber.add_response("describe_processing_job", job(f"{PREFIX}abc", "Completed", uri, other))
     assert handler.on_job_state_change(state_change(receiver, f"{PREFIX}abc")) == {"signalled": True, "success": False}
     assert f"not {ARCHIVE}@{other}" in receiver.signals[0]["Reason"]
+
+
+def test_an_archive_unpacked_with_other_patterns_is_staged_again(handler, s3, receiver):  # noqa: F811
+    put_archive(s3)
+    unpack_by_hand(s3)  # with --exclude model.py
+    handler.test_stubber.add_response("create_processing_job", {"ProcessingJobArn": "arn:job"})
+    result = handler.on_event(event("Create", tar_properties(receiver, Exclude=["model.py", "*.md"])))
+    assert result["Data"]["JobName"].startswith(PREFIX)
 
 
 def test_a_missing_archive_fails_the_deploy_naming_it(handler, s3, receiver):  # noqa: F811

@@ -326,3 +326,13 @@ def test_a_dropped_stream_resumes_with_a_ranged_get() -> None:
     assert bytes(out) == data
     assert [r.get("Range") for r in requests] == [None, "bytes=300000-"]
     assert all(r["IfMatch"] == '"' + "0" * 32 + '"' for r in requests)
+
+
+def test_exclude_leaves_files_out_and_other_patterns_are_not_up_to_date(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    again = unpack(None, "--exclude=tokenizer.json", '--exclude=["extra/*"]')
+    assert again.code == 0 and "event=up_to_date" not in again.out
+    manifest = json.loads(s3.body(staged_prefix(s3) + MANIFEST_NAME))
+    assert sorted(e["path"] for e in manifest["files"]) == ["config.json", "model.safetensors"]
+    assert manifest["archive"]["exclude"] == ["tokenizer.json", "extra/*"]
+    assert again.calls["PutObject"] == 1  # only the manifest: the selected files were there already
