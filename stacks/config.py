@@ -23,6 +23,7 @@ from constructs_lib import (
     default_image,
     engine_names,
     get_engine,
+    is_model_archive,
     looks_secret,
     parse_s3_uri,
     plan_endpoint,
@@ -32,7 +33,6 @@ from constructs_lib import (
     smoke_request_problems,
     staging_patterns,
 )
-from constructs_lib.model_data import is_model_archive
 from constructs_lib.names import (
     COMPONENT_NAME,
     matches,

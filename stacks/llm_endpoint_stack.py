@@ -22,10 +22,10 @@ from constructs_lib import (
     StagedCheckpoint,
     app_bucket_name,
     get_engine,
+    is_model_archive,
     resolve_scaling,
     weight_format_flags,
 )
-from constructs_lib.model_data import is_model_archive
 
 from .config import DeploymentConfig
 from .observability import add_observability, update_policy_of
