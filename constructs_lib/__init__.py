@@ -34,7 +34,15 @@ from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
 from .instance_pools import pool_problems
 from .model_bucket import ModelBucket, app_bucket_name
-from .model_data import BUCKET_RULE, ModelSource, S3ModelData, bucket_name_problem, hub_prefix, parse_s3_uri
+from .model_data import (
+    BUCKET_RULE,
+    ModelSource,
+    S3ModelData,
+    bucket_name_problem,
+    hub_prefix,
+    is_model_archive,
+    parse_s3_uri,
+)
 from .monitoring import (
     THRESHOLD_RANGES,
     AlarmThresholds,
@@ -110,6 +118,7 @@ __all__ = [
     "engine_names",
     "get_engine",
     "hub_prefix",
+    "is_model_archive",
     "known_ami_versions",
     "known_instance_types",
     "looks_secret",

@@ -59,6 +59,12 @@ def hub_prefix(repo_id: str, revision: str) -> str:
     return f"models/{repo_id.replace('/', '--')}/{revision.replace('/', '--')}/"
 
 
+def is_model_archive(uri: str | None) -> bool:
+    """Whether a model URI names a gzip-compressed tar (SageMaker Training's ``model.tar.gz``), to be unpacked
+    into a verified prefix by the staging job, rather than a prefix served as it is."""
+    return bool(uri) and str(uri).endswith(".tar.gz")
+
+
 def parse_s3_uri(uri: str) -> tuple[str, str]:
     """``s3://bucket/some/prefix`` -> ("bucket", "some/prefix/"); ValueError naming what is wrong."""
     m = S3_URI.fullmatch(uri)

@@ -43,6 +43,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IDependable
 
 from handler_kit.resources import StagedCheckpointProperties
+from hfstage.tarball import archive_prefix, parse_source
 from preflight.checkpoint_code import staging_exclude
 
 from ._assets import package_folder
@@ -126,7 +127,7 @@ class StagedCheckpoint(Construct):
         scope: Construct,
         id: str,
         *,
-        repo_id: str,
+        repo_id: str | None = None,
         revision: str = "main",
         bucket: s3.IBucket | None = None,
         prefix: str = "models/",
@@ -151,9 +152,11 @@ class StagedCheckpoint(Construct):
         tags: Mapping[str, str] | None = None,
         allow_http_hub: bool = False,
         volume_kms_key: kms.IKey | None = None,
+        source_s3_uri: str | None = None,
+        source_encryption_key: kms.IKey | None = None,
     ) -> None:
         """
-        :param repo_id: ``org/name`` on the Hub.
+        :param repo_id: ``org/name`` on the Hub. Give it or ``source_s3_uri``, not both.
         :param revision: branch, tag or commit SHA; resolved to a SHA when the resource is created or
             updated. Default: main.
         :param bucket: Default: the stack's model bucket, created by its first ``StagedCheckpoint`` without a
@@ -203,12 +206,22 @@ class StagedCheckpoint(Construct):
             with instance storage, which their hardware encrypts. Default: AWS-managed encryption.
         :param tags: tags the handler puts on each staging job it starts (CloudFormation tags reach only the
             resources in the template). Default: the job's own ``hf-repo-id`` and ``hf-revision`` only.
+        :param source_s3_uri: instead of a Hub repository, a gzip-compressed tar such as the
+            ``s3://bucket/<job>/output/model.tar.gz`` SageMaker Training writes: the job unpacks it (streamed,
+            every member checked before any write) under ``<prefix>s3-tarball--<hash of the URI>/<ETag>/`` with
+            the same manifest, so the endpoint serves a verified, uncompressed prefix. The job and the handler
+            may read exactly that object. ``revision`` does not apply. Default: none (``repo_id`` is staged).
+        :param source_encryption_key: the KMS key of ``source_s3_uri``'s bucket when it uses SSE-KMS: the job
+            and the handler may decrypt with it. Default: none (SSE-S3 or unencrypted).
         """
         super().__init__(scope, id)
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
         defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
-        self.repo_id = repo_id
+        self.repo_id = repo_id or ""
+        self.source_s3_uri = source_s3_uri
         self.requested_revision = revision
+        # What the job stages, in descriptions and log lines: the repository, or the archive.
+        label = (repo_id or source_s3_uri or "")[:200]
         max_runtime = max_runtime or cdk.Duration.seconds(defaults["max_runtime_s"])
         handoff_after = handoff_after or cdk.Duration.seconds(defaults["handoff_s"])
         instance_type = instance_type or defaults["instance_type"]
@@ -221,6 +234,7 @@ class StagedCheckpoint(Construct):
         _validate(
             subject=construct_subject("StagedCheckpoint", self),
             repo_id=repo_id,
+            source_s3_uri=source_s3_uri,
             revision=revision,
             prefix=prefix,
             include=include,
@@ -252,12 +266,21 @@ class StagedCheckpoint(Construct):
                 "Pin a commit SHA (the ModelRevision output names the one a deploy got; the app pins it at synth "
                 "from model-facts.json).",
             )
-        # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo.
+        # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo
+        # (for an archive: every ETag of that one archive, since its ETag is known only at deploy time).
         self._read_scope = S3ModelData(
             self.bucket,
-            f"{repo_prefix(prefix, repo_id)}{revision}/" if pinned else repo_prefix(prefix, repo_id),
+            archive_prefix(prefix, source_s3_uri)
+            if source_s3_uri
+            else f"{repo_prefix(prefix, self.repo_id)}{revision}/"
+            if pinned
+            else repo_prefix(prefix, self.repo_id),
             owner_account=bucket_owner,
         )
+        self._source_object_arn = (
+            f"arn:{cdk.Aws.PARTITION}:s3:::{'/'.join(parse_source(source_s3_uri))}" if source_s3_uri else None
+        )
+        self._source_key = source_encryption_key
         # Job names start with a segment fixed for this construct (what IAM allows: a Delete that cleans up
         # after an update must still stop the old revision's job) ...
         self.job_family = f"hfstage-{hashlib.sha256(self.node.path.encode()).hexdigest()[:8]}-"
@@ -298,11 +321,13 @@ class StagedCheckpoint(Construct):
             memory_size=512,
         )
         self._grant_handler(provider.role, hf_token_secret, manage_jobs=True)
+        self._grant_source(provider.role)  # the handler HEADs the archive to plan
         signal_function = self._signal_function()
         self._grant_handler(signal_function.role, None, manage_jobs=False)
 
         resource_properties = StagedCheckpointProperties(
-            repo_id=repo_id,
+            repo_id=self.repo_id,
+            source_s3_uri=source_s3_uri,
             revision=revision,
             bucket=self.bucket.bucket_name,
             prefix=prefix,
@@ -338,7 +363,9 @@ class StagedCheckpoint(Construct):
         rule = events.Rule(
             self,
             "JobStateChange",
-            description=f"Signals the staging of {repo_id}@{revision} when its Processing job ends",
+            description=f"Signals the staging of {label}"
+            + ("" if source_s3_uri else f"@{revision}")
+            + " when its Processing job ends",
             event_pattern=events.EventPattern(
                 source=["aws.sagemaker"],
                 detail_type=["SageMaker Processing Job State Change"],
@@ -446,8 +473,10 @@ class StagedCheckpoint(Construct):
             self,
             "JobRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com", conditions={"ArnLike": {"aws:SourceArn": jobs}}),
-            description=f"Staging job of {self.repo_id}: writes only under its prefix",
+            description=f"Staging job of {(self.repo_id or self.source_s3_uri or '')[:200]}: "
+            "writes only under its prefix",
         )
+        self._grant_source(role)
         # ListParts (s3:ListMultipartUploadParts) is how a rerun resumes a killed run's upload inside a file,
         # and hash checkpoints are uploads never completed (PutObject, AbortMultipartUpload): S3 User Guide,
         # "Multipart upload API and permissions" (mpuoverview.html#mpuAndPermissions).
@@ -533,6 +562,14 @@ class StagedCheckpoint(Construct):
         )
         self._acknowledge_prefix(policy)
         return role
+
+    def _grant_source(self, role: iam.IRole) -> None:
+        """Read the archive to unpack, that one object only (HeadObject and GetObject are s3:GetObject)."""
+        if self._source_object_arn is None:
+            return
+        iam.Grant.add_to_principal(grantee=role, actions=["s3:GetObject"], resource_arns=[self._source_object_arn])
+        if self._source_key is not None:
+            self._source_key.grant_decrypt(role)
 
     def _acknowledge_prefix(self, policy: Construct) -> None:
         acknowledge_wildcard(
@@ -742,7 +779,8 @@ def _stack_model_bucket(checkpoint: StagedCheckpoint) -> s3.IBucket | None:
 def _validate(
     *,
     subject: str,
-    repo_id: str,
+    repo_id: str | None,
+    source_s3_uri: str | None = None,
     revision: str,
     prefix: str,
     max_instances: int,
@@ -763,7 +801,14 @@ def _validate(
     literal_hub = hub_endpoint and not cdk.Token.is_unresolved(hub_endpoint)
     if literal_hub and (why := hub_endpoint_problem(hub_endpoint, allow_http=allow_http_hub)):
         problems.append(f"hub_endpoint={hub_endpoint[:200]!r}: {why}")
-    if why := repo_id_problem(repo_id):
+    if bool(repo_id) == bool(source_s3_uri):
+        problems.append(
+            f"repo_id={repo_id!r}, source_s3_uri={source_s3_uri!r}: give exactly one (a Hub repository, or a "
+            "model.tar.gz in S3)"
+        )
+    if source_s3_uri:
+        problems += _source_problems(source_s3_uri, revision)
+    elif repo_id and (why := repo_id_problem(repo_id)):
         problems.append(f"repo_id={repo_id!r} is not a Hugging Face repository id; {why}")
     if why := revision_problem(revision):
         problems.append(f"revision={revision!r} is not a branch, tag or commit SHA; {why}")
@@ -788,12 +833,32 @@ def _validate(
         problems.append(
             f"instance_type={instance_type!r} is not a SageMaker instance type; expected {INSTANCE_TYPE_RULE}"
         )
-    problems += _argument_problems(repo_id, prefix, include, exclude, bucket_name)
+    problems += _argument_problems(repo_id or "", prefix, include, exclude, bucket_name, source_s3_uri)
     refuse(subject, problems)
 
 
+def _source_problems(source_s3_uri: str, revision: str) -> list[str]:
+    if cdk.Token.is_unresolved(source_s3_uri):
+        return [f"source_s3_uri={source_s3_uri!r}: must be known at synth (its object ARN is granted)"]
+    problems = []
+    try:
+        parse_source(source_s3_uri)
+        if "${" in source_s3_uri:  # IAM would read it as a policy variable in the granted object ARN
+            problems.append(f"source_s3_uri={source_s3_uri!r} contains '${{', which IAM reads as a variable")
+    except ValueError as e:
+        problems.append(f"source_s3_uri: {e}")
+    if revision != "main":
+        problems.append(f"revision={revision!r}: does not apply to source_s3_uri (the archive's ETag pins it)")
+    return problems
+
+
 def _argument_problems(
-    repo_id: str, prefix: str, include: Sequence[str], exclude: Sequence[str], bucket_name: str | None
+    repo_id: str,
+    prefix: str,
+    include: Sequence[str],
+    exclude: Sequence[str],
+    bucket_name: str | None,
+    source_s3_uri: str | None = None,
 ) -> list[str]:
     """What would make CreateProcessingJob refuse the staging job, found at synth instead of at deploy."""
     problems = []
@@ -813,6 +878,13 @@ def _argument_problems(
     # The job's HFSTAGE_TARGET: s3://<bucket>/<prefix><org>--<name>/<40-character sha>/
     bucket_chars = 63 if bucket_name is None or cdk.Token.is_unresolved(bucket_name) else len(bucket_name)
     target_chars = len("s3:///") + bucket_chars + len(prefix) + len(repo_prefix("", repo_id)) + 41
+    if source_s3_uri:  # s3://<bucket>/<prefix>s3-tarball--<16 hex>/<ETag, at most 32 hex + "-" + 5 digits>/
+        target_chars = len("s3:///") + bucket_chars + len(archive_prefix(prefix, "")) + 39
+        if len(source_s3_uri) > MAX_ARGUMENT_CHARS:
+            problems.append(
+                f"source_s3_uri is {len(source_s3_uri)} characters; allowed: at most {MAX_ARGUMENT_CHARS} (one "
+                "CreateProcessingJob container argument)"
+            )
     if target_chars > MAX_ARGUMENT_CHARS:
         problems.append(
             f"prefix={prefix!r} with repo_id={repo_id!r} makes the revision's S3 URI {target_chars} characters "

@@ -50,6 +50,8 @@ class StagedCheckpointProperties:
     tags: tuple[tuple[str, str], ...] = ()
     # The job's ML storage volume key (ProcessingResources.ClusterConfig.VolumeKmsKeyId).
     volume_kms_key_arn: str | None = None
+    # A model.tar.gz to unpack instead of a Hub repository (repo_id is then ""): s3://bucket/key.tar.gz.
+    source_s3_uri: str | None = None
     # Set by the construct once the other properties are known (their hash names the job family and handle).
     job_name_prefix: str | None = None
     wait_handle: str | None = None
@@ -79,12 +81,19 @@ class StagedCheckpointProperties:
         "volume_kms_key_arn": "VolumeKmsKeyId",
         "job_name_prefix": "JobNamePrefix",
         "wait_handle": "WaitHandle",
+        "source_s3_uri": "SourceS3Uri",
     }
     # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
     _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
-    _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle")
+    # Left out until set: the two late ones, and the archive source (a Hub checkpoint's template is unchanged).
+    _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle", "source_s3_uri")
     # Left out when empty, so a template without a VPC or tags keeps the properties (and their hash) it had.
     _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("subnets", "security_group_ids", "tags", "volume_kms_key_arn")
+
+    @property
+    def source(self) -> str:
+        """What is staged, as the manifest's ``repo_id`` names it: the Hub repository or the archive's URI."""
+        return self.source_s3_uri or self.repo_id
 
     def to_properties(self) -> dict[str, Any]:
         """The resource's properties as the template holds them (numbers as text, patterns as lists)."""
@@ -149,6 +158,7 @@ class StagedCheckpointProperties:
             volume_kms_key_arn=props.get(cls.NAMES["volume_kms_key_arn"]) or None,
             job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
+            source_s3_uri=props.get(cls.NAMES["source_s3_uri"]) or None,
         )
 
 

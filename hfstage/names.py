@@ -94,17 +94,10 @@ def _shown(path: object) -> str:
     return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 4] + "...'"
 
 
-def refuse_unsafe(files: Iterable[HubFile], prefix: str) -> None:
-    """Raise UnsafeFileNames naming the files that cannot be staged under ``prefix`` (one line, under 1 KB)."""
-    files = list(files)
-    problems = unsafe_paths((f.path for f in files), prefix)
-    if not problems:
-        return
-    head = (
-        f"refused before any upload: {len(problems)} of the {len(files)} files to stage "
-        f"{'has a name' if len(problems) == 1 else 'have names'} that cannot be staged safely: "
-    )
-    tail = "; leave them out with exclude patterns, or stage another revision"
+def format_refusal(counted: str, problems: list[tuple[object, str]], advice: str) -> str:
+    """One line under MESSAGE_BYTES: ``counted`` (e.g. "3 of the 40 files"), up to SHOWN names with reasons."""
+    head = f"{counted} {'has a name' if len(problems) == 1 else 'have names'} that cannot be staged safely: "
+    tail = f"; {advice}"
     shown: list[str] = []
     for path, reason in problems[:SHOWN]:
         item = f"{_shown(path)} ({reason})"
@@ -114,7 +107,23 @@ def refuse_unsafe(files: Iterable[HubFile], prefix: str) -> None:
             break
         shown.append(item)
     more = len(problems) - len(shown)
-    raise UnsafeFileNames(head + ", ".join(shown) + (f" and {more} more" if more else "") + tail)
+    return head + ", ".join(shown) + (f" and {more} more" if more else "") + tail
 
 
-__all__ = ["OWNED_NAMES", "UnsafeFileNames", "path_problem", "refuse_unsafe", "unsafe_paths"]
+def refuse_unsafe(files: Iterable[HubFile], prefix: str) -> None:
+    """Raise UnsafeFileNames naming the files that cannot be staged under ``prefix`` (one line, under 1 KB)."""
+    files = list(files)
+    problems = unsafe_paths((f.path for f in files), prefix)
+    if not problems:
+        return
+    raise UnsafeFileNames(
+        "refused before any upload: "
+        + format_refusal(
+            f"{len(problems)} of the {len(files)} files to stage",
+            problems,
+            "leave them out with exclude patterns, or stage another revision",
+        )
+    )
+
+
+__all__ = ["OWNED_NAMES", "UnsafeFileNames", "format_refusal", "path_problem", "refuse_unsafe", "unsafe_paths"]

@@ -472,6 +472,10 @@ def main(
 ) -> int:
     """Run the worker with ``argv`` (default: sys.argv[1:]); the exit status. Clients may be injected (tests)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    from hfstage import tarball  # imports this module: loaded here, not at the top
+
+    if tarball.is_tarball_run(argv):
+        return tarball.main(argv, s3_client=s3_client, prog=prog)
     log = EventLog()
     failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
     stop = threading.Event()

@@ -21,6 +21,7 @@ COMMANDS = {
     "stage": "stage",
     "resolve-image": "resolve_image",
     "summary": "summary",
+    "status": "status",
 }
 EXIT_USAGE = 2
 

@@ -23,6 +23,7 @@ from constructs_lib import (
     default_image,
     engine_names,
     get_engine,
+    is_model_archive,
     looks_secret,
     parse_s3_uri,
     plan_endpoint,
@@ -38,6 +39,7 @@ from constructs_lib.names import (
     local_storage_problem,
     matches,
 )
+from hfstage.tarball import parse_source
 from preflight import KV_CACHE_DTYPES
 
 from .context_keys import FIELDS  # the registry: one entry per key
@@ -282,7 +284,10 @@ class DeploymentConfig:
                 "give at most one (model_s3_uri serves that exact prefix; model_bucket holds "
                 "models/<org>--<name>/<revision>/)"
             )
-        if values.get("reuse_model_bucket") and (values.get("model_s3_uri") or values.get("model_bucket")):
+        archive = is_model_archive(values.get("model_s3_uri"))  # a model.tar.gz: staged into the app's bucket
+        if values.get("reuse_model_bucket") and (
+            (values.get("model_s3_uri") and not archive) or values.get("model_bucket")
+        ):
             problems.append(
                 "reuse_model_bucket=true: reuses the bucket this app created before (<stack>-models-<account>-"
                 "<region>); give it alone, not with model_bucket or model_s3_uri"
@@ -297,7 +302,12 @@ class DeploymentConfig:
                 f"hf_token_kms_key_arn={values['hf_token_kms_key_arn']!r}: only with hf_token_secret_arn (it is the "
                 "key that secret is encrypted with)"
             )
-        if values.get("model_s3_uri") and (values.get("hf_token_secret_arn") or values.get("include")):
+        if values.get("model_s3_uri") and archive and values.get("hf_token_secret_arn"):
+            problems.append(
+                f"model_s3_uri={values['model_s3_uri']!r}: a model.tar.gz is read from S3 with the staging job's "
+                "role, so hf_token_secret_arn (a Hugging Face token) must not be given with it"
+            )
+        if values.get("model_s3_uri") and not archive and (values.get("hf_token_secret_arn") or values.get("include")):
             problems.append(
                 f"model_s3_uri={values['model_s3_uri']!r}: serves an existing prefix as it is, so hf_token_secret_arn "
                 "and include (which only apply to staging from the Hub) must not be given with it"
@@ -305,9 +315,12 @@ class DeploymentConfig:
         problems += _governance_problems(values)
         if values.get("model_s3_uri"):
             try:
-                parse_s3_uri(values["model_s3_uri"])
+                if archive:
+                    parse_source(values["model_s3_uri"])
+                else:
+                    parse_s3_uri(values["model_s3_uri"])
             except ValueError as e:
-                problems.append(str(e))
+                problems.append(f"model_s3_uri: {e}" if archive else str(e))
 
         engine_known = "engine" in values
         engine = get_engine(values["engine"] if engine_known else DEFAULT_ENGINE)

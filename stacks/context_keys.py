@@ -125,7 +125,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "model",
         "`s3://bucket/prefix/`: serve exactly this prefix, already staged by you (no bucket, no staging; "
-        "`include`/`hf_token_secret_arn` refused)",
+        "`include`/`hf_token_secret_arn` refused); or `s3://bucket/key.tar.gz` (SageMaker Training's "
+        "`model.tar.gz`): staged, unpacked into a verified prefix of the app's bucket",
     ),
     ContextKey(
         "model_bucket",

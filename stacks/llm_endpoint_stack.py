@@ -25,6 +25,7 @@ from constructs_lib import (
     StagedCheckpoint,
     app_bucket_name,
     get_engine,
+    is_model_archive,
     lookup_instance,
     resolve_scaling,
     weight_format_flags,
@@ -51,7 +52,8 @@ class LlmEndpointStack(cdk.Stack):
         super().__init__(
             scope,
             id,
-            description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
+            description=f"{config.model_s3_uri if is_model_archive(config.model_s3_uri) else config.model_id} "
+            f"on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
         if model_facts is not None:
@@ -68,7 +70,9 @@ class LlmEndpointStack(cdk.Stack):
         for tag_key, tag_value in config.tags.items():
             cdk.Tags.of(self).add(tag_key, tag_value)
         self.checkpoint: StagedCheckpoint | None = None
-        if config.model_s3_uri:
+        # A model.tar.gz (SageMaker Training's output) is staged like a Hub revision: unpacked into a verified prefix.
+        archive = is_model_archive(config.model_s3_uri)
+        if config.model_s3_uri and not archive:
             model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
         else:
             # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
@@ -101,8 +105,10 @@ class LlmEndpointStack(cdk.Stack):
             model = self.checkpoint = StagedCheckpoint(
                 self,
                 "Checkpoint",
-                repo_id=config.model_id,
-                revision=config.revision,
+                repo_id=None if archive else config.model_id,
+                source_s3_uri=config.model_s3_uri if archive else None,
+                source_encryption_key=key if archive else None,
+                revision="main" if archive else config.revision,
                 bucket=bucket,
                 include=config.staging_include,
                 exclude=config.exclude,
@@ -164,7 +170,9 @@ class LlmEndpointStack(cdk.Stack):
                 self,
                 "ModelRevision",
                 value=self.checkpoint.revision,
-                description=f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
+                description=f"ETag of {config.model_s3_uri}, unpacked and staged"[:1024]
+                if archive
+                else f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
             )
         cdk.CfnOutput(
             self,

@@ -166,7 +166,7 @@ def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: st
 
 
 # What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
-STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude")
+STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude", "source_s3_uri")
 
 
 def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
@@ -187,7 +187,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
     if not physical.startswith(f"s3://{settings.bucket}/"):
         return None
     try:
-        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+        files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.source, data["Revision"])
         manifest = read_manifest(client("s3"), settings.bucket, data["Prefix"]) or {}
     except (StagingError, ClientError, BotoCoreError, ValueError) as e:
         log("unchanged-but-unverified", physical=physical, error=type(e).__name__)
@@ -197,7 +197,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
     signal(
         settings.wait_handle,
         success=True,
-        reason=f"{settings.repo_id}@{data['Revision']} is already staged; nothing staged changed",
+        reason=f"{settings.source}@{data['Revision']} is already staged; nothing staged changed",
         unique_id=data["Revision"],
         data=data["Revision"],
     )
@@ -227,7 +227,7 @@ def bounded_failures(entry: Any) -> Any:
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = event["RequestType"]
     settings = Settings.from_properties(event["ResourceProperties"])
-    log("request", type=request, repo=settings.repo_id, revision=settings.revision)
+    log("request", type=request, repo=settings.source, revision=settings.revision)
     if request == "Delete":
         # The objects stay: they are the next deployment's checkpoint. Only compute is removed.
         target = event.get("PhysicalResourceId", "")
@@ -259,7 +259,7 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         signal(
             settings.wait_handle,
             success=True,
-            reason=f"{settings.repo_id}@{plan.sha} is already staged",
+            reason=f"{settings.source}@{plan.sha} is already staged",
             unique_id=plan.sha,
             data=plan.sha,
         )
@@ -370,7 +370,7 @@ def _follow_job(settings: Settings, data: dict[str, Any], name: str) -> dict[str
         reason = _job_failure(description)
         signal(settings.wait_handle, success=False, reason=reason, unique_id=name)
         raise StagingError(reason)
-    files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.repo_id, data["Revision"])
+    files = verify_staged(client("s3"), settings.bucket, data["Prefix"], settings.source, data["Revision"])
     signal(settings.wait_handle, success=True, reason=f"staged {files} files", unique_id=name, data=data["Revision"])
     return {"IsComplete": True}
 
@@ -396,7 +396,8 @@ def on_job_state_change(event: dict[str, Any], context: Any = None) -> dict[str,
     arguments = description["AppSpecification"].get("ContainerArguments", [])
     target = description.get("Environment", {}).get("HFSTAGE_TARGET", "")
     bucket, _, prefix = target.removeprefix("s3://").partition("/")
-    repo_id, sha = _argument(arguments, "--repo-id"), _argument(arguments, "--revision")
+    repo_id = _argument(arguments, "--repo-id") or _argument(arguments, "--source-s3-uri")
+    sha = _argument(arguments, "--revision") or _argument(arguments, "--source-etag")
     try:
         files = verify_staged(client("s3"), bucket, prefix, repo_id or "", sha or "")
     except StagingError as e:

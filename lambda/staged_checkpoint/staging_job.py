@@ -34,6 +34,14 @@ def job_name(settings: Settings, request_id: str) -> str:
 
 
 def worker_arguments(settings: Settings, sha: str) -> list[str]:
+    if settings.source_s3_uri:  # hfstage.tarball: the archive pinned to the ETag planned with
+        args = ["--source-s3-uri", settings.source_s3_uri, "--source-etag", sha]
+        args += ["--destination", f"s3://{settings.bucket}/{settings.prefix}"]
+        return (
+            args
+            + [a for p in settings.include for a in ("--include", p)]
+            + [a for p in settings.exclude for a in ("--exclude", p)]
+        )
     args = [
         "--repo-id",
         settings.repo_id,
@@ -91,7 +99,7 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
         "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
         "Environment": environment,
         "Tags": [
-            {"Key": "hf-repo-id", "Value": settings.repo_id[:256]},
+            {"Key": "hf-repo-id", "Value": settings.source[:256]},
             {"Key": "hf-revision", "Value": plan.sha},
             *({"Key": k, "Value": v} for k, v in settings.tags),
         ],

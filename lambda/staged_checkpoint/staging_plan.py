@@ -11,6 +11,7 @@ from staging_base import Settings, StagingError, short
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
+from hfstage.tarball import ArchiveUnreadable, archive_state
 from hfstage.worker import parse_token
 
 
@@ -51,6 +52,8 @@ def hub_token(settings: Settings, secrets: Any) -> str | None:
 
 def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
     """What the revision holds, and what of it is not yet (verified) in S3."""
+    if settings.source_s3_uri:
+        return archive_plan(settings, s3)
     try:
         revision = hub.revision_info(settings.repo_id, settings.revision)
     except HubError as e:
@@ -87,6 +90,31 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
         missing=missing,
         prefix=prefix,
         manifest_ok=manifest_matches(manifest, settings.repo_id, revision.sha, files),
+    )
+
+
+def archive_plan(settings: Settings, s3: Any) -> Plan:
+    """A model.tar.gz: its ETag is the revision; until its prefix is staged, the archive is what is missing."""
+    try:
+        state = archive_state(
+            s3, settings.source_s3_uri or "", settings.bucket, settings.prefix, settings.include, settings.exclude
+        )
+    except ArchiveUnreadable as e:
+        raise StagingError(
+            f"{e}: check model_s3_uri; the staging handler's role needs s3:GetObject on it (and kms:Decrypt for "
+            "SSE-KMS, model_kms_key_arn)"
+        ) from None
+    except ClientError as e:
+        raise StagingError(s3_problem(e, settings.bucket, settings.prefix, "the staging handler's role")) from None
+    except ValueError as e:  # an ETag that is no S3 ETag
+        raise StagingError(f"{settings.source_s3_uri}: {e}") from None
+    archive = HubFile(path="model.tar.gz", size=state.size, blob_id=state.etag)
+    return Plan(
+        sha=state.etag,
+        files=state.staged_files or (archive,),
+        missing=() if state.staged_files else (archive,),
+        prefix=state.prefix,
+        manifest_ok=bool(state.staged_files),
     )
 
 

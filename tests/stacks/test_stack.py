@@ -21,6 +21,7 @@ VARIANTS = {
     "sglang": {"engine": "sglang", "instance_type": "ml.g6e.2xlarge"},
     "vllm-multi-gpu": {"instance_type": "ml.p5.48xlarge", "engine_env": '{"SM_VLLM_ENABLE_PREFIX_CACHING": true}'},
     "given-prefix": {"model_s3_uri": "s3://my-models/custom/qwen/"},
+    "model-tarball": {"model_s3_uri": "s3://my-training/job-7/output/model.tar.gz", "model_kms_key_arn": KEY_ARN},
     "component-scale-to-zero": {"deployment_mode": "inference-component", "scale_to_zero": "true"},
     "component-packed": {
         "deployment_mode": "inference-component",
@@ -504,3 +505,59 @@ def test_no_gpu_endpoint_starts_before_staging_and_preflight_end(synthesized):
             assert config_id in json.dumps(endpoint["Properties"]), name
         else:
             assert preflight_id in depends, name
+
+
+def test_a_model_tarball_is_staged_into_a_verified_prefix_and_served_from_it(synthesized):
+    """A model.tar.gz (SageMaker Training's output) is unpacked by the staging job, not served as a prefix."""
+    t = Template.from_json(load(synthesized["model-tarball"]))
+    t.has_resource_properties(
+        "Custom::StagedCheckpoint",
+        {"RepoId": "", "SourceS3Uri": "s3://my-training/job-7/output/model.tar.gz", "Prefix": "models/"},
+    )
+    t.resource_count_is("AWS::CloudFormation::WaitCondition", 1)
+    t.resource_count_is("AWS::S3::Bucket", 2)  # the app's model bucket and its access-log bucket
+    # The endpoint serves the staged prefix (a token of the checkpoint), never the archive itself.
+    (model,) = t.find_resources("AWS::SageMaker::Model").values()
+    uri = model["Properties"]["PrimaryContainer"]["ModelDataSource"]["S3DataSource"]["S3Uri"]
+    logical_id, attribute = uri["Fn::GetAtt"]
+    assert attribute == "S3Uri"
+    assert load(synthesized["model-tarball"])["Resources"][logical_id]["Type"] == "Custom::StagedCheckpoint"
+    # The preflight checks the manifest: no opt-out.
+    (preflight,) = t.find_resources("Custom::DeploymentPreflight").values()
+    assert preflight["Properties"].get("AllowUnverifiedS3", "false") == "false"
+    # Exactly the archive object may be read from the training bucket (the handler HEADs it, the job streams it),
+    # and its key decrypted; nothing else of that bucket is granted.
+    archive = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":s3:::my-training/job-7/output/model.tar.gz"]]}
+    statements = [
+        (name, statement)
+        for name, policy in t.find_resources("AWS::IAM::Policy").items()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+    def names_archive(statement: dict) -> bool:
+        resource = statement["Resource"]
+        return resource == archive or (isinstance(resource, list) and archive in resource)
+
+    readers = {name for name, st in statements if names_archive(st)}
+    assert len(readers) == 2  # the staging job's role and the staging handler's
+    on_archive = [st for _, st in statements if names_archive(st)]
+    assert all(st["Action"] == "s3:GetObject" for st in on_archive)
+    elsewhere = [
+        st
+        for _, st in statements
+        if "my-training" in json.dumps(st["Resource"]) and "job-7/output/model.tar.gz" not in json.dumps(st["Resource"])
+    ]
+    assert elsewhere == []
+    decrypt = {name for name, st in statements if st["Action"] == "kms:Decrypt" and st["Resource"] == KEY_ARN}
+    assert decrypt == readers
+
+
+def test_a_bad_model_tarball_uri_fails_synth_naming_the_key():
+    from stacks.config import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"model_s3_uri: 's3://b/job/output/model.tar.gz' is not s3://<bucket>/<key>\.tar\.gz"
+    ):
+        build(model_s3_uri="s3://b/job/output/model.tar.gz")
+    with pytest.raises(ConfigError, match="hf_token_secret_arn"):
+        build(model_s3_uri="s3://my-training/job/output/model.tar.gz", hf_token_secret_arn=SECRET_ARN)

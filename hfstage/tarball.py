@@ -1,0 +1,792 @@
+"""Unpack a ``model.tar.gz`` in S3 into a verified, uncompressed prefix, streamed, with no local copy.
+
+    python3 hfstage.zip --source-s3-uri s3://bucket/job/output/model.tar.gz --destination s3://bucket/models/
+
+SageMaker Training uploads what a job leaves in ``/opt/ml/model`` as one gzip-compressed tar,
+``s3://bucket/<prefix>/<job>/output/model.tar.gz``, with the files at the archive's root (config.json
+beside the weights), and hosting extracts such an archive into ``/opt/ml/model``
+(https://docs.aws.amazon.com/sagemaker/latest/dg/API_ModelArtifacts.html,
+https://docs.aws.amazon.com/sagemaker/latest/dg/large-model-inference-uncompressed.html). Serving large
+models from an uncompressed ``S3Prefix`` skips that extraction on every instance start; this module turns the
+archive into such a prefix, with the same manifest as a Hub revision, so the preflight verifies it and a rerun
+skips it the same way.
+
+The run reads the archive twice, both times as one stream (a ranged GET resumes a dropped connection, pinned to
+the object's ETag with ``If-Match``): the first pass reads only what it needs to check every member (name, type,
+size, count, SHA-256 of each file) and writes nothing; the second uploads each regular file, one part at a time,
+and completes an object only once its SHA-256 matches the first pass. Nothing lands on the job's disk: memory
+holds one part and tarfile's buffer. An archive with one top-level folder and no file beside it (``tar czf
+model.tar.gz model/``) is unpacked from inside that folder; a leading ``./`` (``tar czf - -C model .``) is dropped.
+
+Refused before any write (exit 3): absolute names, ``..``/``.`` or empty segments, backslashes, non-printable
+characters, names the worker owns (the manifest, the resume area), symbolic and hard links, devices, FIFOs,
+sparse files, names given twice, a name that is both a file and a folder, more than ``--max-members`` members or
+more than ``--max-total-bytes`` of files, and tar header extensions over 1 MiB (tarfile would hold them in memory).
+Exit status and failure file as for the Hub worker (hfstage.worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import re
+import signal
+import tarfile
+import threading
+import time
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from hfstage.events import EventLog
+from hfstage.hub import HubFile, select_files
+from hfstage.manifest import (
+    build_manifest,
+    missing_files,
+    object_metadata,
+    read_manifest,
+    write_manifest,
+)
+from hfstage.names import format_refusal, path_problem, unsafe_paths
+from hfstage.shard import leader, read_hosts
+from hfstage.transfer import CONTENT_TYPE, MAX_PART, MIN_PART, READ_CHUNK, MiB, backoff_delay, crc32_b64, part_size_for
+from hfstage.worker import (
+    DEFAULT_FAILURE_FILE,
+    DESTINATION,
+    EXIT_HUB,
+    EXIT_OK,
+    EXIT_TRANSFER,
+    EXIT_USAGE,
+    FAILURE_FILE_ENV,
+    Failure,
+    _Parser,
+    _patterns,
+    make_s3_client,
+    report_failure,
+)
+
+EXIT_SOURCE = EXIT_HUB  # the source will not give, or cannot safely give, what to stage
+FLAG = "--source-s3-uri"
+# The archive's key is written in object metadata (x-amz-meta-hf-repo-id), which S3 sends as HTTP headers:
+# printable ASCII only (S3 User Guide, UsingMetadata.html: user-defined metadata must be US-ASCII).
+SOURCE_URI = re.compile(
+    r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[!-~][ -~]{0,1000}\.tar\.gz)", re.ASCII
+)
+# An S3 ETag is the hex MD5 of a single-part object, or "<hex>-<parts>" for a multipart one (S3 API, Object).
+ETAG = re.compile(r'"?(?P<etag>[0-9a-f]{32}(?:-[0-9]{1,5})?)"?', re.ASCII)
+DEFAULT_MAX_MEMBERS = 10_000
+DEFAULT_MAX_TOTAL_BYTES = 2 * 1024**4  # 2 TiB of files: beyond any checkpoint one endpoint instance holds
+MAX_HEADER_EXTENSION = MiB  # pax / GNU long-name records: tarfile reads each whole into memory
+TAR_BUFSIZE = 1 * MiB
+META_ARCHIVE_ETAG = "archive-etag"
+
+
+class SourceChanged(Exception):
+    """The archive is no longer the object the run started with (another ETag, or other content)."""
+
+
+def is_tarball_run(argv: list[str]) -> bool:
+    return any(a == FLAG or a.startswith(FLAG + "=") for a in argv)
+
+
+def parse_source(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key.tar.gz`` -> (bucket, key); ValueError saying what is allowed."""
+    match = SOURCE_URI.fullmatch(uri)
+    if not match or "//" in match.group("key") or "*" in uri or "?" in uri:
+        raise ValueError(
+            f"{uri[:200]!r} is not s3://<bucket>/<key>.tar.gz "
+            "(printable ASCII, no '*', '?' or '//', the key ending in .tar.gz)"
+        )
+    return match.group("bucket"), match.group("key")
+
+
+def normal_etag(etag: str) -> str:
+    """S3's ETag without its quotes; a value that is no S3 ETag is refused (it names the staged prefix)."""
+    match = ETAG.fullmatch(etag.strip())
+    if not match:
+        raise ValueError(f"ETag {etag[:80]!r} is not an S3 ETag")
+    return match.group("etag")
+
+
+def archive_prefix(destination_prefix: str, source_uri: str) -> str:
+    """``models/`` + the archive's URI -> ``models/s3-tarball--<hash of URI>/``: where each of its ETags goes.
+
+    The URI is hashed, not copied: a key of up to 1,024 bytes would leave no room under S3's key limit.
+    """
+    base = destination_prefix.strip("/")
+    leaf = f"s3-tarball--{hashlib.sha256(source_uri.encode()).hexdigest()[:16]}/"
+    return f"{base}/{leaf}" if base else leaf
+
+
+def tarball_prefix(destination_prefix: str, source_uri: str, etag: str) -> str:
+    """``models/s3-tarball--<hash of URI>/<etag>/``: the ETag plays the commit SHA's part, so a new archive
+    under the same key is staged beside the old one."""
+    return f"{archive_prefix(destination_prefix, source_uri)}{normal_etag(etag)}/"
+
+
+class ArchiveUnreadable(Exception):
+    """HeadObject of the archive failed (absent, forbidden, throttled): the message names it and the error."""
+
+
+@dataclass(frozen=True)
+class ArchiveState:
+    """What the staging handler plans with: the archive's ETag and size, its prefix, and whether it is staged."""
+
+    etag: str
+    size: int
+    prefix: str
+    staged_files: tuple[HubFile, ...]  # the manifest's files when the prefix is staged and verified, else ()
+
+
+def archive_state(
+    s3: Any,
+    source_uri: str,
+    bucket: str,
+    destination_prefix: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> ArchiveState:
+    """HEAD the archive, read the manifest of its prefix and check its files.
+
+    ArchiveUnreadable when the archive cannot be HEADed; botocore errors of the destination are raised as they are.
+    """
+    source_bucket, key = parse_source(source_uri)
+    try:
+        head = s3.head_object(Bucket=source_bucket, Key=key)
+    except Exception as error:  # botocore ClientError, connection errors
+        raise ArchiveUnreadable(f"cannot read the archive {source_uri}: {_describe(error)}") from error
+    etag = normal_etag(str(head.get("ETag", "")))
+    prefix = tarball_prefix(destination_prefix, source_uri, etag)
+    try:
+        manifest = read_manifest(s3, bucket, prefix)
+    except ValueError:
+        manifest = None  # unreadable: the job rewrites it
+    files = manifest_files(manifest, source_uri, etag, prefix, include, exclude)
+    if files and missing_files(s3, bucket, prefix, source_uri, etag, files):
+        files = ()
+    return ArchiveState(etag=etag, size=int(head["ContentLength"]), prefix=prefix, staged_files=files)
+
+
+def manifest_files(
+    manifest: Any,
+    source_uri: str,
+    etag: str,
+    prefix: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> tuple[HubFile, ...]:
+    """The files a manifest of this archive lists; () when it is another archive's, was unpacked with other
+    include/exclude patterns (the handler cannot tell which files they select without reading the archive),
+    or is malformed or unsafe."""
+    if not isinstance(manifest, dict) or manifest.get("repo_id") != source_uri or manifest.get("revision") != etag:
+        return ()
+    recorded = manifest.get("archive") if isinstance(manifest.get("archive"), dict) else {}
+    if recorded.get("include", []) != list(include) or recorded.get("exclude", []) != list(exclude):
+        return ()
+    try:
+        files = tuple(
+            HubFile(path=str(e["path"]), size=int(e["size"]), blob_id=str(e["blob_id"]), sha256=str(e["sha256"]))
+            for e in manifest["files"]
+        )
+    except (KeyError, TypeError, ValueError):
+        return ()
+    return () if unsafe_paths([f.path for f in files], prefix) else files
+
+
+class _BoundedTarInfo(tarfile.TarInfo):
+    """Refuses a pax or GNU long-name record larger than MAX_HEADER_EXTENSION before tarfile reads it."""
+
+    # The record types tarfile.TarInfo._proc_member reads whole into memory (CPython Lib/tarfile.py).
+    _EXTENSIONS = (
+        tarfile.GNUTYPE_LONGNAME,
+        tarfile.GNUTYPE_LONGLINK,
+        tarfile.XHDTYPE,
+        tarfile.XGLTYPE,
+        tarfile.SOLARIS_XHDTYPE,
+    )
+
+    def _proc_member(self, tarfile_: Any) -> Any:
+        if self.type in self._EXTENSIONS and self.size > MAX_HEADER_EXTENSION:
+            raise _Refused(f"a tar header extension of {self.size:,} bytes (over {MAX_HEADER_EXTENSION:,})")
+        return super()._proc_member(tarfile_)
+
+
+class _Refused(Exception):
+    """The archive cannot be staged safely; nothing was written."""
+
+
+class SourceReader:
+    """A file-like view of the archive for tarfile: one GET stream, resumed by a ranged GET after a drop.
+
+    Every GET carries ``If-Match: <etag>`` (S3 answers 412 PreconditionFailed once the key holds another
+    object: S3 API, GetObject), so the two passes and every resumption read the same bytes.
+    """
+
+    def __init__(self, run: TarballRun) -> None:
+        self.run = run
+        self.position = 0
+        self._body: Any = None
+
+    def _open(self) -> None:
+        run = self.run
+        request: dict[str, Any] = {"Bucket": run.source_bucket, "Key": run.source_key, "IfMatch": f'"{run.etag}"'}
+        if self.position:
+            request["Range"] = f"bytes={self.position}-"
+        self._body = run.s3.get_object(**request)["Body"]
+
+    def read(self, size: int = -1) -> bytes:
+        run = self.run
+        if self.position >= run.source_size:
+            return b""
+        size = READ_CHUNK if size is None or size < 0 else min(size, READ_CHUNK)
+        for attempt in range(1, run.max_attempts + 1):
+            if run.stop.is_set():
+                raise Failure(EXIT_TRANSFER, "stopped before the archive was read")
+            try:
+                if self._body is None:
+                    self._open()
+                data = self._body.read(size)
+                if not data:
+                    raise ConnectionError(f"the stream ended at byte {self.position:,} of {run.source_size:,}")
+                self.position += len(data)
+                return data
+            except Exception as error:  # botocore ClientError, urllib3 read errors, a short stream
+                self.close()
+                status = _status(error)
+                if status == 412:
+                    raise SourceChanged(f"{run.source_uri} changed while it was read (If-Match failed)") from None
+                if status in (403, 404) or attempt == run.max_attempts:
+                    raise Failure(
+                        EXIT_TRANSFER, f"reading {run.source_uri} at byte {self.position:,}: {_describe(error)}"
+                    ) from None
+                delay = backoff_delay(attempt, run.retry_base_s, 30.0)
+                run.log.emit(
+                    "retry",
+                    what="archive",
+                    at_byte=self.position,
+                    attempt=attempt + 1,
+                    wait_s=delay,
+                    reason=_describe(error),
+                )
+                run.stop.wait(delay)
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        if self._body is not None:
+            # A broken connection may fail to close; the next read opens a new one.
+            with contextlib.suppress(Exception):
+                self._body.close()
+        self._body = None
+
+
+def _status(error: Exception) -> int | None:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        code = str(response.get("Error", {}).get("Code", ""))
+        if code == "PreconditionFailed":
+            return 412
+        return int(status) if status else None
+    return None
+
+
+def _describe(error: Exception) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+    return type(error).__name__
+
+
+@dataclass
+class Member:
+    name: str  # as the archive names it, after a leading "./"
+    kind: str  # "file", "folder" or what makes it unsafe ("a symbolic link", ...)
+    size: int = 0
+    sha256: str = ""
+
+
+@dataclass
+class Layout:
+    files: list[HubFile] = field(default_factory=list)  # path relative to the prefix, size, sha256 as blob id
+    source_names: dict[str, str] = field(default_factory=dict)  # archive name -> path
+    stripped: str | None = None  # the single top-level folder unpacked from, if any
+
+
+def _kind(info: tarfile.TarInfo) -> str:
+    if info.issym():
+        return "a symbolic link"
+    if info.islnk():
+        return "a hard link"
+    if info.ischr() or info.isblk():
+        return "a device"
+    if info.isfifo():
+        return "a FIFO"
+    if info.issparse():
+        return "a sparse file"
+    if info.isdir():
+        return "folder"
+    if info.isreg():
+        return "file"
+    return f"an unknown member type {info.type!r}"
+
+
+def _name(raw: str) -> str:
+    while raw.startswith("./"):
+        raw = raw[2:]
+    return "" if raw == "." else raw
+
+
+def _bytes(stream: Any, size: int, stop: threading.Event) -> Any:
+    """Yield the ``size`` bytes of a member in chunks of at most READ_CHUNK."""
+    left = size
+    while left > 0:
+        if stop.is_set():
+            raise Failure(EXIT_TRANSFER, "stopped before the archive was read")
+        chunk = stream.read(min(READ_CHUNK, left))
+        if not chunk:
+            raise tarfile.ReadError("the archive ends inside a member")
+        left -= len(chunk)
+        yield chunk
+
+
+def plan_layout(members: list[Member], prefix: str) -> Layout:
+    """Where each file goes under ``prefix``; _Refused naming every member that cannot be staged."""
+    problems: list[tuple[object, str]] = []
+    for m in members:
+        if m.kind not in ("file", "folder"):
+            problems.append((m.name, m.kind))
+        elif m.name:
+            reason = path_problem(m.name)
+            if reason:
+                problems.append((m.name, reason))
+    if problems:
+        raise _Refused(
+            format_refusal(
+                f"{len(problems)} of the {len(members)} members", problems, "repack the archive without them"
+            )
+        )
+    named = [m for m in members if m.name]
+    tops = {m.name.split("/", 1)[0] for m in named}
+    root_files = [m for m in named if m.kind == "file" and "/" not in m.name]
+    layout = Layout()
+    strip = ""
+    if len(tops) == 1 and not root_files:
+        layout.stripped = next(iter(tops))
+        strip = layout.stripped + "/"
+    folders = set()
+    for m in named:
+        path = (
+            m.name[len(strip) :]
+            if strip and m.name.startswith(strip)
+            else ("" if m.name == layout.stripped else m.name)
+        )
+        if m.kind == "folder":
+            if path:
+                folders.add(path)
+            continue
+        layout.files.append(HubFile(path=path, size=m.size, blob_id=m.sha256, sha256=m.sha256))
+        layout.source_names[m.name] = path
+    paths = [f.path for f in layout.files]
+    problems = unsafe_paths(paths, prefix)
+    problems += [(p, "both a file and a folder") for p in paths if p in folders]
+    if problems:
+        raise _Refused(
+            format_refusal(
+                f"{len(problems)} of the {len(members)} members", problems, "repack the archive without them"
+            )
+        )
+    if not layout.files:
+        raise _Refused("the archive holds no regular file")
+    return layout
+
+
+class TarballRun:
+    def __init__(self, args: argparse.Namespace, log: Any, stop: threading.Event, s3: Any) -> None:
+        self.args = args
+        self.log = log
+        self.stop = stop
+        self.s3 = s3
+        self.source_uri = args.source_s3_uri
+        self.source_bucket, self.source_key = parse_source(args.source_s3_uri)
+        self.max_attempts = args.max_attempts
+        self.retry_base_s = args.retry_base_s
+        self.part_size = args.part_size_mib * MiB
+        self.etag = ""
+        self.source_size = 0
+        self.archive: Any = None  # the tarfile being read (one pass at a time)
+
+    def call(self, action: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        try:
+            return fn(*a, **kw)
+        except (Failure, SourceChanged, _Refused):
+            raise
+        except Exception as error:
+            raise Failure(EXIT_TRANSFER, f"{action}: {_describe(error)}") from None
+
+    def execute(self) -> dict[str, Any]:
+        args = self.args
+        try:
+            head = self.s3.head_object(Bucket=self.source_bucket, Key=self.source_key)
+        except Exception as error:
+            status = _status(error)
+            code = EXIT_SOURCE if status in (403, 404) else EXIT_TRANSFER
+            hint = "; the job role needs s3:GetObject on it (and kms:Decrypt for SSE-KMS)" if status == 403 else ""
+            raise Failure(code, f"cannot read {self.source_uri}: {_describe(error)}{hint}") from None
+        self.etag = normal_etag(str(head.get("ETag", "")))
+        self.source_size = int(head["ContentLength"])
+        if args.source_etag and normal_etag(args.source_etag) != self.etag:
+            raise Failure(
+                EXIT_SOURCE,
+                f"{self.source_uri} has ETag {self.etag}, not the planned {normal_etag(args.source_etag)}: "
+                "it was replaced; redeploy to stage the new archive",
+            )
+        prefix = tarball_prefix(args.prefix, self.source_uri, self.etag)
+        where = f"s3://{args.bucket}/{prefix}"
+        self.log.emit("resolved", source=self.source_uri, etag=self.etag, bytes=self.source_size, destination=where)
+        summary: dict[str, Any] = {"files": 0, "uploaded": 0, "skipped": 0, "bytes_uploaded": 0}
+        if self._up_to_date(prefix, where, summary):
+            return summary
+
+        # Pass 1: every member checked, every file hashed; nothing written.
+        members = self._scan()
+        try:
+            layout = plan_layout(members, prefix)
+        except _Refused as error:
+            raise Failure(EXIT_SOURCE, f"refused before any upload: {error}") from None
+        selected = select_files(layout.files, args.include, args.exclude)
+        if not selected:
+            raise Failure(
+                EXIT_USAGE,
+                f"no file of {self.source_uri} matches include {args.include or ['*']} and exclude {args.exclude}",
+            )
+        if len(selected) < len(layout.files):
+            self.log.emit("selected", files=len(selected), of=len(layout.files), exclude=args.exclude)
+            layout.files = selected
+        for f in layout.files:
+            try:
+                part_size_for(f.size, self.part_size)
+            except ValueError as error:
+                raise Failure(EXIT_SOURCE, f"{f.path} cannot be one S3 object: {error}") from None
+        total = sum(f.size for f in layout.files)
+        self.log.emit(
+            "plan", destination=where, files=len(layout.files), bytes=total, unpacked_from=layout.stripped or "/"
+        )
+        todo = self.call(
+            f"checking objects under {where}",
+            missing_files,
+            self.s3,
+            args.bucket,
+            prefix,
+            self.source_uri,
+            self.etag,
+            layout.files,
+        )
+        summary.update(files=len(layout.files), skipped=len(layout.files) - len(todo))
+        if todo:
+            self._write(layout, prefix, {f.path for f in todo})
+            summary.update(uploaded=len(todo), bytes_uploaded=sum(f.size for f in todo))
+        manifest = build_manifest(self.source_uri, self.etag, layout.files, source=self.source_uri)
+        manifest["archive"] = {
+            "uri": self.source_uri,
+            "etag": self.etag,
+            "bytes": self.source_size,
+            "unpacked_from": layout.stripped or "",
+            "include": list(args.include),
+            "exclude": list(args.exclude),
+        }
+        self.call(f"writing the manifest in {where}", write_manifest, self.s3, args.bucket, prefix, manifest)
+        self.log.emit("manifest", destination=where, files=len(layout.files), total_bytes=manifest["total_bytes"])
+        summary["manifest"] = "written"
+        return summary
+
+    def _up_to_date(self, prefix: str, where: str, summary: dict[str, Any]) -> bool:
+        try:
+            manifest = self.call(f"reading {where}", read_manifest, self.s3, self.args.bucket, prefix)
+        except ValueError as error:
+            self.log.emit("warning", reason=f"existing manifest ignored: {error}")
+            return False
+        args = self.args
+        files = list(manifest_files(manifest, self.source_uri, self.etag, prefix, args.include, args.exclude))
+        if not files:
+            return False
+        missing = self.call(
+            f"checking objects under {where}",
+            missing_files,
+            self.s3,
+            self.args.bucket,
+            prefix,
+            self.source_uri,
+            self.etag,
+            files,
+        )
+        if missing:
+            return False
+        self.log.emit("up_to_date", destination=where, files=len(files), reason="manifest and every object match")
+        summary.update(files=len(files), skipped=len(files), manifest="unchanged")
+        return True
+
+    def _members(self, reader: SourceReader) -> Any:
+        """The archive's members in order, read from ``reader`` (tarfile reads the first one as it opens)."""
+        count = 0
+        total = 0
+        archive: tarfile.TarFile | None = None
+        while True:
+            try:
+                if archive is None:
+                    # "r|gz": a stream of blocks, no seeking, gunzipped as it is read (Python docs, tarfile.open).
+                    archive = tarfile.open(  # noqa: SIM115 (a stream: nothing to close beyond the reader)
+                        fileobj=reader, mode="r|gz", tarinfo=_BoundedTarInfo, bufsize=TAR_BUFSIZE
+                    )
+                    self.archive = archive
+                info = archive.next()
+            except _Refused:
+                raise
+            except (tarfile.TarError, zlib.error, EOFError, OSError) as error:
+                raise _Refused(f"it is not a readable gzip-compressed tar ({type(error).__name__}: {error})") from None
+            if info is None:
+                return
+            count += 1
+            if count > self.args.max_members:
+                raise _Refused(f"it has more than {self.args.max_members:,} members (--max-members)")
+            if info.isreg():
+                total += info.size
+                if total > self.args.max_total_bytes:
+                    raise _Refused(f"its files hold more than {self.args.max_total_bytes:,} bytes (--max-total-bytes)")
+            yield info
+
+    def _scan(self) -> list[Member]:
+        members: list[Member] = []
+        reader = SourceReader(self)
+        try:
+            for info in self._members(reader):
+                archive = self.archive
+                member = Member(name=_name(info.name), kind=_kind(info), size=info.size if info.isreg() else 0)
+                if member.kind == "file":
+                    digest = hashlib.sha256()
+                    stream = archive.extractfile(info)
+                    for chunk in _bytes(stream, info.size, self.stop):
+                        digest.update(chunk)
+                    member.sha256 = digest.hexdigest()
+                members.append(member)
+        except _Refused as error:
+            raise Failure(EXIT_SOURCE, f"refused before any upload: {self.source_uri}: {error}") from None
+        except SourceChanged as error:
+            raise Failure(EXIT_SOURCE, str(error)) from None
+        except (tarfile.TarError, zlib.error, EOFError) as error:
+            raise Failure(EXIT_SOURCE, f"{self.source_uri} is not a readable gzip-compressed tar: {error}") from None
+        finally:
+            reader.close()
+        return members
+
+    def _write(self, layout: Layout, prefix: str, todo: set[str]) -> None:
+        reader = SourceReader(self)
+        by_path = {f.path: f for f in layout.files}
+        try:
+            for info in self._members(reader):
+                archive = self.archive
+                path = layout.source_names.get(_name(info.name)) if info.isreg() else None
+                if path is None or path not in todo:
+                    continue  # tarfile skips the member's data when the next header is read
+                self._upload(archive.extractfile(info), by_path[path], prefix)
+        except (_Refused, SourceChanged, tarfile.TarError, zlib.error, EOFError) as error:
+            raise Failure(
+                EXIT_SOURCE, f"{self.source_uri} changed between the two reads ({error}); rerun to stage it again"
+            ) from None
+        finally:
+            reader.close()
+
+    def _upload(self, stream: Any, file: HubFile, prefix: str) -> None:
+        bucket, key = self.args.bucket, prefix + file.path
+        metadata = object_metadata(file, self.source_uri, self.etag)
+        part = part_size_for(file.size, self.part_size)
+        digest = hashlib.sha256()
+        started = time.monotonic()
+        if file.size <= part:
+            data = b"".join(_bytes(stream, file.size, self.stop))
+            digest.update(data)
+            self._check(digest, file)
+            self.call(
+                f"writing s3://{bucket}/{key}",
+                self.s3.put_object,
+                Bucket=bucket,
+                Key=key,
+                Body=data,
+                Metadata=metadata,
+                ContentType=CONTENT_TYPE,
+                ChecksumCRC32=crc32_b64(data),
+            )
+        else:
+            upload_id = self.call(
+                f"starting s3://{bucket}/{key}",
+                self.s3.create_multipart_upload,
+                Bucket=bucket,
+                Key=key,
+                Metadata=metadata,
+                ContentType=CONTENT_TYPE,
+                ChecksumAlgorithm="CRC32",
+            )["UploadId"]
+            parts: list[dict[str, Any]] = []
+            try:
+                left = file.size
+                while left > 0:
+                    data = b"".join(_bytes(stream, min(part, left), self.stop))
+                    left -= len(data)
+                    digest.update(data)
+                    checksum = crc32_b64(data)
+                    answer = self.call(
+                        f"writing part {len(parts) + 1} of s3://{bucket}/{key}",
+                        self.s3.upload_part,
+                        Bucket=bucket,
+                        Key=key,
+                        UploadId=upload_id,
+                        PartNumber=len(parts) + 1,
+                        Body=data,
+                        ChecksumCRC32=checksum,
+                    )
+                    parts.append({"PartNumber": len(parts) + 1, "ETag": answer["ETag"], "ChecksumCRC32": checksum})
+                self._check(digest, file)
+                self.call(
+                    f"completing s3://{bucket}/{key}",
+                    self.s3.complete_multipart_upload,
+                    Bucket=bucket,
+                    Key=key,
+                    UploadId=upload_id,
+                    MultipartUpload={"Parts": parts},
+                )
+            except BaseException:
+                # What an abort that fails leaves, the bucket's rule for incomplete uploads removes.
+                with contextlib.suppress(Exception):
+                    self.s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
+                raise
+        self.log.emit("done", path=file.path, size=file.size, seconds=time.monotonic() - started)
+
+    def _check(self, digest: Any, file: HubFile) -> None:
+        if digest.hexdigest() != file.sha256:
+            raise SourceChanged(
+                f"{file.path}: SHA-256 {digest.hexdigest()} on the second read, {file.sha256} on the first"
+            )
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add(FLAG, dest="source_s3_uri", required=True, help="s3://bucket/key.tar.gz: a gzip-compressed tar to unpack")
+    add("--source-etag", help="the ETag the archive must have (the staging handler passes the one it planned with)")
+    add("--destination", required=True, help="s3://bucket/prefix/: files go to <prefix>/s3-tarball--<hash>/<etag>/")
+    add("--include", action="append", help="glob of archive files to unpack (repeatable, or one JSON array)")
+    add("--exclude", action="append", help="glob of archive files to leave out (repeatable, or one JSON array)")
+    add("--part-size-mib", type=int, default=64, help="multipart part size in MiB, 5-5120 (default 64; one in memory)")
+    add(
+        "--max-members",
+        type=int,
+        default=DEFAULT_MAX_MEMBERS,
+        help=f"most archive members (default {DEFAULT_MAX_MEMBERS:,})",
+    )
+    add("--max-total-bytes", type=int, default=DEFAULT_MAX_TOTAL_BYTES, help="most bytes of files (default 2 TiB)")
+    add("--max-attempts", type=int, default=5, help="attempts per read of the archive before the run fails")
+    add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
+    add("--resource-config", help="host list of a multi-instance job: hosts other than the first do nothing")
+    add("--progress-interval-s", type=float, default=10.0, help="accepted for the Hub worker's flags; unused")
+    add(
+        "--failure-file", help="where the failure reason goes (default $HFSTAGE_FAILURE_FILE or /opt/ml/output/message)"
+    )
+
+
+def validate(args: argparse.Namespace, destination: re.Pattern[str]) -> list[str]:
+    problems = []
+    try:
+        parse_source(args.source_s3_uri)
+    except ValueError as error:
+        problems.append(f"{FLAG} {error}")
+    if args.source_etag:
+        try:
+            normal_etag(args.source_etag)
+        except ValueError as error:
+            problems.append(f"--source-etag: {error}")
+    match = destination.fullmatch(args.destination)
+    if not match:
+        problems.append(f"--destination {args.destination[:200]!r} is not s3://<bucket>/<prefix>/")
+    else:
+        args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
+    if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
+        problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
+    for name in ("max_members", "max_total_bytes", "max_attempts"):
+        if getattr(args, name) < 1:
+            problems.append(f"--{name.replace('_', '-')} must be at least 1")
+    if args.retry_base_s < 0:
+        problems.append("--retry-base-s must be positive")
+    args.include = _patterns(args.include)
+    args.exclude = _patterns(args.exclude)
+    return problems
+
+
+def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
+    parser = _Parser(prog=prog, description="Unpack a model.tar.gz in S3 into a verified prefix.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    problems = validate(args, DESTINATION)
+    if problems:
+        raise Failure(EXIT_USAGE, "bad arguments: " + "; ".join(problems))
+    return args
+
+
+def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> int:
+    """The worker's tarball mode (hfstage.worker.main hands over when ``--source-s3-uri`` is given)."""
+    log = EventLog()
+    failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
+    stop = threading.Event()
+    signals: list[str] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        signals.append(signal.Signals(signum).name)
+        stop.set()
+
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, on_signal)
+    label = "unpacking the archive"
+    started = time.monotonic()
+    try:
+        args = parse_args(argv, prog)
+        failure_file = args.failure_file or failure_file
+        label = f"unpacking {args.source_s3_uri}"
+        if args.resource_config:
+            try:
+                current, hosts = read_hosts(args.resource_config)
+            except ValueError as error:
+                raise Failure(EXIT_USAGE, str(error)) from None
+            if current != leader(hosts):
+                # One stream cannot be shared out: the first host does the work, the others are done at once.
+                log.emit("summary", status="ok", host=current, reason="an archive is unpacked by the first host only")
+                return EXIT_OK
+        from hfstage.transfer import Settings
+
+        s3 = s3_client if s3_client is not None else make_s3_client(Settings(parts_in_flight=2, files_in_flight=1))
+        log.emit("begin", source=args.source_s3_uri, destination=args.destination, part_size_mib=args.part_size_mib)
+        summary = TarballRun(args, log, stop, s3).execute()
+        seconds = time.monotonic() - started
+        log.emit(
+            "summary",
+            status="ok",
+            seconds=seconds,
+            mb_per_s=summary["bytes_uploaded"] / 1e6 / max(seconds, 1e-9),
+            **summary,
+        )
+        return EXIT_OK
+    except SystemExit as exit_:  # --help
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
+    except Failure as failure:
+        report_failure(f"{label} failed: {failure.message}", failure_file, log)
+        return failure.code
+    except SourceChanged as error:
+        report_failure(f"{label} failed: {error}; rerun to stage the new archive", failure_file, log)
+        return EXIT_SOURCE
+    except Exception as error:
+        report_failure(f"{label} failed: internal error {type(error).__name__}: {error}", failure_file, log)
+        return EXIT_TRANSFER
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,338 @@
+"""The worker's tarball mode end to end: a model.tar.gz in moto's S3 (over HTTP) unpacked into a verified prefix.
+
+Archives are built here with tarfile, hostile ones included; nothing in the worker is patched: its boto3
+client is handed in only so that a ``before-call`` hook can count the S3 operations it makes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import random
+import tarfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hfstage.manifest import MANIFEST_NAME
+from hfstage.tarball import tarball_prefix
+from tests.fakes.fixtures import S3Env, boto_session, s3  # noqa: F401
+
+MiB = 1024 * 1024
+SOURCE_KEY = "job-1/output/model.tar.gz"
+WEIGHTS = random.Random(7).randbytes(12 * MiB + 123)  # three 5 MiB parts
+FILES = {
+    "config.json": b'{"architectures": ["DemoForCausalLM"], "num_hidden_layers": 2}\n',
+    "tokenizer.json": b'{"model": {}}\n',
+    "model.safetensors": WEIGHTS,
+    "extra/notes.txt": b"fine-tuned\n",
+}
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    message: str | None
+    calls: Counter[str]
+
+
+def member(
+    name: str, data: bytes = b"", kind: bytes = tarfile.REGTYPE, **extra: object
+) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.size = len(data) if kind in (tarfile.REGTYPE, tarfile.AREGTYPE) else 0
+    for key, value in extra.items():
+        setattr(info, key, value)
+    return info, data
+
+
+def archive(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", format=fmt) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return buffer.getvalue()
+
+
+def files(names: dict[str, bytes], top: str = "") -> list[tuple[tarfile.TarInfo, bytes]]:
+    out = [member(top.rstrip("/"), kind=tarfile.DIRTYPE)] if top else []
+    return out + [member(top + name, data) for name, data in names.items()]
+
+
+@pytest.fixture
+def unpack(s3: S3Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # noqa: F811
+    from hfstage.worker import main
+
+    def run(data: bytes | None, *extra: str, key: str = SOURCE_KEY) -> Result:
+        if data is not None:
+            s3.client.put_object(Bucket=s3.bucket, Key=key, Body=data)
+        client, counter = s3.worker_client()
+        message_file = tmp_path / "message"
+        message_file.unlink(missing_ok=True)
+        capsys.readouterr()
+        argv = [
+            f"--source-s3-uri=s3://{s3.bucket}/{key}",
+            f"--destination=s3://{s3.bucket}/models/",
+            "--part-size-mib=5",
+            "--retry-base-s=0.01",
+            f"--failure-file={message_file}",
+            *extra,
+        ]
+        code = main(argv, s3_client=client)
+        message = message_file.read_text() if message_file.exists() else None
+        return Result(code, capsys.readouterr().out, message, counter.calls)
+
+    return run
+
+
+def staged_prefix(s3: S3Env, key: str = SOURCE_KEY) -> str:  # noqa: F811
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=key)["ETag"]
+    return tarball_prefix("models/", f"s3://{s3.bucket}/{key}", etag)
+
+
+def written(s3: S3Env) -> list[str]:  # noqa: F811
+    return s3.list_keys("models/")
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        pytest.param(files(FILES), id="files-at-root"),
+        pytest.param(files(FILES, top="model/"), id="one-top-folder"),
+        pytest.param(files(FILES, top="./"), id="dot-slash"),
+    ],
+)
+def test_a_good_archive_becomes_a_verified_prefix(unpack, s3: S3Env, layout) -> None:  # noqa: F811
+    result = unpack(archive(layout))
+    assert result.code == 0, result.message
+    prefix = staged_prefix(s3)
+    assert written(s3) == sorted([prefix + MANIFEST_NAME, *(prefix + name for name in FILES)])
+    for name, data in FILES.items():
+        assert s3.body(prefix + name) == data
+    manifest = json.loads(s3.body(prefix + MANIFEST_NAME))
+    assert manifest["repo_id"] == f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert {e["path"]: (e["size"], e["sha256"]) for e in manifest["files"]} == {
+        name: (len(data), hashlib.sha256(data).hexdigest()) for name, data in FILES.items()
+    }
+    assert manifest["total_bytes"] == sum(len(d) for d in FILES.values())
+    assert result.calls["CreateMultipartUpload"] == 1  # the weights; the small files are single PUTs
+    assert result.calls["UploadPart"] == 3
+    assert s3.open_uploads() == []
+    # Both passes read the archive, each as one stream pinned to the ETag.
+    assert result.calls["GetObject"] >= 2
+
+
+def test_a_rerun_reads_neither_the_archive_nor_writes(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    again = unpack(None)
+    assert again.code == 0
+    assert "event=up_to_date" in again.out
+    assert again.calls["PutObject"] == again.calls["CreateMultipartUpload"] == 0
+    assert again.calls["GetObject"] == 1  # the manifest only
+
+
+def test_a_rerun_after_a_lost_object_writes_only_that_one(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    prefix = staged_prefix(s3)
+    s3.client.delete_object(Bucket=s3.bucket, Key=prefix + "tokenizer.json")
+    again = unpack(None)
+    assert again.code == 0, again.message
+    assert again.calls["PutObject"] == 2  # tokenizer.json and the manifest
+    assert again.calls["CreateMultipartUpload"] == 0
+    assert s3.body(prefix + "tokenizer.json") == FILES["tokenizer.json"]
+
+
+def test_a_new_archive_under_the_same_key_goes_to_a_new_prefix(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    first = staged_prefix(s3)
+    assert unpack(archive(files({**FILES, "config.json": b"{}"}))).code == 0
+    assert staged_prefix(s3) != first
+    assert s3.body(staged_prefix(s3) + "config.json") == b"{}"
+
+
+CONFIG = member("config.json", b"{}")
+HOSTILE = {
+    "absolute": ([member("/etc/config.json", b"x")], "an absolute path"),
+    "dot-dot": ([CONFIG, member("../escape.bin", b"x")], "'..' segment"),
+    "backslash": ([CONFIG, member("a\\b.bin", b"x")], "a backslash"),
+    "non-printable": ([CONFIG, member("a\x1b[2Jb.bin", b"x")], "non-printable"),
+    "symlink": (
+        [CONFIG, member("w.bin", kind=tarfile.SYMTYPE, linkname="/etc/passwd")],
+        "a symbolic link",
+    ),
+    "hardlink": (
+        [CONFIG, member("w.bin", kind=tarfile.LNKTYPE, linkname="config.json")],
+        "a hard link",
+    ),
+    "device": ([CONFIG, member("dev", kind=tarfile.CHRTYPE, devmajor=1, devminor=3)], "a device"),
+    "fifo": ([CONFIG, member("pipe", kind=tarfile.FIFOTYPE)], "a FIFO"),
+    "duplicate": ([CONFIG, member("config.json", b"{ }")], "listed twice"),
+    "file-and-folder": ([CONFIG, member("w", b"x"), member("w/a.bin", b"y")], "both a file and"),
+    "file-and-folder-entry": (
+        [CONFIG, member("w", b"x"), member("w", kind=tarfile.DIRTYPE)],
+        "both a file and",
+    ),
+    "manifest-name": ([CONFIG, member(MANIFEST_NAME, b"{}")], "the worker's manifest"),
+    "resume-area": ([CONFIG, member(".hfstage-resume/x", b"{}")], "resume area"),
+    "no-files": ([member("only", kind=tarfile.DIRTYPE)], "no regular file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_an_unsafe_member_is_refused_before_any_write(unpack, s3: S3Env, case: str) -> None:  # noqa: F811
+    members, reason = HOSTILE[case]
+    result = unpack(archive(members))
+    assert result.code == 3, result.out
+    assert result.message and reason in result.message
+    assert "refused before any upload" in result.message
+    assert written(s3) == []
+    assert result.calls["PutObject"] == result.calls["CreateMultipartUpload"] == 0
+
+
+def test_bounds_on_members_and_bytes(unpack, s3: S3Env) -> None:  # noqa: F811
+    data = archive(files({f"f{i}.txt": b"x" for i in range(5)}))
+    many = unpack(data, "--max-members=4")
+    assert many.code == 3 and "more than 4 members" in (many.message or "")
+    big = unpack(data, "--max-total-bytes=4")
+    assert big.code == 3 and "more than 4 bytes" in (big.message or "")
+    assert written(s3) == []
+    assert unpack(data, "--max-members=5", "--max-total-bytes=5").code == 0
+
+
+def test_a_huge_header_extension_is_refused_unread(unpack, s3: S3Env) -> None:  # noqa: F811
+    info, data = member("config.json", b"{}")
+    info.pax_headers = {"comment": "x" * (2 * MiB)}
+    result = unpack(archive([(info, data)]))
+    assert result.code == 3
+    assert "header extension" in (result.message or "")
+    assert written(s3) == []
+
+
+def test_not_a_gzip_tar(unpack, s3: S3Env) -> None:  # noqa: F811
+    result = unpack(b"PK\x03\x04 not a tarball" * 100)
+    assert result.code == 3
+    assert "not a readable gzip-compressed tar" in (result.message or "")
+    assert written(s3) == []
+
+
+def test_a_replaced_archive_is_refused_by_its_etag(unpack, s3: S3Env) -> None:  # noqa: F811
+    result = unpack(archive(files(FILES)), '--source-etag="0123456789abcdef0123456789abcdef"')
+    assert result.code == 3
+    assert "not the planned 0123456789abcdef0123456789abcdef" in (result.message or "")
+    assert written(s3) == []
+
+
+def test_a_missing_archive_names_it(unpack, s3: S3Env) -> None:  # noqa: F811
+    result = unpack(None, key="absent/model.tar.gz")
+    assert result.code == 3
+    assert f"s3://{s3.bucket}/absent/model.tar.gz" in (result.message or "")
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["s3://b/model.tar", "s3://Bad_Bucket/m.tar.gz", "s3://bucket/a*/m.tar.gz", "s3://bucket/a\u00e9/m.tar.gz"],
+)
+def test_bad_source_uris_are_usage_errors(unpack, uri: str) -> None:
+    from hfstage.worker import main
+
+    assert main([f"--source-s3-uri={uri}", "--destination=s3://bucket/models/"]) == 2
+
+
+def test_the_staged_prefix_passes_the_preflight_s3_check(unpack, s3: S3Env) -> None:  # noqa: F811
+    from tests.fakes.handlers import load_handler
+
+    assert unpack(archive(files(FILES, top="model/"))).code == 0
+    preflight = load_handler("deployment_preflight")
+    checkpoint = preflight.read_checkpoint(boto_session().client("s3"), s3.bucket, staged_prefix(s3))
+    assert preflight.check_s3(checkpoint, allow_unverified=False) == []
+
+
+def test_an_archive_replaced_between_the_two_reads_is_refused(s3: S3Env, tmp_path: Path) -> None:  # noqa: F811
+    """Every GET carries If-Match with the planned ETag: a replaced archive fails the run, it is not mixed in."""
+    from hfstage.worker import main
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    client, _ = s3.worker_client()
+    gets: list[str] = []
+
+    def replace_before_the_second_read(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY:
+            gets.append(params.get("IfMatch", ""))
+            if len(gets) == 2:
+                s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+
+    client.meta.events.register("before-parameter-build.s3.GetObject", replace_before_the_second_read)
+    message = tmp_path / "message"
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    code = main([*argv, "--part-size-mib=5", f"--failure-file={message}"], s3_client=client)
+    assert code == 3
+    assert "changed while it was read (If-Match failed)" in message.read_text()
+    assert all(tag.startswith('"') and len(tag) == 34 for tag in gets)  # the quoted ETag, on every GET
+    assert not [k for k in written(s3) if k.endswith(MANIFEST_NAME)]  # never a manifest for a mixed prefix
+
+
+class _DroppingBody:
+    def __init__(self, data: bytes, drop_after: int | None) -> None:
+        self.data, self.drop_after, self.offset = data, drop_after, 0
+
+    def read(self, n: int) -> bytes:
+        if self.drop_after is not None and self.offset >= self.drop_after:
+            raise ConnectionResetError("connection reset by peer")
+        chunk = self.data[self.offset : self.offset + n]
+        self.offset += len(chunk)
+        return chunk
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_dropped_stream_resumes_with_a_ranged_get() -> None:
+    import threading
+    from types import SimpleNamespace
+
+    from hfstage.events import EventLog
+    from hfstage.tarball import SourceReader
+
+    data = bytes(range(256)) * 4096  # 1 MiB
+    requests: list[dict] = []
+
+    class Client:
+        def get_object(self, **request: object) -> dict:
+            requests.append(request)
+            start = int(str(request.get("Range", "bytes=0-"))[6:-1])
+            return {"Body": _DroppingBody(data[start:], 300_000 if len(requests) == 1 else None)}
+
+    run = SimpleNamespace(
+        s3=Client(),
+        source_bucket="b",
+        source_key="k.tar.gz",
+        source_uri="s3://b/k.tar.gz",
+        etag="0" * 32,
+        source_size=len(data),
+        max_attempts=3,
+        retry_base_s=0.0,
+        stop=threading.Event(),
+        log=EventLog(io.StringIO()),
+    )
+    reader = SourceReader(run)  # type: ignore[arg-type]
+    out = bytearray()
+    while chunk := reader.read(100_000):
+        out += chunk
+    assert bytes(out) == data
+    assert [r.get("Range") for r in requests] == [None, "bytes=300000-"]
+    assert all(r["IfMatch"] == '"' + "0" * 32 + '"' for r in requests)
+
+
+def test_exclude_leaves_files_out_and_other_patterns_are_not_up_to_date(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    again = unpack(None, "--exclude=tokenizer.json", '--exclude=["extra/*"]')
+    assert again.code == 0 and "event=up_to_date" not in again.out
+    manifest = json.loads(s3.body(staged_prefix(s3) + MANIFEST_NAME))
+    assert sorted(e["path"] for e in manifest["files"]) == ["config.json", "model.safetensors"]
+    assert manifest["archive"]["exclude"] == ["tokenizer.json", "extra/*"]
+    assert again.calls["PutObject"] == 1  # only the manifest: the selected files were there already
