@@ -3,6 +3,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 # Warnings without their construct's creation stack trace (a bare "program.js:1:NNNN" line otherwise).
@@ -13,12 +14,19 @@ from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import Refusal
 from stacks.config import DeploymentConfig
+from stacks.fleet import deployments_of, fleet_from_context
+from stacks.fleet_stacks import build_fleet
 from stacks.llm_endpoint_stack import LlmEndpointStack
 
 
 def build_app(app: cdk.App) -> cdk.App:
-    config = DeploymentConfig.from_context(app.node.get_all_context())
-    LlmEndpointStack(app, config.stack_name, config=config)
+    context = app.node.get_all_context()
+    deployments = deployments_of(context, read_text=lambda path: Path(path).read_text(encoding="utf-8"))
+    if deployments is None:
+        config = DeploymentConfig.from_context(context)
+        LlmEndpointStack(app, config.stack_name, config=config)
+    else:  # a fleet: one stack per endpoint and the app's bucket (docs/guide/fleets.md)
+        build_fleet(app, fleet_from_context(context, deployments))
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app
 

@@ -197,6 +197,8 @@ class DeploymentConfig:
     alarm_no_capacity: bool
     dashboard: bool
     gguf_file: str | None
+    deployments: dict[str, Any] | None  # a fleet: stacks/fleet.py reads it
+    deployments_file: str | None
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
     image_source: str = "engine default"

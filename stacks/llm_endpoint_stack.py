@@ -31,61 +31,26 @@ from .observability import add_observability, update_policy_of
 
 
 class LlmEndpointStack(cdk.Stack):
-    def __init__(self, scope: Construct, id: str, *, config: DeploymentConfig, **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: DeploymentConfig,
+        bucket_app: str | None = None,
+        **kwargs,
+    ) -> None:
+        """``bucket_app``: the app whose bucket (app_bucket_name) this stack creates or reuses; a fleet's stacks
+        share their app's (stacks/fleet.py). Default: ``config.stack_name``."""
         super().__init__(
             scope,
             id,
             description=f"{config.model_id} on {config.instance_type} with {config.engine} (SageMaker endpoint)",
             **kwargs,
         )
-        key = kms.Key.from_key_arn(self, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
-        self.checkpoint: StagedCheckpoint | None = None
-        if config.model_s3_uri:
-            model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
-        else:
-            # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
-            # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
-            # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
-            app_bucket = app_bucket_name(config.stack_name)
-            bucket = (
-                s3.Bucket.from_bucket_attributes(
-                    self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
-                )
-                if config.model_bucket
-                else s3.Bucket.from_bucket_name(self, "ModelBucket", app_bucket)
-                if config.reuse_model_bucket
-                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket).bucket
-            )
-            secret = (
-                secretsmanager.Secret.from_secret_attributes(
-                    self,
-                    "HubToken",
-                    secret_complete_arn=config.hf_token_secret_arn,
-                    # A customer-managed key: whoever reads the secret may decrypt with it (grant_read does).
-                    encryption_key=kms.Key.from_key_arn(self, "HubTokenKey", config.hf_token_kms_key_arn)
-                    if config.hf_token_kms_key_arn
-                    else None,
-                )
-                if config.hf_token_secret_arn
-                else None
-            )
-            model = self.checkpoint = StagedCheckpoint(
-                self,
-                "Checkpoint",
-                repo_id=config.model_id,
-                revision=config.revision,
-                bucket=bucket,
-                include=config.staging_include,
-                exclude=config.exclude,
-                hf_token_secret=secret,
-                instance_type=config.staging_instance_type,
-                max_instances=config.staging_max_instances,
-                max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
-                bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
-                engine=config.engine,
-                allow_checkpoint_code=config.allow_checkpoint_code,
-                trust_remote_code=config.trust_remote_code,
-            )
+        self.bucket_app = bucket_app or config.stack_name
+        model = self.model_source(self, config)
+        self.checkpoint = model if isinstance(model, StagedCheckpoint) else None
 
         self.preflight = self._preflight(config, model)
         model = self.preflight.checked_model  # the Model (or component) waits for the preflight
@@ -167,6 +132,53 @@ class LlmEndpointStack(cdk.Stack):
             ),
         )
 
+    def model_source(self, scope: Construct, config: DeploymentConfig) -> ModelSource:
+        """The deployment's weights under ``scope``: the prefix it names, or a checkpoint staged into the bucket."""
+        key = kms.Key.from_key_arn(scope, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
+        if config.model_s3_uri:
+            return S3ModelData.from_s3_uri(scope, "ModelBucket", config.model_s3_uri, encryption_key=key)
+        # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
+        # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
+        # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
+        app_bucket = app_bucket_name(self.bucket_app)
+        bucket = (
+            s3.Bucket.from_bucket_attributes(scope, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key)
+            if config.model_bucket
+            else s3.Bucket.from_bucket_name(scope, "ModelBucket", app_bucket)
+            if config.reuse_model_bucket
+            else ModelBucket(scope, "ModelBucket", bucket_name=app_bucket).bucket
+        )
+        secret = (
+            secretsmanager.Secret.from_secret_attributes(
+                scope,
+                "HubToken",
+                secret_complete_arn=config.hf_token_secret_arn,
+                # A customer-managed key: whoever reads the secret may decrypt with it (grant_read does).
+                encryption_key=kms.Key.from_key_arn(scope, "HubTokenKey", config.hf_token_kms_key_arn)
+                if config.hf_token_kms_key_arn
+                else None,
+            )
+            if config.hf_token_secret_arn
+            else None
+        )
+        return StagedCheckpoint(
+            scope,
+            "Checkpoint",
+            repo_id=config.model_id,
+            revision=config.revision,
+            bucket=bucket,
+            include=config.staging_include,
+            exclude=config.exclude,
+            hf_token_secret=secret,
+            instance_type=config.staging_instance_type,
+            max_instances=config.staging_max_instances,
+            max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
+            bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
+            engine=config.engine,
+            allow_checkpoint_code=config.allow_checkpoint_code,
+            trust_remote_code=config.trust_remote_code,
+        )
+
     def _standard_endpoint(self, config: DeploymentConfig, model: ModelSource) -> GpuEndpoint:
         endpoint = GpuEndpoint(
             self,
@@ -224,8 +236,17 @@ class LlmEndpointStack(cdk.Stack):
             capacity_reservation_arn=config.capacity_reservation_arn,
             endpoint_name=config.endpoint_name,
         )
-        self.component = endpoint.add_component(
+        self.component = self.add_model_component(endpoint, config, model)
+        return endpoint
+
+    def add_model_component(
+        self, endpoint: ComponentEndpoint, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None
+    ) -> InferenceComponent:
+        """The deployment's model as a component of ``endpoint`` (under ``scope``: a fleet packs several)."""
+        return InferenceComponent(
+            scope or endpoint,
             "Model",
+            endpoint=endpoint,
             model=model,
             engine=config.engine_spec,
             image=config.serving_image,
@@ -244,9 +265,10 @@ class LlmEndpointStack(cdk.Stack):
             component_name=config.component_name,
             allow_checkpoint_code=config.allow_checkpoint_code,
         )
-        return endpoint
 
-    def _smoke_test(self, config: DeploymentConfig) -> EndpointSmokeTest:
+    def _smoke_test(
+        self, config: DeploymentConfig, component: InferenceComponent | None = None, scope: Construct | None = None
+    ) -> EndpointSmokeTest:
         options = {
             "prompt": config.smoke_prompt,
             "max_tokens": config.smoke_max_tokens,
@@ -255,11 +277,14 @@ class LlmEndpointStack(cdk.Stack):
             "budget": cdk.Duration.seconds(config.smoke_budget_s),
             "stream_format": get_engine(config.engine).stream_format,
         }
-        if self.component is None:
+        component = component or self.component
+        if component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
-        return EndpointSmokeTest.for_component(self, "SmokeTest", self.component, **options)
+        return EndpointSmokeTest.for_component(scope or self, "SmokeTest", component, **options)
 
-    def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
+    def _preflight(
+        self, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None
+    ) -> DeploymentPreflight:
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
             initial_instances=config.instance_count,
@@ -269,7 +294,7 @@ class LlmEndpointStack(cdk.Stack):
         )
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         return DeploymentPreflight(
-            self,
+            scope or self,
             "Preflight",
             model=model,
             instance_type=config.instance_type,
