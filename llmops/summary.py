@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from constructs_lib.prices import hours_per_month
+from llmops.fleet_summary import fleet_total_lines
 from llmops.price_list import price
 
 DEFAULT_REGION = "us-east-1"
@@ -197,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in templates:
         print(path)
         print("\n".join(describe(json.loads(path.read_text()), region)))
+    for line in fleet_total_lines([json.loads(p.read_text()) for p in templates], region):  # several endpoints
+        print(line)
     return 0
 
 
