@@ -16,8 +16,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from constructs_lib import INFERENCE_COMPONENT, get_engine
-from constructs_lib.adapter_component import adapter_env, artifact_problems, engine_without_adapters
+from constructs_lib import (
+    INFERENCE_COMPONENT,
+    adapter_artifact_problems,
+    adapter_env,
+    engine_without_adapters,
+    get_engine,
+)
 from constructs_lib.names import COMPONENT_NAME, matches
 
 from .config import ConfigError, DeploymentConfig
@@ -245,7 +250,7 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
         if not isinstance(uri, str):
             problems.append(f"{key}.model_s3_uri: missing; give s3://<bucket>/<key>.tar.gz")
             continue
-        found = artifact_problems(f"{key}.model_s3_uri", uri)
+        found = adapter_artifact_problems(f"{key}.model_s3_uri", uri)
         problems += found
         if not found:
             adapters.append(Adapter(name=name, artifact_url=uri))

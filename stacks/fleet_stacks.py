@@ -7,8 +7,7 @@ import dataclasses
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib import InferenceComponent, ModelBucket, app_bucket_name
-from constructs_lib.adapter_component import AdapterComponent
+from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, app_bucket_name
 
 from .config import DeploymentConfig
 from .fleet import Fleet, FleetDeployment, pascal
