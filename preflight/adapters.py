@@ -4,7 +4,8 @@ The fields are PEFT's ``LoraConfig`` as saved by ``save_pretrained`` (huggingfac
 src/peft/tuners/lora/config.py: ``peft_type``, ``base_model_name_or_path``, ``r``, ``target_modules``).
 vLLM refuses an adapter whose rank exceeds ``--max-lora-rank`` when it loads it ("LoRA rank {rank} is greater
 than max_lora_rank {max}", vllm-project/vllm vllm/lora/worker_manager.py), which on SageMaker fails the adapter
-component after the GPUs are paid for; the default is 16 (aws/model-hosting-container-standards docs/sagemaker/05_lora_adapter_management.md).
+component after the GPUs are paid for;
+the default is 16 (aws/model-hosting-container-standards docs/sagemaker/05_lora_adapter_management.md).
 """
 
 from __future__ import annotations
