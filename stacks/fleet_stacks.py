@@ -59,7 +59,16 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
     return stacks
 
 
-def _deployment_outputs(stack: cdk.Stack, deployment: FleetDeployment, component: InferenceComponent | None) -> None:
+def _deployment_outputs(
+    stack: LlmEndpointStack, deployment: FleetDeployment, component: InferenceComponent | None
+) -> None:
+    # llmops/fleet_target.py finds a deployment by these keys (llmops invoke --deployment NAME).
+    cdk.CfnOutput(
+        stack,
+        f"{pascal(deployment.name)}EndpointName",
+        value=stack.endpoint.endpoint_name,
+        description=f"Endpoint of deployment {deployment.name}",
+    )
     if component is not None:
         cdk.CfnOutput(
             stack,
