@@ -50,7 +50,9 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
             config = staged_into_app_bucket(deployment.config)
             model = stack.model_source(scope, config)
             preflight = stack._preflight(config, model, scope)
-            component = stack.add_model_component(stack.endpoint, config, preflight.checked_model, scope)
+            component = stack.add_model_component(
+                stack.endpoint, config, preflight.checked_model, scope, id=f"{pascal(deployment.name)}Model"
+            )
             if config.smoke_test:
                 stack._smoke_test(config, component, scope)
             _deployment_outputs(stack, deployment, component)

@@ -240,12 +240,18 @@ class LlmEndpointStack(cdk.Stack):
         return endpoint
 
     def add_model_component(
-        self, endpoint: ComponentEndpoint, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None
+        self,
+        endpoint: ComponentEndpoint,
+        config: DeploymentConfig,
+        model: ModelSource,
+        scope: Construct | None = None,
+        id: str = "Model",
     ) -> InferenceComponent:
-        """The deployment's model as a component of ``endpoint`` (under ``scope``: a fleet packs several)."""
+        """The deployment's model as a component of ``endpoint`` (under ``scope`` and ``id``: a fleet packs several,
+        each named after its deployment)."""
         return InferenceComponent(
             scope or endpoint,
-            "Model",
+            id,
             endpoint=endpoint,
             model=model,
             engine=config.engine_spec,

@@ -166,3 +166,14 @@ def test_cdk_nag_is_clean_for_every_stack(assembly):
     assert plugin["violations"] == []
     for finding in plugin["suppressedViolations"]:
         assert len(finding["reason"]) > 40, finding
+
+
+def test_packed_components_are_accounted_together_on_their_endpoint(tmp_path):
+    """Each copy fits alone (4 GPUs of ml.g6.12xlarge), both together do not: synth refuses, naming both."""
+    packed = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 4}
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(
+        json.dumps({"a": {**packed, "endpoint": "e"}, "b": {**packed, "endpoint": "e", "model_id": "Qwen/Qwen3-0.6B"}})
+    )
+    with pytest.raises(Exception, match=r"need Model 1 x 4 \+ BModel 1 x 4 = 8 GPUs together"):
+        build(outdir=str(tmp_path / "out"), deployments_file=str(fleet)).synth()
