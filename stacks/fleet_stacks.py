@@ -12,6 +12,7 @@ from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, ap
 from .config import DeploymentConfig
 from .fleet import Fleet, FleetDeployment, pascal
 from .llm_endpoint_stack import LlmEndpointStack
+from .observability import thresholds_of, update_policy_of
 
 
 class ModelBucketStack(cdk.Stack):
@@ -53,12 +54,23 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
             component = stack.add_model_component(
                 stack.endpoint, config, preflight.checked_model, scope, id=f"{pascal(deployment.name)}Model"
             )
+            _guard(stack, config, component)
             if config.smoke_test:
                 stack._smoke_test(config, component, scope)
             _deployment_outputs(stack, deployment, component)
             _add_adapters(stack, scope, deployment, component)
         stacks.append(stack)
     return stacks
+
+
+def _guard(stack: LlmEndpointStack, config: DeploymentConfig, component: InferenceComponent) -> None:
+    """A packed component gets what the stack's first one gets (stacks/observability.py): its own alarms on the
+    stack's topic, and the rolling update policy they roll back."""
+    alarms = []
+    topic = stack.node.try_find_child("AlarmTopic")  # add_observability's, when alarms are on (ENDPOINT_KEYS agree)
+    if config.alarms and topic is not None:
+        alarms = component.add_alarms(thresholds_of(vars(config)), topic=topic.topic)
+    component.apply_update_policy(update_policy_of(vars(config)), rollback_on=alarms)
 
 
 def _deployment_outputs(

@@ -177,3 +177,28 @@ def test_packed_components_are_accounted_together_on_their_endpoint(tmp_path):
     )
     with pytest.raises(Exception, match=r"need Model 1 x 4 \+ BModel 1 x 4 = 8 GPUs together"):
         build(outdir=str(tmp_path / "out"), deployments_file=str(fleet)).synth()
+
+
+def test_every_packed_model_gets_alarms_and_a_rolling_update_policy(assembly):
+    resources = template(assembly, f"{APP}-shared")["Resources"]
+    models = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::SageMaker::InferenceComponent" and "ModelName" in r["Properties"]["Specification"]
+    ]
+    assert len(models) == 2
+    for component in models:
+        rolling = component["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
+        assert rolling["MaximumBatchSize"]["Type"] == "COPY_COUNT"
+        alarms = component["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
+        assert alarms
+    names = [json.dumps(m["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]) for m in models]
+    assert names[0] != names[1]  # each component is rolled back by its own alarms
+    # The adapter has no deployment config: it rolls with its base.
+    (adapter,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+        and "BaseInferenceComponentName" in r["Properties"]["Specification"]
+    ]
+    assert "DeploymentConfig" not in adapter["Properties"]
