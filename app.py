@@ -15,6 +15,8 @@ from cdk_nag import AwsSolutionsChecks
 from constructs_lib import Refusal
 from llmops.facts import RECORD, FactsSource
 from stacks.config import ConfigError, DeploymentConfig
+from stacks.fleet import deployments_of, fleet_from_context
+from stacks.fleet_stacks import build_fleet
 from stacks.llm_endpoint_stack import LlmEndpointStack
 from stacks.model_checks import apply_model_facts
 
@@ -25,7 +27,13 @@ FACTS = Path(__file__).resolve().parent / RECORD
 def build_app(app: cdk.App, *, facts: FactsSource | None = None) -> cdk.App:
     """facts: where the model's Hub facts are recorded (and looked up when missing). Default: none, so the
     model checks wait for the deploy preflight (the tests' default: no network)."""
-    config = DeploymentConfig.from_context(app.node.get_all_context())
+    context = app.node.get_all_context()
+    deployments = deployments_of(context, read_text=lambda path: Path(path).read_text(encoding="utf-8"))
+    if deployments is not None:  # a fleet: one stack per endpoint and the app's bucket (docs/guide/fleets.md)
+        build_fleet(app, fleet_from_context(context, deployments))
+        cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+        return app
+    config = DeploymentConfig.from_context(context)
     # The lookup is a step of the app, like CDK's own context lookups: the facts come from the record when
     # it has them, from the Hub (then recorded) when not; the checks then refuse what cannot run.
     known = None

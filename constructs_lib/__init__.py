@@ -5,6 +5,8 @@ planners the constructs check their props with (so an app can check its own sett
 repository's ``stacks/`` does). Everything else is internal and may change. Reference: docs/constructs/.
 """
 
+from .adapter_component import AdapterComponent, adapter_env, engine_without_adapters
+from .adapter_component import artifact_problems as adapter_artifact_problems
 from .catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from .component_plan import (
     DEPLOYMENT_MODES,
@@ -87,6 +89,7 @@ __all__ = [
     "TIMEOUT_RANGE_S",
     "UPDATE_POLICIES",
     "WAIT_RANGE_S",
+    "AdapterComponent",
     "AlarmThresholds",
     "AlarmTopic",
     "AssetImage",
@@ -111,11 +114,14 @@ __all__ = [
     "StagedCheckpoint",
     "UpdatePolicy",
     "VpcPlacement",
+    "adapter_artifact_problems",
+    "adapter_env",
     "app_bucket_name",
     "bucket_name_problem",
     "checkpoint_code_patterns",
     "default_image",
     "engine_names",
+    "engine_without_adapters",
     "get_engine",
     "hub_prefix",
     "is_model_archive",

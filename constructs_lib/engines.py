@@ -135,6 +135,9 @@ class EngineSpec:
     remote_code_files: tuple[str, ...] = ()
     # Settings that go together: {"when": {...}, "requires": {...}, "why": ...} (engines.json env_rules).
     env_rules: tuple[Mapping[str, Any], ...] = ()
+    # What the base model's container needs to serve LoRA adapter inference components (engines.json adapters:
+    # engine_env, container_env, the max-rank flag and its default); None: the engine serves no adapters.
+    adapters: Mapping[str, Any] | None = None
 
     def for_model_file(self, model_file: str) -> EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
@@ -226,6 +229,7 @@ def _engines() -> dict[str, EngineSpec]:
             splits_json_arrays=e.get("splits_json_arrays", False),
             remote_code_files=tuple(e.get("remote_code_files", ())),
             env_rules=tuple(e.get("env_rules", ())),
+            adapters=e.get("adapters"),
         )
         for name, e in raw.items()
     }

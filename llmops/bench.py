@@ -31,6 +31,7 @@ from typing import Any, TextIO
 
 from endpoint_client import Delta, InvocationError, build_chat_request, stream_chat
 from llmops.engine_streams import engine_option, stream_formats
+from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -377,7 +378,7 @@ def _concurrencies(value: str) -> list[int]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--endpoint", required=True, help="SageMaker endpoint name (the stack's EndpointName output)")
+    parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
     parser.add_argument("--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16")
     parser.add_argument("--requests", type=int, default=64, help="requests at each level (default: 64)")
@@ -390,6 +391,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--plot", type=Path, help="write a latency and throughput chart to this PNG")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
     engine_option(parser)
+    add_fleet_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -412,6 +414,7 @@ def main(
     argv: list[str] | None = None,
     *,
     runtime_client: Any = None,
+    cloudformation_client: Any = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
 ) -> int:
@@ -453,6 +456,10 @@ def main(
         except ImportError:
             return fail(EXIT_USAGE, "--plot needs matplotlib (pip install -r requirements-dev.txt)")
 
+    try:
+        apply_target(args, cloudformation_client)
+    except TargetError as e:
+        return fail(EXIT_USAGE, str(e))
     if runtime_client is None:
         from botocore.exceptions import NoRegionError
 

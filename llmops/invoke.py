@@ -26,6 +26,7 @@ from endpoint_client import (
     stream_chat,
 )
 from llmops.engine_streams import engine_option, stream_formats
+from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -67,7 +68,7 @@ def timing_line(result: InvocationResult) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.invoke", description=__doc__.split("\n\n")[0])
     parser.add_argument("prompt", help="the user message, or - to read it from stdin")
-    parser.add_argument("--endpoint", required=True, help="SageMaker endpoint name (the stack's EndpointName output)")
+    parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument(
         "--inference-component", "--ic", help="inference component to invoke on that endpoint (short: --ic)"
     )
@@ -79,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--extra", help="JSON object merged into the request body, e.g. '{\"temperature\": 0.2}'")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
     engine_option(parser)
+    add_fleet_options(parser)
     return parser
 
 
@@ -94,6 +96,7 @@ def main(
     argv: list[str] | None = None,
     *,
     runtime_client: Any = None,
+    cloudformation_client: Any = None,
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
@@ -129,6 +132,10 @@ def main(
         except ValueError as e:
             return fail(EXIT_USAGE, f"--extra: {e}")
 
+        try:
+            apply_target(args, cloudformation_client)
+        except TargetError as e:
+            return fail(EXIT_USAGE, str(e))
         if runtime_client is None:
             from botocore.exceptions import NoRegionError
 

@@ -37,6 +37,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from endpoint_client import Delta, InvocationError, InvocationResult, stream_chat
 from llmops.engine_streams import engine_option, stream_formats
+from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
 STATIC = Path(__file__).resolve().parent / "playground_static"
 TOKEN_HEADER = "X-Playground-Token"
@@ -467,12 +468,13 @@ class _Handler(BaseHTTPRequestHandler):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.playground", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--endpoint", required=True, help="SageMaker endpoint name (the stack's EndpointName output)")
+    parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
     parser.add_argument("--port", type=int, default=8765, help="local port (default: 8765; 0 picks a free one)")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
     parser.add_argument("--open", action="store_true", help="open the page in the default browser")
     engine_option(parser)
+    add_fleet_options(parser)
     return parser
 
 
@@ -484,13 +486,24 @@ def _runtime_client(region: str | None) -> Any:
     return boto3.client("sagemaker-runtime", region_name=region, config=config)
 
 
-def main(argv: list[str] | None = None, *, runtime_client: Any = None, stderr: TextIO | None = None) -> int:
+def main(
+    argv: list[str] | None = None,
+    *,
+    runtime_client: Any = None,
+    cloudformation_client: Any = None,
+    stderr: TextIO | None = None,
+) -> int:
     stderr = stderr or sys.stderr
     try:
         with contextlib.redirect_stderr(stderr):
             args = _parser().parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    try:
+        apply_target(args, cloudformation_client)
+    except TargetError as e:
+        print(f"error: {e}", file=stderr)
+        return 2
     if runtime_client is None:
         from botocore.exceptions import NoRegionError
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from constructs_lib.prices import hours_per_month
 from llmops.facts import METADATA_KEY
+from llmops.fleet_summary import fleet_total_lines
 from llmops.price_list import price
 
 DEFAULT_REGION = "us-east-1"
@@ -282,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
     for path in templates:
         print(path)
         print("\n".join(describe(json.loads(path.read_text()), region)))
+    for line in fleet_total_lines([json.loads(p.read_text()) for p in templates], region):  # several endpoints
+        print(line)
     return 0
 
 

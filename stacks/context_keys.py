@@ -105,6 +105,21 @@ KEYS: tuple[ContextKey, ...] = (
         "CloudFormation stack name",
     ),
     ContextKey(
+        "deployments",
+        _optional(_json_object),
+        None,
+        "general",
+        "a fleet: a map deployment name -> the keys of one deployment (the rest inherited from the top level); "
+        "one stack `<stack_name>-<endpoint or name>` per endpoint (docs/guide/fleets.md)",
+    ),
+    ContextKey(
+        "deployments_file",
+        _optional(_text),
+        None,
+        "general",
+        "a JSON file holding the `deployments` map (instead of the key itself); relative to the project folder",
+    ),
+    ContextKey(
         "model_id",
         _checked(repo_id_problem, REPO_ID_RULE),
         "Qwen/Qwen3-4B-Instruct-2507",

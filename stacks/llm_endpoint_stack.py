@@ -45,10 +45,13 @@ class LlmEndpointStack(cdk.Stack):
         *,
         config: DeploymentConfig,
         model_facts: FactsStatus | None = None,
+        bucket_app: str | None = None,
         **kwargs,
     ) -> None:
         """model_facts: what synth checked against the recorded Hub facts (stacks/model_checks.py), carried in the
-        template's Metadata for ``llmops.summary``. Default: nothing recorded there."""
+        template's Metadata for ``llmops.summary``. Default: nothing recorded there. ``bucket_app``: the app whose
+        bucket (app_bucket_name) this stack creates or reuses; a fleet's stacks share their app's
+        (stacks/fleet.py). Default: ``config.stack_name``."""
         super().__init__(
             scope,
             id,
@@ -59,8 +62,6 @@ class LlmEndpointStack(cdk.Stack):
         if model_facts is not None:
             # Template-level Metadata holds arbitrary JSON (CloudFormation template anatomy, "Metadata" section).
             self.template_options.metadata = {METADATA_KEY: model_facts.metadata()}
-        key_arn = config.model_kms_key_arn or config.bucket_kms_key_arn
-        key = kms.Key.from_key_arn(self, "ModelKey", key_arn) if key_arn else None
         self.volume_key = (
             kms.Key.from_key_arn(self, "VolumeKey", config.volume_kms_key_arn) if config.volume_kms_key_arn else None
         )
@@ -69,62 +70,9 @@ class LlmEndpointStack(cdk.Stack):
         # CfnInferenceComponent take Tags); the staging jobs started at run time get them through the handler.
         for tag_key, tag_value in config.tags.items():
             cdk.Tags.of(self).add(tag_key, tag_value)
-        self.checkpoint: StagedCheckpoint | None = None
-        # A model.tar.gz (SageMaker Training's output) is staged like a Hub revision: unpacked into a verified prefix.
-        archive = is_model_archive(config.model_s3_uri)
-        if config.model_s3_uri and not archive:
-            model = S3ModelData.from_s3_uri(self, "ModelBucket", config.model_s3_uri, encryption_key=key)
-        else:
-            # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
-            # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
-            # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
-            app_bucket = app_bucket_name(config.stack_name)
-            bucket = (
-                s3.Bucket.from_bucket_attributes(
-                    self, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key
-                )
-                if config.model_bucket
-                # The retained bucket, with its key when it was created with bucket_kms_key_arn.
-                else s3.Bucket.from_bucket_attributes(self, "ModelBucket", bucket_name=app_bucket, encryption_key=key)
-                if config.reuse_model_bucket
-                else ModelBucket(self, "ModelBucket", bucket_name=app_bucket, encryption_key=key).bucket
-            )
-            secret = (
-                secretsmanager.Secret.from_secret_attributes(
-                    self,
-                    "HubToken",
-                    secret_complete_arn=config.hf_token_secret_arn,
-                    # A customer-managed key: whoever reads the secret may decrypt with it (grant_read does).
-                    encryption_key=kms.Key.from_key_arn(self, "HubTokenKey", config.hf_token_kms_key_arn)
-                    if config.hf_token_kms_key_arn
-                    else None,
-                )
-                if config.hf_token_secret_arn
-                else None
-            )
-            model = self.checkpoint = StagedCheckpoint(
-                self,
-                "Checkpoint",
-                repo_id=None if archive else config.model_id,
-                source_s3_uri=config.model_s3_uri if archive else None,
-                source_encryption_key=key if archive else None,
-                revision="main" if archive else config.revision,
-                bucket=bucket,
-                include=config.staging_include,
-                exclude=config.exclude,
-                hf_token_secret=secret,
-                instance_type=config.staging_instance_type,
-                max_instances=config.staging_max_instances,
-                max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
-                bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
-                engine=config.engine,
-                allow_checkpoint_code=config.allow_checkpoint_code,
-                trust_remote_code=config.trust_remote_code,
-                hub_endpoint=config.hf_endpoint,
-                tags=config.tags,
-                volume_kms_key=self.volume_key,
-                **self.network,
-            )
+        self.bucket_app = bucket_app or config.stack_name
+        model = self.model_source(self, config)
+        self.checkpoint = model if isinstance(model, StagedCheckpoint) else None
 
         self.preflight = self._preflight(config, model)
         model = self.preflight.checked_model  # the Model (or component) waits for the preflight
@@ -171,7 +119,7 @@ class LlmEndpointStack(cdk.Stack):
                 "ModelRevision",
                 value=self.checkpoint.revision,
                 description=f"ETag of {config.model_s3_uri}, unpacked and staged"[:1024]
-                if archive
+                if is_model_archive(config.model_s3_uri)
                 else f"Commit SHA of {config.model_id} that {config.revision!r} resolved to and that was staged",
             )
         cdk.CfnOutput(
@@ -214,6 +162,63 @@ class LlmEndpointStack(cdk.Stack):
                     f" --body '{body}' /dev/stdout",
                 ],
             ),
+        )
+
+    def model_source(self, scope: Construct, config: DeploymentConfig) -> ModelSource:
+        """The deployment's weights under ``scope``: the prefix it names, or a checkpoint staged into the bucket
+        (a Hub revision, or a model.tar.gz, SageMaker Training's output, unpacked into a verified prefix)."""
+        key_arn = config.model_kms_key_arn or config.bucket_kms_key_arn
+        key = kms.Key.from_key_arn(scope, "ModelKey", key_arn) if key_arn else None
+        archive = is_model_archive(config.model_s3_uri)
+        if config.model_s3_uri and not archive:
+            return S3ModelData.from_s3_uri(scope, "ModelBucket", config.model_s3_uri, encryption_key=key)
+        # The app's own bucket has a fixed name per account, region and app, so the deploy after a destroy
+        # finds the retained bucket (reuse_model_bucket) and its staged revisions; IAM grants on it require
+        # this account as its owner (s3:ResourceAccount), so a bucket of that name elsewhere is never used.
+        app_bucket = app_bucket_name(self.bucket_app)
+        bucket = (
+            s3.Bucket.from_bucket_attributes(scope, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key)
+            if config.model_bucket
+            # The retained bucket, with its key when it was created with bucket_kms_key_arn.
+            else s3.Bucket.from_bucket_attributes(scope, "ModelBucket", bucket_name=app_bucket, encryption_key=key)
+            if config.reuse_model_bucket
+            else ModelBucket(scope, "ModelBucket", bucket_name=app_bucket, encryption_key=key).bucket
+        )
+        secret = (
+            secretsmanager.Secret.from_secret_attributes(
+                scope,
+                "HubToken",
+                secret_complete_arn=config.hf_token_secret_arn,
+                # A customer-managed key: whoever reads the secret may decrypt with it (grant_read does).
+                encryption_key=kms.Key.from_key_arn(scope, "HubTokenKey", config.hf_token_kms_key_arn)
+                if config.hf_token_kms_key_arn
+                else None,
+            )
+            if config.hf_token_secret_arn
+            else None
+        )
+        return StagedCheckpoint(
+            scope,
+            "Checkpoint",
+            repo_id=None if archive else config.model_id,
+            source_s3_uri=config.model_s3_uri if archive else None,
+            source_encryption_key=key if archive else None,
+            revision="main" if archive else config.revision,
+            bucket=bucket,
+            include=config.staging_include,
+            exclude=config.exclude,
+            hf_token_secret=secret,
+            instance_type=config.staging_instance_type,
+            max_instances=config.staging_max_instances,
+            max_runtime=cdk.Duration.seconds(config.staging_max_runtime_s),
+            bucket_owner=None if config.model_bucket else cdk.Aws.ACCOUNT_ID,
+            engine=config.engine,
+            allow_checkpoint_code=config.allow_checkpoint_code,
+            trust_remote_code=config.trust_remote_code,
+            hub_endpoint=config.hf_endpoint,
+            tags=config.tags,
+            volume_kms_key=self.volume_key,
+            **self.network,
         )
 
     def _standard_endpoint(self, config: DeploymentConfig, model: ModelSource) -> GpuEndpoint:
@@ -285,8 +290,23 @@ class LlmEndpointStack(cdk.Stack):
             prefix_routing_length=config.prefix_routing_length,
             prefix_routing_concurrency=config.prefix_routing_concurrency,
         )
-        self.component = endpoint.add_component(
-            "Model",
+        self.component = self.add_model_component(endpoint, config, model)
+        return endpoint
+
+    def add_model_component(
+        self,
+        endpoint: ComponentEndpoint,
+        config: DeploymentConfig,
+        model: ModelSource,
+        scope: Construct | None = None,
+        id: str = "Model",
+    ) -> InferenceComponent:
+        """The deployment's model as a component of ``endpoint`` (under ``scope`` and ``id``: a fleet packs several,
+        each named after its deployment)."""
+        return InferenceComponent(
+            scope or endpoint,
+            id,
+            endpoint=endpoint,
             model=model,
             engine=config.engine_spec,
             image=config.serving_image,
@@ -306,7 +326,6 @@ class LlmEndpointStack(cdk.Stack):
             allow_checkpoint_code=config.allow_checkpoint_code,
             data_cache=config.data_cache,
         )
-        return endpoint
 
     def _network(self, config: DeploymentConfig) -> dict[str, Any]:
         """The ``vpc``/``vpc_subnets``/``security_groups`` props of every construct that runs something, from the
@@ -334,7 +353,9 @@ class LlmEndpointStack(cdk.Stack):
         )
         return {"vpc": vpc, "vpc_subnets": ec2.SubnetSelection(subnets=subnets), "security_groups": groups or None}
 
-    def _smoke_test(self, config: DeploymentConfig) -> EndpointSmokeTest:
+    def _smoke_test(
+        self, config: DeploymentConfig, component: InferenceComponent | None = None, scope: Construct | None = None
+    ) -> EndpointSmokeTest:
         options = {
             "prompt": config.smoke_prompt,
             "max_tokens": config.smoke_max_tokens,
@@ -343,11 +364,14 @@ class LlmEndpointStack(cdk.Stack):
             "budget": cdk.Duration.seconds(config.smoke_budget_s),
             "stream_format": get_engine(config.engine).stream_format,
         }
-        if self.component is None:
+        component = component or self.component
+        if component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
-        return EndpointSmokeTest.for_component(self, "SmokeTest", self.component, **options)
+        return EndpointSmokeTest.for_component(scope or self, "SmokeTest", component, **options)
 
-    def _preflight(self, config: DeploymentConfig, model: ModelSource) -> DeploymentPreflight:
+    def _preflight(
+        self, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None
+    ) -> DeploymentPreflight:
         component_mode = config.deployment_mode == INFERENCE_COMPONENT
         instance = lookup_instance(config.instance_type) if component_mode else None
         scaling = resolve_scaling(
@@ -375,7 +399,7 @@ class LlmEndpointStack(cdk.Stack):
         )
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         return DeploymentPreflight(
-            self,
+            scope or self,
             "Preflight",
             model=model,
             instance_type=config.instance_type,

@@ -234,7 +234,7 @@ def test_invoke_unknown_endpoint_and_missing_component_header(env, fake):
         (["--endpoint", ENDPOINT, "--extra", '{"messages": []}', PROMPT], "must not set 'messages'"),
         (["--endpoint", ENDPOINT, "--max-tokens", "0", PROMPT], "--max-tokens 0 must be at least 1"),
         (["--endpoint", ENDPOINT, "   "], "the prompt is empty"),
-        ([PROMPT], "the following arguments are required: --endpoint"),
+        ([PROMPT], "give --endpoint (the stack's EndpointName output) or --deployment NAME"),
     ],
 )
 def test_invoke_bad_arguments_exit_2(env, fake, args, expected):

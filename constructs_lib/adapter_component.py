@@ -1,0 +1,169 @@
+"""A LoRA adapter served as an adapter inference component on its base model's component.
+
+SageMaker loads the adapter into the base component's running container and lets clients invoke it by its own
+component name; it uses the base component's compute, so it sets no ComputeResourceRequirements and no copy count
+(API reference InferenceComponentSpecification: BaseInferenceComponentName, "Omit this parameter [ComputeResource
+Requirements] if your request is meant to create an adapter inference component";
+https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-adapt.html).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from .engines import EngineSpec
+from .inference_component import InferenceComponent
+from .names import COMPONENT_NAME, matches
+from .problems import construct_subject, refuse
+from .smoke_test import EndpointSmokeTest, _endpoint_props
+
+# InferenceComponentContainerSpecification.ArtifactUrl: "This path must point to a single gzip compressed tar
+# archive (.tar.gz suffix)" (SageMaker API reference).
+ARCHIVE_SUFFIX = ".tar.gz"
+# Bucket names: 3-63 lowercase letters, digits, dots and hyphens (S3 bucket naming rules); then one object key.
+ARCHIVE_URI = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[^\s\x00-\x1f\x7f]+\.tar\.gz)")
+
+
+def parse_archive_uri(uri: str) -> tuple[str, str]:
+    """``s3://bucket/key.tar.gz`` -> (bucket, key); ValueError otherwise."""
+    m = ARCHIVE_URI.fullmatch(uri)
+    if not m:
+        raise ValueError(
+            f"an adapter component's ArtifactUrl must be one gzip compressed tar archive: s3://<bucket>/<key>"
+            f"{ARCHIVE_SUFFIX} (SageMaker API reference InferenceComponentContainerSpecification)"
+        )
+    return m.group("bucket"), m.group("key")
+
+
+def adapter_env(engine: EngineSpec, engine_env: Mapping[str, Any], container_env: Mapping[str, Any]) -> tuple:
+    """The base model's engine_env and container_env with what its engine needs to serve adapters (engines.json
+    ``adapters``); a value the user gave wins. Raises ``ValueError`` for an engine that serves none."""
+    if not engine.adapters:
+        raise ValueError(engine_without_adapters(engine.name))
+    return (
+        {**engine.adapters.get("engine_env", {}), **engine_env},
+        {**engine.adapters.get("container_env", {}), **container_env},
+    )
+
+
+def engine_without_adapters(name: str) -> str:
+    from .engines import engine_names, get_engine
+
+    serving = [n for n in engine_names() if get_engine(n).adapters]
+    return (
+        f"engine={name!r} has no verified way to serve LoRA adapter inference components; allowed: "
+        f"engine={' or '.join(serving)}"
+    )
+
+
+def artifact_problems(key: str, artifact_url: str) -> list[str]:
+    """An adapter's artifact must be one ``.tar.gz`` object in S3."""
+    if cdk.Token.is_unresolved(artifact_url):
+        return []
+    try:
+        parse_archive_uri(artifact_url)
+    except ValueError as e:
+        return [f"{key}={artifact_url!r}: {e}"]
+    return []
+
+
+class AdapterComponent(Construct):
+    """A LoRA adapter (one ``.tar.gz`` in S3) as an adapter inference component on ``base``.
+
+    Minimal use: ``AdapterComponent(self, "Sql", base=component, artifact_url="s3://b/adapters/sql.tar.gz")``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        base: InferenceComponent,
+        artifact_url: str,
+        component_name: str | None = None,
+    ) -> None:
+        """
+        :param base: the base model's component; its engine must serve adapters (engines.json ``adapters``) and
+            its environment must enable them (``adapter_env``).
+        :param artifact_url: ``s3://bucket/key.tar.gz``, the adapter's files (adapter_config.json and weights);
+            read access is granted to the base component's role, whose container loads it.
+        :param component_name: the name clients pass as ``InferenceComponentName``. Default: a stable name
+            unique to this construct.
+        """
+        super().__init__(scope, id)
+        name = component_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
+        problems = artifact_problems("artifact_url", artifact_url)
+        if not base.engine.adapters:
+            problems.append(engine_without_adapters(base.engine.name))
+        if not cdk.Token.is_unresolved(name) and not matches(COMPONENT_NAME, name):
+            problems.append(
+                f"component_name={name!r}: not a valid inference component name; allowed: 1-63 letters, digits and "
+                "hyphens, starting and ending with a letter or digit"
+            )
+        refuse(construct_subject("AdapterComponent", self), problems)
+        self.base = base
+        self.endpoint = base.endpoint
+        self.engine = base.engine
+        self.inference_component_name = name
+        self.artifact_url = artifact_url
+        bucket, key = (None, None) if cdk.Token.is_unresolved(artifact_url) else parse_archive_uri(artifact_url)
+        if bucket is not None:
+            # The base container downloads the archive with the base model's execution role.
+            base.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["s3:GetObject"],
+                    resources=[
+                        cdk.Stack.of(self).format_arn(
+                            service="s3", region="", account="", resource=bucket, resource_name=key
+                        )
+                    ],
+                )
+            )
+        self.component = sagemaker.CfnInferenceComponent(
+            self,
+            "Resource",
+            endpoint_name=base.endpoint.endpoint_name,
+            inference_component_name=name,
+            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
+                base_inference_component_name=base.inference_component_name,
+                container=sagemaker.CfnInferenceComponent.InferenceComponentContainerSpecificationProperty(
+                    artifact_url=artifact_url
+                ),
+            ),
+        )
+        # The base is named literally (no token): the adapter must wait for it, and go before it on delete.
+        self.component.node.add_dependency(base.component)
+        self.component.node.add_dependency(base.role)
+        self.node.default_child = self.component
+
+    @property
+    def inference_component_arn(self) -> str:
+        return self.component.attr_inference_component_arn
+
+    def smoke_test(self, scope: Construct, id: str, **options: Any) -> EndpointSmokeTest:
+        """A smoke test that invokes this adapter by its component name (the base's model is not checked: an
+        adapter component names no model of its own)."""
+        endpoint = self.endpoint
+        return EndpointSmokeTest(
+            scope,
+            id,
+            **_endpoint_props(endpoint),
+            inference_component_name=self.inference_component_name,
+            inference_component_arn=self.inference_component_arn,
+            stream_format=options.pop("stream_format", self.engine.stream_format),
+            fingerprint=[
+                self.component,
+                self.base.component,
+                endpoint.endpoint_config,
+                *options.pop("fingerprint", ()),
+            ],
+            depends_on=[endpoint, self, *options.pop("depends_on", ())],
+            **options,
+        )

@@ -1,0 +1,46 @@
+"""The fleet's line of the synth summary: what all its endpoints cost per hour together (llmops.summary)."""
+
+from __future__ import annotations
+
+from llmops.price_list import price
+
+
+def _count(value: object) -> int | None:
+    try:
+        return int(value)  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return None
+
+
+def always_on_instances(template: dict) -> list[tuple[str, int]]:
+    """(instance type, instances that run even when idle) for each variant of the template's endpoint configs:
+    the managed-scaling minimum when it is enabled, else the initial count."""
+    found = []
+    for res in template.get("Resources", {}).values():
+        if res.get("Type") != "AWS::SageMaker::EndpointConfig":
+            continue
+        for variant in res.get("Properties", {}).get("ProductionVariants", []):
+            scaling = variant.get("ManagedInstanceScaling") or {}
+            low = _count(scaling.get("MinInstanceCount")) if scaling.get("Status") == "ENABLED" else None
+            count = low if low is not None else (_count(variant.get("InitialInstanceCount")) or 1)
+            found.append((str(variant.get("InstanceType")), count))
+    return found
+
+
+def fleet_total_lines(templates: list[dict], region: str) -> list[str]:
+    """One line when the assembly holds several endpoints: their always-on cost per hour, summed; ``?`` when a
+    type has no sourced price (the per-endpoint blocks say which)."""
+    instances = [i for t in templates for i in always_on_instances(t)]
+    if len(instances) < 2:
+        return []
+    total, unknown = 0.0, []
+    for instance_type, count in instances:
+        cost = price(instance_type, region)
+        if cost.usd_per_hour is None:
+            unknown.append(instance_type)
+        else:
+            total += cost.usd_per_hour * count
+    amount = "?" if unknown else f"{total:,.2f}"
+    shown = ", ".join(f"{c} x {t}" for t, c in instances)
+    missing = f"; no sourced price for {', '.join(sorted(set(unknown)))}" if unknown else ""
+    return [f"fleet: {len(instances)} endpoints ({shown}), USD {amount}/h always on in {region}{missing}"]

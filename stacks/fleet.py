@@ -1,0 +1,257 @@
+"""A fleet: the ``deployments`` map parsed into one DeploymentConfig per deployment, grouped by endpoint.
+
+Each deployment takes the keys of a single deployment; what it does not give it inherits from the top-level
+keys, and it is checked by the same registry and parsers (stacks/context_keys.py, stacks/config.py), its problems
+named ``deployments.<name>.<key>``. Deployments naming the same ``endpoint`` in component mode share it (several
+inference components on one ComponentEndpoint, the GPUs accounted across them by the constructs); the others
+get their own. One stack per endpoint, ``<stack_name>-<endpoint or deployment name>``; one model bucket per app.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from constructs_lib import (
+    INFERENCE_COMPONENT,
+    adapter_artifact_problems,
+    adapter_env,
+    engine_without_adapters,
+    get_engine,
+)
+from constructs_lib.names import COMPONENT_NAME, matches
+
+from .config import ConfigError, DeploymentConfig
+
+FLEET_KEYS = ("deployments", "deployments_file")
+# Keys only a deployment takes: which endpoint it shares, and its LoRA adapters.
+DEPLOYMENT_ONLY_KEYS = ("endpoint", "adapters")
+# Keys of the app as a whole: its stacks' name prefix and the one model bucket all its stacks share.
+APP_KEYS = ("stack_name", "model_bucket", "reuse_model_bucket", *FLEET_KEYS)
+# What one endpoint has once, so every deployment sharing it must agree (the first one's stack builds it).
+ENDPOINT_KEYS = (
+    "deployment_mode",
+    "engine",
+    "image",
+    "instance_type",
+    "instance_count",
+    "gpu_count",
+    "gpu_memory_gib",
+    "min_instances",
+    "max_instances",
+    "scale_to_zero",
+    "routing_strategy",
+    "inference_ami_version",
+    "capacity_reservation_arn",
+    "endpoint_name",
+    "update_policy",
+    "update_step_size",
+    "update_wait_s",
+    "update_termination_wait_s",
+    "update_timeout_s",
+    "alarms",
+    "alarm_email",
+    "alarm_5xx_percent",
+    "alarm_p99_latency_ms",
+    "alarm_gpu_memory_percent",
+    "alarm_no_capacity",
+    "dashboard",
+)
+ADAPTER_KEYS = ("model_s3_uri", "model_id", "revision", "include")
+# A deployment's (or shared endpoint's) name becomes part of a stack name and of construct ids.
+NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
+NAME_RULE = "1-40 letters, digits and hyphens, starting and ending with a letter or digit"
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    artifact_url: str  # s3://bucket/key.tar.gz
+
+
+@dataclass(frozen=True)
+class FleetDeployment:
+    name: str
+    config: DeploymentConfig
+    adapters: tuple[Adapter, ...] = ()
+
+
+@dataclass(frozen=True)
+class FleetEndpoint:
+    name: str
+    stack_name: str
+    deployments: tuple[FleetDeployment, ...]
+
+
+@dataclass(frozen=True)
+class Fleet:
+    app: str
+    config: DeploymentConfig  # the top-level keys
+    endpoints: tuple[FleetEndpoint, ...]
+
+    @property
+    def deployments(self) -> tuple[FleetDeployment, ...]:
+        return tuple(d for e in self.endpoints for d in e.deployments)
+
+    @property
+    def stages(self) -> bool:
+        """Whether any deployment stages from the Hub (and so needs the app's bucket)."""
+        return any(not d.config.model_s3_uri for d in self.deployments)
+
+
+def pascal(name: str) -> str:
+    """``chat-small`` -> ``ChatSmall``: a deployment's construct id and output prefix."""
+    return "".join(part[:1].upper() + part[1:] for part in name.split("-"))
+
+
+def deployments_of(context: Mapping[str, Any], read_text: Callable[[str], str]) -> dict[str, Any] | None:
+    """The ``deployments`` map from the context, or from the file ``deployments_file`` names (read with
+    ``read_text``: app.py reads the environment); None without either."""
+    inline, path = context.get("deployments"), context.get("deployments_file")
+    if inline is not None and path is not None:
+        raise ConfigError(
+            [f"deployments_file={path!r}: give the deployments map either inline (deployments) or in a file, not both"]
+        )
+    if path is None:
+        return _as_object("deployments", inline) if inline is not None else None
+    if not isinstance(path, str) or not path:
+        raise ConfigError([f"deployments_file={path!r}: expected the path of a JSON file"])
+    try:
+        text = read_text(path)
+    except OSError as e:
+        raise ConfigError([f"deployments_file={path!r}: cannot be read ({e.strerror or e})"]) from None
+    return _as_object(f"deployments_file={path!r}", text)
+
+
+def _as_object(what: str, raw: Any) -> dict[str, Any]:
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ConfigError([f"{what}: not valid JSON ({e.msg} at line {e.lineno})"]) from None
+    if not isinstance(raw, dict):
+        raise ConfigError([f"{what}: expected a JSON object mapping deployment names to their keys"])
+    return raw
+
+
+def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any]) -> Fleet:
+    """Parse every deployment; raise ``ConfigError`` naming each problem as ``deployments.<name>.<key>``."""
+    top = {k: v for k, v in context.items() if k not in FLEET_KEYS}
+    app_config = DeploymentConfig.from_context(top)  # the top-level keys alone must be valid (named plainly)
+    app = app_config.stack_name
+    problems: list[str] = []
+    if not deployments:
+        problems.append("deployments: empty; give at least one deployment (name -> its keys)")
+    parsed: dict[str, tuple[str, DeploymentConfig, tuple[Adapter, ...]]] = {}
+    for name, entry in deployments.items():
+        where = f"deployments.{name}"
+        if not isinstance(name, str) or not matches(NAME, name):
+            problems.append(f"deployments: name {name!r} is not usable; allowed: {NAME_RULE}")
+            continue
+        if not isinstance(entry, dict):
+            problems.append(f"{where}: expected a JSON object of context keys")
+            continue
+        for key in sorted(set(entry) & set(APP_KEYS)):
+            problems.append(
+                f"{where}.{key}: set for the whole app, not per deployment (its stacks are named "
+                f"<stack_name>-<endpoint>, and all of them share one model bucket); give it at the top level"
+            )
+        endpoint = entry.get("endpoint", name)
+        if not isinstance(endpoint, str) or not matches(NAME, endpoint):
+            problems.append(f"{where}.endpoint={endpoint!r}: allowed: {NAME_RULE}")
+            continue
+        merged = {**top, **{k: v for k, v in entry.items() if k not in (*APP_KEYS, *DEPLOYMENT_ONLY_KEYS)}}
+        merged["stack_name"] = f"{app}-{endpoint}"
+        try:
+            config = DeploymentConfig.from_context(merged)
+        except ConfigError as e:
+            problems += [f"{where}.{p}" for p in e.problems]
+            continue
+        adapters, adapter_problems = _adapters(where, entry.get("adapters"), config)
+        problems += adapter_problems
+        if adapters and get_engine(config.engine).adapters:
+            engine_env, container_env = adapter_env(get_engine(config.engine), config.engine_env, config.container_env)
+            config = dataclasses.replace(config, engine_env=engine_env, container_env=container_env)
+        parsed[name] = (endpoint, config, adapters)
+
+    groups: dict[str, list[str]] = {}
+    for name, (endpoint, _, _) in parsed.items():
+        groups.setdefault(endpoint, []).append(name)
+    for endpoint, names in groups.items():
+        if len(names) < 2:
+            continue
+        first = parsed[names[0]][1]
+        for name in names:
+            config = parsed[name][1]
+            if config.deployment_mode != INFERENCE_COMPONENT:
+                problems.append(
+                    f"deployments.{name}.endpoint={endpoint!r}: shared with {', '.join(n for n in names if n != name)}"
+                    f"; several models share an endpoint only as inference components: deployment_mode="
+                    f"{INFERENCE_COMPONENT} (now {config.deployment_mode!r})"
+                )
+        for name in names[1:]:
+            config = parsed[name][1]
+            for key in ENDPOINT_KEYS:
+                if getattr(config, key) != getattr(first, key):
+                    problems.append(
+                        f"deployments.{name}.{key}={getattr(config, key)!r}: differs from deployments.{names[0]}."
+                        f"{key}={getattr(first, key)!r} on the endpoint {endpoint!r} they share; one endpoint has one "
+                        "value: give it once at the top level or the same in both"
+                    )
+    if problems:
+        raise ConfigError(problems)
+    endpoints = tuple(
+        FleetEndpoint(
+            name=endpoint,
+            stack_name=f"{app}-{endpoint}",
+            deployments=tuple(FleetDeployment(n, parsed[n][1], parsed[n][2]) for n in names),
+        )
+        for endpoint, names in groups.items()
+    )
+    return Fleet(app=app, config=app_config, endpoints=endpoints)
+
+
+def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Adapter, ...], list[str]]:
+    if raw is None:
+        return (), []
+    if not isinstance(raw, dict) or not raw:
+        return (), [f"{where}.adapters: expected a JSON object mapping adapter names to their source"]
+    problems = []
+    if config.deployment_mode != INFERENCE_COMPONENT:
+        problems.append(
+            f"{where}.adapters: needs deployment_mode={INFERENCE_COMPONENT} (now {config.deployment_mode!r}): "
+            "SageMaker serves a LoRA adapter as an adapter inference component on its base model's component"
+        )
+    if not get_engine(config.engine).adapters:
+        problems.append(f"{where}.adapters: {engine_without_adapters(config.engine)}")
+    adapters = []
+    for name, entry in raw.items():
+        key = f"{where}.adapters.{name}"
+        if not isinstance(name, str) or not matches(COMPONENT_NAME, name):
+            problems.append(f"{where}.adapters: name {name!r} is not usable; allowed: {NAME_RULE}")
+            continue
+        if not isinstance(entry, dict):
+            problems.append(f"{key}: expected a JSON object with model_s3_uri")
+            continue
+        for unknown in sorted(set(entry) - set(ADAPTER_KEYS)):
+            problems.append(f"{key}.{unknown}: unknown adapter key; allowed: {', '.join(ADAPTER_KEYS)}")
+        if "model_id" in entry or "revision" in entry or "include" in entry:
+            problems.append(
+                f"{key}.model_id: staging an adapter from the Hub is not built yet: SageMaker takes an adapter as "
+                "one .tar.gz (ArtifactUrl) and staging writes an uncompressed prefix; pack adapter_config.json and "
+                "the adapter weights into a .tar.gz in S3 and give model_s3_uri"
+            )
+            continue
+        uri = entry.get("model_s3_uri")
+        if not isinstance(uri, str):
+            problems.append(f"{key}.model_s3_uri: missing; give s3://<bucket>/<key>.tar.gz")
+            continue
+        found = adapter_artifact_problems(f"{key}.model_s3_uri", uri)
+        problems += found
+        if not found:
+            adapters.append(Adapter(name=name, artifact_url=uri))
+    return tuple(adapters), problems

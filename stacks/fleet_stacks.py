@@ -1,0 +1,120 @@
+"""A fleet's stacks: the app's model bucket, then one stack per endpoint (stacks/fleet.py parses the map)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, app_bucket_name
+
+from .config import DeploymentConfig
+from .fleet import Fleet, FleetDeployment, pascal
+from .llm_endpoint_stack import LlmEndpointStack
+from .observability import thresholds_of, update_policy_of
+
+
+class ModelBucketStack(cdk.Stack):
+    """The one model bucket of an app's fleet: every endpoint stack stages into it (and reuses it by name)."""
+
+    def __init__(self, scope: Construct, id: str, *, app: str, **kwargs) -> None:
+        super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
+        self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app)).bucket
+        cdk.CfnOutput(self, "ModelBucketName", value=self.bucket.bucket_name, description="Bucket of staged models")
+
+
+def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
+    """The bucket stack (when some deployment stages and the app names no bucket) and one stack per endpoint,
+    each deployable alone: ``cdk deploy <app>-<endpoint>`` deploys the bucket stack first if needed."""
+    stacks: list[cdk.Stack] = []
+    bucket_stack = None
+    if fleet.stages and not (fleet.config.model_bucket or fleet.config.reuse_model_bucket):
+        bucket_stack = ModelBucketStack(app, f"{fleet.app}-models", app=fleet.app)
+        stacks.append(bucket_stack)
+
+    def staged_into_app_bucket(config: DeploymentConfig) -> DeploymentConfig:
+        # The bucket stack creates the bucket; endpoint stacks find it by its fixed name, as after a destroy.
+        return dataclasses.replace(config, reuse_model_bucket=True) if bucket_stack else config
+
+    for endpoint in fleet.endpoints:
+        first, *packed = endpoint.deployments
+        stack = LlmEndpointStack(
+            app, endpoint.stack_name, config=staged_into_app_bucket(first.config), bucket_app=fleet.app
+        )
+        if bucket_stack is not None:
+            stack.add_stack_dependency(bucket_stack)
+        _deployment_outputs(stack, first, stack.component)
+        _add_adapters(stack, stack, first, stack.component)
+        for deployment in packed:
+            scope = Construct(stack, pascal(deployment.name))
+            config = staged_into_app_bucket(deployment.config)
+            model = stack.model_source(scope, config)
+            preflight = stack._preflight(config, model, scope)
+            component = stack.add_model_component(
+                stack.endpoint, config, preflight.checked_model, scope, id=f"{pascal(deployment.name)}Model"
+            )
+            _guard(stack, config, component)
+            if config.smoke_test:
+                stack._smoke_test(config, component, scope)
+            _deployment_outputs(stack, deployment, component)
+            _add_adapters(stack, scope, deployment, component)
+        stacks.append(stack)
+    return stacks
+
+
+def _guard(stack: LlmEndpointStack, config: DeploymentConfig, component: InferenceComponent) -> None:
+    """A packed component gets what the stack's first one gets (stacks/observability.py): its own alarms on the
+    stack's topic, and the rolling update policy they roll back."""
+    alarms = []
+    topic = stack.node.try_find_child("AlarmTopic")  # add_observability's, when alarms are on (ENDPOINT_KEYS agree)
+    if config.alarms and topic is not None:
+        alarms = component.add_alarms(thresholds_of(vars(config)), topic=topic.topic)
+    component.apply_update_policy(update_policy_of(vars(config)), rollback_on=alarms)
+
+
+def _deployment_outputs(
+    stack: LlmEndpointStack, deployment: FleetDeployment, component: InferenceComponent | None
+) -> None:
+    # llmops/fleet_target.py finds a deployment by these keys (llmops invoke --deployment NAME).
+    cdk.CfnOutput(
+        stack,
+        f"{pascal(deployment.name)}EndpointName",
+        value=stack.endpoint.endpoint_name,
+        description=f"Endpoint of deployment {deployment.name}",
+    )
+    if component is not None:
+        cdk.CfnOutput(
+            stack,
+            f"{pascal(deployment.name)}InferenceComponentName",
+            value=component.inference_component_name,
+            description=f"Inference component of deployment {deployment.name}",
+        )
+
+
+def _add_adapters(
+    stack: LlmEndpointStack, scope: Construct, deployment: FleetDeployment, base: InferenceComponent | None
+) -> None:
+    if base is None:  # refused at parse time (adapters need component mode); never reached with adapters
+        return
+    config = deployment.config
+    for adapter in deployment.adapters:
+        component = AdapterComponent(
+            scope, f"Adapter{pascal(adapter.name)}", base=base, artifact_url=adapter.artifact_url
+        )
+        if config.smoke_test:
+            component.smoke_test(
+                component,
+                "SmokeTest",
+                prompt=config.smoke_prompt,
+                max_tokens=config.smoke_max_tokens,
+                extra_body=config.smoke_inputs or None,
+                expected_pattern=config.smoke_expected_pattern,
+                budget=cdk.Duration.seconds(config.smoke_budget_s),
+            )
+        cdk.CfnOutput(
+            stack,
+            f"{pascal(deployment.name)}{pascal(adapter.name)}AdapterComponentName",
+            value=component.inference_component_name,
+            description=f"Adapter component {adapter.name} of deployment {deployment.name} (InferenceComponentName)",
+        )

@@ -1,0 +1,37 @@
+"""The fleet total of the synth summary (llmops/fleet_summary.py): always-on instances of every endpoint, summed."""
+
+from __future__ import annotations
+
+from llmops.fleet_summary import always_on_instances, fleet_total_lines
+from llmops.price_list import price
+
+
+def config(instance_type: str, count: int, scaling: dict | None = None) -> dict:
+    variant = {"InstanceType": instance_type, "InitialInstanceCount": count}
+    if scaling:
+        variant["ManagedInstanceScaling"] = scaling
+    return {
+        "Resources": {
+            "Config": {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {"ProductionVariants": [variant]}}
+        }
+    }
+
+
+def test_managed_scaling_counts_its_minimum_and_zero_is_free():
+    t = config("ml.g6.12xlarge", 1, {"Status": "ENABLED", "MinInstanceCount": 0, "MaxInstanceCount": 2})
+    assert always_on_instances(t) == [("ml.g6.12xlarge", 0)]
+    assert always_on_instances(config("ml.g6.xlarge", 2)) == [("ml.g6.xlarge", 2)]
+
+
+def test_the_total_sums_every_endpoint_and_one_endpoint_has_no_fleet_line():
+    a, b = config("ml.g6.xlarge", 1), config("ml.g6.2xlarge", 2)
+    expected = price("ml.g6.xlarge", "us-east-1").usd_per_hour + 2 * price("ml.g6.2xlarge", "us-east-1").usd_per_hour
+    (line,) = fleet_total_lines([a, b], "us-east-1")
+    assert line.startswith("fleet: 2 endpoints (1 x ml.g6.xlarge, 2 x ml.g6.2xlarge)")
+    assert f"USD {expected:,.2f}/h always on in us-east-1" in line
+    assert fleet_total_lines([a], "us-east-1") == []
+
+
+def test_an_unpriced_type_makes_the_total_unknown_and_says_which():
+    (line,) = fleet_total_lines([config("ml.g6.xlarge", 1), config("ml.x9.unknown", 1)], "us-east-1")
+    assert "USD ?/h" in line and "no sourced price for ml.x9.unknown" in line

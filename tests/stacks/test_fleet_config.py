@@ -1,0 +1,104 @@
+"""Parsing the deployments map (stacks/fleet.py): inheritance, grouping, and refusals named deployments.<name>.<key>."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stacks.config import ConfigError
+from stacks.fleet import deployments_of, fleet_from_context
+from tests.conftest import ROOT, context_with
+
+IC = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 1}
+ADAPTER = {"model_s3_uri": "s3://my-adapters/sql/adapter.tar.gz"}
+
+
+def fleet(deployments, **top):
+    return fleet_from_context(context_with(**top), deployments)
+
+
+def problems(deployments, **top) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        fleet(deployments, **top)
+    return info.value.problems
+
+
+def test_the_test_fleet_groups_into_three_endpoints_and_inherits_the_rest():
+    deployments = json.loads((ROOT / "tests/data/fleet.json").read_text())
+    f = fleet(deployments, smoke_max_tokens=32)
+    assert [(e.stack_name, [d.name for d in e.deployments]) for e in f.endpoints] == [
+        ("LlmEndpoint-chat", ["chat"]),
+        ("LlmEndpoint-coder", ["coder"]),
+        ("LlmEndpoint-shared", ["small", "medium"]),
+    ]
+    coder = f.deployments[1].config
+    assert coder.model_id == "Qwen/Qwen2.5-Coder-7B-Instruct" and coder.smoke_max_tokens == 32  # inherited
+    small = f.endpoints[2].deployments[0]
+    assert [a.name for a in small.adapters] == ["sql"]
+    # Serving adapters is the engine's data (engines.json vllm.adapters), added to the base model only.
+    assert small.config.engine_env["SM_VLLM_ENABLE_LORA"] is True
+    assert small.config.container_env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert "SM_VLLM_ENABLE_LORA" not in f.endpoints[2].deployments[1].config.engine_env
+
+
+def test_a_bad_key_is_named_with_its_deployment():
+    found = problems({"a": {"instance_type": "g6.xlarge"}, "b": {"max_tokenz": 1}})
+    assert any(p.startswith("deployments.a.instance_type='g6.xlarge': expected") for p in found), found
+    assert any(p.startswith("deployments.b.max_tokenz: unknown context key") for p in found), found
+
+
+def test_app_keys_are_refused_per_deployment():
+    found = problems({"a": {"stack_name": "Other", "reuse_model_bucket": True}})
+    assert any(p.startswith("deployments.a.stack_name: set for the whole app") for p in found), found
+    assert any(p.startswith("deployments.a.reuse_model_bucket: set for the whole app") for p in found), found
+
+
+def test_sharing_an_endpoint_needs_component_mode_and_one_value_per_endpoint_key():
+    found = problems({"a": {"endpoint": "e"}, "b": {**IC, "endpoint": "e", "instance_type": "ml.g6.24xlarge"}})
+    assert any(p.startswith("deployments.a.endpoint='e': shared with b; several models") for p in found), found
+    assert any(p.startswith("deployments.b.instance_type='ml.g6.24xlarge': differs from deployments.a.") for p in found)
+
+
+def test_bad_names_are_refused():
+    found = problems({"bad name": {}, "ok": {"endpoint": "-x"}})
+    assert any("name 'bad name' is not usable" in p for p in found), found
+    assert any(p.startswith("deployments.ok.endpoint='-x'") for p in found), found
+    assert problems({}) == ["deployments: empty; give at least one deployment (name -> its keys)"]
+
+
+def test_adapters_need_component_mode_and_an_engine_that_serves_them():
+    found = problems({"a": {"adapters": {"sql": ADAPTER}}})
+    assert any(p.startswith("deployments.a.adapters: needs deployment_mode=inference-component") for p in found)
+    found = problems({"a": {**IC, "engine": "sglang", "adapters": {"sql": ADAPTER}}})
+    assert any(p.startswith("deployments.a.adapters: engine='sglang' has no verified way") for p in found), found
+
+
+def test_an_adapter_is_one_archive_in_s3():
+    found = problems({"a": {**IC, "adapters": {"sql": {"model_s3_uri": "s3://b/adapters/sql/"}, "x": {"mode": 1}}}})
+    assert any(
+        p.startswith("deployments.a.adapters.sql.model_s3_uri='s3://b/adapters/sql/': an adapter") for p in found
+    )
+    assert any(p.startswith("deployments.a.adapters.x.mode: unknown adapter key") for p in found), found
+    found = problems({"a": {**IC, "adapters": {"sql": {"model_id": "org/sql-lora"}}}})
+    assert any(p.startswith("deployments.a.adapters.sql.model_id: staging an adapter from the Hub") for p in found)
+
+
+def test_the_map_comes_inline_or_from_a_file_not_both(tmp_path):
+    path = tmp_path / "fleet.json"
+    path.write_text('{"a": {}}')
+
+    def read(p: str) -> str:
+        return Path(p).read_text()
+
+    assert deployments_of({"deployments_file": str(path)}, read) == {"a": {}}
+    assert deployments_of({"deployments": '{"a": {}}'}, read) == {"a": {}}  # -c deployments=... arrives as text
+    assert deployments_of({}, read) is None
+    with pytest.raises(ConfigError, match="not both"):
+        deployments_of({"deployments": {}, "deployments_file": str(path)}, read)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        deployments_of({"deployments_file": str(tmp_path / "missing.json")}, read)
+    path.write_text("[1]")
+    with pytest.raises(ConfigError, match="expected a JSON object"):
+        deployments_of({"deployments_file": str(path)}, read)
