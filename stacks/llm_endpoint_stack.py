@@ -167,8 +167,12 @@ class LlmEndpointStack(cdk.Stack):
     def model_source(self, scope: Construct, config: DeploymentConfig) -> ModelSource:
         """The deployment's weights under ``scope``: the prefix it names, or a checkpoint staged into the bucket
         (a Hub revision, or a model.tar.gz, SageMaker Training's output, unpacked into a verified prefix)."""
-        key_arn = config.model_kms_key_arn or config.bucket_kms_key_arn
-        key = kms.Key.from_key_arn(scope, "ModelKey", key_arn) if key_arn else None
+        # model_kms_key_arn: the key of the user's bucket (model_s3_uri's, an archive's, model_bucket);
+        # bucket_kms_key_arn: the key of the app's own bucket (created, or reused after a destroy).
+        key = kms.Key.from_key_arn(scope, "ModelKey", config.model_kms_key_arn) if config.model_kms_key_arn else None
+        bucket_key = (
+            kms.Key.from_key_arn(scope, "BucketKey", config.bucket_kms_key_arn) if config.bucket_kms_key_arn else None
+        )
         archive = is_model_archive(config.model_s3_uri)
         if config.model_s3_uri and not archive:
             return S3ModelData.from_s3_uri(scope, "ModelBucket", config.model_s3_uri, encryption_key=key)
@@ -180,9 +184,11 @@ class LlmEndpointStack(cdk.Stack):
             s3.Bucket.from_bucket_attributes(scope, "ModelBucket", bucket_name=config.model_bucket, encryption_key=key)
             if config.model_bucket
             # The retained bucket, with its key when it was created with bucket_kms_key_arn.
-            else s3.Bucket.from_bucket_attributes(scope, "ModelBucket", bucket_name=app_bucket, encryption_key=key)
+            else s3.Bucket.from_bucket_attributes(
+                scope, "ModelBucket", bucket_name=app_bucket, encryption_key=bucket_key
+            )
             if config.reuse_model_bucket
-            else ModelBucket(scope, "ModelBucket", bucket_name=app_bucket, encryption_key=key).bucket
+            else ModelBucket(scope, "ModelBucket", bucket_name=app_bucket, encryption_key=bucket_key).bucket
         )
         secret = (
             secretsmanager.Secret.from_secret_attributes(

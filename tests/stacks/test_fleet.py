@@ -169,13 +169,19 @@ def test_cdk_nag_is_clean_for_every_stack(assembly):
 
 
 def test_packed_components_are_accounted_together_on_their_endpoint(tmp_path):
-    """Each copy fits alone (4 GPUs of ml.g6.12xlarge), both together do not: synth refuses, naming both."""
-    packed = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 4}
+    """Each copy fits alone (4 GPUs of ml.g6.12xlarge), both with their update batches do not fit max_instances=2:
+    synth refuses, counting every component on the endpoint (issue 28: room for a rolling batch each)."""
+    packed = {
+        "deployment_mode": "inference-component",
+        "instance_type": "ml.g6.12xlarge",
+        "accelerators_per_copy": 4,
+        "max_instances": 2,
+    }
     fleet = tmp_path / "fleet.json"
     fleet.write_text(
         json.dumps({"a": {**packed, "endpoint": "e"}, "b": {**packed, "endpoint": "e", "model_id": "Qwen/Qwen3-0.6B"}})
     )
-    with pytest.raises(Exception, match=r"need Model 1 x 4 \+ BModel 1 x 4 = 8 GPUs together"):
+    with pytest.raises(Exception, match=r"max_copies plus one update batch each need 16 GPUs, but max_instances=2"):
         build(outdir=str(tmp_path / "out"), deployments_file=str(fleet)).synth()
 
 
