@@ -278,3 +278,31 @@ def test_a_handler_split_by_concern_names_its_modules_after_itself():
             assert module.stem not in ("handler_kit", "hfstage", "preflight", "endpoint_client", "boto3", "botocore")
             seen[module.stem] = handler.name
     assert {"staging_job", "smoke_checks", "preflight_quota", "preflight_settings"} <= set(seen)
+
+
+def test_the_preflight_construct_and_handler_share_each_default():
+    import inspect
+
+    import preflight
+    from constructs_lib import DeploymentPreflight
+    from handler_kit.resources import DeploymentPreflightProperties as Props
+
+    signature = inspect.signature(DeploymentPreflight.__init__)
+    for name in ("max_num_seqs", "kv_cache_dtype", "instances_needed", "update_instances", "gpu_memory_utilization"):
+        assert signature.parameters[name].default == Props.default(name), name
+    # The handler_kit cannot import preflight (the staging handler does not bundle it): the two stay equal here.
+    assert Props.default("gpu_memory_utilization") == preflight.DEFAULT_GPU_MEMORY_UTILIZATION
+
+
+def test_preflight_properties_keep_the_templates_of_earlier_releases():
+    """Unset max_model_len is written as "" (what templates held before the class), an unknown engine's format
+    group and an unset max_num_batched_tokens are left out: no property change, so no preflight re-run."""
+    from handler_kit.resources import DeploymentPreflightProperties as Props
+
+    unset = dict.fromkeys(("engine", "compute_capability", "dtype", "quantization", "format_alternatives"))
+    written = Props(model_s3_uri="s3://b/p/", instance_type="ml.g6.xlarge", gpu_count=1, gpu_memory_gib=24.0, **unset)
+    text = written.to_properties()
+    assert text["MaxModelLen"] == "" and "MaxNumBatchedTokens" not in text and "Engine" not in text
+    assert text["GpuMemoryGib"] == "24" and text["SkipChecks"] == [] and text["AllowCheckpointCode"] == "false"
+    read = Props.from_properties(text)
+    assert read.max_model_len is None and read.gpu_memory_gib == 24.0 and read.engine == ""
