@@ -172,6 +172,11 @@ def encrypt_logs_and_functions(
     ``logs_key``'s policy must allow CloudWatch Logs (:func:`logs_key_policy_statement`); the app cannot edit the
     policy of a key it did not create. Log groups made outside the template (by SageMaker, or by LogRetention for the
     endpoint's logs) are not covered: ``aws logs associate-kms-key`` does that.
+
+    :param logs_key: the ``KmsKeyId`` of every ``AWS::Logs::LogGroup``; a key ARN (``key/<id>``), not an alias.
+        Default: none, CloudWatch Logs' own encryption.
+    :param environment_key: the ``KmsKeyArn`` of every ``AWS::Lambda::Function``; each function's role gets
+        ``kms:Decrypt`` on it through Lambda in this account. Default: none, Lambda's own key.
     """
     problems = [
         f"{name}={key.key_arn!r}: {KEY_ARN_RULE}"

@@ -92,6 +92,15 @@ def test_each_function_role_decrypts_the_environment_key_through_lambda_in_this_
                 "Resource": LAMBDA_KEY,
             }
         ], role
+    # The grant exists before each function is created or updated onto the key (create and update alike).
+    for name, function in functions.items():
+        role = function["Properties"]["Role"]["Fn::GetAtt"][0]
+        granting = {
+            k
+            for k, p in of_type(template, "AWS::IAM::Policy").items()
+            if {"Ref": role} in p["Properties"]["Roles"] and LAMBDA_KEY in json.dumps(p)
+        }
+        assert granting and granting <= set(function.get("DependsOn", [])), name
     # Nothing else in the template may use either key (log groups need no IAM grant: the key policy decides).
     others = [
         s
@@ -152,3 +161,20 @@ def test_the_documented_logs_key_statement_is_the_guides():
     assert statement["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
     arn_like = statement["Condition"]["ArnLike"]["kms:EncryptionContext:aws:logs:arn"]
     assert arn_like == "arn:aws:logs:us-east-1:123456789012:log-group:*"
+
+
+def test_a_fleet_keys_every_stack_and_the_packed_deployments_added_after_the_stack(tmp_path):
+    # Packed deployments and adapters are added to an endpoint stack after it is built (stacks/fleet_stacks.py):
+    # the aspect reaches them too.
+    outdir = tmp_path / "fleet"
+    build(outdir=str(outdir), deployments_file="tests/data/fleet.json", **KEYS).synth()
+    seen = 0
+    for path in sorted(outdir.glob("*.template.json")):
+        template = json.loads(path.read_text())
+        for group in of_type(template, "AWS::Logs::LogGroup").values():
+            assert group["Properties"].get("KmsKeyId") == LOGS_KEY, path.name
+            seen += 1
+        for function in of_type(template, "AWS::Lambda::Function").values():
+            assert function["Properties"].get("KmsKeyArn") == LAMBDA_KEY, path.name
+            seen += 1
+    assert seen
