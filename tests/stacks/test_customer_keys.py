@@ -178,3 +178,16 @@ def test_a_fleet_keys_every_stack_and_the_packed_deployments_added_after_the_sta
             assert function["Properties"].get("KmsKeyArn") == LAMBDA_KEY, path.name
             seen += 1
     assert seen
+
+
+def test_a_function_whose_role_is_not_a_construct_role_is_refused_by_name():
+    # aws-cdk-lib's CustomResourceProvider (here auto_delete_objects) makes a raw role with inline policies: the
+    # grant cannot be added, so synth stops naming the function rather than leave it unable to start.
+    from aws_cdk import aws_s3 as s3
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "S")
+    s3.Bucket(stack, "Bucket", auto_delete_objects=True, removal_policy=cdk.RemovalPolicy.DESTROY)
+    encrypt_logs_and_functions(stack, environment_key=kms.Key.from_key_arn(stack, "Key", LAMBDA_KEY))
+    with pytest.raises(RuntimeError, match=r"Lambda function S/Custom::S3AutoDeleteObjects.*/Handler: its execution"):
+        app.synth()
