@@ -35,6 +35,7 @@ from .image_asset import AssetImage, default_image
 from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
 from .instance_pools import pool_problems
+from .keys import encrypt_logs_and_functions, logs_key_policy_statement
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import (
     BUCKET_RULE,
@@ -120,6 +121,7 @@ __all__ = [
     "bucket_name_problem",
     "checkpoint_code_patterns",
     "default_image",
+    "encrypt_logs_and_functions",
     "engine_names",
     "engine_without_adapters",
     "get_engine",
@@ -127,6 +129,7 @@ __all__ = [
     "is_model_archive",
     "known_ami_versions",
     "known_instance_types",
+    "logs_key_policy_statement",
     "looks_secret",
     "lookup_instance",
     "metrics_problems",

@@ -11,9 +11,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct, IConstruct
+
+from .names import KMS_KEY_ARN
+from .problems import Refusal, refuse
+
+# AWS::Logs::LogGroup KmsKeyId and AWS::Lambda::Function KmsKeyArn both take the key's ARN (botocore logs
+# CreateLogGroup kmsKeyId: "The Amazon Resource Name (ARN) of the KMS key"; lambda CreateFunction KMSKeyArn: "The ARN
+# of the Key Management Service (KMS) customer managed key"); an alias ARN or a bare id is refused.
+KEY_ARN_RULE = "allowed: a symmetric customer-managed key's ARN arn:aws:kms:<region>:<account>:key/<key-id> (no alias)"
 
 # What S3 asks KMS for on the caller's behalf: Decrypt to read an SSE-KMS object, GenerateDataKey (and Decrypt, for
 # the parts of a multipart upload) to write one (S3 user guide, "Using server-side encryption with AWS KMS keys":
@@ -67,4 +77,119 @@ def grant_volume_key(grantee: iam.IGrantable, key: kms.IKey, *, scope: Construct
         actions=["kms:CreateGrant"],
         resource_arns=[key.key_arn],
         conditions={"Bool": {"kms:GrantIsForAWSResource": "true"}, "StringEquals": {"kms:CallerAccount": account}},
+    )
+
+
+# A function's environment encrypted with a customer-managed key: "only users in your account with access to the KMS
+# key can view or manage environment variables on the function" (Lambda developer guide, "Securing Lambda environment
+# variables", https://docs.aws.amazon.com/lambda/latest/dg/configuration-envvars-encryption.html); the function
+# decrypts them at start-up through Lambda, so the execution role's kms:Decrypt is limited to requests Lambda makes
+# (kms:ViaService lambda.<region>.amazonaws.com) in this account.
+ENVIRONMENT = ("kms:Decrypt",)
+LAMBDA_FUNCTION = "AWS::Lambda::Function"
+LOG_GROUP = "AWS::Logs::LogGroup"
+
+
+def grant_environment_key(grantee: iam.IGrantable, key_arn: str, *, scope: Construct) -> iam.Grant:
+    """kms:Decrypt of ``key_arn`` for the function environment Lambda decrypts for ``grantee``, this account only."""
+    stack = cdk.Stack.of(scope)
+    return iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=list(ENVIRONMENT),
+        resource_arns=[key_arn],
+        conditions={
+            "StringEquals": {
+                "kms:ViaService": f"lambda.{stack.region}.{stack.url_suffix}",
+                "kms:CallerAccount": stack.account,
+            }
+        },
+    )
+
+
+def logs_key_policy_statement(*, region: str, account: str, partition: str = "aws") -> dict:
+    """The key-policy statement an imported log-group key must carry (the app cannot add it to a key it did not
+    create): CloudWatch Logs' regional service principal, for this account's log groups only (CloudWatch Logs user
+    guide, "Encrypt log data in CloudWatch Logs using AWS Key Management Service", step 2, key policy with the
+    kms:EncryptionContext:aws:logs:arn condition: https://docs.aws.amazon.com/AmazonCloudWatch/latest/logs/
+    encrypt-log-data-kms.html)."""
+    return {
+        "Sid": "AllowCloudWatchLogsOfThisAccount",
+        "Effect": "Allow",
+        "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+        "Action": ["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
+        "Resource": "*",
+        "Condition": {
+            "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{partition}:logs:{region}:{account}:log-group:*"}
+        },
+    }
+
+
+@jsii.implements(cdk.IAspect)
+class _CustomerKeys:
+    """Puts ``KmsKeyId`` on every log group and ``KmsKeyArn`` on every function of the scope, CDK's own (the Provider
+    framework's, the LogRetention handler's) included, and gives each function's role the Lambda-scoped decrypt."""
+
+    def __init__(self, *, logs_key_arn: str | None, environment_key_arn: str | None) -> None:
+        self.logs_key_arn = logs_key_arn
+        self.environment_key_arn = environment_key_arn
+        self._granted: set[str] = set()
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, cdk.CfnResource):
+            return
+        if node.cfn_resource_type == LOG_GROUP and self.logs_key_arn:
+            # AWS::Logs::LogGroup KmsKeyId: the key's ARN (CreateLogGroup kmsKeyId, botocore logs service model).
+            node.add_property_override("KmsKeyId", self.logs_key_arn)
+        elif node.cfn_resource_type == LAMBDA_FUNCTION and self.environment_key_arn:
+            node.add_property_override("KmsKeyArn", self.environment_key_arn)
+            role = _role_of(node)
+            if role.node.path not in self._granted:
+                self._granted.add(role.node.path)
+                grant_environment_key(role, self.environment_key_arn, scope=node)
+
+
+def _role_of(function: cdk.CfnResource) -> iam.IRole:
+    """The execution role of a function resource: a ``lambda.Function``'s, or the ``ServiceRole`` beside the raw
+    resource aws-cdk-lib's LogRetention handler is made of."""
+    parent = function.node.scope
+    if isinstance(parent, lambda_.Function):
+        return parent.role
+    role = parent.node.try_find_child("ServiceRole") if parent is not None else None
+    if isinstance(role, iam.Role):
+        return role
+    raise Refusal(
+        f"Lambda function {function.node.path}",
+        ["its execution role is not known, so environment_key cannot be granted to it"],
+    )
+
+
+def encrypt_logs_and_functions(
+    scope: Construct, *, logs_key: kms.IKey | None = None, environment_key: kms.IKey | None = None
+) -> None:
+    """Encrypt every log group (``logs_key``) and every Lambda function's environment (``environment_key``) created
+    in ``scope``, now or later, with customer-managed keys.
+
+    ``logs_key``'s policy must allow CloudWatch Logs (:func:`logs_key_policy_statement`); the app cannot edit the
+    policy of a key it did not create. Log groups made outside the template (by SageMaker, or by LogRetention for the
+    endpoint's logs) are not covered: ``aws logs associate-kms-key`` does that.
+
+    :param logs_key: the ``KmsKeyId`` of every ``AWS::Logs::LogGroup``; a key ARN (``key/<id>``), not an alias.
+        Default: none, CloudWatch Logs' own encryption.
+    :param environment_key: the ``KmsKeyArn`` of every ``AWS::Lambda::Function``; each function's role gets
+        ``kms:Decrypt`` on it through Lambda in this account. Default: none, Lambda's own key.
+    """
+    problems = [
+        f"{name}={key.key_arn!r}: {KEY_ARN_RULE}"
+        for name, key in (("logs_key", logs_key), ("environment_key", environment_key))
+        if key is not None and not cdk.Token.is_unresolved(key.key_arn) and not KMS_KEY_ARN.fullmatch(key.key_arn)
+    ]
+    refuse(f"encrypt_logs_and_functions {scope.node.path}", problems)
+    if logs_key is None and environment_key is None:
+        return
+    cdk.Aspects.of(scope).add(
+        _CustomerKeys(
+            logs_key_arn=logs_key.key_arn if logs_key else None,
+            environment_key_arn=environment_key.key_arn if environment_key else None,
+        ),
+        priority=cdk.AspectPriority.MUTATING,
     )

@@ -246,6 +246,8 @@ class DeploymentConfig:
     tags: dict[str, str]
     bucket_kms_key_arn: str | None
     volume_kms_key_arn: str | None
+    logs_kms_key_arn: str | None
+    lambda_kms_key_arn: str | None
     deployments: dict[str, Any] | None  # a fleet: stacks/fleet.py reads it
     deployments_file: str | None
     # Derived, not context keys.

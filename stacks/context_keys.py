@@ -709,6 +709,30 @@ KEYS: tuple[ContextKey, ...] = (
         "encrypts the ML storage volumes of the endpoint's instances (`KmsKeyId`) and of the staging job "
         "(`VolumeKmsKeyId`); refused for instance types with local NVMe storage, which their hardware encrypts",
     ),
+    ContextKey(
+        "logs_kms_key_arn",
+        _optional(
+            _pattern(
+                KMS_KEY_ARN, "the ARN of a symmetric customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>"
+            )
+        ),
+        None,
+        "governance",
+        "encrypts every log group the stack creates (`KmsKeyId`); the key policy must allow "
+        "`logs.<region>.amazonaws.com` (see [private networks](guide/private-network.md#keys))",
+    ),
+    ContextKey(
+        "lambda_kms_key_arn",
+        _optional(
+            _pattern(
+                KMS_KEY_ARN, "the ARN of a symmetric customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>"
+            )
+        ),
+        None,
+        "governance",
+        "encrypts the environment of every Lambda function of the stack (`KmsKeyArn`); each function's role may "
+        "decrypt with it through Lambda only (may be the same key as `logs_kms_key_arn`)",
+    ),
 )
 FIELDS: dict[str, Callable[[Any], Any]] = {key.name: key.parse for key in KEYS}
 BY_NAME: dict[str, ContextKey] = {key.name: key for key in KEYS}

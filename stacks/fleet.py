@@ -60,6 +60,9 @@ ENDPOINT_KEYS = (
     "alarm_gpu_memory_percent",
     "alarm_no_capacity",
     "dashboard",
+    # One stack per endpoint: its log groups and functions take one key each (constructs_lib/keys.py).
+    "logs_kms_key_arn",
+    "lambda_kms_key_arn",
 )
 ADAPTER_KEYS = ("model_s3_uri", "model_id", "revision", "include")
 # A deployment's (or shared endpoint's) name becomes part of a stack name and of construct ids.

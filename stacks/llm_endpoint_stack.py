@@ -24,6 +24,7 @@ from constructs_lib import (
     S3ModelData,
     StagedCheckpoint,
     app_bucket_name,
+    encrypt_logs_and_functions,
     get_engine,
     is_model_archive,
     lookup_instance,
@@ -66,6 +67,10 @@ class LlmEndpointStack(cdk.Stack):
             kms.Key.from_key_arn(self, "VolumeKey", config.volume_kms_key_arn) if config.volume_kms_key_arn else None
         )
         self.network = self._network(config)
+        # Every log group and function of the stack, CDK's own included, whenever they are added (an aspect).
+        key_of = {"LogsKey": config.logs_kms_key_arn, "LambdaKey": config.lambda_kms_key_arn}
+        keys = {name: kms.Key.from_key_arn(self, name, arn) if arn else None for name, arn in key_of.items()}
+        encrypt_logs_and_functions(self, logs_key=keys["LogsKey"], environment_key=keys["LambdaKey"])
         # Every taggable resource, the SageMaker ones included (CfnModel, CfnEndpointConfig, CfnEndpoint,
         # CfnInferenceComponent take Tags); the staging jobs started at run time get them through the handler.
         for tag_key, tag_value in config.tags.items():

@@ -36,6 +36,7 @@ PAGES = {
     "DeploymentPreflight": constructs_lib.DeploymentPreflight.__init__,
     "EndpointSmokeTest": constructs_lib.EndpointSmokeTest.__init__,
     "AlarmTopic": constructs_lib.AlarmTopic.__init__,
+    "CustomerKeys": constructs_lib.encrypt_logs_and_functions,
 }
 PARAM = re.compile(r"^\s*:param (\w+):(.*)$")
 

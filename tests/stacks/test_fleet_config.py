@@ -102,3 +102,13 @@ def test_the_map_comes_inline_or_from_a_file_not_both(tmp_path):
     path.write_text("[1]")
     with pytest.raises(ConfigError, match="expected a JSON object"):
         deployments_of({"deployments_file": str(path)}, read)
+
+
+def test_deployments_sharing_an_endpoint_take_one_logs_and_one_lambda_key():
+    # One stack per endpoint, so one key for its log groups and one for its functions (constructs_lib/keys.py).
+    key = "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab"
+    found = problems(
+        {"a": {**IC, "endpoint": "e"}, "b": {**IC, "endpoint": "e", "logs_kms_key_arn": key, "lambda_kms_key_arn": key}}
+    )
+    for name in ("logs_kms_key_arn", "lambda_kms_key_arn"):
+        assert any(p.startswith(f"deployments.b.{name}={key!r}: differs from deployments.a.") for p in found), found

@@ -31,6 +31,9 @@ GOVERNED = {
     "vpc_subnet_ids": json.dumps(SUBNETS),
     "bucket_kms_key_arn": BUCKET_KEY,
     "volume_kms_key_arn": VOLUME_KEY,
+    # Log groups and functions (tests/stacks/test_customer_keys.py has their own checks), with everything else.
+    "logs_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab",
+    "lambda_kms_key_arn": "arn:aws:kms:us-east-1:123456789012:key/2222abcd-12ab-34cd-56ef-1234567890ab",
     "tags": json.dumps(TAGS),
     "instance_type": "ml.p3.2xlarge",
     "image": CUDA12_IMAGE,
