@@ -16,7 +16,7 @@ export CDK_DISABLE_VERSION_CHECK := 1
 export AWS_EC2_METADATA_DISABLED := true
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 
-.PHONY: setup synth test lint format clean mutation test-llamacpp test-package plan facts
+.PHONY: setup synth test test-integration lint format clean mutation test-llamacpp test-package plan facts
 
 # uv (from PyPI, pinned) installs the environment in a fraction of pip's time; pip is the fallback when uv
 # cannot be installed (no pip for python3, an offline mirror without it). Either way the same pins install.
@@ -65,9 +65,14 @@ format: setup
 	$(BIN)/ruff format .
 	$(BIN)/ruff check --fix .
 
-# Both cores: a module's fixtures stay with the worker that runs it; idle workers steal what is left.
+# Both cores: a module's fixtures stay with the worker that runs it; idle workers steal what is left. The modules
+# marked integration (whole apps in many variants, the real CDK CLI, pytest inside pytest) run in
+# test-integration, which CI runs too, so that make test stays under 4.5 minutes on 2 cores.
 test: setup lint
-	$(BIN)/python -m pytest -n 2 --dist worksteal
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not integration"
+
+test-integration: setup
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m integration
 
 # The library as users install it: a wheel, a fresh virtual environment outside the repository, and a consumer
 # app with an empty cdk.json synthesized from a temporary folder (tests/package; about a minute on 2 cores).

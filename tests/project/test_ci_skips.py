@@ -11,6 +11,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# pytest run inside pytest, three times: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 SKIPPING = """import pytest
 
 

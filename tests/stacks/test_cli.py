@@ -13,6 +13,7 @@ from tests.conftest import ROOT
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 pytestmark = [
     pytest.mark.slow,
+    pytest.mark.integration,  # the real CDK CLI: `make test-integration` (CI runs it)
     pytest.mark.skipif(not CDK.exists() or shutil.which("node") is None, reason="run `make setup` for the CDK CLI"),
 ]
 

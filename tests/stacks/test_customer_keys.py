@@ -18,6 +18,9 @@ from constructs_lib import Refusal, encrypt_logs_and_functions, logs_key_policy_
 from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with
 
+# Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 LOGS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab"
 LAMBDA_KEY = "arn:aws:kms:us-east-1:123456789012:key/2222abcd-12ab-34cd-56ef-1234567890ab"
 KEYS = {"logs_kms_key_arn": LOGS_KEY, "lambda_kms_key_arn": LAMBDA_KEY}

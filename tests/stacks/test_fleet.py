@@ -17,6 +17,9 @@ from aws_cdk.assertions import Match, Template
 
 from tests.conftest import build
 
+# Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 FLEET = "tests/data/fleet.json"
 APP = "LlmEndpoint"
 ENDPOINT_STACKS = [f"{APP}-chat", f"{APP}-coder", f"{APP}-shared"]

@@ -18,6 +18,9 @@ from constructs_lib.names import hub_endpoint_problem
 from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
 
+# Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-89abcdef"]
 GROUP = "sg-0123456789abcdef0"
 VPC = "vpc-0123456789abcdef0"

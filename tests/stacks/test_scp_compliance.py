@@ -25,6 +25,9 @@ from policy_sentry.querying.actions import get_action_data
 from handler_kit.resources import StagedCheckpointProperties
 from tests.conftest import load_lambda, stack_template
 
+# Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-89abcdef"]
 GROUP = "sg-0123456789abcdef0"
 VOLUME_KEY = "arn:aws:kms:us-east-1:123456789012:key/9876abcd-12ab-34cd-56ef-1234567890ab"
