@@ -271,6 +271,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeSageMaker
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY (socketserver.StreamRequestHandler): a stream's many small writes would otherwise wait for
+    # the client's delayed ACK (Nagle), tens of ms at random, which is the fake's latency, not the endpoint's.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet test output
         pass
