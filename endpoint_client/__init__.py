@@ -15,6 +15,7 @@ from .chat import (
 )
 from .errors import REASON_LIMIT_BYTES, ErrorInfo, InvocationError, StreamLimitExceeded, classify, short_reason
 from .jsonlines import JsonLinesDecoder
+from .openai_http import OpenAiEndpoint, check_base_url, token_from_env
 from .runtime import InvocationResult, invoke_chat, stream_chat
 from .sse import DONE, MAX_EVENT_BYTES, MAX_LINE_BYTES, SseDecoder, SseEvent, iter_events
 from .streams import STREAM_FORMATS, new_decoder
@@ -32,10 +33,12 @@ __all__ = [
     "InvocationResult",
     "JsonLinesDecoder",
     "MalformedResponse",
+    "OpenAiEndpoint",
     "SseDecoder",
     "SseEvent",
     "StreamLimitExceeded",
     "build_chat_request",
+    "check_base_url",
     "classify",
     "excerpt",
     "invoke_chat",
@@ -45,4 +48,5 @@ __all__ = [
     "parse_delta",
     "short_reason",
     "stream_chat",
+    "token_from_env",
 ]

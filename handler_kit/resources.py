@@ -367,6 +367,8 @@ class DeploymentPreflightProperties(ResourceProperties):
     update_instances: int = prop("UpdateInstances", WHOLE, 0)  # an update's new instances, on top of the serving
     allow_unverified_s3: bool = prop("AllowUnverifiedS3", FLAG, False)
     skip_checks: tuple[str, ...] = prop("SkipChecks", LIST)
+    # The variant's fallback types (instance pools, after instance_type); the quota check reads each one's quota.
+    instance_pools: tuple[str, ...] = prop("InstancePools", LIST, omit_default=True)
     # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
     engine: str | None = prop("Engine", TEXT, "")
     compute_capability: str | None = prop("ComputeCapability", TEXT, "")

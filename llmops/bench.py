@@ -2,6 +2,11 @@
 
     python -m llmops.bench --endpoint NAME [--ic COMPONENT] --concurrency 1,4,16 --requests 64 \\
         --input-tokens 512 --output-tokens 256 [--json out.json] [--plot out.png]
+    python -m llmops.bench --openai-base-url URL [--bearer-token-env OPENAI_API_KEY] --concurrency 1,4,16
+
+The first calls InvokeEndpointWithResponseStream (SigV4); the second POSTs the same streamed chat requests
+to ``URL/chat/completions`` (the stack's OpenAiBaseUrl output) with the bearer token in that environment
+variable, and reports the same figures.
 
 At each concurrency C, C workers each send a request, wait for the whole streamed answer, and send the
 next one at once (a closed loop), until ``--requests`` requests have been sent at that level. Per level it
@@ -19,6 +24,7 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import random
 import sys
 import threading
@@ -29,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from endpoint_client import Delta, InvocationError, build_chat_request, stream_chat
+from endpoint_client import Delta, InvocationError, OpenAiEndpoint, build_chat_request, stream_chat, token_from_env
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
@@ -226,14 +232,17 @@ def run_level(
             times.append(time.monotonic())
 
         try:
-            result = stream_chat(
-                client,
-                endpoint,
-                body,
-                inference_component_name=component,
-                on_delta=on_delta,
-                stream_format=stream_format,
-            )
+            if isinstance(client, OpenAiEndpoint):
+                result = client.stream_chat(body, on_delta=on_delta, stream_format=stream_format)
+            else:
+                result = stream_chat(
+                    client,
+                    endpoint,
+                    body,
+                    inference_component_name=component,
+                    on_delta=on_delta,
+                    stream_format=stream_format,
+                )
         except InvocationError as e:
             if stop.is_set():
                 return None
@@ -390,10 +399,36 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", type=Path, help="write the figures and per-request timings to this file")
     parser.add_argument("--plot", type=Path, help="write a latency and throughput chart to this PNG")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    add_openai_options(parser)
     engine_option(parser)
     add_fleet_options(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
+
+
+def add_openai_options(parser: argparse.ArgumentParser) -> None:
+    """``--openai-base-url`` and ``--bearer-token-env``, shared with ``llmops.invoke``."""
+    parser.add_argument(
+        "--openai-base-url",
+        metavar="URL",
+        help="call URL/chat/completions (the stack's OpenAiBaseUrl output) with a bearer token instead of SigV4",
+    )
+    parser.add_argument(
+        "--bearer-token-env",
+        metavar="NAME",
+        default="OPENAI_API_KEY",
+        help="with --openai-base-url: the environment variable holding the token (default: OPENAI_API_KEY)",
+    )
+
+
+def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> OpenAiEndpoint:
+    """The OpenAI-path client of ``--openai-base-url``; ``ValueError`` for a bad URL, a missing token or a
+    conflicting target (the URL names the endpoint and component already)."""
+    if args.endpoint or args.inference_component or args.deployment:
+        raise ValueError(
+            "--openai-base-url names the endpoint (and component) itself: not with --endpoint, --ic or --deployment"
+        )
+    return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env))
 
 
 def _runtime_client(region: str | None, pool: int) -> Any:
@@ -417,8 +452,10 @@ def main(
     cloudformation_client: Any = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    environ = os.environ if environ is None else environ
     parser = _parser()
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -456,10 +493,16 @@ def main(
         except ImportError:
             return fail(EXIT_USAGE, "--plot needs matplotlib (pip install -r requirements-dev.txt)")
 
-    try:
-        apply_target(args, cloudformation_client)
-    except TargetError as e:
-        return fail(EXIT_USAGE, str(e))
+    if args.openai_base_url:
+        try:
+            runtime_client = openai_endpoint(args, environ)
+        except ValueError as e:
+            return fail(EXIT_USAGE, str(e))
+    else:
+        try:
+            apply_target(args, cloudformation_client)
+        except TargetError as e:
+            return fail(EXIT_USAGE, str(e))
     if runtime_client is None:
         from botocore.exceptions import NoRegionError
 
@@ -508,6 +551,7 @@ def main(
 
     report = {
         "endpoint": args.endpoint,
+        "openai_base_url": args.openai_base_url,
         "inference_component": args.inference_component,
         "settings": {
             "concurrency": args.concurrency,
@@ -528,7 +572,7 @@ def main(
         print(f"figures: {args.json}", file=stderr)
     if args.plot and levels:
         component = f" / {args.inference_component}" if args.inference_component else ""
-        plot(levels, args.plot, f"{args.endpoint}{component}")
+        plot(levels, args.plot, args.openai_base_url or f"{args.endpoint}{component}")
         print(f"chart: {args.plot}", file=stderr)
     if interrupted:
         return EXIT_INTERRUPTED

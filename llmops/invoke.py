@@ -3,6 +3,7 @@
     python -m llmops.invoke --endpoint NAME "Write a haiku about S3"
     python -m llmops.invoke --endpoint NAME --engine lmi "Write a haiku about S3"
     echo "Write a haiku about S3" | python -m llmops.invoke --endpoint NAME --no-stream -
+    python -m llmops.invoke --openai-base-url URL [--bearer-token-env OPENAI_API_KEY] "Write a haiku about S3"
 
 The answer goes to stdout as it streams; reasoning (if the model emits any) and the timing line go to
 stderr, so ``> answer.txt`` keeps only the answer. Exit status: 0 answered, 1 the invocation failed
@@ -14,17 +15,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import sys
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from endpoint_client import (
     Delta,
     InvocationError,
     InvocationResult,
+    OpenAiEndpoint,
     build_chat_request,
     invoke_chat,
     stream_chat,
 )
+from llmops.bench import add_openai_options, openai_endpoint
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
@@ -79,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--system", help="a system message before the prompt")
     parser.add_argument("--extra", help="JSON object merged into the request body, e.g. '{\"temperature\": 0.2}'")
     parser.add_argument("--region", help="AWS region (default: the AWS CLI's configuration)")
+    add_openai_options(parser)
     engine_option(parser)
     add_fleet_options(parser)
     return parser
@@ -100,8 +106,10 @@ def main(
     stdin: TextIO | None = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> int:
     stdin, stdout, stderr = stdin or sys.stdin, stdout or sys.stdout, stderr or sys.stderr
+    environ = os.environ if environ is None else environ
     parser = _parser()
     try:
         with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
@@ -132,10 +140,17 @@ def main(
         except ValueError as e:
             return fail(EXIT_USAGE, f"--extra: {e}")
 
-        try:
-            apply_target(args, cloudformation_client)
-        except TargetError as e:
-            return fail(EXIT_USAGE, str(e))
+        if args.openai_base_url:
+            try:
+                runtime_client = openai_endpoint(args, environ)
+            except ValueError as e:
+                return fail(EXIT_USAGE, str(e))
+        else:
+            try:
+                apply_target(args, cloudformation_client)
+            except TargetError as e:
+                return fail(EXIT_USAGE, str(e))
+        target = args.openai_base_url or args.endpoint
         if runtime_client is None:
             from botocore.exceptions import NoRegionError
 
@@ -146,7 +161,12 @@ def main(
 
         printer = _Printer(stdout, stderr)
         try:
-            if args.stream:
+            if isinstance(runtime_client, OpenAiEndpoint) and args.stream:
+                result = runtime_client.stream_chat(body, on_delta=printer, stream_format=stream_formats()[args.engine])
+            elif isinstance(runtime_client, OpenAiEndpoint):
+                result = runtime_client.invoke_chat(body)
+                printer(Delta(content=result.content, reasoning=result.reasoning))
+            elif args.stream:
                 result = stream_chat(
                     runtime_client,
                     args.endpoint,
@@ -164,9 +184,9 @@ def main(
             if printer.wrote_answer:
                 stdout.write("\n")
             hint = " (transient: try again)" if e.transient else ""
-            return fail(EXIT_FAILED, f"invoking {args.endpoint} failed: {e}{hint}")
+            return fail(EXIT_FAILED, f"invoking {target} failed: {e}{hint}")
         if not result.content and not result.reasoning:
-            return fail(EXIT_FAILED, f"{args.endpoint} answered with empty content")
+            return fail(EXIT_FAILED, f"{target} answered with empty content")
         stdout.write("\n")
         stdout.flush()
         if printer.wrote_reasoning:

@@ -45,6 +45,7 @@ from typing import Any
 from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
+from constructs_lib.instance_pools import MAX_FALLBACKS
 from constructs_lib.prices import UNKNOWN, Price, hours_per_month
 from llmops.context import add_context_arguments, uses_context
 from llmops.facts import RECORD
@@ -333,6 +334,24 @@ def rank(
             c.instance_type,
         ),
     )
+
+
+def pool_suggestion(fitting: list[Candidate], max_fallbacks: int = MAX_FALLBACKS) -> list[str]:
+    """The next-best fitting types after the first, as ``instance_pools`` fallbacks, in ranking order.
+
+    Every pool serves the same Model with the same engine settings (constructs_lib/instance_pools.py), so a
+    fallback must run the first type's tensor parallel size on as many GPUs: only types with the same GPU count
+    (their fit was computed at that size) qualify; at most ``max_fallbacks`` (InstancePools holds 5).
+    """
+    if not fitting:
+        return []
+    first = fitting[0]
+    same = [
+        c.instance_type
+        for c in fitting[1:]
+        if c.gpu_count == first.gpu_count and c.tensor_parallel_size == first.tensor_parallel_size
+    ]
+    return same[:max_fallbacks]
 
 
 def suggestions(
@@ -823,6 +842,7 @@ def _ranking(args: argparse.Namespace, source: Source, region: str, settings: di
             "weight_bytes": source.weight_bytes,
             "hours_per_month": hours_per_month(),
             "instances": [_candidate_json(c) for c in fitting],
+            "instance_pools": pool_suggestion(fitting),
             "does_not_fit": [_candidate_json(c) for c in candidates if c.margin == "no"],
             "suggestions": advice,
             "warnings": warnings,
@@ -841,6 +861,13 @@ def _ranking(args: argparse.Namespace, source: Source, region: str, settings: di
     print(f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}), cheapest first:")
     print(ranking_table(fitting, region=region, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs))
     print(price_legend(fitting, region))
+    pools = pool_suggestion(fitting)
+    if pools:
+        print(
+            f"instance_type={fitting[0].instance_type} instance_pools={json.dumps(pools)}: the next-best types with "
+            f"its {fitting[0].gpu_count} GPU(s), for SageMaker to fall back to when it has no capacity "
+            "(docs/guide/capacity.md)"
+        )
     for warning in warnings:
         print(f"warning: {warning}")
     return 0

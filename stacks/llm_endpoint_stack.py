@@ -430,6 +430,7 @@ class LlmEndpointStack(cdk.Stack):
             update_instances=update_instances,
             allow_unverified_s3=config.allow_unverified_s3,
             skip_checks=config.preflight_skip,
+            instance_pools=config.instance_pools,
             allow_checkpoint_code=config.allow_checkpoint_code,
             trust_remote_code=config.trust_remote_code,
             engine=config.engine,

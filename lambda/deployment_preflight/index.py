@@ -185,6 +185,11 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.data.update(
                     QuotaName=quota.name, QuotaCode=quota.code, QuotaValue=f"{quota.value:g}", QuotaSource=quota.source
                 )
+        for pool in settings.instance_pools:  # each fallback may have to hold every instance
+            try:
+                report.add("quota", check_quota(find_quota(quotas(), pool), settings, pool))
+            except QuotaLookupError as e:
+                report.add("quota", [f"{pool}: {e}"])
         report.notes.append(QUOTA_NOTE)
     return report
 

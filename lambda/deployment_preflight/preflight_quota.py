@@ -70,7 +70,10 @@ def _quota_error(error: ClientError, code: str) -> str:
     return f"could not read Service Quotas ({error.operation_name}): {code}: {message}"
 
 
-def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
+def check_quota(quota: Quota | None, settings: Settings, instance_type: str | None = None) -> list[str]:
+    """``instance_type``: a fallback of the variant's instance pools (default: ``settings.instance_type``). Each
+    pool must hold every instance: SageMaker falls back to it whenever the types before it have no capacity, at
+    creation, scale-out and replacement (SageMaker developer guide, realtime-endpoints-heterogeneous)."""
     # An update of a standard endpoint provisions a whole new (green) fleet beside the serving one
     # (SageMaker deployment-guardrails-blue-green), so the quota must hold both while it runs.
     needed = settings.instances_needed + settings.update_instances
@@ -80,7 +83,9 @@ def check_quota(quota: Quota | None, settings: Settings) -> list[str]:
         if settings.update_instances
         else ""
     )
-    name = QUOTA_NAME.format(settings.instance_type)
+    name = QUOTA_NAME.format(instance_type or settings.instance_type)
+    if instance_type:
+        why += f" (instance_pools fallback {instance_type}: SageMaker may place every instance on it)"
     if quota is None:
         return [
             f"Service Quotas has no quota named {name!r} for SageMaker in this region: the instance type may not "

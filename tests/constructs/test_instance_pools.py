@@ -40,6 +40,11 @@ def test_the_issues_pools_synthesize_with_every_type_in_the_variant_and_pass_cfn
     ]
     result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    # The preflight reads each fallback's quota too (lambda/deployment_preflight/preflight_quota.py).
+    (preflight,) = [
+        r for r in json.loads(path.read_text())["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"
+    ]
+    assert preflight["Properties"]["InstancePools"] == ["ml.g6e.xlarge", "ml.g5.2xlarge"]
 
 
 def test_no_pools_keep_the_instance_type():

@@ -104,6 +104,23 @@ def test_max_num_batched_tokens_is_passed_only_when_set(synthesized):
     Template.from_stack(stack).has_resource_properties(RESOURCE_TYPE, {"MaxNumBatchedTokens": "8192"})
 
 
+def test_instance_pools_are_passed_for_their_quotas_only_when_given(synthesized):
+    # Unset: no property, so templates deployed before it existed stay unchanged (no preflight re-run).
+    _, properties = preflight_resource(template_of(synthesized))
+    assert "InstancePools" not in properties["Properties"]
+    _, stack, bucket = new_stack()
+    DeploymentPreflight(
+        stack,
+        "Pools",
+        model=S3ModelData(bucket, PREFIX),
+        instance_type="ml.g6.xlarge",
+        instance_pools=["ml.g5.xlarge", "ml.g6.2xlarge"],
+    )
+    Template.from_stack(stack).has_resource_properties(
+        RESOURCE_TYPE, {"InstanceType": "ml.g6.xlarge", "InstancePools": ["ml.g5.xlarge", "ml.g6.2xlarge"]}
+    )
+
+
 def test_the_handler_is_bundled_with_the_preflight_package(synthesized):
     template = template_of(synthesized)
     functions = template.find_resources(

@@ -9,6 +9,12 @@
   CRC32, headers, payload, message CRC32) and sent with chunked transfer encoding, the messages
   themselves split across HTTP chunks, so that botocore's own event-stream parser does the reading.
 
+The OpenAI-compatible path (``POST /endpoints/{name}[/inference-components/{ic}]/openai/v1/chat/completions``,
+SageMaker developer guide ``realtime-endpoints-openai-compatible``): the same replies and delays, the SSE
+(or JSON Lines) body sent as the container wrote it in plain HTTP chunks, after checking
+``Authorization: Bearer <fake.bearer_token>`` (missing: 401, another token: 403; the statuses this fake
+chooses, since the guide names none).
+
 ``sagemaker`` (JSON 1.1, ``X-Amz-Target``): ``DescribeEndpoint`` and ``DescribeInferenceComponent``.
 
 Behaviour is per endpoint: a queue of :class:`Reply` objects (one per invocation, then ``default``),
@@ -41,6 +47,11 @@ COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
 DEFAULT_ANSWER = "Buckets hold the sky / objects drift in quiet rows / durable as stone 🪣"
 _TOKENS = re.compile(r"\S+\s*|\s+")
 _INVOKE_PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<kind>invocations|invocations-response-stream)$")
+_OPENAI_PATH = re.compile(
+    r"^/endpoints/(?P<name>[^/]+)(?:/inference-components/(?P<component>[^/]+))?/openai/v1/chat/completions$"
+)
+OPENAI_KIND = "openai-chat-completions"
+BEARER_TOKEN = "fake-bearer-token"
 
 
 # --- AWS event-stream encoding ---------------------------------------------------------------------
@@ -101,6 +112,7 @@ class Reply:
     first_token_delay_s: float | None = None  # streamed: after the headers, before the first token (else token_delay_s)
     seed: int = 7  # where the stream is cut into parts
     stream_format: str = "sse"  # streamed: "sse" (vLLM, SGLang) or "jsonlines" (LMI: one chunk a line, no [DONE])
+    raw_stream: bytes | None = None  # streamed: exactly these bytes as the body (hostile framing)
 
     @classmethod
     def model_error(cls, original_status: int, body: str) -> Reply:
@@ -180,8 +192,9 @@ def injected_reply(kind: str, base: Reply) -> Reply:
 class FakeSageMaker:
     """Start with ``with FakeSageMaker() as fake:``; point clients at ``fake.url``."""
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, bearer_token: str = BEARER_TOKEN) -> None:
         self.endpoints: dict[str, FakeEndpoint] = {}
+        self.bearer_token = bearer_token  # what the OpenAI-compatible path accepts
         self.requests: list[Recorded] = []
         self.cut_streams = 0  # streams whose client went away before the end
         self._lock = threading.Lock()
@@ -230,7 +243,8 @@ class FakeSageMaker:
         return [
             r
             for r in self.requests
-            if r.kind.startswith("invocations") and (endpoint is None or r.endpoint == endpoint)
+            if (r.kind.startswith("invocations") or r.kind == OPENAI_KIND)
+            and (endpoint is None or r.endpoint == endpoint)
         ]
 
     def record(self, entry: Recorded) -> None:
@@ -257,6 +271,9 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeSageMaker
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY (socketserver.StreamRequestHandler): a stream's many small writes would otherwise wait for
+    # the client's delayed ACK (Nagle), tens of ms at random, which is the fake's latency, not the endpoint's.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet test output
         pass
@@ -269,6 +286,10 @@ class _Handler(BaseHTTPRequestHandler):
         if target.startswith("SageMaker."):
             self._control_plane(target.removeprefix("SageMaker."), raw, headers)
             return
+        openai = _OPENAI_PATH.match(self.path.split("?", 1)[0])
+        if openai:
+            self._openai(unquote(openai["name"]), openai["component"], raw, headers)
+            return
         match = _INVOKE_PATH.match(self.path.split("?", 1)[0])
         if not match:
             self._json(404, {"message": f"no route for {self.path}"})
@@ -280,6 +301,25 @@ class _Handler(BaseHTTPRequestHandler):
             body = raw
         self.owner.record(Recorded(kind, name, headers, body))
         self._invoke(name, kind, headers)
+
+    def _openai(self, name: str, component: str | None, raw: bytes, headers: dict[str, str]) -> None:
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw
+        self.owner.record(Recorded(OPENAI_KIND, name, headers, body))
+        scheme, _, token = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            self._json(401, {"message": "Missing bearer token"})
+            return
+        if token != self.owner.bearer_token:
+            self._json(403, {"message": "The security token included in the request is invalid."})
+            return
+        headers = {k: v for k, v in headers.items() if k != COMPONENT_HEADER}
+        if component:
+            headers[COMPONENT_HEADER] = unquote(component)  # the URL names the component, as the header does
+        streamed = isinstance(body, dict) and body.get("stream") is True
+        self._invoke(name, "openai-stream" if streamed else "openai", headers)
 
     # control plane
 
@@ -364,6 +404,10 @@ class _Handler(BaseHTTPRequestHandler):
         reply = endpoint.next_reply()
         if reply.delay_s:
             time.sleep(reply.delay_s)
+        if reply.error and kind.startswith("openai") and reply.error == "ModelError":
+            # The OpenAI-compatible path returns the container's answer as it is (the guide).
+            self._raw(reply.original_status or 500, reply.original_body.encode("utf-8"), "application/json")
+            return
         if reply.error:
             extra: dict[str, Any] = {}
             if reply.error == "ModelError":
@@ -375,8 +419,10 @@ class _Handler(BaseHTTPRequestHandler):
                 }
             self._aws_error(reply.status, reply.error, reply.message, **extra)
             return
-        if kind == "invocations":
+        if kind in ("invocations", "openai"):
             self._complete(reply)
+        elif kind == "openai-stream":
+            self._stream(reply, openai=True)
         else:
             self._stream(reply)
 
@@ -398,12 +444,19 @@ class _Handler(BaseHTTPRequestHandler):
             answer["usage"] = {"prompt_tokens": 12, "completion_tokens": len(tokens), "total_tokens": 12 + len(tokens)}
         self._json(200, answer)
 
-    def _stream(self, reply: Reply) -> None:
+    def _stream(self, reply: Reply, *, openai: bool = False) -> None:
+        """The streamed answer: event-stream ``PayloadPart`` messages, or (``openai``) the body itself."""
         jsonlines = reply.stream_format == "jsonlines"
         sse, starts = _jsonlines_bytes(reply) if jsonlines else _sse_bytes(reply)
+        if reply.raw_stream is not None:
+            sse, starts = reply.raw_stream, []
+        body_type = "application/jsonlines" if jsonlines else "text/event-stream"
         self.send_response(200)
-        self.send_header("Content-Type", "application/vnd.amazon.eventstream")
-        self.send_header("X-Amzn-SageMaker-Content-Type", "application/jsonlines" if jsonlines else "text/event-stream")
+        if openai:
+            self.send_header("Content-Type", body_type)
+        else:
+            self.send_header("Content-Type", "application/vnd.amazon.eventstream")
+            self.send_header("X-Amzn-SageMaker-Content-Type", body_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
         rng = random.Random(reply.seed)
@@ -423,8 +476,11 @@ class _Handler(BaseHTTPRequestHandler):
                         due = began + first + token_at[position] * reply.token_delay_s
                         time.sleep(max(0.0, due - time.monotonic()))
                 part = sse[position : position + size]
-                self._write_split(payload_part(part), rng)
+                self._write_split(part if openai else payload_part(part), rng)
                 position += size
+            if reply.stream_error and openai:
+                self.close_connection = True  # no event-stream framing to carry it: the stream just breaks
+                return
             if reply.stream_error:
                 self._write_split(exception_event(reply.stream_error, "Model stream broke mid-answer."), rng)
             self.wfile.write(b"0\r\n\r\n")
@@ -437,7 +493,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _write_split(self, message: bytes, rng: random.Random) -> None:
         """Send one event-stream message as one or two HTTP chunks (botocore must reassemble them)."""
-        cut = rng.randrange(1, len(message)) if rng.random() < 0.5 else len(message)
+        cut = rng.randrange(1, len(message)) if len(message) > 1 and rng.random() < 0.5 else len(message)
         for piece in (message[:cut], message[cut:]):
             if piece:
                 self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")

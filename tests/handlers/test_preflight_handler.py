@@ -561,3 +561,33 @@ def test_update_instances_zero_or_absent_adds_nothing_and_a_bad_value_is_refused
         settings(properties(UpdateInstances="two"))
     with pytest.raises(handler.PreflightFailed, match=r"UpdateInstances='-1' must be positive"):
         settings(properties(UpdateInstances="-1"))
+
+
+# --- quota: each instance pool's type ----------------------------------------------------------------------
+
+
+def test_each_instance_pool_type_needs_a_quota_for_every_instance(handler, s3):  # noqa: F811
+    # SageMaker falls back to a pool whenever the types before it have no capacity, for any of the instances
+    # (SageMaker developer guide, realtime-endpoints-heterogeneous): each pool's quota must hold all of them.
+    stage(s3)
+    applied(handler, quota(value=2))  # the primary, ml.g6.xlarge: fits
+    applied(handler, quota("ml.g5.xlarge for endpoint usage", value=1, code="L-G5X"))  # the first fallback: short
+    applied(handler, quota("ml.g6.2xlarge for endpoint usage", value=4, code="L-G62X"))  # the second: fits
+    message = refused(handler, properties(InstancesNeeded="2", InstancePools=["ml.g5.xlarge", "ml.g6.2xlarge"]))
+    assert "[quota] the quota 'ml.g5.xlarge for endpoint usage' (L-G5X, applied value) is 1" in message
+    assert "needs 2 instance(s) (instance_pools fallback ml.g5.xlarge: SageMaker may place every instance" in message
+    assert "ml.g6.2xlarge" not in message and "1 problem(s)" in message
+    handler.quota_stub.assert_no_pending_responses()
+
+
+def test_instance_pools_whose_quotas_hold_pass_and_none_reads_only_the_primary(handler, s3):  # noqa: F811
+    stage(s3)
+    applied(handler, quota(value=2))
+    applied(handler, quota("ml.g5.xlarge for endpoint usage", value=2, code="L-G5X"))
+    created = handler.on_event(event("Create", props=properties(InstancesNeeded="2", InstancePools=["ml.g5.xlarge"])))
+    assert created["Data"]["QuotaValue"] == "2"  # the primary's, as before
+    handler.quota_stub.assert_no_pending_responses()
+    stage(s3)
+    applied(handler, quota(value=2))
+    handler.on_event(event("Create", props=properties(InstancesNeeded="2")))  # one quota read: no pools
+    handler.quota_stub.assert_no_pending_responses()

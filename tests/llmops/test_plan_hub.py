@@ -115,6 +115,11 @@ def test_ranks_every_type_that_fits_cheapest_first_with_fit_columns_and_prices(e
     assert any(line.startswith("price of 2025-02-13, https://github.com/aws-samples/") for line in legend)
     unpriced = next(line for line in legend if line.startswith("?: no sourced on-demand price in us-east-1 for "))
     assert "ml.g6e.xlarge" in unpriced and "ml.g6.xlarge," not in unpriced
+    # The next-best types with the first's GPU count, as the instance_pools fallbacks (at most 4).
+    (pools,) = [line for line in lines if " instance_pools=" in line]
+    assert pools.startswith(
+        'instance_type=ml.g6.xlarge instance_pools=["ml.g6.2xlarge", "ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge"]:'
+    )
 
 
 def test_json_has_the_same_ranking_and_why_the_others_do_not_fit(env, capsys, tmp_path):
@@ -125,11 +130,25 @@ def test_json_has_the_same_ranking_and_why_the_others_do_not_fit(env, capsys, tm
     first = report["instances"][0]
     assert first["usd_per_hour"] is None  # no sourced eu-west-1 price: never a guess
     assert {c["margin"] for c in report["instances"]} <= {"fits", "tight"}
+    by_type = {c["instance_type"]: c for c in report["instances"]}
+    assert 1 <= len(report["instance_pools"]) <= 4 and first["instance_type"] not in report["instance_pools"]
+    assert all(by_type[t]["gpu_count"] == first["gpu_count"] for t in report["instance_pools"])
     t4 = next(c for c in report["does_not_fit"] if c["instance_type"] == "ml.g4dn.xlarge")
     assert any("weights do not fit" in r for r in t4["reasons"])
     # Memory, not the format: vLLM serves a bfloat16 checkpoint in float16 on a T4 (dtype auto), with a warning.
     assert not any("compute capability" in r for r in t4["reasons"])
     assert any("Falling back to torch.float16" in w for w in t4["warnings"])
+
+
+def test_pool_suggestion_keeps_the_first_types_gpu_count_and_stops_at_four():
+    from llmops.plan import Candidate, pool_suggestion
+
+    def candidate(name: str, gpus: int) -> Candidate:
+        return Candidate(name, gpus, "L4", 24.0, gpus, 8192, 8192, 1, "fits", 0.5, None, None)
+
+    ranked = [candidate("a", 4), candidate("b", 1), candidate("c", 4), *(candidate(f"d{i}", 4) for i in range(5))]
+    assert pool_suggestion(ranked) == ["c", "d0", "d1", "d2"]  # "b" has 1 GPU: tensor parallel 4 cannot run there
+    assert pool_suggestion(ranked[:1]) == [] and pool_suggestion([]) == []
 
 
 def test_gated_repository_needs_a_token_and_says_how(env, monkeypatch, capsys):
