@@ -2,7 +2,8 @@
 
 SageMaker takes an adapter inference component's artifacts as one object: ``ArtifactUrl`` is "the Amazon S3
 path where the model artifacts ... are stored. This path must point to a single gzip compressed tar archive
-(.tar.gz suffix)" (botocore data/sagemaker/2017-07-24/service-2.json.gz, InferenceComponentContainerSpecification.ArtifactUrl).
+(.tar.gz suffix)" (botocore data/sagemaker/2017-07-24/service-2.json.gz,
+InferenceComponentContainerSpecification.ArtifactUrl).
 So an adapter from the Hub (``adapter_config.json`` and ``adapter_model.safetensors``, megabytes to a few
 hundred) is packed here: each file is streamed from the Hub through its Hub hash check into a ``w|gz`` tar
 stream (tarfile's stream mode: no seeking), and that stream into an S3 multipart upload one part buffer at a
