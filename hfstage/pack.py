@@ -101,6 +101,32 @@ def archive_file(manifest: dict[str, Any]) -> HubFile:
     return HubFile(path=ARCHIVE_NAME, size=int(entry["size"]), blob_id=str(entry["blob_id"]))
 
 
+def staged_state(
+    s3: Any, bucket: str, prefix: str, repo_id: str, sha: str, files: list[HubFile], include: list, exclude: list
+) -> tuple[bool, list[HubFile]]:
+    """(manifest matches, what is missing) for the packed archive of ``files`` at ``prefix``: the staging
+    handler's plan. Missing is the archive itself (as the manifest names it, or a stand-in sized by its members)."""
+    try:
+        manifest = read_manifest(s3, bucket, prefix)
+    except ValueError:
+        manifest = None  # unreadable: the job packs again and rewrites it
+    if not pack_matches(manifest, repo_id, sha, files, include, exclude):
+        return False, [HubFile(path=ARCHIVE_NAME, size=sum(f.size for f in files), blob_id=members_id(files))]
+    archive = archive_file(manifest)  # type: ignore[arg-type]
+    return True, missing_files(s3, bucket, prefix, repo_id, sha, [archive])
+
+
+def too_large(files: list[HubFile]) -> str | None:
+    """Why ``files`` cannot be one adapter archive; None when they can."""
+    total = sum(f.size for f in files)
+    if total <= MAX_PACK_BYTES:
+        return None
+    return (
+        f"the {len(files)} selected files hold {total} bytes, over the {MAX_PACK_BYTES} an adapter archive may "
+        "pack: narrow include to the adapter's files (adapter_config.json, adapter_model.safetensors)"
+    )
+
+
 class _PartWriter:
     """A file-like sink for tarfile: bytes go into one part buffer; a full buffer is one UploadPart."""
 
@@ -207,13 +233,8 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
     args, log, s3 = run.args, run.log, run.s3
     sha = revision.sha
     total = sum(f.size for f in plan)
-    if total > MAX_PACK_BYTES:
-        raise Failure(
-            EXIT_USAGE,
-            f"{len(plan)} selected files of {args.repo_id} at {sha} hold {total} bytes, over the "
-            f"{MAX_PACK_BYTES} an adapter archive may pack: narrow include to the adapter's files "
-            "(adapter_config.json, adapter_model.safetensors)",
-        )
+    if why := too_large(plan):
+        raise Failure(EXIT_USAGE, f"{args.repo_id} at {sha}: {why}")
     prefix = pack_prefix(args.prefix, args.repo_id, sha)
     try:
         # Member names become paths when SageMaker unpacks the archive: the same names as a staged prefix.
