@@ -40,6 +40,7 @@ from hfstage.manifest import (
     write_manifest,
 )
 from hfstage.names import UnsafeFileNames, refuse_unsafe
+from hfstage.shard import leader, read_hosts
 from hfstage.transfer import (
     MIN_PART,
     READ_CHUNK,
@@ -216,8 +217,13 @@ class _Member:
     def read(self, n: int = -1) -> bytes:
         if self.stop.is_set():
             raise Cancelled()
-        want = READ_CHUNK if n is None or n < 0 else min(n, READ_CHUNK)
-        data = self.response.read(want)
+        want = READ_CHUNK if n is None or n < 0 else n
+        data = b""
+        while len(data) < want:  # tarfile's copy takes a short read for the end of the file
+            chunk = self.response.read(min(want - len(data), READ_CHUNK))
+            if not chunk:
+                break
+            data += chunk
         self.read_bytes += len(data)
         if self.read_bytes > self.file.size:
             raise IntegrityError(f"{self.file.path}: the Hub sent more than its listed {self.file.size} bytes")
@@ -243,6 +249,13 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
         raise Failure(EXIT_HUB, str(error)) from None
     where = f"s3://{args.bucket}/{prefix}"
     key = prefix + ARCHIVE_NAME
+    try:
+        current, hosts = read_hosts(args.resource_config)
+    except ValueError as error:
+        raise Failure(EXIT_USAGE, str(error)) from None
+    if current != leader(hosts):  # one archive, one writer: the other hosts of a larger job have nothing to do
+        log.emit("skip", host=current, reason="the leader packs the archive")
+        return {"files": 0, "uploaded": 0, "skipped": 0, "bytes_uploaded": 0, "manifest": "left to the leader"}
     log.emit("plan", destination=where + ARCHIVE_NAME, mode="pack", files=len(plan), bytes=total)
     summary: dict[str, Any] = {"files": len(plan), "uploaded": 0, "skipped": 0, "bytes_uploaded": 0}
     try:

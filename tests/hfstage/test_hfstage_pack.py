@@ -176,3 +176,14 @@ def test_more_than_the_limit_is_refused_before_any_download(stage, s3: S3Env, hu
     assert result.code == 2
     assert "over the 4194304 an adapter archive may pack" in (result.message or "")
     assert hub.requests_for("adapter_model.safetensors") == [] and s3.list_keys("models/") == []
+
+
+def test_only_the_leader_of_a_larger_job_packs(stage, s3: S3Env, hub: FakeHub, tmp_path: Path) -> None:  # noqa: F811
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-2", "hosts": ["algo-1", "algo-2"]}))
+    other = stage(f"--resource-config={config}")
+    assert other.code == 0 and other.events("skip")
+    assert s3.list_keys("models/") == [] and hub.requests_for("adapter_model.safetensors") == []
+    config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-1", "algo-2"]}))
+    assert stage(f"--resource-config={config}").code == 0
+    assert len(s3.list_keys("models/")) == 2
