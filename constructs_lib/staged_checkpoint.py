@@ -156,6 +156,8 @@ class StagedCheckpoint(Construct):
         source_s3_uri: str | None = None,
         source_encryption_key: kms.IKey | None = None,
         pack: bool = False,
+        adapter_base_model_id: str | None = None,
+        max_lora_rank: int | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub. Give it or ``source_s3_uri``, not both.
@@ -219,13 +221,26 @@ class StagedCheckpoint(Construct):
             (``<prefix><org>--<name>/<sha>-packed/model.tar.gz``, at most 2 GiB of files, with a manifest of
             the archive's and each member's SHA-256), instead of a prefix of files: a LoRA adapter's
             ``ArtifactUrl`` must name a single .tar.gz. Not with ``source_s3_uri``. Default: false.
+        :param max_lora_rank: with ``pack``, the LoRA adapter's ``adapter_config.json`` is read from the Hub
+            and checked before any job (preflight/adapters.py: PEFT LoRA, rank at most this, target modules);
+            a failure fails this resource, before an adapter component exists. Default: no check.
+        :param adapter_base_model_id: with ``max_lora_rank``, the Hub id of the base model that the adapter's
+            ``base_model_name_or_path`` must name (when that is a repo id). Default: not compared.
         """
         super().__init__(scope, id)
-        if pack and source_s3_uri:
-            refuse(
-                construct_subject("StagedCheckpoint", self),
-                ["pack=True with source_s3_uri: pack applies to a Hub repository (repo_id); an archive is one object"],
+        refuse(
+            construct_subject("StagedCheckpoint", self),
+            (
+                ["pack=True with source_s3_uri: pack applies to a Hub repository (repo_id); an archive is one object"]
+                if pack and source_s3_uri
+                else []
             )
+            + (
+                [f"max_lora_rank={max_lora_rank!r}: needs pack=True and a whole number of at least 1"]
+                if max_lora_rank is not None and (not pack or not isinstance(max_lora_rank, int) or max_lora_rank < 1)
+                else []
+            ),
+        )
         self.pack = pack
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
         defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
@@ -325,7 +340,7 @@ class StagedCheckpoint(Construct):
             self,
             "StagedCheckpointProvider",
             handler=HANDLER,
-            packages=PACKAGES,
+            packages=(*PACKAGES, "preflight"),  # preflight/adapters.py checks a packed adapter's config
             timeout=cdk.Duration.minutes(5),
             is_complete=True,
             query_interval=cdk.Duration.seconds(30),
@@ -361,6 +376,8 @@ class StagedCheckpoint(Construct):
             tags=tuple((tags or {}).items()),
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
             pack=pack,
+            adapter_base=adapter_base_model_id if max_lora_rank else None,
+            max_lora_rank=max_lora_rank or 0,
         )
         properties = resource_properties.to_properties()
         # ... and a token of every property. Any change of the resource (a new revision, patterns, image,

@@ -54,6 +54,10 @@ class StagedCheckpointProperties:
     source_s3_uri: str | None = None
     # A Hub repository packed into one model.tar.gz (hfstage.pack: a LoRA adapter's ArtifactUrl), not unpacked.
     pack: bool = False
+    # With pack, a LoRA adapter: its adapter_config.json is checked against the base before any job
+    # (preflight/adapters.py). "" base: a base served from S3 (its name is not compared); 0 rank: no check.
+    adapter_base: str | None = None
+    max_lora_rank: int = 0
     # Set by the construct once the other properties are known (their hash names the job family and handle).
     job_name_prefix: str | None = None
     wait_handle: str | None = None
@@ -85,6 +89,8 @@ class StagedCheckpointProperties:
         "wait_handle": "WaitHandle",
         "source_s3_uri": "SourceS3Uri",
         "pack": "Pack",
+        "adapter_base": "AdapterBase",
+        "max_lora_rank": "MaxLoraRank",
     }
     # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
     _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
@@ -97,6 +103,8 @@ class StagedCheckpointProperties:
         "tags",
         "volume_kms_key_arn",
         "pack",
+        "adapter_base",
+        "max_lora_rank",
     )
 
     @property
@@ -171,6 +179,8 @@ class StagedCheckpointProperties:
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
             source_s3_uri=props.get(cls.NAMES["source_s3_uri"]) or None,
             pack=str(props.get(cls.NAMES["pack"], "")).lower() == "true",
+            adapter_base=props.get(cls.NAMES["adapter_base"]) or None,
+            max_lora_rank=number("max_lora_rank"),
         )
 
 

@@ -97,6 +97,10 @@ def _staged_adapter(
 ) -> StagedCheckpoint:
     """A Hub adapter staged like a model (same worker, manifest, skip on rerun) into the deployment's bucket,
     packed into one .tar.gz: an adapter component's ArtifactUrl names a single archive."""
+    lora = config.engine_spec.adapters  # engines.json: the rank the engine serves unless engine_env raises it
+    raw = str(config.engine_env.get(lora["max_lora_rank_key"], lora["max_lora_rank_default"])).strip()
+    rank = int(raw) if raw.isdigit() and int(raw) > 0 else None  # not a number: the engine's own refusal
+    base_model_id = None if config.model_s3_uri else config.model_id
     config = dataclasses.replace(
         config,
         model_id=adapter.model_id or "",
@@ -106,7 +110,9 @@ def _staged_adapter(
         exclude=(),
         gguf_file=None,
     )
-    return stack.model_source(scope, config, pack=True)  # type: ignore[return-value]
+    return stack.model_source(  # type: ignore[return-value]
+        scope, config, pack=True, adapter_base_model_id=base_model_id, max_lora_rank=rank
+    )
 
 
 def _add_adapters(

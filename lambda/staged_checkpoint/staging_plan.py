@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+from staging_adapter import check_adapter
 from staging_base import Settings, StagingError, short
 
 from hfstage.hub import HubClient, HubError, HubFile, select_files
@@ -72,6 +73,7 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
     except HubError as e:
         raise StagingError(str(e)) from e
     if settings.pack:  # one model.tar.gz beside the revision's prefix (hfstage.pack)
+        check_adapter(settings, hub, revision.sha, files)  # before any job (staging_adapter.py)
         return packed_plan(settings, revision.sha, files, s3)
     prefix = revision_prefix(settings.prefix, settings.repo_id, revision.sha)
     # The worker refuses the same names before its first upload; here the deploy fails before any job starts.

@@ -59,3 +59,15 @@ def test_the_archive_uri_and_its_one_object_grant() -> None:
 def test_pack_with_an_s3_archive_is_refused() -> None:
     with pytest.raises(Refusal, match="pack=True with source_s3_uri"):
         synth(repo_id=None, source_s3_uri="s3://b/job/output/model.tar.gz", pack=True)
+
+
+def test_the_adapter_check_is_written_only_with_a_rank_and_needs_pack() -> None:
+    _, _, t = synth(pack=True, max_lora_rank=32, adapter_base_model_id="Qwen/Qwen3-0.6B")
+    t.has_resource_properties("Custom::StagedCheckpoint", {"MaxLoraRank": "32", "AdapterBase": "Qwen/Qwen3-0.6B"})
+    _, _, unchecked = synth(pack=True, adapter_base_model_id="Qwen/Qwen3-0.6B")
+    (resource,) = unchecked.find_resources("Custom::StagedCheckpoint").values()
+    assert "MaxLoraRank" not in resource["Properties"] and "AdapterBase" not in resource["Properties"]
+    with pytest.raises(Refusal, match="max_lora_rank=16: needs pack=True"):
+        synth(max_lora_rank=16)
+    with pytest.raises(Refusal, match="max_lora_rank=0: needs pack=True and a whole number of at least 1"):
+        synth(pack=True, max_lora_rank=0)

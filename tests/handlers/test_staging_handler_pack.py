@@ -101,3 +101,27 @@ def test_too_much_to_pack_fails_before_any_job(handler, fake_hub, monkeypatch): 
     monkeypatch.setattr(pack, "MAX_PACK_BYTES", 1024)
     with pytest.raises(Exception, match="over the 1024 an adapter archive may pack"):
         handler.on_event(event("Create", pack_properties()))
+
+
+def test_the_adapter_config_is_checked_against_the_base_before_any_job(handler, s3, fake_hub):  # noqa: F811
+    config = b'{"peft_type": "LORA", "r": 64, "base_model_name_or_path": "Org/Other", "target_modules": ["q_proj"]}'
+    fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
+    props = pack_properties(RepoId="acme/sql-lora", Include=[], AdapterBase="acme/tiny-llm", MaxLoraRank="16")
+    with pytest.raises(Exception) as info:  # the stubber refuses any job
+        handler.on_event(event("Create", props))
+    message = str(info.value)
+    assert "base_model_name_or_path='Org/Other': trained on another model than this deployment's" in message
+    assert "r=64: above the engine's max_lora_rank 16" in message
+    assert s3.list_keys("models/") == []
+
+
+def test_a_fitting_adapter_config_passes_and_a_missing_one_is_named(handler, fake_hub):  # noqa: F811
+    config = b'{"peft_type": "LORA", "r": 8, "base_model_name_or_path": "acme/tiny-llm", "target_modules": "all"}'
+    fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
+    handler.test_stubber.add_response(
+        "create_processing_job", {"ProcessingJobArn": "arn:job"}, {k: ANY for k in EXPECTED_JOB_KEYS}
+    )
+    props = pack_properties(RepoId="acme/sql-lora", Include=[], AdapterBase="acme/tiny-llm", MaxLoraRank="16")
+    assert handler.on_event(event("Create", props))["Data"]["JobName"].startswith(PREFIX)
+    with pytest.raises(Exception, match=r"no adapter_config\.json among the files to pack"):
+        handler.on_event(event("Create", {**props, "Include": ["*.safetensors"]}))

@@ -41,6 +41,8 @@ def test_the_hub_adapter_is_staged_packed_and_served_from_its_archive(stack_temp
     )
     props = adapter["Properties"]
     assert props["Pack"] == "true" and props["Revision"] == "v1"
+    # Checked before any job against the base and vLLM's default max_lora_rank (engines.json).
+    assert props["AdapterBase"] == "Qwen/Qwen3-0.6B" and props["MaxLoraRank"] == "16"
     assert props["Include"] == ["adapter_config.json", "adapter_model.safetensors"]
     (model,) = [r for r in staged.values() if r["Properties"]["RepoId"] == "Qwen/Qwen3-0.6B"]
     assert "Pack" not in model["Properties"]  # the base model stages as before: its template is unchanged
