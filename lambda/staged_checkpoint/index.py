@@ -168,6 +168,8 @@ def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: st
 
 # What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
 STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude", "source_s3_uri", "pack")
+# ... and what a packed adapter is checked against: a change re-checks it (an unchanged archive starts no job).
+CHECKED_BY = ("adapter_base", "max_lora_rank")
 
 
 def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
@@ -181,7 +183,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
         old = Settings.from_properties(event.get("OldResourceProperties") or {})
     except (KeyError, TypeError, ValueError):
         return None
-    if any(getattr(old, key) != getattr(settings, key) for key in STAGED_BY):
+    if any(getattr(old, key) != getattr(settings, key) for key in (*STAGED_BY, *CHECKED_BY)):
         return None
     answer = restored(physical)
     data = answer["Data"]

@@ -125,3 +125,19 @@ def test_a_fitting_adapter_config_passes_and_a_missing_one_is_named(handler, fak
     assert handler.on_event(event("Create", props))["Data"]["JobName"].startswith(PREFIX)
     with pytest.raises(Exception, match=r"no adapter_config\.json among the files to pack"):
         handler.on_event(event("Create", {**props, "Include": ["*.safetensors"]}))
+
+
+def test_lowering_max_lora_rank_rechecks_a_packed_adapter(handler, s3, fake_hub, receiver):  # noqa: F811
+    config = b'{"peft_type": "LORA", "r": 16, "target_modules": ["q_proj"]}'
+    fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
+    client, _ = s3.worker_client()
+    argv = ["--repo-id", "acme/sql-lora", "--destination", f"s3://{BUCKET}/models/", "--pack-as-tarball"]
+    assert stage([*argv, "--progress-interval-s", "0"], s3_client=client) == 0
+    old = pack_properties(receiver, RepoId="acme/sql-lora", Include=[], MaxLoraRank="16")
+    first = handler.on_event(event("Create", old))  # staged and fitting: no job
+    assert first["Data"]["JobName"] == ""
+    new = {**old, "MaxLoraRank": "8"}
+    with pytest.raises(Exception, match="r=16: above the engine's max_lora_rank 8"):
+        handler.on_event(
+            event("Update", new, PhysicalResourceId=first["PhysicalResourceId"], OldResourceProperties=old)
+        )
