@@ -43,6 +43,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IDependable
 
 from handler_kit.resources import StagedCheckpointProperties
+from hfstage.pack import ARCHIVE_NAME, PACK_SUFFIX
 from hfstage.tarball import archive_prefix, parse_source
 from preflight.checkpoint_code import staging_exclude
 
@@ -154,6 +155,9 @@ class StagedCheckpoint(Construct):
         volume_kms_key: kms.IKey | None = None,
         source_s3_uri: str | None = None,
         source_encryption_key: kms.IKey | None = None,
+        pack: bool = False,
+        adapter_base_model_id: str | None = None,
+        max_lora_rank: int | None = None,
     ) -> None:
         """
         :param repo_id: ``org/name`` on the Hub. Give it or ``source_s3_uri``, not both.
@@ -213,8 +217,31 @@ class StagedCheckpoint(Construct):
             may read exactly that object. ``revision`` does not apply. Default: none (``repo_id`` is staged).
         :param source_encryption_key: the KMS key of ``source_s3_uri``'s bucket when it uses SSE-KMS: the job
             and the handler may decrypt with it. Default: none (SSE-S3 or unencrypted).
+        :param pack: pack the selected files of ``repo_id`` into ONE gzip tar, ``archive_uri``
+            (``<prefix><org>--<name>/<sha>-packed/model.tar.gz``, at most 2 GiB of files, with a manifest of
+            the archive's and each member's SHA-256), instead of a prefix of files: a LoRA adapter's
+            ``ArtifactUrl`` must name a single .tar.gz. Not with ``source_s3_uri``. Default: false.
+        :param max_lora_rank: with ``pack``, the LoRA adapter's ``adapter_config.json`` is read from the Hub
+            and checked before any job (preflight/adapters.py: PEFT LoRA, rank at most this, target modules);
+            a failure fails this resource, before an adapter component exists. Default: no check.
+        :param adapter_base_model_id: with ``max_lora_rank``, the Hub id of the base model that the adapter's
+            ``base_model_name_or_path`` must name (when that is a repo id). Default: not compared.
         """
         super().__init__(scope, id)
+        refuse(
+            construct_subject("StagedCheckpoint", self),
+            (
+                ["pack=True with source_s3_uri: pack applies to a Hub repository (repo_id); an archive is one object"]
+                if pack and source_s3_uri
+                else []
+            )
+            + (
+                [f"max_lora_rank={max_lora_rank!r}: needs pack=True and a whole number of at least 1"]
+                if max_lora_rank is not None and (not pack or not isinstance(max_lora_rank, int) or max_lora_rank < 1)
+                else []
+            ),
+        )
+        self.pack = pack
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
         defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
         self.repo_id = repo_id or ""
@@ -272,7 +299,7 @@ class StagedCheckpoint(Construct):
             self.bucket,
             archive_prefix(prefix, source_s3_uri)
             if source_s3_uri
-            else f"{repo_prefix(prefix, self.repo_id)}{revision}/"
+            else f"{repo_prefix(prefix, self.repo_id)}{revision}{PACK_SUFFIX if pack else '/'}"
             if pinned
             else repo_prefix(prefix, self.repo_id),
             owner_account=bucket_owner,
@@ -313,7 +340,7 @@ class StagedCheckpoint(Construct):
             self,
             "StagedCheckpointProvider",
             handler=HANDLER,
-            packages=PACKAGES,
+            packages=(*PACKAGES, "preflight"),  # preflight/adapters.py checks a packed adapter's config
             timeout=cdk.Duration.minutes(5),
             is_complete=True,
             query_interval=cdk.Duration.seconds(30),
@@ -348,6 +375,9 @@ class StagedCheckpoint(Construct):
             security_group_ids=tuple(self.placement.security_group_ids) if self.placement else (),
             tags=tuple((tags or {}).items()),
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
+            pack=pack,
+            adapter_base=adapter_base_model_id if max_lora_rank else None,
+            max_lora_rank=max_lora_rank or 0,
         )
         properties = resource_properties.to_properties()
         # ... and a token of every property. Any change of the resource (a new revision, patterns, image,
@@ -419,6 +449,13 @@ class StagedCheckpoint(Construct):
         return self.resource.get_att_string("S3Uri")
 
     @property
+    def archive_uri(self) -> str:
+        """With ``pack``: the archive ``s3://bucket/models/<org>--<name>/<sha>-packed/model.tar.gz`` (a token)."""
+        if not self.pack:
+            raise ValueError("archive_uri is for a StagedCheckpoint with pack=True")
+        return cdk.Fn.join("", [self.s3_uri, ARCHIVE_NAME])
+
+    @property
     def object_arn_pattern(self) -> str:
         """Every object below the resolved revision prefix (a token): what ``grant_read`` allows to get."""
         return self.bucket.arn_for_objects(f"{self.resource.get_att_string('Prefix')}*")
@@ -445,6 +482,19 @@ class StagedCheckpoint(Construct):
             grantee=grantee,
             actions=["s3:GetObject"],
             resource_arns=[self.object_arn_pattern],
+            conditions=self._read_scope.owner_condition() or None,
+        )
+        if self.bucket.encryption_key is not None:
+            grant_bucket_key(grantee, self.bucket.encryption_key, scope=self, actions=READ)
+        return grant
+
+    def grant_read_archive(self, grantee: iam.IGrantable) -> iam.Grant:
+        """With ``pack``: s3:GetObject on the one archive object of the resolved revision (no wildcard)."""
+        arn = self.bucket.arn_for_objects(cdk.Fn.join("", [self.resource.get_att_string("Prefix"), ARCHIVE_NAME]))
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:GetObject"],
+            resource_arns=[arn],
             conditions=self._read_scope.owner_condition() or None,
         )
         if self.bucket.encryption_key is not None:

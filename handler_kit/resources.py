@@ -52,6 +52,12 @@ class StagedCheckpointProperties:
     volume_kms_key_arn: str | None = None
     # A model.tar.gz to unpack instead of a Hub repository (repo_id is then ""): s3://bucket/key.tar.gz.
     source_s3_uri: str | None = None
+    # A Hub repository packed into one model.tar.gz (hfstage.pack: a LoRA adapter's ArtifactUrl), not unpacked.
+    pack: bool = False
+    # With pack, a LoRA adapter: its adapter_config.json is checked against the base before any job
+    # (preflight/adapters.py). "" base: a base served from S3 (its name is not compared); 0 rank: no check.
+    adapter_base: str | None = None
+    max_lora_rank: int = 0
     # Set by the construct once the other properties are known (their hash names the job family and handle).
     job_name_prefix: str | None = None
     wait_handle: str | None = None
@@ -82,13 +88,24 @@ class StagedCheckpointProperties:
         "job_name_prefix": "JobNamePrefix",
         "wait_handle": "WaitHandle",
         "source_s3_uri": "SourceS3Uri",
+        "pack": "Pack",
+        "adapter_base": "AdapterBase",
+        "max_lora_rank": "MaxLoraRank",
     }
     # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
     _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
     # Left out until set: the two late ones, and the archive source (a Hub checkpoint's template is unchanged).
     _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle", "source_s3_uri")
     # Left out when empty, so a template without a VPC or tags keeps the properties (and their hash) it had.
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = ("subnets", "security_group_ids", "tags", "volume_kms_key_arn")
+    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
+        "subnets",
+        "security_group_ids",
+        "tags",
+        "volume_kms_key_arn",
+        "pack",
+        "adapter_base",
+        "max_lora_rank",
+    )
 
     @property
     def source(self) -> str:
@@ -110,7 +127,9 @@ class StagedCheckpointProperties:
                 value = [{"Key": k, "Value": v} for k, v in value]
             elif isinstance(value, tuple):
                 value = list(value)
-            elif isinstance(value, int) and not isinstance(value, bool):
+            elif isinstance(value, bool):  # CloudFormation hands a custom resource its properties as text
+                value = "true" if value else "false"
+            elif isinstance(value, int):
                 value = str(value)
             properties[self.NAMES[field.name]] = value
         return properties
@@ -159,6 +178,9 @@ class StagedCheckpointProperties:
             job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
             wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
             source_s3_uri=props.get(cls.NAMES["source_s3_uri"]) or None,
+            pack=str(props.get(cls.NAMES["pack"], "")).lower() == "true",
+            adapter_base=props.get(cls.NAMES["adapter_base"]) or None,
+            max_lora_rank=number("max_lora_rank"),
         )
 
 

@@ -38,6 +38,7 @@ from hfstage.manifest import (
     write_manifest,
 )
 from hfstage.names import UnsafeFileNames, refuse_unsafe
+from hfstage.pack import execute_pack
 from hfstage.shard import RESOURCE_CONFIG, assign, leader, read_hosts
 from hfstage.transfer import (
     MAX_PART,
@@ -121,6 +122,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--leader-wait-s", type=float, default=6 * 3600.0, help="how long the leader waits for the other hosts")
     add("--leader-poll-s", type=float, default=15.0, help="how often the leader checks the other hosts' files")
     add("--progress-interval-s", type=float, default=10.0, help="seconds between progress lines; 0: none")
+    add("--pack-as-tarball", action="store_true", help="one gzip tar of the files (a LoRA adapter's ArtifactUrl)")
     add("--failure-file", help=f"where the failure reason goes (default ${FAILURE_FILE_ENV} or {DEFAULT_FAILURE_FILE})")
     return parser
 
@@ -297,6 +299,8 @@ class Run:
                 f"no file of {args.repo_id} at {sha} matches include {args.include or ['*']} "
                 f"and exclude {args.exclude}",
             )
+        if args.pack_as_tarball:  # an adapter: one archive object, not a prefix of files (hfstage/pack.py)
+            return execute_pack(self, revision, plan)
         prefix = revision_prefix(args.prefix, args.repo_id, sha)
         try:
             # A listed path becomes an S3 key and then a file in /opt/ml/model: refuse unsafe ones before any write.

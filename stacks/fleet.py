@@ -23,7 +23,7 @@ from constructs_lib import (
     engine_without_adapters,
     get_engine,
 )
-from constructs_lib.names import COMPONENT_NAME, matches
+from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
 
 from .config import ConfigError, DeploymentConfig
 
@@ -70,10 +70,17 @@ NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
 NAME_RULE = "1-40 letters, digits and hyphens, starting and ending with a letter or digit"
 
 
+# An adapter from the Hub packs only these unless its include says otherwise (PEFT's save_pretrained names).
+ADAPTER_INCLUDE = ("adapter_config.json", "adapter_model.safetensors")
+
+
 @dataclass(frozen=True)
 class Adapter:
     name: str
-    artifact_url: str  # s3://bucket/key.tar.gz
+    artifact_url: str = ""  # s3://bucket/key.tar.gz; "" for a Hub adapter, staged and packed at deploy
+    model_id: str | None = None
+    revision: str = "main"
+    include: tuple[str, ...] = ADAPTER_INCLUDE
 
 
 @dataclass(frozen=True)
@@ -103,7 +110,7 @@ class Fleet:
     @property
     def stages(self) -> bool:
         """Whether any deployment stages from the Hub (and so needs the app's bucket)."""
-        return any(not d.config.model_s3_uri for d in self.deployments)
+        return any(not d.config.model_s3_uri or any(a.model_id for a in d.adapters) for d in self.deployments)
 
 
 def pascal(name: str) -> str:
@@ -242,12 +249,14 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
             continue
         for unknown in sorted(set(entry) - set(ADAPTER_KEYS)):
             problems.append(f"{key}.{unknown}: unknown adapter key; allowed: {', '.join(ADAPTER_KEYS)}")
-        if "model_id" in entry or "revision" in entry or "include" in entry:
-            problems.append(
-                f"{key}.model_id: staging an adapter from the Hub is not built yet: SageMaker takes an adapter as "
-                "one .tar.gz (ArtifactUrl) and staging writes an uncompressed prefix; pack adapter_config.json and "
-                "the adapter weights into a .tar.gz in S3 and give model_s3_uri"
-            )
+        if "model_id" in entry:
+            hub, found = _hub_adapter(key, name, entry)
+            problems += found
+            if hub is not None:
+                adapters.append(hub)
+            continue
+        if "revision" in entry or "include" in entry:
+            problems.append(f"{key}: revision and include apply to an adapter from the Hub (model_id)")
             continue
         uri = entry.get("model_s3_uri")
         if not isinstance(uri, str):
@@ -258,3 +267,23 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
         if not found:
             adapters.append(Adapter(name=name, artifact_url=uri))
     return tuple(adapters), problems
+
+
+def _hub_adapter(key: str, name: str, entry: dict) -> tuple[Adapter | None, list[str]]:
+    """An adapter staged from the Hub and packed into one .tar.gz (StagedCheckpoint pack=True)."""
+    problems = []
+    if "model_s3_uri" in entry:
+        problems.append(f"{key}: give model_id or model_s3_uri, not both")
+    model_id, revision = entry.get("model_id"), entry.get("revision", "main")
+    if not isinstance(model_id, str) or not matches(REPO_ID, model_id):
+        problems.append(f"{key}.model_id={model_id!r}: not a Hub repository id; allowed: Org/Name")
+    if not isinstance(revision, str) or not revision.strip() or any(c.isspace() for c in revision):
+        problems.append(f"{key}.revision={revision!r}: not a branch, tag or commit SHA")
+    include = entry.get("include", list(ADAPTER_INCLUDE))
+    if isinstance(include, str):
+        include = [include]
+    if not isinstance(include, list) or not include or not all(isinstance(p, str) and p for p in include):
+        problems.append(f"{key}.include={include!r}: expected a list of glob patterns")
+    if problems:
+        return None, problems
+    return Adapter(name=name, model_id=model_id, revision=revision, include=tuple(include)), []

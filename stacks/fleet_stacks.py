@@ -7,10 +7,10 @@ import dataclasses
 import aws_cdk as cdk
 from constructs import Construct
 
-from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, app_bucket_name
+from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, StagedCheckpoint, app_bucket_name
 
 from .config import DeploymentConfig
-from .fleet import Fleet, FleetDeployment, pascal
+from .fleet import Adapter, Fleet, FleetDeployment, pascal
 from .llm_endpoint_stack import LlmEndpointStack
 from .observability import thresholds_of, update_policy_of
 
@@ -45,7 +45,7 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
         if bucket_stack is not None:
             stack.add_stack_dependency(bucket_stack)
         _deployment_outputs(stack, first, stack.component)
-        _add_adapters(stack, stack, first, stack.component)
+        _add_adapters(stack, stack, first, stack.component, staged_into_app_bucket(first.config))
         for deployment in packed:
             scope = Construct(stack, pascal(deployment.name))
             config = staged_into_app_bucket(deployment.config)
@@ -58,7 +58,7 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
             if config.smoke_test:
                 stack._smoke_test(config, component, scope)
             _deployment_outputs(stack, deployment, component)
-            _add_adapters(stack, scope, deployment, component)
+            _add_adapters(stack, scope, deployment, component, config)
         stacks.append(stack)
     return stacks
 
@@ -92,16 +92,53 @@ def _deployment_outputs(
         )
 
 
+def _staged_adapter(
+    stack: LlmEndpointStack, scope: Construct, config: DeploymentConfig, adapter: Adapter
+) -> StagedCheckpoint:
+    """A Hub adapter staged like a model (same worker, manifest, skip on rerun) into the deployment's bucket,
+    packed into one .tar.gz: an adapter component's ArtifactUrl names a single archive."""
+    lora = config.engine_spec.adapters  # engines.json: the rank the engine serves unless engine_env raises it
+    raw = str(config.engine_env.get(lora["max_lora_rank_key"], lora["max_lora_rank_default"])).strip()
+    rank = int(raw) if raw.isdigit() and int(raw) > 0 else None  # not a number: the engine's own refusal
+    base_model_id = None if config.model_s3_uri else config.model_id
+    config = dataclasses.replace(
+        config,
+        model_id=adapter.model_id or "",
+        revision=adapter.revision,
+        model_s3_uri=None,
+        include=adapter.include,
+        exclude=(),
+        gguf_file=None,
+    )
+    return stack.model_source(  # type: ignore[return-value]
+        scope, config, pack=True, adapter_base_model_id=base_model_id, max_lora_rank=rank
+    )
+
+
 def _add_adapters(
-    stack: LlmEndpointStack, scope: Construct, deployment: FleetDeployment, base: InferenceComponent | None
+    stack: LlmEndpointStack,
+    scope: Construct,
+    deployment: FleetDeployment,
+    base: InferenceComponent | None,
+    staging: DeploymentConfig,
 ) -> None:
+    """``staging``: the deployment's config with the bucket its checkpoints stage into (Hub adapters too)."""
     if base is None:  # refused at parse time (adapters need component mode); never reached with adapters
         return
     config = deployment.config
     for adapter in deployment.adapters:
+        holder = Construct(scope, f"Adapter{pascal(adapter.name)}Source") if adapter.model_id else None
+        staged = _staged_adapter(stack, holder, staging, adapter) if holder is not None else None
         component = AdapterComponent(
-            scope, f"Adapter{pascal(adapter.name)}", base=base, artifact_url=adapter.artifact_url
+            scope,
+            f"Adapter{pascal(adapter.name)}",
+            base=base,
+            artifact_url=staged.archive_uri if staged is not None else adapter.artifact_url,
         )
+        if staged is not None:
+            # The base container downloads the archive with its role, once every byte is verified.
+            staged.grant_read_archive(base.role)
+            component.component.node.add_dependency(staged.dependable)
         if config.smoke_test:
             component.smoke_test(
                 component,

@@ -169,7 +169,9 @@ class LlmEndpointStack(cdk.Stack):
             ),
         )
 
-    def model_source(self, scope: Construct, config: DeploymentConfig) -> ModelSource:
+    def model_source(
+        self, scope: Construct, config: DeploymentConfig, *, pack: bool = False, **adapter: Any
+    ) -> ModelSource:
         """The deployment's weights under ``scope``: the prefix it names, or a checkpoint staged into the bucket
         (a Hub revision, or a model.tar.gz, SageMaker Training's output, unpacked into a verified prefix)."""
         # model_kms_key_arn: the key of the user's bucket (model_s3_uri's, an archive's, model_bucket);
@@ -229,6 +231,8 @@ class LlmEndpointStack(cdk.Stack):
             hub_endpoint=config.hf_endpoint,
             tags=config.tags,
             volume_kms_key=self.volume_key,
+            pack=pack,  # a Hub adapter: one model.tar.gz, its config checked (stacks/fleet_stacks.py)
+            **adapter,
             **self.network,
         )
 

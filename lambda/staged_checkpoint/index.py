@@ -58,6 +58,7 @@ import handler_kit
 from handler_kit import update_rolling_back
 from hfstage.hub import HubClient, HubFile  # noqa: F401 - part of the handler's surface
 from hfstage.manifest import MANIFEST_NAME, read_manifest
+from hfstage.pack import PACK_SUFFIX
 
 _clients: dict[str, Any] = {}
 
@@ -135,7 +136,7 @@ def rolling_back(stack_id: str) -> bool:
 def restored(physical: str) -> dict[str, Any]:
     """The response for a revision prefix that was staged before: everything follows from its name."""
     _, _, prefix = physical.removeprefix("s3://").partition("/")
-    sha = prefix.rstrip("/").rsplit("/", 1)[-1]
+    sha = prefix.rstrip("/").rsplit("/", 1)[-1].removesuffix(PACK_SUFFIX.rstrip("/"))  # <sha>-packed/: an archive
     data = {
         "Revision": sha,
         "S3Uri": physical,
@@ -166,7 +167,9 @@ def stop_rolled_back_job(event: dict[str, Any], settings: Settings, physical: st
 
 
 # What is staged: a change of anything else (worker code, image, instance type, limits) re-stages nothing.
-STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude", "source_s3_uri")
+STAGED_BY = ("repo_id", "revision", "bucket", "prefix", "include", "exclude", "source_s3_uri", "pack")
+# ... and what a packed adapter is checked against: a change re-checks it (an unchanged archive starts no job).
+CHECKED_BY = ("adapter_base", "max_lora_rank")
 
 
 def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -> dict[str, Any] | None:
@@ -180,7 +183,7 @@ def unchanged_answer(event: dict[str, Any], settings: Settings, physical: str) -
         old = Settings.from_properties(event.get("OldResourceProperties") or {})
     except (KeyError, TypeError, ValueError):
         return None
-    if any(getattr(old, key) != getattr(settings, key) for key in STAGED_BY):
+    if any(getattr(old, key) != getattr(settings, key) for key in (*STAGED_BY, *CHECKED_BY)):
         return None
     answer = restored(physical)
     data = answer["Data"]

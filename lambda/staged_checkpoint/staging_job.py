@@ -57,6 +57,8 @@ def worker_arguments(settings: Settings, sha: str) -> list[str]:
         args += ["--exclude", pattern]
     if settings.token_secret_arn:
         args += ["--token-secret-arn", settings.token_secret_arn]
+    if settings.pack:
+        args += ["--pack-as-tarball"]
     # The leader of a multi-instance job waits for the other hosts' files at most as long as the job may run.
     args += ["--leader-wait-s", str(settings.max_runtime_s)]
     return args

@@ -6,11 +6,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+from staging_adapter import check_adapter
 from staging_base import Settings, StagingError, short
 
 from hfstage.hub import HubClient, HubError, HubFile, select_files
 from hfstage.manifest import MANIFEST_NAME, manifest_matches, missing_files, read_manifest, revision_prefix
 from hfstage.names import refuse_unsafe
+from hfstage.pack import pack_prefix, staged_state, too_large
 from hfstage.tarball import ArchiveUnreadable, archive_state
 from hfstage.worker import parse_token
 
@@ -70,6 +72,9 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
         hub.open_file(settings.repo_id, revision.sha, min(files, key=lambda f: f.size).path).close()
     except HubError as e:
         raise StagingError(str(e)) from e
+    if settings.pack:  # one model.tar.gz beside the revision's prefix (hfstage.pack)
+        check_adapter(settings, hub, revision.sha, files)  # before any job (staging_adapter.py)
+        return packed_plan(settings, revision.sha, files, s3)
     prefix = revision_prefix(settings.prefix, settings.repo_id, revision.sha)
     # The worker refuses the same names before its first upload; here the deploy fails before any job starts.
     try:
@@ -91,6 +96,32 @@ def make_plan(settings: Settings, hub: HubClient, s3: Any) -> Plan:
         prefix=prefix,
         manifest_ok=manifest_matches(manifest, settings.repo_id, revision.sha, files),
     )
+
+
+def packed_plan(settings: Settings, sha: str, files: tuple, s3: Any) -> Plan:
+    """A Hub adapter packed into one archive: refused above the bound before a job; else what is missing."""
+    prefix = pack_prefix(settings.prefix, settings.repo_id, sha)
+    why = too_large(list(files))
+    if why:
+        raise StagingError(f"{settings.repo_id}@{sha}: {why}")
+    try:
+        refuse_unsafe(files, prefix)
+    except HubError as e:
+        raise StagingError(str(e)) from e
+    try:
+        manifest_ok, missing = staged_state(
+            s3,
+            settings.bucket,
+            prefix,
+            settings.repo_id,
+            sha,
+            list(files),
+            list(settings.include),
+            list(settings.exclude),
+        )
+    except ClientError as e:
+        raise StagingError(s3_problem(e, settings.bucket, prefix, "the staging handler's role")) from None
+    return Plan(sha=sha, files=files, missing=tuple(missing), prefix=prefix, manifest_ok=manifest_ok)
 
 
 def archive_plan(settings: Settings, s3: Any) -> Plan:

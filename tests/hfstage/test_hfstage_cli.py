@@ -34,6 +34,7 @@ HELP = {
     "--leader-wait-s": "how long the leader waits for the other hosts",
     "--leader-poll-s": "how often the leader checks the other hosts' files",
     "--progress-interval-s": "seconds between progress lines; 0: none",
+    "--pack-as-tarball": "one gzip tar of the files (a LoRA adapter's ArtifactUrl)",
     "--failure-file": "where the failure reason goes (default $HFSTAGE_FAILURE_FILE or /opt/ml/output/message)",
 }
 

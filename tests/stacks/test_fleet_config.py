@@ -81,8 +81,26 @@ def test_an_adapter_is_one_archive_in_s3():
         p.startswith("deployments.a.adapters.sql.model_s3_uri='s3://b/adapters/sql/': an adapter") for p in found
     )
     assert any(p.startswith("deployments.a.adapters.x.mode: unknown adapter key") for p in found), found
-    found = problems({"a": {**IC, "adapters": {"sql": {"model_id": "org/sql-lora"}}}})
-    assert any(p.startswith("deployments.a.adapters.sql.model_id: staging an adapter from the Hub") for p in found)
+    found = problems({"a": {**IC, "adapters": {"sql": {"include": ["*.json"]}}}})
+    assert found == ["deployments.a.adapters.sql: revision and include apply to an adapter from the Hub (model_id)"]
+
+
+def test_an_adapter_from_the_hub_is_staged_with_its_revision_and_patterns():
+    f = fleet({"a": {**IC, "adapters": {"sql": {"model_id": "org/sql-lora", "revision": "v1"}}}})
+    (adapter,) = f.deployments[0].adapters
+    assert (adapter.model_id, adapter.revision, adapter.artifact_url) == ("org/sql-lora", "v1", "")
+    assert adapter.include == ("adapter_config.json", "adapter_model.safetensors")  # the default: PEFT's files
+    f = fleet({"a": {**IC, "adapters": {"sql": {"model_id": "org/sql-lora", "include": "*.safetensors"}}}})
+    assert f.deployments[0].adapters[0].include == ("*.safetensors",) and f.stages
+    found = problems(
+        {"a": {**IC, "adapters": {"x": {"model_id": "../x", "revision": "a b", "include": [], **ADAPTER}}}}
+    )
+    assert found == [
+        "deployments.a.adapters.x: give model_id or model_s3_uri, not both",
+        "deployments.a.adapters.x.model_id='../x': not a Hub repository id; allowed: Org/Name",
+        "deployments.a.adapters.x.revision='a b': not a branch, tag or commit SHA",
+        "deployments.a.adapters.x.include=[]: expected a list of glob patterns",
+    ]
 
 
 def test_the_map_comes_inline_or_from_a_file_not_both(tmp_path):
