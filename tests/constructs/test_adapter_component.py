@@ -10,6 +10,9 @@ from aws_cdk.assertions import Template
 from constructs_lib import AdapterComponent, Refusal, S3ModelData, adapter_env, get_engine
 from constructs_lib.inference_component import ComponentEndpoint
 
+# Adapter components synthesized in whole apps: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 ARCHIVE = "s3://my-adapters/sql/adapter.tar.gz"
 
 

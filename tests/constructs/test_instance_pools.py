@@ -17,6 +17,9 @@ from constructs_lib.instance_pools import MAX_FALLBACKS, pool_problems
 from tests.conftest import build, context_with
 from tests.stacks.test_config import load, problems_of
 
+# Whole apps synthesized per pool variant: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
 ISSUE_POOLS = '["ml.g6e.xlarge","ml.g5.2xlarge"]'
 

@@ -22,6 +22,9 @@ from constructs_lib.inference_component import ComponentEndpoint
 from tests.conftest import build
 from tests.stacks.test_config import problems_of
 
+# Whole apps synthesized per feature: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 CFN_LINT = str(Path(sys.executable).parent / "cfn-lint")
 
 

@@ -59,5 +59,11 @@ def test_chromium_is_installed_without_prompts_after_an_update(tmp_path, uid):
     assert all("DEBIAN_FRONTEND=noninteractive" in c for c in apt), apt  # no debconf question can stop CI
     assert "chromium chromium-driver" in apt[install] and " -y " in apt[install]
     assert any(c.startswith("sudo ") for c in calls) == (uid != 0)  # root needs no sudo (often absent)
-    # The test suite, the installed-library test, then the adapter against a real CPU llama-server.
-    assert [c.split(" ", 2)[-1] for c in calls if c.startswith("make ")] == ["test", "test-package", "test-llamacpp"]
+    # The test suite, its integration modules, the installed-library test, then the adapter against a real CPU
+    # llama-server.
+    assert [c.split(" ", 2)[-1] for c in calls if c.startswith("make ")] == [
+        "test",
+        "test-integration",
+        "test-package",
+        "test-llamacpp",
+    ]

@@ -8,6 +8,8 @@ import os
 import subprocess
 import tomllib
 
+import pytest
+
 from tests.conftest import ROOT
 from tools.mutation import (
     EQUIVALENTS,
@@ -23,6 +25,9 @@ from tools.mutation import (
     survivors_of,
     table,
 )
+
+# mutmut run inside pytest: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
 
 SOURCE = """
 role.add_to_policy(iam.PolicyStatement(actions=["s3:PutObject", "s3:AbortMultipartUpload"], resources=[x]))

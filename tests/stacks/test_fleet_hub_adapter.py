@@ -10,6 +10,9 @@ from aws_cdk.assertions import Template
 
 from tests.conftest import build
 
+# A whole fleet synthesized: `make test-integration` (CI runs it), so `make test` stays fast.
+pytestmark = pytest.mark.integration
+
 APP = "LlmEndpoint"
 DEPLOYMENTS = {
     "small": {

@@ -82,6 +82,7 @@ def load(outdir: Path) -> dict:
     return json.loads((outdir / "LlmEndpoint.template.json").read_text())
 
 
+@pytest.mark.integration  # cfn-lint over every variant (tens of seconds): `make test-integration`
 def test_cfn_lint_passes_on_every_variant(synthesized):
     templates = [str(d / "LlmEndpoint.template.json") for d in synthesized.values()]
     result = subprocess.run(
