@@ -10,6 +10,7 @@ import json
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -118,6 +119,13 @@ def test_the_leader_writes_the_manifest_once_the_others_arrive(run, s3: S3Env, f
     def follower() -> None:
         from hfstage.worker import main
 
+        # Start once the leader has uploaded its own share, so it must wait for this host's (however loaded the
+        # machine is: a fixed delay let the follower finish first, and the leader never waited).
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not s3.client.list_objects_v2(Bucket=s3.bucket, Prefix=prefix).get(
+            "KeyCount"
+        ):
+            time.sleep(0.02)
         client, _ = s3.worker_client()
         config = Path(os.environ["HFSTAGE_TEST_TMP"]) / "follower.json"
         config.write_text(json.dumps({"current_host": "algo-2", "hosts": HOSTS}))
@@ -134,7 +142,7 @@ def test_the_leader_writes_the_manifest_once_the_others_arrive(run, s3: S3Env, f
             )
         )
 
-    leader_waits = threading.Timer(0.3, follower)
+    leader_waits = threading.Timer(0.0, follower)
     leader_waits.start()
     try:
         code, out, _ = run("algo-1", "--leader-wait-s=30", "--leader-poll-s=0.05")
