@@ -647,6 +647,7 @@ def synthesized(tmp_path_factory) -> dict[str, Path]:
     return out
 
 
+@pytest.mark.integration  # cfn-lint over the component variants: `make test-integration`
 def test_cfn_lint_passes(synthesized):
     templates = [str(p) for d in synthesized.values() for p in d.glob("*.template.json")]
     assert len(templates) == 3

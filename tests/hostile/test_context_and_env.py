@@ -283,6 +283,7 @@ def test_lmi_trust_remote_code_stages_modeling_files_but_never_its_settings_or_h
     assert env_problems("lmi", engine_env={"OPTION_TRUST_REMOTE_CODE": "true"}) == []
 
 
+@pytest.mark.integration  # a whole app synthesized: `make test-integration`
 def test_lmi_with_trust_remote_code_stages_python_files_and_keeps_serving_properties_out():
     template = stack_template(engine="lmi", engine_env='{"OPTION_TRUST_REMOTE_CODE": "true"}')
     excluded = ["original/*", "requirements.txt", "model.py", "code/*", "serving.properties"]

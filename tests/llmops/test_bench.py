@@ -156,6 +156,7 @@ def timing_problems(report: dict, baseline: dict) -> list[str]:
 # --- against the fake --------------------------------------------------------------------------------
 
 
+@pytest.mark.integration  # timed runs: `make test-integration`
 def test_reported_latencies_match_the_configured_delays_and_errors_are_counted_by_kind(fake, tmp_path):
     fake.reset()
     reply = Reply(content=answer_text(TOKENS), first_token_delay_s=FIRST_TOKEN_S, token_delay_s=TOKEN_S)

@@ -45,6 +45,7 @@ def run(fake, tmp_path, name: str, *, openai: bool, requests: int = 6, concurren
     return json.loads(path.read_text())
 
 
+@pytest.mark.integration  # timed runs over both paths: `make test-integration`
 def test_bench_reports_the_same_percentiles_over_both_paths(fake, tmp_path):
     fake.reset()
     fake.add_endpoint("baseline", default=Reply(content=answer_text(TOKENS), keep_alive=False))

@@ -47,6 +47,7 @@ def the(t: dict, type_: str) -> dict:
     return props
 
 
+@pytest.mark.integration  # cfn-lint over the observability variants: `make test-integration`
 def test_cfn_lint_passes(synthesized):
     paths = [t["_path"] for t in synthesized.values()]
     result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", *paths], capture_output=True, text=True)
