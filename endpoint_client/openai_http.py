@@ -143,22 +143,7 @@ class OpenAiEndpoint:
         finally:
             if response is not None:
                 response.close()
-        latency = clock() - started
-        tokens, source = (
-            (answer.usage_tokens, "usage") if answer.usage_tokens is not None else (answer.deltas, "deltas")
-        )
-        return InvocationResult(
-            content="".join(answer.content),
-            reasoning="".join(answer.reasoning),
-            streamed=True,
-            latency_s=latency,
-            time_to_first_token_s=answer.first_token,
-            tokens=tokens,
-            token_source=source,
-            done=decoder.done,
-            finish_reason=answer.finish_reason,
-            deltas=answer.deltas,
-        )
+        return answer.result(latency_s=clock() - started, done=decoder.done)
 
     def invoke_chat(
         self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_EVENT_BYTES

@@ -127,6 +127,22 @@ class _Accumulator:
         if self._on_delta is not None:
             self._on_delta(delta)
 
+    def result(self, *, latency_s: float, done: bool) -> InvocationResult:
+        """The streamed answer: tokens as the engine's usage counts them, else one per content delta."""
+        tokens, source = (self.usage_tokens, "usage") if self.usage_tokens is not None else (self.deltas, "deltas")
+        return InvocationResult(
+            content="".join(self.content),
+            reasoning="".join(self.reasoning),
+            streamed=True,
+            latency_s=latency_s,
+            time_to_first_token_s=self.first_token,
+            tokens=tokens,
+            token_source=source,
+            done=done,
+            finish_reason=self.finish_reason,
+            deltas=self.deltas,
+        )
+
 
 def stream_chat(
     client: Any,
@@ -174,23 +190,7 @@ def stream_chat(
     finally:
         if stream is not None:
             stream.close()
-    latency = clock() - started
-    if answer.usage_tokens is not None:
-        tokens, source = answer.usage_tokens, "usage"
-    else:
-        tokens, source = answer.deltas, "deltas"
-    return InvocationResult(
-        content="".join(answer.content),
-        reasoning="".join(answer.reasoning),
-        streamed=True,
-        latency_s=latency,
-        time_to_first_token_s=answer.first_token,
-        tokens=tokens,
-        token_source=source,
-        done=decoder.done,
-        finish_reason=answer.finish_reason,
-        deltas=answer.deltas,
-    )
+    return answer.result(latency_s=clock() - started, done=decoder.done)
 
 
 def _raise_stream_failure(event: Mapping[str, Any]) -> None:
