@@ -30,9 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
-import os
 import re
-import signal
 import tarfile
 import threading
 import time
@@ -41,7 +39,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from hfstage.events import EventLog
 from hfstage.hub import HubFile, select_files
 from hfstage.manifest import (
     build_manifest,
@@ -54,18 +51,17 @@ from hfstage.names import format_refusal, path_problem, unsafe_paths
 from hfstage.shard import leader, read_hosts
 from hfstage.transfer import CONTENT_TYPE, MAX_PART, MIN_PART, READ_CHUNK, MiB, backoff_delay, crc32_b64, part_size_for
 from hfstage.worker import (
-    DEFAULT_FAILURE_FILE,
     DESTINATION,
     EXIT_HUB,
     EXIT_OK,
     EXIT_TRANSFER,
     EXIT_USAGE,
-    FAILURE_FILE_ENV,
     Failure,
+    Guard,
     _Parser,
     _patterns,
+    guarded_run,
     make_s3_client,
-    report_failure,
 )
 
 EXIT_SOURCE = EXIT_HUB  # the source will not give, or cannot safely give, what to stage
@@ -734,25 +730,11 @@ def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
 
 def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> int:
     """The worker's tarball mode (hfstage.worker.main hands over when ``--source-s3-uri`` is given)."""
-    log = EventLog()
-    failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
-    stop = threading.Event()
-    signals: list[str] = []
 
-    def on_signal(signum: int, frame: Any) -> None:
-        signals.append(signal.Signals(signum).name)
-        stop.set()
-
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, on_signal)
-    label = "unpacking the archive"
-    started = time.monotonic()
-    try:
+    def unpack(guard: Guard) -> int:
         args = parse_args(argv, prog)
-        failure_file = args.failure_file or failure_file
-        label = f"unpacking {args.source_s3_uri}"
+        guard.failure_file = args.failure_file or guard.failure_file
+        guard.label = f"unpacking {args.source_s3_uri}"
         if args.resource_config:
             try:
                 current, hosts = read_hosts(args.resource_config)
@@ -760,33 +742,19 @@ def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> 
                 raise Failure(EXIT_USAGE, str(error)) from None
             if current != leader(hosts):
                 # One stream cannot be shared out: the first host does the work, the others are done at once.
-                log.emit("summary", status="ok", host=current, reason="an archive is unpacked by the first host only")
+                guard.log.emit(
+                    "summary", status="ok", host=current, reason="an archive is unpacked by the first host only"
+                )
                 return EXIT_OK
         from hfstage.transfer import Settings
 
         s3 = s3_client if s3_client is not None else make_s3_client(Settings(parts_in_flight=2, files_in_flight=1))
-        log.emit("begin", source=args.source_s3_uri, destination=args.destination, part_size_mib=args.part_size_mib)
-        summary = TarballRun(args, log, stop, s3).execute()
-        seconds = time.monotonic() - started
-        log.emit(
-            "summary",
-            status="ok",
-            seconds=seconds,
-            mb_per_s=summary["bytes_uploaded"] / 1e6 / max(seconds, 1e-9),
-            **summary,
+        guard.log.emit(
+            "begin", source=args.source_s3_uri, destination=args.destination, part_size_mib=args.part_size_mib
         )
-        return EXIT_OK
-    except SystemExit as exit_:  # --help
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
-    except Failure as failure:
-        report_failure(f"{label} failed: {failure.message}", failure_file, log)
-        return failure.code
-    except SourceChanged as error:
-        report_failure(f"{label} failed: {error}; rerun to stage the new archive", failure_file, log)
-        return EXIT_SOURCE
-    except Exception as error:
-        report_failure(f"{label} failed: internal error {type(error).__name__}: {error}", failure_file, log)
-        return EXIT_TRANSFER
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return guard.done(TarballRun(args, guard.log, guard.stop, s3).execute())
+
+    def changed(error: BaseException, guard: Guard) -> tuple[str, int]:
+        return f"{error}; rerun to stage the new archive", EXIT_SOURCE
+
+    return guarded_run("unpacking the archive", unpack, {SourceChanged: changed})

@@ -23,6 +23,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
@@ -234,6 +235,60 @@ def report_failure(message: str, failure_file: str, log: EventLog) -> None:
             handle.write(message + "\n")
     except OSError as error:
         log.emit("warning", reason=f"cannot write {failure_file}: {type(error).__name__}")
+
+
+class Guard:
+    """What a worker mode's body shares with ``guarded_run``: the log, the stop event set by SIGTERM/SIGINT, the
+    failure file (the body may override it from its arguments) and the label failures are reported under."""
+
+    def __init__(self, label: str) -> None:
+        self.log = EventLog()
+        self.stop = threading.Event()
+        self.signals: list[str] = []
+        self.failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
+        self.label = label
+        self.started = time.monotonic()
+
+    def on_signal(self, signum: int, frame: Any) -> None:
+        self.signals.append(signal.Signals(signum).name)
+        self.stop.set()
+
+    def done(self, summary: dict[str, Any]) -> int:
+        """Log the run's summary (with its time and throughput) and return EXIT_OK."""
+        seconds = time.monotonic() - self.started
+        mb_per_s = summary["bytes_uploaded"] / 1e6 / max(seconds, 1e-9)
+        self.log.emit("summary", status="ok", seconds=seconds, mb_per_s=mb_per_s, **summary)
+        return EXIT_OK
+
+
+# What an expected exception means for the run: the failure's text (after "<label> failed: ") and exit status.
+Explain = Callable[[BaseException, Guard], tuple[str, int]]
+
+
+def guarded_run(label: str, body: Callable[[Guard], int], explain: dict[type[BaseException], Explain]) -> int:
+    """Run a worker mode's ``body`` with SIGTERM/SIGINT setting its stop event (restored after), and turn every
+    way it can end into an exit status: ``--help``, a ``Failure``, the exceptions ``explain`` knows, anything else
+    as an internal error. Each failure goes to the log, stderr and the failure file in one redacted line."""
+    guard = Guard(label)
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, guard.on_signal)
+    try:
+        return body(guard)
+    except SystemExit as exit_:  # --help
+        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
+    except Failure as failure:
+        report_failure(f"{guard.label} failed: {failure.message}", guard.failure_file, guard.log)
+        return failure.code
+    except Exception as error:
+        known = next((how for kind, how in explain.items() if isinstance(error, kind)), None)
+        why, code = known(error, guard) if known else (f"internal error {type(error).__name__}: {error}", EXIT_TRANSFER)
+        report_failure(f"{guard.label} failed: {why}", guard.failure_file, guard.log)
+        return code
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class Run:
@@ -480,30 +535,16 @@ def main(
 
     if tarball.is_tarball_run(argv):
         return tarball.main(argv, s3_client=s3_client, prog=prog)
-    log = EventLog()
-    failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
-    stop = threading.Event()
-    signals: list[str] = []
 
-    def on_signal(signum: int, frame: Any) -> None:
-        signals.append(signal.Signals(signum).name)
-        stop.set()
-
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, on_signal)
-    label = "staging"
-    started = time.monotonic()
-    try:
+    def stage(guard: Guard) -> int:
         args = parse_args(argv, prog)
-        failure_file = args.failure_file or failure_file
-        label = f"staging {args.repo_id}@{args.revision}"
+        guard.failure_file = args.failure_file or guard.failure_file
+        guard.label = f"staging {args.repo_id}@{args.revision}"
         token = read_token(args.token_secret_arn, secrets_client)
-        log.add_secret(token)
+        guard.log.add_secret(token)
         s3 = s3_client if s3_client is not None else make_s3_client_for(args)
-        run = Run(args, log, stop, s3, token)
-        log.emit(
+        run = Run(args, guard.log, guard.stop, s3, token)
+        guard.log.emit(
             "begin",
             repo=args.repo_id,
             revision=args.revision,
@@ -517,31 +558,13 @@ def main(
         probe_s = float(os.environ.get(reach.ENV) or 0)  # set by the staging handler: fail in seconds, not minutes
         if probe_s > 0 and (why := reach.unreachable(run.hub.endpoint, timeout=probe_s)):
             raise Failure(EXIT_HUB, why)
-        summary = run.execute()
-        seconds = time.monotonic() - started
-        log.emit(
-            "summary",
-            status="ok",
-            seconds=seconds,
-            mb_per_s=summary["bytes_uploaded"] / 1e6 / max(seconds, 1e-9),
-            **summary,
-        )
-        return EXIT_OK
-    except SystemExit as exit_:  # --help
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
-    except Failure as failure:
-        report_failure(f"{label} failed: {failure.message}", failure_file, log)
-        return failure.code
-    except Cancelled:
-        why = f"stopped by {signals[0]}" if signals else "stopped"
-        report_failure(f"{label} failed: {why} before every file was copied; a rerun resumes", failure_file, log)
-        return EXIT_TRANSFER
-    except Exception as error:
-        report_failure(f"{label} failed: internal error {type(error).__name__}: {error}", failure_file, log)
-        return EXIT_TRANSFER
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        return guard.done(run.execute())
+
+    def stopped(error: BaseException, guard: Guard) -> tuple[str, int]:
+        why = f"stopped by {guard.signals[0]}" if guard.signals else "stopped"
+        return f"{why} before every file was copied; a rerun resumes", EXIT_TRANSFER
+
+    return guarded_run("staging", stage, {Cancelled: stopped})
 
 
 def make_s3_client_for(args: argparse.Namespace) -> Any:
