@@ -37,6 +37,16 @@ intermediate_size / TP) 16-bit values per extra token, which on a 24 GB GPU is t
 not (two RTX 3090 logs of vllm-project/vllm#10517 in the calibration set). Production estimates read GPU memory from the
 catalog's nominal GB (below what the driver reports), which adds a margin the calibration does not need.
 
+**Small GPUs** (24 GB L4, A10G, RTX 3090) are in the set too (issue 26 item 6), and needed no change to the model:
+three L4 logs on vLLM 0.27.1 (the release the vLLM DLC ships; since v0.21 it also sets aside its CUDA-graph estimate
+before sizing the KV cache), Qwen3-8B in bf16, with ``--quantization fp8`` and with an fp8 KV cache, land at
++4.3 %, -0.2 % and -0.2 %; a V1 RTX 3090 log (Llama-3.1-8B architecture, utilization 0.85) at 0.0 %. On the bf16 L4
+case vLLM held 1.43 GiB besides the weights and KV cache, the model 1.30 GiB. The often-quoted A10G case (a 7B bf16
+model at 32k with room for 16,816 tokens, BatsResearch/bonito#7) is vLLM 0.3, whose profiling pass ran all 32,768
+tokens: with that pass the estimate also refuses 32k (27,607 tokens, +64 %; the log gives neither weights, GPU total
+nor version, so it is held to that verdict, not to 15 %). Under V1 the pass is 2,048 tokens and the estimate has such
+a model fit.
+
 **KV cache per token**, per attention layer: 2 (K and V) x KV heads x head_dim x bytes per element.
 KV heads are ``num_key_value_heads`` (grouped-query attention), else ``num_attention_heads``;
 head_dim is ``head_dim``, else hidden_size / num_attention_heads. Under tensor parallelism each rank
