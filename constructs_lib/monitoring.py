@@ -440,6 +440,7 @@ def pool_graphs(
     *,
     namespace: str,
     gpu_metrics: bool,
+    prefix: str = "",
 ) -> list[cloudwatch.GraphWidget]:
     """One line per instance type: invocations, the slowest answer and (``gpu_metrics``) GPU memory and GPU use of the
     fullest instance as a share of that type's GPUs, so that types with different GPU counts read on one scale."""
@@ -449,8 +450,8 @@ def pool_graphs(
     ]
     slowest = [insights(per_type_query("MAX", "ModelLatency", INVOCATIONS, dims, t), label=t) for t in instance_types]
     graphs = [
-        _graph("Invocations per instance type (per minute)", calls),
-        _graph("Slowest model latency per instance type (microseconds)", slowest),
+        _graph(f"{prefix}Invocations per instance type (per minute)", calls),
+        _graph(f"{prefix}Slowest model latency per instance type (microseconds)", slowest),
     ]
     if gpu_metrics:
         for metric, title in (("GPUMemoryUtilization", "GPU memory"), ("GPUUtilization", "GPU utilization")):
@@ -497,13 +498,14 @@ class _DashboardOwner:
                 self.dashboard.add_widgets(*widgets)
         return self.dashboard
 
-    def _pool_and_gpu_rows(self, dims: Mapping[str, str], *, gpu_metrics: bool) -> list[list[Any]]:
-        """With instance pools, a row of per-instance-type graphs; with enhanced metrics, a row of per-GPU graphs."""
+    def _pool_and_gpu_rows(self, dims: Mapping[str, str], *, pools: bool) -> list[list[Any]]:
+        """With instance pools (``pools``), a row of per-instance-type graphs; with enhanced metrics, a row of per-GPU
+        graphs of the endpoint's instances."""
         rows: list[list[Any]] = []
         types = list(getattr(self, "instance_types", None) or [])
-        if len(types) > 1:
+        if pools and len(types) > 1:
             gpus = gpus_per_type(types, getattr(self, "instance", None))
-            rows.append(pool_graphs(dims, types, gpus, namespace=ENDPOINT_INSTANCES, gpu_metrics=gpu_metrics))
+            rows.append(pool_graphs(dims, types, gpus, namespace=ENDPOINT_INSTANCES, gpu_metrics=True))
         if enhanced_metrics_on(self):
             rows.append(per_gpu_graphs(ENDPOINT_INSTANCES, dims, ("GPUMemoryUtilization", "GPUUtilization")))
         return rows
@@ -710,7 +712,7 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
                         ],
                     ),
                 ],
-                *self._pool_and_gpu_rows(dims, gpu_metrics=True),
+                *self._pool_and_gpu_rows(dims, pools=True),
                 [
                     cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=16, height=6) if alarms else None,
                     smoke_text(smoke_test),
@@ -910,8 +912,9 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                 ),
             ]
         ]
-        # The endpoint's instances per type hold copies, not one model: GPU use per type is on each component's row.
-        rows += self._pool_and_gpu_rows(dims, gpu_metrics=False)
+        # Per instance type on each component's row: a component-hosting endpoint publishes its invocations per
+        # component, and its instances' GPU use mixes the copies of every component.
+        rows += self._pool_and_gpu_rows(dims, pools=False)
         types = list(getattr(self, "instance_types", None) or [])
         for component in self.components:  # type: ignore[attr-defined]
             name = component.inference_component_name
@@ -939,7 +942,9 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                 ]
             )
             if len(types) > 1:
-                per_type = pool_graphs(cdims, types, {}, namespace=COMPONENT_COPIES, gpu_metrics=False)
+                per_type = pool_graphs(
+                    cdims, types, {}, namespace=COMPONENT_COPIES, gpu_metrics=False, prefix=f"{component.node.id}: "
+                )
                 per_type.append(
                     _graph(
                         f"{component.node.id}: GPU memory of the copies per instance type (%, fullest copy)",
