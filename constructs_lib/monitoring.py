@@ -27,14 +27,16 @@ metrics "continue to work the same way", and CloudWatch also publishes them per 
 (``EndpointName, VariantName, InstanceType``; ``InferenceComponentName, InstanceType``). That page gives three
 dimensions, but the detailed-observability mapping (monitoring-detailed-observability-metric-mapping) lists
 the per-type series with ``Region`` and ``AvailabilityZone`` too, and CloudWatch identifies a series by its exact
-dimension set; so the per-type queries are Metrics Insights queries ``FROM`` the namespace without ``SCHEMA``,
-which match the filtered dimensions whatever else a series carries (CloudWatch, cloudwatch-metrics-insights-
-querylanguage; a GROUP BY key a series lacks becomes "Other", cloudwatch-metrics-insights-troubleshooting).
+dimension set; so the per-type queries are Metrics Insights queries ``FROM`` the namespace without ``SCHEMA``:
+``FROM "<namespace>"`` matches a metric whatever its dimensions, ``SCHEMA(namespace, keys)`` only the exact set
+(CloudWatch, cloudwatch-metrics-insights-querylanguage, SCHEMA). The aggregate lacks ``InstanceType``: the filter
+leaves it out.
 
 Enhanced metrics (``MetricsConfig.EnableEnhancedMetrics``, monitoring-cloudwatch-enhanced-metrics) add
 ``InstanceId`` and, on GPU metrics, ``AcceleratorId`` "alongside the existing namespace dimensions" of
 ``/aws/sagemaker/Endpoints`` (and ``InstanceId, ContainerId, AcceleratorId`` in
-``/aws/sagemaker/InferenceComponents``): one series per GPU, 0-100 for that GPU.
+``/aws/sagemaker/InferenceComponents``): one series per GPU, so its value is that GPU's alone (0-100), where the
+instance-level GPU metrics add up every GPU (0-100 x GPUs, monitoring-cloudwatch).
 
 Alarms whose dimensions name the endpoint must not reference it (``attr_endpoint_name``): the endpoint's
 ``DeploymentConfig`` names the alarms, so the alarms use the literal endpoint and component names, which
