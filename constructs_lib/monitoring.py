@@ -676,6 +676,7 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
 
     def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
         """A dashboard of this endpoint: invocations and errors, latency, GPU, CPU/memory/disk, instances,
+        with instance pools the same per instance type, with enhanced metrics GPU memory and use per GPU,
         the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures.
 
         :param scope: where the ``Dashboard`` goes. Default: this construct. A dashboard showing a smoke test
