@@ -446,10 +446,7 @@ def pool_graphs(
 ) -> list[cloudwatch.GraphWidget]:
     """One line per instance type: invocations, the slowest answer and (``gpu_metrics``) GPU memory and GPU use of the
     fullest instance as a share of that type's GPUs, so that types with different GPU counts read on one scale."""
-    calls = [
-        insights(per_type_query("SUM", "Invocations", INVOCATIONS, dims, t), label=t, period=ONE_MINUTE)
-        for t in instance_types
-    ]
+    calls = [insights(per_type_query("SUM", "Invocations", INVOCATIONS, dims, t), label=t) for t in instance_types]
     slowest = [insights(per_type_query("MAX", "ModelLatency", INVOCATIONS, dims, t), label=t) for t in instance_types]
     graphs = [
         _graph(f"{prefix}Invocations per instance type (per minute)", calls),
