@@ -143,7 +143,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             subnets.
         :param security_groups: 1-5 groups of that VPC. Default: one created with no inbound rule and HTTPS out.
             The execution role gets the EC2 network-interface actions SageMaker documents, limited to these subnets.
-        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``: metrics per instance and container.
+        :param enhanced_metrics: ``MetricsConfig.EnableEnhancedMetrics``: metrics per instance and container;
+            ``add_dashboard`` then graphs each GPU and ``add_alarms``' GpuMemory watches the fullest one.
             Default: off (SageMaker's).
         :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds``: 10, 30, 60, 120, 180, 240 or 300.
             Default: SageMaker's (60).

@@ -22,6 +22,22 @@ SageMaker publishes no instance-count or copy-count metric; since every instance
 utilization datapoint a minute, the ``SampleCount`` of ``CPUUtilization`` (of ``CPUUtilizationNormalized``
 per component) over one minute counts them. That is how the dashboard and the no-capacity alarm count.
 
+With instance pools (realtime-endpoints-heterogeneous, "Monitor instance pools"), the variant's aggregated
+metrics "continue to work the same way", and CloudWatch also publishes them per ``InstanceType``
+(``EndpointName, VariantName, InstanceType``; ``InferenceComponentName, InstanceType``). That page gives three
+dimensions, but the detailed-observability mapping (monitoring-detailed-observability-metric-mapping) lists
+the per-type series with ``Region`` and ``AvailabilityZone`` too, and CloudWatch identifies a series by its exact
+dimension set; so the per-type queries are Metrics Insights queries ``FROM`` the namespace without ``SCHEMA``:
+``FROM "<namespace>"`` matches a metric whatever its dimensions, ``SCHEMA(namespace, keys)`` only the exact set
+(CloudWatch, cloudwatch-metrics-insights-querylanguage, SCHEMA). The aggregate lacks ``InstanceType``: the filter
+leaves it out.
+
+Enhanced metrics (``MetricsConfig.EnableEnhancedMetrics``, monitoring-cloudwatch-enhanced-metrics) add
+``InstanceId`` and, on GPU metrics, ``AcceleratorId`` "alongside the existing namespace dimensions" of
+``/aws/sagemaker/Endpoints`` (and ``InstanceId, ContainerId, AcceleratorId`` in
+``/aws/sagemaker/InferenceComponents``): one series per GPU, so its value is that GPU's alone (0-100), where the
+instance-level GPU metrics add up every GPU (0-100 x GPUs, monitoring-cloudwatch).
+
 Alarms whose dimensions name the endpoint must not reference it (``attr_endpoint_name``): the endpoint's
 ``DeploymentConfig`` names the alarms, so the alarms use the literal endpoint and component names, which
 the constructs set themselves (``EndpointName``/``InferenceComponentName``).
@@ -43,6 +59,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from constructs import Construct
 
+from .catalog import lookup_instance
 from .hosting import sagemaker_metric
 from .problems import construct_subject, refuse
 from .update_policy import MAX_ROLLBACK_ALARMS, UpdatePolicy, reservation_problems
@@ -366,6 +383,102 @@ def smoke_text(smoke_test: Any | None) -> cloudwatch.TextWidget | None:
     return cloudwatch.TextWidget(markdown=markdown, width=8, height=6)
 
 
+# --- Metrics Insights queries: per instance type (instance pools) and per GPU (enhanced metrics) ---
+
+
+def _where(filters: Mapping[str, str]) -> str:
+    # Literal names the constructs set (endpoint, variant, component) and catalog instance types: no quotes in them.
+    return " AND ".join(f"{key} = '{value}'" for key, value in filters.items())
+
+
+def insights(select: str, *, label: str, period: cdk.Duration = ONE_MINUTE) -> cloudwatch.MathExpression:
+    """A Metrics Insights query as a metric: an alarm's or a graph's ``Expression`` holds the SQL itself
+    (CloudWatch, Create_Metrics_Insights_Alarm; botocore cloudwatch MetricDataQuery.Expression)."""
+    return cloudwatch.MathExpression(expression=select, using_metrics={}, label=label, period=period)
+
+
+def per_type_query(function: str, metric: str, namespace: str, dims: Mapping[str, str], instance_type: str) -> str:
+    """``function(metric)`` over every series of ``dims`` on instances of ``instance_type`` (no SCHEMA: see the
+    module docstring on which dimensions the per-type series carry)."""
+    return f'SELECT {function}({metric}) FROM "{namespace}" WHERE {_where({**dims, "InstanceType": instance_type})}'
+
+
+# The per-GPU series: the namespace's own dimensions, with InstanceId and AcceleratorId beside them
+# (monitoring-cloudwatch-enhanced-metrics, "Instance-level utilization metrics", "Container-level utilization metrics").
+PER_GPU_KEYS = {
+    ENDPOINT_INSTANCES: ("AcceleratorId", "EndpointName", "InstanceId", "VariantName"),
+    COMPONENT_COPIES: ("AcceleratorId", "ContainerId", "InferenceComponentName", "InstanceId"),
+}
+
+
+def per_gpu_query(function: str, metric: str, namespace: str, dims: Mapping[str, str], *, per_gpu: bool) -> str:
+    """``function(metric)`` over the per-GPU series of ``dims``: one series (the fullest GPU, for an alarm), or one per
+    GPU (``per_gpu``, for a graph). SCHEMA keeps out the instance-level series, which add up its GPUs (0-100 x GPUs)."""
+    schema = ", ".join([f'"{namespace}"', *PER_GPU_KEYS[namespace]])
+    group = " GROUP BY InstanceId, AcceleratorId" if per_gpu else ""
+    return f"SELECT {function}({metric}) FROM SCHEMA({schema}) WHERE {_where(dims)}{group}"
+
+
+def enhanced_metrics_on(endpoint: Any) -> bool:
+    """Whether ``endpoint``'s EndpointConfig enables enhanced metrics (its ``MetricsConfig``, set by the construct)."""
+    config = getattr(getattr(endpoint, "endpoint_config", None), "metrics_config", None)
+    return bool(getattr(config, "enable_enhanced_metrics", False))
+
+
+def gpus_per_type(instance_types: Sequence[str], primary: Any) -> dict[str, int]:
+    """GPUs per instance of each type: the primary's resolved spec (it may be outside the catalog), the pools' from the
+    catalog (every pool entry is a catalog type: instance_pools.pool_problems)."""
+    counts = {}
+    for index, instance_type in enumerate(instance_types):
+        spec = primary if index == 0 and primary is not None else lookup_instance(instance_type)
+        counts[instance_type] = spec.gpu_count if spec is not None else 1
+    return counts
+
+
+def pool_graphs(
+    dims: Mapping[str, str],
+    instance_types: Sequence[str],
+    gpus: Mapping[str, int],
+    *,
+    namespace: str,
+    gpu_metrics: bool,
+    prefix: str = "",
+) -> list[cloudwatch.GraphWidget]:
+    """One line per instance type: invocations, the slowest answer and (``gpu_metrics``) GPU memory and GPU use of the
+    fullest instance as a share of that type's GPUs, so that types with different GPU counts read on one scale."""
+    calls = [insights(per_type_query("SUM", "Invocations", INVOCATIONS, dims, t), label=t) for t in instance_types]
+    slowest = [insights(per_type_query("MAX", "ModelLatency", INVOCATIONS, dims, t), label=t) for t in instance_types]
+    graphs = [
+        _graph(f"{prefix}Invocations per instance type (per minute)", calls),
+        _graph(f"{prefix}Slowest model latency per instance type (microseconds)", slowest),
+    ]
+    if gpu_metrics:
+        for metric, title in (("GPUMemoryUtilization", "GPU memory"), ("GPUUtilization", "GPU utilization")):
+            lines = []
+            for index, instance_type in enumerate(instance_types):
+                query = insights(per_type_query("MAX", metric, namespace, dims, instance_type), label=instance_type)
+                lines.append(
+                    cloudwatch.MathExpression(
+                        expression=f"q{index} / {gpus[instance_type]}",
+                        using_metrics={f"q{index}": query},
+                        label=instance_type,
+                        period=ONE_MINUTE,
+                    )
+                )
+            graphs.append(_graph(f"{title} per instance type (% of its GPUs, fullest instance)", lines))
+    return graphs
+
+
+def per_gpu_graphs(namespace: str, dims: Mapping[str, str], metrics: Sequence[str]) -> list[cloudwatch.GraphWidget]:
+    """One line per GPU (``InstanceId AcceleratorId``) of each metric, 0-100 for that GPU (enhanced metrics)."""
+    return [
+        _graph(
+            f"{metric} per GPU (%)", [insights(per_gpu_query("MAX", metric, namespace, dims, per_gpu=True), label="")]
+        )
+        for metric in metrics
+    ]
+
+
 # --- the constructs' side: mixins giving GpuEndpoint, ComponentEndpoint and InferenceComponent the same API ---
 
 
@@ -383,6 +496,18 @@ class _DashboardOwner:
             if widgets:
                 self.dashboard.add_widgets(*widgets)
         return self.dashboard
+
+    def _pool_and_gpu_rows(self, dims: Mapping[str, str], *, pools: bool) -> list[list[Any]]:
+        """With instance pools (``pools``), a row of per-instance-type graphs; with enhanced metrics, a row of per-GPU
+        graphs of the endpoint's instances."""
+        rows: list[list[Any]] = []
+        types = list(getattr(self, "instance_types", None) or [])
+        if pools and len(types) > 1:
+            gpus = gpus_per_type(types, getattr(self, "instance", None))
+            rows.append(pool_graphs(dims, types, gpus, namespace=ENDPOINT_INSTANCES, gpu_metrics=True))
+        if enhanced_metrics_on(self):
+            rows.append(per_gpu_graphs(ENDPOINT_INSTANCES, dims, ("GPUMemoryUtilization", "GPUUtilization")))
+        return rows
 
     @property
     def dashboard_url(self) -> str:
@@ -449,8 +574,15 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
         return self.metric("CPUUtilization", namespace=ENDPOINT_INSTANCES, statistic="SampleCount", **kwargs)  # type: ignore[attr-defined]
 
     def _gpu_memory_percent(self) -> cloudwatch.IMetric:
-        """GPUMemoryUtilization is 0-100 x GPUs; divided by the GPU count it is a share of all GPUs, and the
-        Maximum over instances is the fullest one."""
+        """With enhanced metrics, the fullest single GPU (the per-GPU series, 0-100 each). Without, GPUMemoryUtilization
+        (0-100 x GPUs) divided by the GPU count, a share of all GPUs, and the Maximum over instances is the fullest one.
+        With instance pools that aggregate still covers every instance of every type ("Existing CloudWatch metrics that
+        are aggregated across all instances in a variant ... continue to work the same way", realtime-endpoints-
+        heterogeneous), and one divisor fits them all: in standard mode every pool type has the primary's GPU count
+        (the model spans every GPU, so pool_problems refuses a type whose GPUs differ from tensor_parallel_size)."""
+        if enhanced_metrics_on(self):
+            query = per_gpu_query("MAX", "GPUMemoryUtilization", ENDPOINT_INSTANCES, self._dims(), per_gpu=False)
+            return insights(query, label="GPU memory (fullest GPU, %)")
         gpus = self.instance.gpu_count if self.instance else 1  # type: ignore[attr-defined]
         raw = sagemaker_metric("GPUMemoryUtilization", self._dims(), namespace=ENDPOINT_INSTANCES, statistic="Maximum")
         return cloudwatch.MathExpression(
@@ -541,6 +673,7 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
 
     def add_dashboard(self, *, smoke_test: Any | None = None, scope: Construct | None = None) -> cloudwatch.Dashboard:
         """A dashboard of this endpoint: invocations and errors, latency, GPU, CPU/memory/disk, instances,
+        with instance pools the same per instance type, with enhanced metrics GPU memory and use per GPU,
         the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures.
 
         :param scope: where the ``Dashboard`` goes. Default: this construct. A dashboard showing a smoke test
@@ -579,6 +712,7 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
                         ],
                     ),
                 ],
+                *self._pool_and_gpu_rows(dims, pools=True),
                 [
                     cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=16, height=6) if alarms else None,
                     smoke_text(smoke_test),
@@ -617,6 +751,14 @@ class MonitoredComponent(InvocationMetrics):
             "CPUUtilizationNormalized", namespace=COMPONENT_COPIES, statistic="SampleCount", **kwargs
         )
 
+    def _gpu_memory_metric(self, dims: Mapping[str, str]) -> cloudwatch.IMetric:
+        """The fullest copy (0-100 of its GPUs, whatever the instance type: instance pools need nothing more) or, with
+        the endpoint's enhanced metrics, the fullest single GPU of any copy."""
+        if enhanced_metrics_on(getattr(self, "endpoint", None)):
+            query = per_gpu_query("MAX", "GPUMemoryUtilizationNormalized", COMPONENT_COPIES, dims, per_gpu=False)
+            return insights(query, label="GPU memory (fullest GPU of a copy, %)")
+        return sagemaker_metric("GPUMemoryUtilizationNormalized", dims, namespace=COMPONENT_COPIES, statistic="Maximum")
+
     def add_alarms(
         self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
     ) -> list[cloudwatch.Alarm]:
@@ -634,9 +776,7 @@ class MonitoredComponent(InvocationMetrics):
             scope,
             what=f"SageMaker inference component {name}",
             dims=dims,
-            gpu_memory=sagemaker_metric(
-                "GPUMemoryUtilizationNormalized", dims, namespace=COMPONENT_COPIES, statistic="Maximum"
-            ),
+            gpu_memory=self._gpu_memory_metric(dims),
             # With scale-to-zero, a request finding no copy is how the component wakes: not an alarm.
             no_capacity=None if self.scale_to_zero else (failures, False),  # type: ignore[attr-defined]
             thresholds=thresholds,
@@ -772,6 +912,10 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                 ),
             ]
         ]
+        # Per instance type on each component's row: a component-hosting endpoint publishes its invocations per
+        # component, and its instances' GPU use mixes the copies of every component.
+        rows += self._pool_and_gpu_rows(dims, pools=False)
+        types = list(getattr(self, "instance_types", None) or [])
         for component in self.components:  # type: ignore[attr-defined]
             name = component.inference_component_name
             cdims = _component_dims(name)
@@ -797,6 +941,29 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                     ),
                 ]
             )
+            if len(types) > 1:
+                per_type = pool_graphs(
+                    cdims, types, {}, namespace=COMPONENT_COPIES, gpu_metrics=False, prefix=f"{component.node.id}: "
+                )
+                per_type.append(
+                    _graph(
+                        f"{component.node.id}: GPU memory of the copies per instance type (%, fullest copy)",
+                        [
+                            insights(
+                                per_type_query("MAX", "GPUMemoryUtilizationNormalized", COMPONENT_COPIES, cdims, t),
+                                label=t,
+                            )
+                            for t in types
+                        ],
+                    )
+                )
+                rows.append(per_type)
+            if enhanced_metrics_on(self):
+                rows.append(
+                    per_gpu_graphs(
+                        COMPONENT_COPIES, cdims, ("GPUMemoryUtilizationNormalized", "GPUUtilizationNormalized")
+                    )
+                )
         alarms = self.alarms
         rows.append(
             [

@@ -24,6 +24,8 @@ VARIANTS = {
     },
     "component": {"deployment_mode": "inference-component", "update_step_size": "1", "update_wait_s": "120"},
     "quiet": {"alarms": "false", "dashboard": "false"},
+    # Issue 28: the dashboard per instance type and per GPU, the GPU-memory alarm on the fullest GPU.
+    "pools-enhanced": {"instance_pools": '["ml.g6e.xlarge","ml.g5.2xlarge"]', "enhanced_metrics": "true"},
 }
 
 
@@ -171,3 +173,25 @@ def test_summary_prints_each_update_policy(synthesized):
     assert "  update policy: rolling by 1 copies, bake 120 s, rolled back by 4 alarm(s)" in describe(
         synthesized["component"]
     )
+
+
+def test_pools_and_enhanced_metrics_reach_the_dashboard_and_the_gpu_memory_alarm(synthesized):
+    """Synthesized through the context keys (cdk-nag clean: the fixture's synth raises otherwise; cfn-lint above)."""
+    t = synthesized["pools-enhanced"]
+    alarms = resources(t, "AWS::CloudWatch::Alarm")
+    (memory,) = [a for k, a in alarms.items() if "GpuMemory" in k]
+    (query,) = memory["Metrics"]
+    assert query["Expression"].startswith(
+        'SELECT MAX(GPUMemoryUtilization) FROM SCHEMA("/aws/sagemaker/Endpoints", AcceleratorId, EndpointName, '
+        "InstanceId, VariantName) WHERE EndpointName = '"
+    )
+    # The alarm rolls updates back like the others (its name in the endpoint's DeploymentConfig).
+    config = the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]
+    (memory_id,) = [k for k in alarms if "GpuMemory" in k]
+    assert {"Ref": memory_id} in [a["AlarmName"] for a in config["AutoRollbackConfiguration"]["Alarms"]]
+    body = json.dumps(the(t, "AWS::CloudWatch::Dashboard")["DashboardBody"])
+    for instance_type in ("ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.2xlarge"):
+        assert f"InstanceType = '{instance_type}'" in body
+    assert "GROUP BY InstanceId, AcceleratorId" in body
+    default = json.dumps(the(synthesized["default"], "AWS::CloudWatch::Dashboard")["DashboardBody"])
+    assert "InstanceType" not in default and "AcceleratorId" not in default

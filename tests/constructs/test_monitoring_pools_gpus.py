@@ -1,0 +1,209 @@
+"""Dashboard and GPU-memory alarm with instance pools (per InstanceType) and enhanced metrics (per GPU): issue 28."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from constructs_lib import ComponentEndpoint, GpuEndpoint, S3ModelData
+from tests.constructs.test_monitoring import alarms_by_id, dashboard_body, widget_metrics
+
+ENDPOINTS = "/aws/sagemaker/Endpoints"
+PER_GPU_SCHEMA = f'SCHEMA("{ENDPOINTS}", AcceleratorId, EndpointName, InstanceId, VariantName)'
+COPIES_PER_GPU_SCHEMA = (
+    'SCHEMA("/aws/sagemaker/InferenceComponents", AcceleratorId, ContainerId, InferenceComponentName, InstanceId)'
+)
+
+
+def endpoint_template(**props) -> tuple[dict, GpuEndpoint]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = GpuEndpoint(stack, "Endpoint", model=S3ModelData(bucket, "models/org--m/abc"), **props)
+    endpoint.add_alarms()
+    endpoint.add_dashboard()
+    return Template.from_stack(stack).to_json(), endpoint
+
+
+def component_template(pools: list[str] | None = None, **endpoint_props) -> tuple[dict, ComponentEndpoint, object]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = ComponentEndpoint(stack, "Endpoint", **endpoint_props)
+    if pools is not None:
+        # The attribute contract the monitoring reads (primary first), as GpuEndpoint sets it.
+        endpoint.instance_types = pools
+    component = endpoint.add_component("Chat", model=S3ModelData(bucket, "models/org--m/abc"))
+    endpoint.add_alarms()
+    endpoint.add_dashboard()
+    return Template.from_stack(stack).to_json(), endpoint, component
+
+
+def queries(body: dict) -> list[str]:
+    """Every Metrics Insights query or math expression of the dashboard's graphs."""
+    return [
+        m[-1]["expression"]
+        for m in widget_metrics(body)
+        if isinstance(m[-1], dict) and "expression" in m[-1] and len(m) == 1
+    ]
+
+
+def graph(body: dict, title_start: str) -> dict:
+    (widget,) = [w for w in body["widgets"] if w["properties"].get("title", "").startswith(title_start)]
+    return widget["properties"]
+
+
+def where(name: str, **more: str) -> str:
+    return " AND ".join(f"{k} = '{v}'" for k, v in {"EndpointName": name, "VariantName": "AllTraffic", **more}.items())
+
+
+# --- standard mode: instance pools ---
+
+
+def test_without_pools_or_enhanced_metrics_nothing_is_a_metrics_insights_query():
+    t, _ = endpoint_template()
+    assert not [q for q in queries(dashboard_body(t)) if q.startswith("SELECT")]
+    memory = alarms_by_id(t)["GpuMemory"]
+    (expression,) = [m for m in memory["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
+    assert expression["Expression"] == "m / 1"
+
+
+def test_pools_graph_one_line_per_instance_type_in_priority_order():
+    types = ["ml.g6.12xlarge", "ml.g6e.12xlarge", "ml.g5.12xlarge"]
+    t, endpoint = endpoint_template(instance_type=types[0], instance_pools=types[1:])
+    assert endpoint.instance_types == types
+    body = dashboard_body(t)
+    name = endpoint.monitored_name
+
+    calls = graph(body, "Invocations per instance type")["metrics"]
+    assert [m[-1]["label"] for m in calls] == types
+    assert [m[-1]["expression"] for m in calls] == [
+        f'SELECT SUM(Invocations) FROM "AWS/SageMaker" WHERE {where(name, InstanceType=t)}' for t in types
+    ]
+    slowest = graph(body, "Slowest model latency per instance type")["metrics"]
+    assert [m[-1]["expression"] for m in slowest] == [
+        f'SELECT MAX(ModelLatency) FROM "AWS/SageMaker" WHERE {where(name, InstanceType=t)}' for t in types
+    ]
+    # No SCHEMA: the per-type series' exact dimension set is documented two ways (module docstring).
+    assert not any("SCHEMA" in m[-1]["expression"] for m in calls + slowest)
+
+    for metric, title in (("GPUMemoryUtilization", "GPU memory per"), ("GPUUtilization", "GPU utilization per")):
+        lines = graph(body, title)["metrics"]
+        shown = [m[-1] for m in lines if m[-1].get("visible", True)]
+        hidden = {m[-1]["id"]: m[-1]["expression"] for m in lines if m[-1].get("visible") is False}
+        assert [line["label"] for line in shown] == types
+        # 0-100 x GPUs per instance, divided by that type's GPUs (4 each: every pool type has the primary's GPUs).
+        assert [line["expression"] for line in shown] == [f"q{i} / 4" for i in range(3)]
+        assert list(hidden.values()) == [
+            f'SELECT MAX({metric}) FROM "{ENDPOINTS}" WHERE {where(name, InstanceType=t)}' for t in types
+        ]
+
+
+def test_pools_leave_the_gpu_memory_alarm_on_the_variant_aggregate_of_every_type():
+    t, endpoint = endpoint_template(instance_type="ml.g6.xlarge", instance_pools=["ml.g6e.xlarge", "ml.g5.2xlarge"])
+    memory = alarms_by_id(t)["GpuMemory"]
+    (raw,) = [m for m in memory["Metrics"] if "MetricStat" in m]
+    metric = raw["MetricStat"]["Metric"]
+    # Aggregated over every instance of the variant, whatever pool it came from (realtime-endpoints-heterogeneous).
+    assert metric["MetricName"] == "GPUMemoryUtilization" and raw["MetricStat"]["Stat"] == "Maximum"
+    assert metric["Dimensions"] == [
+        {"Name": "EndpointName", "Value": endpoint.monitored_name},
+        {"Name": "VariantName", "Value": "AllTraffic"},
+    ]
+
+
+def test_a_pool_type_with_other_gpus_is_refused_so_one_divisor_fits_every_type():
+    """The premise of the aggregate alarm: in standard mode every pool type has the primary's GPU count."""
+    with pytest.raises(ValueError, match=r"instance_pools\[0\]='ml.g6e.xlarge'.*1 GPU"):
+        endpoint_template(instance_type="ml.g6.12xlarge", instance_pools=["ml.g6e.xlarge"])
+
+
+# --- standard mode: enhanced metrics ---
+
+
+def test_enhanced_metrics_put_the_gpu_memory_alarm_on_the_fullest_single_gpu():
+    t, endpoint = endpoint_template(instance_type="ml.g6.12xlarge", enhanced_metrics=True)
+    memory = alarms_by_id(t)["GpuMemory"]
+    (query,) = memory["Metrics"]
+    assert query["Expression"] == (
+        f"SELECT MAX(GPUMemoryUtilization) FROM {PER_GPU_SCHEMA} WHERE {where(endpoint.monitored_name)}"
+    )
+    assert query["Period"] == 60 and query.get("ReturnData", True) is True
+    # 0-100 for one GPU: the threshold is the percentage itself, not times the GPU count.
+    assert memory["Threshold"] == 95 and memory["EvaluationPeriods"] == 5
+    assert memory["TreatMissingData"] == "notBreaching"
+
+
+def test_enhanced_metrics_graph_memory_and_use_per_gpu():
+    t, endpoint = endpoint_template(instance_type="ml.g6.12xlarge", enhanced_metrics=True)
+    body = dashboard_body(t)
+    for metric in ("GPUMemoryUtilization", "GPUUtilization"):
+        (line,) = graph(body, f"{metric} per GPU")["metrics"]
+        assert line[-1]["expression"] == (
+            f"SELECT MAX({metric}) FROM {PER_GPU_SCHEMA} WHERE {where(endpoint.monitored_name)}"
+            " GROUP BY InstanceId, AcceleratorId"
+        )
+
+
+def test_enhanced_metrics_off_keeps_the_instance_average_alarm_and_no_per_gpu_graphs():
+    t, _ = endpoint_template(instance_type="ml.g6.12xlarge", enhanced_metrics=False)
+    assert not [q for q in queries(dashboard_body(t)) if "AcceleratorId" in q]
+    memory = alarms_by_id(t)["GpuMemory"]
+    assert [m["Expression"] for m in memory["Metrics"] if "Expression" in m] == ["m / 4"]
+
+
+def test_pools_and_enhanced_metrics_together_show_both_rows():
+    t, _ = endpoint_template(instance_type="ml.g6.xlarge", instance_pools=["ml.g6e.xlarge"], enhanced_metrics=True)
+    body = dashboard_body(t)
+    graph(body, "Invocations per instance type")
+    graph(body, "GPUMemoryUtilization per GPU")
+    assert "AcceleratorId" in alarms_by_id(t)["GpuMemory"]["Metrics"][0]["Expression"]
+
+
+# --- component mode ---
+
+
+def test_component_enhanced_metrics_alarm_on_the_fullest_gpu_of_any_copy():
+    t, _, component = component_template(enhanced_metrics=True)
+    memory = alarms_by_id(t)["GpuMemory"]
+    (query,) = memory["Metrics"]
+    assert query["Expression"] == (
+        f"SELECT MAX(GPUMemoryUtilizationNormalized) FROM {COPIES_PER_GPU_SCHEMA} "
+        f"WHERE InferenceComponentName = '{component.inference_component_name}'"
+    )
+    body = dashboard_body(t)
+    graph(body, "GPUMemoryUtilizationNormalized per GPU")
+    graph(body, "GPUUtilization per GPU")  # the endpoint's instances, per GPU
+
+
+def test_component_without_enhanced_metrics_keeps_the_copies_maximum():
+    t, _, _ = component_template()
+    memory = alarms_by_id(t)["GpuMemory"]
+    assert (memory["MetricName"], memory["Statistic"]) == ("GPUMemoryUtilizationNormalized", "Maximum")
+    assert not [q for q in queries(dashboard_body(t)) if q.startswith("SELECT")]
+
+
+def test_component_pools_graph_each_component_per_instance_type():
+    types = ["ml.g6.xlarge", "ml.g6e.xlarge"]
+    t, _, component = component_template(pools=types)
+    body = dashboard_body(t)
+    name = component.inference_component_name
+    calls = graph(body, "Chat: Invocations per instance type")["metrics"]
+    assert [m[-1]["expression"] for m in calls] == [
+        f"SELECT SUM(Invocations) FROM \"AWS/SageMaker\" WHERE InferenceComponentName = '{name}' "
+        f"AND InstanceType = '{t}'"
+        for t in types
+    ]
+    memory = graph(body, "Chat: GPU memory of the copies per instance type")["metrics"]
+    assert [(m[-1]["label"], m[-1]["expression"]) for m in memory] == [
+        (
+            t,
+            'SELECT MAX(GPUMemoryUtilizationNormalized) FROM "/aws/sagemaker/InferenceComponents" '
+            f"WHERE InferenceComponentName = '{name}' AND InstanceType = '{t}'",
+        )
+        for t in types
+    ]
+    # Nothing per type under the endpoint's dimensions: its invocations are the components', its GPUs hold copies.
+    assert not [q for q in queries(body) if "EndpointName" in q and "InstanceType" in q]
