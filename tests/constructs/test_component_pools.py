@@ -79,9 +79,7 @@ def test_the_default_max_instances_leaves_update_room_on_the_type_with_fewest_gp
         tensor_parallel_size=1,
         initial_copies=2,
     )
-    (variant,) = resource(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")[
-        "ProductionVariants"
-    ]
+    (variant,) = resource(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
     assert variant["ManagedInstanceScaling"]["MaxInstanceCount"] == 3 == endpoint.max_instance_count
     assert endpoint.update_instance_count == 1
 
