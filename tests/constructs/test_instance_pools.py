@@ -166,3 +166,21 @@ def test_the_construct_checks_each_pool_with_its_own_settings():
     assert endpoint.instance_types == ["ml.g6.12xlarge", "ml.g5.12xlarge"]
     t = Template.from_stack(stack).to_json()
     assert [p["InstanceType"] for p in variant_of(t)["InstancePools"]] == ["ml.g6.12xlarge", "ml.g5.12xlarge"]
+
+
+def test_component_pools_size_the_preflight_for_the_type_with_fewest_gpus(tmp_path):
+    # 2 copies of 1 GPU and an update's batch of 1: one ml.g6.12xlarge would hold them, but every instance may be an
+    # ml.g6.xlarge fallback (1 GPU), so MaxInstanceCount is 3 and the preflight counts 2 serving + 1 for the update.
+    build(
+        outdir=str(tmp_path),
+        deployment_mode="inference-component",
+        instance_type="ml.g6.12xlarge",
+        accelerators_per_copy="1",
+        initial_copies="2",
+        instance_pools='["ml.g6.xlarge"]',
+    ).synth()
+    t = json.loads((tmp_path / "LlmEndpoint.template.json").read_text())
+    assert variant_of(t)["ManagedInstanceScaling"]["MaxInstanceCount"] == 3
+    (preflight,) = [r for r in t["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"]
+    assert (preflight["Properties"]["InstancesNeeded"], preflight["Properties"]["UpdateInstances"]) == ("2", "1")
+    assert preflight["Properties"]["InstancePools"] == ["ml.g6.xlarge"]
