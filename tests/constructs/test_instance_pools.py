@@ -107,6 +107,8 @@ def test_component_mode_with_the_issues_pools_synthesizes_a_specification_per_ty
     assert [s["InstanceType"] for s in props["Specifications"]] == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.2xlarge"]
     result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+    (plugin,) = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]  # cdk-nag
+    assert plugin["conclusion"] == "success" and plugin["violations"] == []
     # The preflight reads each fallback's quota in component mode too.
     (preflight,) = [r for r in t["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"]
     assert preflight["Properties"]["InstancePools"] == ["ml.g6e.xlarge", "ml.g5.2xlarge"]
