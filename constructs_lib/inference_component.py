@@ -29,7 +29,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
 from .catalog import InstanceSpec, resolve_instance
-from .component_plan import INFERENCE_COMPONENT, resolve_scaling, rolling_room_problem
+from .component_plan import INFERENCE_COMPONENT, host_memory_problem, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
@@ -537,6 +537,8 @@ class InferenceComponent(MonitoredComponent, Construct):
             update_batch_copies=1,
         )
         errors = plan.errors + scaling.errors
+        if memory := host_memory_problem(endpoint.instance_type, instance.memory_gib, scaling.min_memory_mb):
+            errors.append(memory)
         if len(endpoint.instance_types) > 1 and not errors:
             errors += pool_problems(
                 endpoint.instance_type,
@@ -554,6 +556,7 @@ class InferenceComponent(MonitoredComponent, Construct):
                     allow_checkpoint_code=allow_checkpoint_code,
                     copies={"min_copies": min_copies, "max_copies": max_copies, "initial_copies": initial_copies},
                     scale_to_zero=scale_to_zero,
+                    min_memory_mb=scaling.min_memory_mb,
                 ),
             )
         if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(COMPONENT_NAME, name)):
@@ -797,6 +800,7 @@ def _pool_problems(
     accelerators: int | None,
     copies: Mapping[str, int | None],
     scale_to_zero: bool,
+    min_memory_mb: int | None,
     **settings: Any,
 ) -> list[str]:
     """An inference component's checks on one fallback type of its endpoint, with its settings: the image and weight
@@ -811,6 +815,8 @@ def _pool_problems(
     ).errors
     if spec is None:
         return errors
+    if memory := host_memory_problem(pool, spec.memory_gib, min_memory_mb):
+        errors.append(memory)
     return (
         errors
         + resolve_scaling(

@@ -111,6 +111,17 @@ def test_the_default_max_instances_leaves_update_room_on_the_type_with_fewest_gp
             {"engine_env": {"SM_VLLM_DTYPE": "bfloat16"}},
             r"instance_pools\[0\]='ml.g4dn.xlarge': engine_env SM_VLLM_DTYPE=bfloat16: bfloat16 weights",
         ),
+        # One copy's host memory reservation must fit that type's memory (32 GiB on ml.g5.2xlarge, 16 on ml.g6.xlarge).
+        (
+            {"instance_type": "ml.g5.2xlarge", "instance_pools": ["ml.g6.xlarge"]},
+            {"min_memory_mb": 20000},
+            r"instance_pools\[0\]='ml.g6.xlarge': min_memory_mb=20000 is more than the 16 GiB \(16384 MB\) of host",
+        ),
+        (
+            {},
+            {"min_memory_mb": 20000},
+            r"min_memory_mb=20000 is more than the 16 GiB \(16384 MB\) of host memory of ml.g6",
+        ),
     ],
 )
 def test_a_pool_entry_that_fails_a_components_checks_is_refused_naming_it(endpoint_props, component_props, message):
