@@ -152,3 +152,22 @@ def test_an_adapter_on_a_pooled_base_is_refused():
     stack, _, component = make({"instance_type": "ml.g6.12xlarge", "instance_pools": ["ml.g5.12xlarge"]})
     with pytest.raises(Refusal, match=r"an adapter component needs a base created with the singular Specification"):
         AdapterComponent(stack, "Sql", base=component, artifact_url="s3://my-adapters/sql/adapter.tar.gz")
+
+
+def test_several_components_must_leave_update_room_together_on_the_type_with_fewest_gpus():
+    # Each alone fits 2 instances of 1 GPU with its batch; together (1 + 1) + (1 + 1) = 4 GPUs do not. One 4-GPU
+    # ml.g6.12xlarge pair would hold them, but every instance may be the ml.g6.xlarge fallback.
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = ComponentEndpoint(
+        stack, "Endpoint", instance_type="ml.g6.12xlarge", instance_pools=["ml.g6.xlarge"], max_instances=2
+    )
+    endpoint.add_component("A", model=S3ModelData(bucket, "a/"), tensor_parallel_size=1)
+    endpoint.add_component("B", model=S3ModelData(bucket, "b/"), tensor_parallel_size=1)
+    with pytest.raises(
+        RuntimeError,
+        match=r"max_copies plus one update batch each need 4 GPUs, but max_instances=2 x 1 GPU\(s\) per instance "
+        r"\(ml.g6.xlarge\) give 2",
+    ):
+        app.synth()
