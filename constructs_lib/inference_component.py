@@ -258,7 +258,8 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             variant_name=VARIANT_NAME,
             # With pools, InstancePools replaces InstanceType (realtime-endpoints-heterogeneous; "you can use them
             # with single-model endpoints and with inference components"). ManagedInstanceScaling stays one range
-            # for the variant: its counts are the variant's instances, whatever their type.
+            # for the variant, "the maximum number of instances that the endpoint can provision" (API
+            # ProductionVariantManagedInstanceScaling; no per-pool count): instances of every type count.
             instance_type=None if instance_pools else instance_type,
             instance_pools=[
                 sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=t, priority=i)
