@@ -102,6 +102,17 @@ class AdapterComponent(Construct):
         problems = artifact_problems("artifact_url", artifact_url)
         if not base.engine.adapters:
             problems.append(engine_without_adapters(base.engine.name))
+        if len(base.endpoint.instance_types) > 1:
+            # The adapter names its base in Specification.BaseInferenceComponentName, which the per-type
+            # Specifications entries do not accept ("adapter inference components are supported only on the
+            # singular Specification": cfn-lint schema of AWS::SageMaker::InferenceComponent,
+            # InferenceComponentSpecificationForInstanceType); whether SageMaker loads an adapter into a base created
+            # with Specifications is not documented, so it is refused here rather than failing the deploy.
+            problems.append(
+                f"base={base.node.path} is on an endpoint with instance_pools={base.endpoint.instance_types[1:]!r}: "
+                "an adapter component needs a base created with the singular Specification (one instance type); "
+                "allowed: a base on an endpoint without instance_pools"
+            )
         if not cdk.Token.is_unresolved(name) and not matches(COMPONENT_NAME, name):
             problems.append(
                 f"component_name={name!r}: not a valid inference component name; allowed: 1-63 letters, digits and "

@@ -31,6 +31,8 @@ class InstanceSpec:
     compute_capability: str | None = None
     local_nvme: bool | None = None
     in_catalog: bool = True
+    # Host memory of one instance in GiB (the catalog's per-instance EC2 figures); None when unknown.
+    memory_gib: float | None = None
 
     @property
     def total_gpu_memory_gib(self) -> float:
@@ -78,6 +80,7 @@ def lookup_instance(instance_type: str) -> InstanceSpec | None:
         architecture=family["architecture"],
         compute_capability=family.get("compute_capability"),
         local_nvme=entry.get("local_nvme", family["local_nvme"]),
+        memory_gib=entry.get("memory_gib"),
     )
 
 

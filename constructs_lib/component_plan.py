@@ -372,3 +372,19 @@ def plan_scaling(**settings: Any) -> list[str]:
     LEAST_OUTSTANDING_REQUESTS or RANDOM; settings of the other mode are refused rather than ignored.
     """
     return resolve_scaling(**settings).errors
+
+
+def host_memory_problem(instance_type: str, memory_gib: float | None, min_memory_mb: int | None) -> str | None:
+    """Why one copy's host memory reservation cannot be placed on ``instance_type``, or None.
+
+    ``MinMemoryRequiredInMb`` is "the minimum amount of memory" a copy needs (API reference
+    InferenceComponentComputeResourceRequirements): SageMaker places a copy only on an instance that has it, so a
+    reservation above the instance's memory (constructs_lib/data/instances.json, EC2 figures) is never placed.
+    """
+    if memory_gib is None or not _is_int(min_memory_mb) or min_memory_mb <= memory_gib * 1024:
+        return None
+    return (
+        f"min_memory_mb={min_memory_mb} is more than the {memory_gib:g} GiB ({memory_gib * 1024:g} MB) of host memory "
+        f"of {instance_type}: SageMaker would never place a copy there; allowed: at most {int(memory_gib * 1024)}, "
+        f"or leave it unset ({DEFAULT_MIN_MEMORY_MB} MB)."
+    )

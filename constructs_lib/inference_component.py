@@ -28,8 +28,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IValidation
 
-from .catalog import InstanceSpec
-from .component_plan import INFERENCE_COMPONENT, resolve_scaling, rolling_room_problem
+from .catalog import InstanceSpec, resolve_instance
+from .component_plan import INFERENCE_COMPONENT, host_memory_problem, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
@@ -52,6 +52,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .instance_pools import pool_problems, pool_types
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
@@ -90,6 +91,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         id: str,
         *,
         instance_type: str = "ml.g6.xlarge",
+        instance_pools: Sequence[str] | None = None,
         gpu_count: int | None = None,
         gpu_memory_gib: float | None = None,
         initial_instances: int | None = None,
@@ -115,6 +117,12 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
     ) -> None:
         """
         :param instance_type: GPU instance type. Default: ml.g6.xlarge (1x L4, 24 GB).
+        :param instance_pools: instance types SageMaker falls back to, in priority order after ``instance_type``,
+            when it has no capacity for it (``ProductionVariant.InstancePools``, at most 4; each component then gets
+            one ``Specifications`` entry per type). Each must be in the catalog and pass the endpoint's checks (image
+            CUDA level and the variant's one AMI, volume key); each component checks its copies on each type (GPUs
+            per copy, weight format, room for an update batch). ``max_instances`` counts instances of every type.
+            Default: none (``instance_type`` only).
         :param gpu_count: GPUs per instance, with gpu_memory_gib for types the catalog lacks. Default: catalog.
         :param gpu_memory_gib: memory per GPU in GiB. Default: from the catalog.
         :param initial_instances: instances at creation, at least 1. Default: 1.
@@ -185,12 +193,32 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         features = metrics_problems(enhanced_metrics, metric_publish_frequency_s) + prefix_routing_problems(
             routing_strategy, prefix_routing_length, prefix_routing_concurrency
         )
-        _fail("ComponentEndpoint", self.node.path, plan.errors + scaling.errors + features)
+
+        def pool_check(pool: str) -> list[str]:
+            # One variant, one AMI and one image serve every pool (realtime-endpoints-heterogeneous).
+            return plan_endpoint(
+                engine=engine_spec,
+                image=image,
+                instance_type=pool,
+                inference_ami_version=plan.inference_ami_version,
+                volume_kms_key=volume_kms_key is not None,
+            ).errors
+
+        pools = pool_problems(instance_type, instance_pools, pool_check) if instance_pools else []
+        _fail("ComponentEndpoint", self.node.path, plan.errors + pools + scaling.errors + features)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:component-endpoint", warning)
 
         self.instance_type = instance_type
         self.instance: InstanceSpec = plan.instance
+        # Every instance type of the variant in priority order (one entry without pools); dashboards and alarms
+        # read the InstanceType dimension SageMaker adds per type (realtime-endpoints-heterogeneous).
+        self.instance_types = pool_types(instance_type, instance_pools)
+        # Their catalog entries, the primary first: a component's copies must fit on each.
+        self.pool_instances: list[InstanceSpec] = [
+            plan.instance,
+            *(resolve_instance(t)[0] for t in self.instance_types[1:]),  # type: ignore[misc]
+        ]
         self.inference_ami_version = plan.inference_ami_version
         self.scaling = scaling
         self.max_instances_given = max_instances
@@ -228,7 +256,17 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,
-            instance_type=instance_type,
+            # With pools, InstancePools replaces InstanceType (realtime-endpoints-heterogeneous; "you can use them
+            # with single-model endpoints and with inference components"). ManagedInstanceScaling stays one range
+            # for the variant, "the maximum number of instances that the endpoint can provision" (API
+            # ProductionVariantManagedInstanceScaling; no per-pool count): instances of every type count.
+            instance_type=None if instance_pools else instance_type,
+            instance_pools=[
+                sagemaker.CfnEndpointConfig.InstancePoolProperty(instance_type=t, priority=i)
+                for i, t in enumerate(self.instance_types, 1)
+            ]
+            if instance_pools
+            else None,
             initial_instance_count=scaling.initial_instances,
             managed_instance_scaling=sagemaker.CfnEndpointConfig.ManagedInstanceScalingProperty(
                 status="ENABLED",
@@ -304,8 +342,14 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         serving = max(self.scaling.max_instances, self._instances_for(update_batches=False))
         return self.max_instance_count - serving
 
+    @property
+    def fewest_gpus_instance(self) -> InstanceSpec:
+        """The variant's instance type with the fewest GPUs: SageMaker may place every instance on it (it falls back
+        to any pool when the others have no capacity), so the instance counts are sized for it."""
+        return min(self.pool_instances, key=lambda spec: spec.gpu_count)
+
     def _instances_for(self, *, update_batches: bool) -> int:
-        gpus = self.instance.gpu_count if self.instance else 0
+        gpus = self.fewest_gpus_instance.gpu_count if self.instance else 0
         if not gpus:
             return 0
         needed = sum(
@@ -341,7 +385,11 @@ class _CapacityCheck:
         if len(endpoint.components) < 2 or endpoint.max_instances_given is None:
             return []
         given = endpoint.max_instances_given
-        gpus = endpoint.instance.gpu_count * given
+        fewest = endpoint.fewest_gpus_instance
+        per_instance = fewest.gpu_count
+        gpus = per_instance * given
+        # Named when it is a fallback: every instance may be of that type.
+        of = f" ({fewest.instance_type})" if len(endpoint.instance_types) > 1 else ""
         errors = []
         for label in ("max_copies", "initial_copies"):
             needed = sum(getattr(c, label) * c.accelerators_per_copy for c in endpoint.components)
@@ -351,7 +399,7 @@ class _CapacityCheck:
                 )
                 errors.append(
                     f"the components' {label} need {parts} = {needed} GPUs together, but max_instances="
-                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give "
+                    f"{given} x {per_instance} GPU(s) per instance{of} give "
                     f"{gpus}; lower their {label} or raise max_instances."
                 )
         if not errors:
@@ -360,9 +408,9 @@ class _CapacityCheck:
             if needed > gpus:
                 errors.append(
                     f"the components' max_copies plus one update batch each need {needed} GPUs, but max_instances="
-                    f"{given} x {endpoint.instance.gpu_count} GPU(s) per instance give {gpus}: an update would "
+                    f"{given} x {per_instance} GPU(s) per instance{of} give {gpus}: an update would "
                     f"wait for room until it times out; raise max_instances to "
-                    f"{math.ceil(needed / endpoint.instance.gpu_count)} or leave it unset."
+                    f"{math.ceil(needed / per_instance)} or leave it unset."
                 )
         return errors
 
@@ -490,6 +538,28 @@ class InferenceComponent(MonitoredComponent, Construct):
             update_batch_copies=1,
         )
         errors = plan.errors + scaling.errors
+        if memory := host_memory_problem(endpoint.instance_type, instance.memory_gib, scaling.min_memory_mb):
+            errors.append(memory)
+        if len(endpoint.instance_types) > 1 and not errors:
+            errors += pool_problems(
+                endpoint.instance_type,
+                endpoint.instance_types[1:],
+                lambda pool: _pool_problems(
+                    endpoint,
+                    pool,
+                    engine=engine_spec,
+                    image=image,
+                    accelerators=scaling.accelerators_per_copy,
+                    max_model_len=max_model_len,
+                    max_num_seqs=max_num_seqs,
+                    engine_env=engine_env,
+                    container_env=container_env,
+                    allow_checkpoint_code=allow_checkpoint_code,
+                    copies={"min_copies": min_copies, "max_copies": max_copies, "initial_copies": initial_copies},
+                    scale_to_zero=scale_to_zero,
+                    min_memory_mb=scaling.min_memory_mb,
+                ),
+            )
         if not cdk.Token.is_unresolved(name) and (len(name) > 63 or not matches(COMPONENT_NAME, name)):
             errors.append(
                 f"component_name={name!r} is not a valid inference component name; allowed: 1-63 letters, "
@@ -546,30 +616,48 @@ class InferenceComponent(MonitoredComponent, Construct):
             environment=environment,
             vpc_config=endpoint.placement.model_vpc_config() if endpoint.placement else None,
         )
+        # The same for every instance type: one Model (its environment holds the tensor parallel size, so a copy
+        # takes as many GPUs on each type), the same host memory reservation and timeouts.
+        shared: dict[str, Any] = {
+            "model_name": self.model.attr_model_name,
+            "compute_resource_requirements": (
+                sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
+                    number_of_accelerator_devices_required=accelerators,
+                    min_memory_required_in_mb=scaling.min_memory_mb,
+                )
+            ),
+            "data_cache_config": sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty(
+                enable_caching=data_cache
+            )
+            if data_cache is not None
+            else None,
+            "startup_parameters": sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
+                model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
+                container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
+            ),
+        }
+        pooled = len(endpoint.instance_types) > 1
         self.component = sagemaker.CfnInferenceComponent(
             self,
             "Resource",
             endpoint_name=endpoint.endpoint_name,
             inference_component_name=name,
             variant_name=endpoint.variant_name,
-            specification=sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(
-                model_name=self.model.attr_model_name,
-                compute_resource_requirements=(
-                    sagemaker.CfnInferenceComponent.InferenceComponentComputeResourceRequirementsProperty(
-                        number_of_accelerator_devices_required=accelerators,
-                        min_memory_required_in_mb=scaling.min_memory_mb,
-                    )
-                ),
-                data_cache_config=sagemaker.CfnInferenceComponent.InferenceComponentDataCacheConfigProperty(
-                    enable_caching=data_cache
+            # On an endpoint with instance pools: Specifications, one entry per instance type (2-5, InstanceType
+            # required), instead of Specification (exactly one of the two; cfn-lint schema of
+            # AWS::SageMaker::InferenceComponent, InferenceComponentSpecificationList; botocore sagemaker
+            # CreateInferenceComponentInput.Specifications).
+            specification=None
+            if pooled
+            else sagemaker.CfnInferenceComponent.InferenceComponentSpecificationProperty(**shared),
+            specifications=[
+                sagemaker.CfnInferenceComponent.InferenceComponentSpecificationForInstanceTypeProperty(
+                    instance_type=t, **shared
                 )
-                if data_cache is not None
-                else None,
-                startup_parameters=sagemaker.CfnInferenceComponent.InferenceComponentStartupParametersProperty(
-                    model_data_download_timeout_in_seconds=int(download_timeout.to_seconds()),
-                    container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
-                ),
-            ),
+                for t in endpoint.instance_types
+            ]
+            if pooled
+            else None,
             runtime_config=sagemaker.CfnInferenceComponent.InferenceComponentRuntimeConfigProperty(
                 copy_count=scaling.initial_copies
             ),
@@ -657,7 +745,7 @@ class InferenceComponent(MonitoredComponent, Construct):
 
     def _rolling_room_problem(self, batch: int) -> str | None:
         given = self.endpoint.max_instances_given
-        gpus = self.endpoint.instance.gpu_count
+        gpus = self.endpoint.fewest_gpus_instance.gpu_count
         if given is None or not gpus or len(self.endpoint.components) > 1:  # several: the endpoint's check
             return None
         return rolling_room_problem(given, gpus, self.max_copies, batch, self.accelerators_per_copy)
@@ -702,3 +790,46 @@ class InferenceComponent(MonitoredComponent, Construct):
     def metric_no_capacity_invocation_failures(self, **kwargs: Any) -> cloudwatch.Metric:
         """Requests that found no copy to serve them (the scale-to-zero wake-up signal)."""
         return self.metric("NoCapacityInvocationFailures", statistic="Sum", **kwargs)
+
+
+def _pool_problems(
+    endpoint: ComponentEndpoint,
+    pool: str,
+    *,
+    engine: EngineSpec,
+    image: ServingImage,
+    accelerators: int | None,
+    copies: Mapping[str, int | None],
+    scale_to_zero: bool,
+    min_memory_mb: int | None,
+    **settings: Any,
+) -> list[str]:
+    """An inference component's checks on one fallback type of its endpoint, with its settings: the image and weight
+    format against that type's GPU, and its copies (GPUs per copy, room for an update batch) on its GPUs."""
+    spec = resolve_instance(pool)[0]
+    errors = plan_endpoint(
+        engine=engine,
+        image=image,
+        instance_type=pool,
+        inference_ami_version=endpoint.inference_ami_version,
+        **settings,
+    ).errors
+    if spec is None:
+        return errors
+    if memory := host_memory_problem(pool, spec.memory_gib, min_memory_mb):
+        errors.append(memory)
+    return (
+        errors
+        + resolve_scaling(
+            deployment_mode=INFERENCE_COMPONENT,
+            instance_spec_gpu_count=spec.gpu_count,
+            # The primary's: one Model, one tensor parallel size on every type.
+            tensor_parallel_size=accelerators,
+            min_instances=endpoint.scaling.min_instances,
+            max_instances=endpoint.max_instances_given,
+            initial_instances=endpoint.scaling.initial_instances,
+            scale_to_zero=scale_to_zero,
+            update_batch_copies=1,
+            **copies,
+        ).errors
+    )

@@ -152,9 +152,9 @@ class DeploymentPreflight(Construct):
         :param update_instances: instances an update adds while it runs, counted by the quota check on top
             of ``instances_needed`` (a blue/green update's green fleet: ``UpdatePolicy.extra_instances_during_update``).
             Default: 0.
-        :param instance_pools: the variant's fallback instance types (``GpuEndpoint``'s ``instance_pools``): the
-            quota check reads each one's ``<type> for endpoint usage`` quota too, against the same instances,
-            since SageMaker may place every instance on a fallback. Default: none.
+        :param instance_pools: the variant's fallback instance types (``GpuEndpoint``'s or ``ComponentEndpoint``'s
+            ``instance_pools``): the quota check reads each one's ``<type> for endpoint usage`` quota too, against
+            the same instances, since SageMaker may place every instance on a fallback. Default: none.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
         :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,

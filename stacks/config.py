@@ -390,30 +390,9 @@ class DeploymentConfig:
                 volume_kms_key=bool(values.get("volume_kms_key_arn")),
             )
             problems += plan.errors
-            if values.get("instance_pools") and component_mode:
-                problems.append(
-                    f"instance_pools={list(values['instance_pools'])!r}: only with deployment_mode=standard for now "
-                    "(components need one Specification per instance type, not built yet); leave it empty"
-                )
-            elif values.get("instance_pools") and not plan.errors:
-                problems += pool_problems(
-                    values["instance_type"],
-                    values["instance_pools"],
-                    lambda pool: (
-                        plan_endpoint(
-                            engine=engine,
-                            image=image,
-                            instance_type=pool,
-                            tensor_parallel_size=plan.tensor_parallel_size,
-                            engine_env=values.get("engine_env") if engine_known else None,
-                            container_env=values.get("container_env") if engine_known else None,
-                            inference_ami_version=plan.inference_ami_version,
-                            allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
-                        ).errors
-                    ),
-                )
+            scaling_problems = []
             if "deployment_mode" in values:
-                problems += plan_scaling(
+                scaling_problems = plan_scaling(
                     deployment_mode=values["deployment_mode"],
                     instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
                     tensor_parallel_size=values.get("tensor_parallel_size"),
@@ -422,6 +401,35 @@ class DeploymentConfig:
                     update_batch_copies=update_batch_copies(values) if component_mode else None,
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
+                problems += scaling_problems
+            if values.get("instance_pools") and not plan.errors and not scaling_problems:
+
+                def pool_check(pool: str) -> list[str]:
+                    # The primary's settings on each type: one Model (its tensor parallel size), one AMI.
+                    checked = plan_endpoint(
+                        engine=engine,
+                        image=image,
+                        instance_type=pool,
+                        tensor_parallel_size=None if component_mode else plan.tensor_parallel_size,
+                        engine_env=values.get("engine_env") if engine_known else None,
+                        container_env=values.get("container_env") if engine_known else None,
+                        inference_ami_version=plan.inference_ami_version,
+                        allow_checkpoint_code=bool(values.get("allow_checkpoint_code")),
+                        volume_kms_key=bool(values.get("volume_kms_key_arn")),
+                    )
+                    if not component_mode or checked.instance is None or "deployment_mode" not in values:
+                        return checked.errors
+                    # A copy keeps the primary's GPUs on every type; its copies and an update's batch must fit there.
+                    return checked.errors + plan_scaling(
+                        deployment_mode=values["deployment_mode"],
+                        instance_spec_gpu_count=checked.instance.gpu_count,
+                        initial_instances=values.get("instance_count"),
+                        update_batch_copies=update_batch_copies(values),
+                        **{key: values.get(key) for key in SCALING_KEYS if key in values},
+                        tensor_parallel_size=values.get("tensor_parallel_size") or plan.tensor_parallel_size,
+                    )
+
+                problems += pool_problems(values["instance_type"], values["instance_pools"], pool_check)
         if values.get("component_name") is not None and not matches(COMPONENT_NAME, values["component_name"]):
             problems.append(
                 f"component_name={values['component_name']!r}: not a valid inference component name; allowed: "

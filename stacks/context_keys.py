@@ -418,7 +418,8 @@ KEYS: tuple[ContextKey, ...] = (
         [],
         "serving",
         "JSON array of up to 4 instance types SageMaker falls back to, in order, when `instance_type` has no "
-        "capacity (standard mode); each passes the same checks (docs/guide/capacity.md)",
+        "capacity (both modes; components get one Specifications entry per type); each passes the same checks "
+        "(docs/guide/capacity.md)",
     ),
     ContextKey(
         "instance_count",

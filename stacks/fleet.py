@@ -38,6 +38,7 @@ ENDPOINT_KEYS = (
     "engine",
     "image",
     "instance_type",
+    "instance_pools",
     "instance_count",
     "gpu_count",
     "gpu_memory_gib",

@@ -286,6 +286,7 @@ class LlmEndpointStack(cdk.Stack):
             self,
             "Endpoint",
             instance_type=config.instance_type,
+            instance_pools=config.instance_pools or None,
             gpu_count=config.gpu_count,
             gpu_memory_gib=config.gpu_memory_gib,
             initial_instances=config.instance_count,
@@ -389,11 +390,17 @@ class LlmEndpointStack(cdk.Stack):
     ) -> DeploymentPreflight:
         component_mode = config.deployment_mode == INFERENCE_COMPONENT
         instance = lookup_instance(config.instance_type) if component_mode else None
+        gpus = config.gpu_count or (instance.gpu_count if instance else None)
+        # With instance pools every instance may be of the type with the fewest GPUs (ComponentEndpoint sizes
+        # MaxInstanceCount for it); a copy keeps the primary's GPUs on every type (one Model).
+        fewest = min([gpus or 0, *(spec.gpu_count for t in config.instance_pools if (spec := lookup_instance(t)))])
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
-            instance_spec_gpu_count=config.gpu_count or (instance.gpu_count if instance else None),
+            instance_spec_gpu_count=(fewest or gpus) if component_mode else gpus,
             tensor_parallel_size=config.tensor_parallel_size,
-            accelerators_per_copy=config.accelerators_per_copy,
+            accelerators_per_copy=config.accelerators_per_copy
+            if config.accelerators_per_copy is not None or config.tensor_parallel_size is not None or not component_mode
+            else gpus,
             initial_instances=config.instance_count,
             min_instances=config.min_instances,
             max_instances=config.max_instances,

@@ -88,6 +88,28 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         f"{text} ({model})" if text.startswith(KEY_LED) else f"{instance}: {text} ({model})"
         for _, text in checked.problems
     ]
+    # Every instance pool serves the same Model with the primary's tensor parallel size (constructs_lib/
+    # instance_pools.py): SageMaker may place any instance on a fallback, so the model must fit there too.
+    tensor_parallel = config.tensor_parallel_size or spec.gpu_count
+    for index, pool in enumerate(config.instance_pools):
+        pool_spec = resolve_instance(pool)[0]
+        if pool_spec is None:  # DeploymentConfig already refused it
+            continue
+        pool_config = dataclasses.replace(config, tensor_parallel_size=tensor_parallel)
+        label = (
+            f"instance_pools[{index}]={pool!r} "
+            f"({pool_spec.gpu_count} x {pool_spec.gpu_model}, {pool_spec.gpu_memory_gib:g} GB)"
+        )
+        try:
+            pool_checked = (
+                _gguf_check(header, facts.weight_bytes, pool_spec, pool_config)
+                if header is not None
+                else _config_check(facts, pool_spec, engine, label, pool_config)
+            )
+        except ValueError:  # the same text as the primary's: already handled above
+            continue
+        primary = {text for _, text in checked.problems}  # the same on every type (the attention heads): once
+        refusals += [f"{label}: {text} ({model})" for _, text in pool_checked.problems if text not in primary]
     if refusals:
         return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
     checks = ("memory",) if header is not None else ("memory", "tensor-parallel", "format")

@@ -94,9 +94,56 @@ def test_a_pool_entry_whose_gpu_the_image_cannot_run_is_refused():
     assert calls == ["ml.g5.2xlarge", "ml.g7e.2xlarge"] and MAX_FALLBACKS == 4
 
 
-def test_component_mode_refuses_pools_for_now():
-    (problem,) = problems_of(instance_pools=ISSUE_POOLS, deployment_mode="inference-component")
-    assert "instance_pools=['ml.g6e.xlarge', 'ml.g5.2xlarge']: only with deployment_mode=standard" in problem
+def test_component_mode_with_the_issues_pools_synthesizes_a_specification_per_type_and_passes_cfn_lint(tmp_path):
+    build(outdir=str(tmp_path), deployment_mode="inference-component", instance_pools=ISSUE_POOLS).synth()
+    path = tmp_path / "LlmEndpoint.template.json"
+    t = json.loads(path.read_text())
+    variant = variant_of(t)
+    assert "InstanceType" not in variant and "ModelName" not in variant
+    assert [p["InstanceType"] for p in variant["InstancePools"]] == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.2xlarge"]
+    (component,) = [r for r in t["Resources"].values() if r["Type"] == "AWS::SageMaker::InferenceComponent"]
+    props = component["Properties"]
+    assert "Specification" not in props
+    assert [s["InstanceType"] for s in props["Specifications"]] == ["ml.g6.xlarge", "ml.g6e.xlarge", "ml.g5.2xlarge"]
+    result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (plugin,) = json.loads((tmp_path / "validation-report.json").read_text())["pluginReports"]  # cdk-nag
+    assert plugin["conclusion"] == "success" and plugin["violations"] == []
+    # The preflight reads each fallback's quota in component mode too.
+    (preflight,) = [r for r in t["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"]
+    assert preflight["Properties"]["InstancePools"] == ["ml.g6e.xlarge", "ml.g5.2xlarge"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # A copy takes the primary's 4 GPUs on every type (one Model): a 1-GPU fallback cannot hold it.
+        (
+            {"instance_type": "ml.g6.12xlarge", "instance_pools": '["ml.g5.2xlarge"]'},
+            r"instance_pools\[0\]='ml.g5.2xlarge': tensor_parallel_size=4 is more than the 1 GPU\(s\) of one instance",
+        ),
+        # max_instances must leave room for an update batch on every type.
+        (
+            {
+                "instance_type": "ml.g6.12xlarge",
+                "accelerators_per_copy": "1",
+                "max_instances": "1",
+                "instance_pools": '["ml.g6.xlarge"]',
+            },
+            r"instance_pools\[0\]='ml.g6.xlarge': max_instances=1 x 1 GPU\(s\) per instance give 1 GPUs",
+        ),
+        ('["ml.m5.xlarge"]', r"instance_pools\[0\]='ml.m5.xlarge': instance_type='ml.m5.xlarge' is not in the GPU"),
+    ],
+)
+def test_component_mode_refuses_a_pool_entry_that_fails_the_components_checks(settings, message):
+    settings = settings if isinstance(settings, dict) else {"instance_pools": settings}
+    problems = problems_of(deployment_mode="inference-component", **settings)
+    assert any(__import__("re").search(message, p) for p in problems), problems
+
+
+def test_component_mode_pools_whose_copies_fit_are_accepted():
+    config = load(deployment_mode="inference-component", instance_pools=ISSUE_POOLS)
+    assert config.instance_pools == ("ml.g6e.xlarge", "ml.g5.2xlarge")
 
 
 def test_the_key_parses_and_defaults_to_none():
@@ -121,3 +168,21 @@ def test_the_construct_checks_each_pool_with_its_own_settings():
     assert endpoint.instance_types == ["ml.g6.12xlarge", "ml.g5.12xlarge"]
     t = Template.from_stack(stack).to_json()
     assert [p["InstanceType"] for p in variant_of(t)["InstancePools"]] == ["ml.g6.12xlarge", "ml.g5.12xlarge"]
+
+
+def test_component_pools_size_the_preflight_for_the_type_with_fewest_gpus(tmp_path):
+    # 2 copies of 1 GPU and an update's batch of 1: one ml.g6.12xlarge would hold them, but every instance may be an
+    # ml.g6.xlarge fallback (1 GPU), so MaxInstanceCount is 3 and the preflight counts 2 serving + 1 for the update.
+    build(
+        outdir=str(tmp_path),
+        deployment_mode="inference-component",
+        instance_type="ml.g6.12xlarge",
+        accelerators_per_copy="1",
+        initial_copies="2",
+        instance_pools='["ml.g6.xlarge"]',
+    ).synth()
+    t = json.loads((tmp_path / "LlmEndpoint.template.json").read_text())
+    assert variant_of(t)["ManagedInstanceScaling"]["MaxInstanceCount"] == 3
+    (preflight,) = [r for r in t["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"]
+    assert (preflight["Properties"]["InstancesNeeded"], preflight["Properties"]["UpdateInstances"]) == ("2", "1")
+    assert preflight["Properties"]["InstancePools"] == ["ml.g6.xlarge"]

@@ -591,3 +591,26 @@ def test_instance_pools_whose_quotas_hold_pass_and_none_reads_only_the_primary(h
     applied(handler, quota(value=2))
     handler.on_event(event("Create", props=properties(InstancesNeeded="2")))  # one quota read: no pools
     handler.quota_stub.assert_no_pending_responses()
+
+
+def test_component_mode_pools_need_the_serving_instances_and_an_updates_batch_on_each_type(handler, s3):  # noqa: F811
+    # Component mode: 2 serving instances and 1 kept for an update's batch (ManagedInstanceScaling max 3), sized for
+    # the 1-GPU fallback (test_component_pools_size_the_preflight_for_the_type_with_fewest_gpus); every one of them
+    # may be a fallback, so each pool's quota must hold the 3.
+    stage(s3)
+    props = properties(
+        InstanceType="ml.g6.12xlarge",
+        GpuCount="4",
+        InstancesNeeded="2",
+        UpdateInstances="1",
+        InstancePools=["ml.g6.xlarge"],
+    )
+    applied(handler, quota("ml.g6.12xlarge for endpoint usage", value=3, code="L-G612X"))  # the primary: holds 3
+    applied(handler, quota("ml.g6.xlarge for endpoint usage", value=2, code="L-G6X"))  # the fallback: short
+    # An update (a first deploy has no batch to place: test_a_first_deploy_needs_no_second_fleet).
+    message = refused(handler, props, "Update", PhysicalResourceId="preflight-1")
+    assert "[quota] the quota 'ml.g6.xlarge for endpoint usage' (L-G6X, applied value) is 2" in message
+    assert "needs 3 instance(s) (2 serving + 1 for an update's new instances" in message
+    assert "instance_pools fallback ml.g6.xlarge: SageMaker may place every instance on it" in message
+    assert "ml.g6.12xlarge for endpoint usage" not in message and "1 problem(s)" in message
+    handler.quota_stub.assert_no_pending_responses()

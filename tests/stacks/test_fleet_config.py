@@ -61,6 +61,17 @@ def test_sharing_an_endpoint_needs_component_mode_and_one_value_per_endpoint_key
     assert any(p.startswith("deployments.b.instance_type='ml.g6.24xlarge': differs from deployments.a.") for p in found)
 
 
+def test_deployments_sharing_an_endpoint_must_agree_on_its_instance_pools():
+    # One variant carries the pools (InstancePools) for every component on it: a second list would be ignored.
+    found = problems(
+        {"a": {**IC, "endpoint": "e", "instance_pools": '["ml.g5.12xlarge"]'}, "b": {**IC, "endpoint": "e"}}
+    )
+    assert any(p.startswith("deployments.b.instance_pools=(): differs from deployments.a.") for p in found), found
+    same = {**IC, "endpoint": "e", "instance_pools": '["ml.g5.12xlarge"]'}
+    f = fleet({"a": same, "b": same})
+    assert [d.config.instance_pools for d in f.deployments] == [("ml.g5.12xlarge",)] * 2
+
+
 def test_bad_names_are_refused():
     found = problems({"bad name": {}, "ok": {"endpoint": "-x"}})
     assert any("name 'bad name' is not usable" in p for p in found), found

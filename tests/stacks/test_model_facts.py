@@ -323,3 +323,14 @@ def test_outside_the_app_the_context_flags_say_so_in_one_line(monkeypatch, capsy
     assert plan_main(["-c", f"model_id={LLAMA}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: -c and --context-file read this app's context keys") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("mode", ["standard", "inference-component"])
+def test_a_pool_entry_the_model_does_not_fit_is_refused_at_synth_naming_it(env, tmp_path, mode):
+    # Llama 3.1 8B fits one L4 (24 GB) but not one T4 (16 GB): SageMaker may place any instance on the fallback.
+    context = {"model_id": LLAMA, "instance_type": "ml.g6.xlarge", "max_model_len": "8192", "deployment_mode": mode}
+    problems = synth_problems(tmp_path / "model-facts.json", **context, instance_pools='["ml.g4dn.xlarge"]')
+    assert any(
+        p.startswith("instance_pools[0]='ml.g4dn.xlarge' (1 x NVIDIA T4, 16 GB): weights do not fit") for p in problems
+    ), problems
+    assert not any(p.startswith("instance_type=") for p in problems), problems  # the primary fits
