@@ -59,6 +59,19 @@ class Price:
         return UNKNOWN if self.usd_per_month is None else f"{self.usd_per_month * count:,.0f}"
 
 
+def lookup_hint(region: str) -> str:
+    """What to run for a catalog type the shipped table has no public price for (no public source was found).
+
+    The AWS Price List is the authority for SageMaker hosting prices (offer AmazonSageMaker, usage type
+    ``<REGION-PREFIX>-Host:<instance type>``); ``llmops.price_list`` queries it with ``pricing:GetProducts``
+    and the caller's own credentials, and plan and summary use its cached answer when there is one.
+    """
+    return (
+        f"no public price in the shipped table; `python -m llmops.price_list --region {region} --refresh` "
+        "reads it from the AWS Price List (pricing:GetProducts, your credentials)"
+    )
+
+
 def price(instance_type: str, region: str) -> Price:
     """The on-demand hourly price of ``instance_type`` in ``region``; ``usd_per_hour`` None when unknown."""
     entry = _prices()["regions"].get(region, {}).get(instance_type)

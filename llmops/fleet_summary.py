@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from constructs_lib.catalog import known_instance_types
+from constructs_lib.prices import lookup_hint
 from llmops.price_list import price
 
 
@@ -28,8 +30,8 @@ def always_on_instances(template: dict) -> list[tuple[str, int]]:
 
 
 def fleet_total_lines(templates: list[dict], region: str) -> list[str]:
-    """One line when the assembly holds several endpoints: their always-on cost per hour, summed; ``?`` when a
-    type has no sourced price (the per-endpoint blocks say which)."""
+    """One line when the assembly holds several endpoints: their always-on cost per hour, summed; for a catalog
+    type with no known price, the priced part and the Price List command; ``?`` for a type outside the catalog."""
     instances = [i for t in templates for i in always_on_instances(t)]
     if len(instances) < 2:
         return []
@@ -40,7 +42,13 @@ def fleet_total_lines(templates: list[dict], region: str) -> list[str]:
             unknown.append(instance_type)
         else:
             total += cost.usd_per_hour * count
-    amount = "?" if unknown else f"{total:,.2f}"
     shown = ", ".join(f"{c} x {t}" for t, c in instances)
-    missing = f"; no sourced price for {', '.join(sorted(set(unknown)))}" if unknown else ""
+    names = ", ".join(sorted(set(unknown)))
+    if unknown and set(unknown) <= set(known_instance_types()):  # catalog types: where to read their price
+        return [
+            f"fleet: {len(instances)} endpoints ({shown}), USD {total:,.2f}/h always on in {region} without "
+            f"{names}: {lookup_hint(region)}"
+        ]
+    amount = "?" if unknown else f"{total:,.2f}"
+    missing = f"; no sourced price for {names}" if unknown else ""
     return [f"fleet: {len(instances)} endpoints ({shown}), USD {amount}/h always on in {region}{missing}"]

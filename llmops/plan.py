@@ -46,7 +46,7 @@ from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_in
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
 from constructs_lib.instance_pools import MAX_FALLBACKS
-from constructs_lib.prices import UNKNOWN, Price, hours_per_month
+from constructs_lib.prices import UNKNOWN, Price, hours_per_month, lookup_hint
 from llmops.context import add_context_arguments, uses_context
 from llmops.facts import RECORD
 from llmops.price_list import price
@@ -452,7 +452,9 @@ def price_legend(candidates: list[Candidate], region: str) -> str:
     lines = []
     for cited, types in by_source.items():
         if cited == "no sourced price":
-            lines.append(f"{UNKNOWN}: no sourced on-demand price in {region} for {', '.join(types)}")
+            lines.append(
+                f"{UNKNOWN}: no sourced on-demand price in {region} for {', '.join(types)}; {lookup_hint(region)}"
+            )
         else:
             lines.append(f"price of {cited}: {', '.join(types)}")
     return "\n".join(lines)
@@ -800,10 +802,13 @@ def _detailed(
     for item in formats.warnings + formats.notes:
         print(f"  - {item}")
     cost = price(spec.instance_type, region)
-    print(
-        f"on-demand price in {region}: USD {cost.hourly_text()} per hour, {cost.monthly_text()} per month "
-        f"({hours_per_month()} h); {cost.citation}"
-    )
+    if cost.known:
+        print(
+            f"on-demand price in {region}: USD {cost.hourly_text()} per hour, {cost.monthly_text()} per month "
+            f"({hours_per_month()} h); {cost.citation}"
+        )
+    else:  # a catalog type (spec came from the catalog) without a public price: where to read it
+        print(f"on-demand price in {region}: {lookup_hint(region)}")
     if not fits:
         if better:
             listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in better)

@@ -4,9 +4,10 @@ python -m llmops.summary cdk.out [--region us-west-2]
 
 The cost is on-demand SageMaker real-time inference: instances x the hourly price of the type in the region
 (``llmops.price_list``: the AWS Price List API when credentials allow, cached, else
-``constructs_lib/data/sagemaker_prices.json``; ``?`` where no sourced price is known), per hour and per month
-of always-on use. Default region: $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1 (the template itself is
-region-agnostic).
+``constructs_lib/data/sagemaker_prices.json``), per hour and per month
+of always-on use. A catalog type with no known price names the command that reads it from the AWS Price List
+(``constructs_lib.prices.lookup_hint``); ``?`` only for a type outside the catalog. Default region:
+$AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1 (the template itself is region-agnostic).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.prices import hours_per_month
+from constructs_lib.catalog import known_instance_types
+from constructs_lib.prices import hours_per_month, lookup_hint
 from llmops.facts import METADATA_KEY
 from llmops.fleet_summary import fleet_total_lines
 from llmops.price_list import price
@@ -66,6 +68,9 @@ def cost_lines(variant: dict, region: str) -> list[str]:
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)
     hours = hours_per_month()
+    if not cost.known and instance_type in known_instance_types():
+        count = _count(variant.get("InitialInstanceCount")) or 1
+        return [f"  cost in {region}: {count} x {instance_type}: {lookup_hint(region)}"]
     source = f" (price of {cost.citation})" if cost.known else " (no sourced price for this type and region)"
     scaling = variant.get("ManagedInstanceScaling") or {}
     low, high = _count(scaling.get("MinInstanceCount")), _count(scaling.get("MaxInstanceCount"))

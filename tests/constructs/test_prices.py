@@ -6,7 +6,7 @@ import json
 import re
 
 from constructs_lib.catalog import DATA_DIR, known_instance_types
-from constructs_lib.prices import UNKNOWN, hours_per_month, known_regions, price
+from constructs_lib.prices import UNKNOWN, hours_per_month, known_regions, lookup_hint, price
 from llmops.summary import cost_lines, main
 
 DATA = json.loads((DATA_DIR / "sagemaker_prices.json").read_text())
@@ -46,8 +46,42 @@ def test_cost_of_an_always_on_variant():
         "(price of 2025-02-13, https://github.com/aws-samples/foundation-model-benchmarking-tool/blob/"
         "6e0ed661bfe7a48d6b5039d5974bafce78293716/fmbench/configs/pricing.yml)"
     )
+    # A catalog type without a public price names the Price List command instead of printing "?".
     (unknown,) = cost_lines({"InstanceType": "ml.g6e.2xlarge", "InitialInstanceCount": 1}, "eu-west-1")
-    assert "USD ?/h, USD ?/month" in unknown and "no sourced price" in unknown
+    assert unknown == f"  cost in eu-west-1: 1 x ml.g6e.2xlarge: {lookup_hint('eu-west-1')}"
+    assert "?" not in unknown and "python -m llmops.price_list --region eu-west-1 --refresh" in unknown
+    # A type outside the catalog is still unknown, shown as "?".
+    (other,) = cost_lines({"InstanceType": "ml.x9.unknown", "InitialInstanceCount": 1}, "us-east-1")
+    assert "USD ?/h, USD ?/month" in other and "no sourced price" in other
+
+
+def test_every_us_east_1_catalog_type_shows_a_sourced_price_or_the_price_list_command():
+    # Issue 26: no catalog type in us-east-1 shows "?" in the summary; each has a dated, sourced price or the
+    # command that reads its price from the AWS Price List (no public source gives one for the rest).
+    priced = []
+    for instance_type in known_instance_types():
+        (line,) = cost_lines({"InstanceType": instance_type, "InitialInstanceCount": 1}, "us-east-1")
+        assert "?" not in line, line
+        if price(instance_type, "us-east-1").known:
+            priced.append(instance_type)
+            assert re.search(r"\(price of \d{4}-\d{2}-\d{2}, https://", line), line
+        else:
+            assert line.endswith(lookup_hint("us-east-1")), line
+    assert len(priced) == 24 and "ml.g6.xlarge" in priced  # the default instance type has a price
+
+
+def test_us_east_2_g6_prices_come_from_a_pinned_get_products_record():
+    for instance_type, usd in (("ml.g6.xlarge", 1.1267), ("ml.g6.2xlarge", 1.222), ("ml.g6.4xlarge", 1.654)):
+        p = price(instance_type, "us-east-2")
+        assert p.usd_per_hour == usd and p.date == "2026-09-25"
+        assert (
+            p.source.startswith(
+                "https://github.com/xbill9/sagemaker-gemma/blob/6c18089f6ab0feff3515ad899d480bb6f1891f67/"
+            )
+            and f"USE2-Host:{instance_type}" in p.source
+        )
+    # Never borrowed across regions: us-east-1's ml.g6.4xlarge has no price although us-east-2's has one.
+    assert not price("ml.g6.4xlarge", "us-east-1").known
 
 
 def test_the_default_instance_has_a_dated_sourced_price_in_us_east_1():

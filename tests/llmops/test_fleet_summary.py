@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from constructs_lib.prices import lookup_hint
 from llmops.fleet_summary import always_on_instances, fleet_total_lines
 from llmops.price_list import price
 
@@ -35,3 +36,10 @@ def test_the_total_sums_every_endpoint_and_one_endpoint_has_no_fleet_line():
 def test_an_unpriced_type_makes_the_total_unknown_and_says_which():
     (line,) = fleet_total_lines([config("ml.g6.xlarge", 1), config("ml.x9.unknown", 1)], "us-east-1")
     assert "USD ?/h" in line and "no sourced price for ml.x9.unknown" in line
+
+
+def test_an_unpriced_catalog_type_gives_the_priced_part_and_the_price_list_command():
+    (line,) = fleet_total_lines([config("ml.g6.xlarge", 1), config("ml.g7e.2xlarge", 1)], "us-east-1")
+    g6 = price("ml.g6.xlarge", "us-east-1").usd_per_hour
+    assert line.endswith(f"USD {g6:,.2f}/h always on in us-east-1 without ml.g7e.2xlarge: {lookup_hint('us-east-1')}")
+    assert "?" not in line

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from constructs_lib.prices import lookup_hint
 from llmops.plan import main
 from tests.fakes.fake_hub import TEST_TOKEN, Declared, FakeHub
 
@@ -115,6 +116,7 @@ def test_ranks_every_type_that_fits_cheapest_first_with_fit_columns_and_prices(e
     assert any(line.startswith("price of 2025-02-13, https://github.com/aws-samples/") for line in legend)
     unpriced = next(line for line in legend if line.startswith("?: no sourced on-demand price in us-east-1 for "))
     assert "ml.g6e.xlarge" in unpriced and "ml.g6.xlarge," not in unpriced
+    assert unpriced.endswith(f"; {lookup_hint('us-east-1')}")  # where to read the missing prices
     # The next-best types with the first's GPU count, as the instance_pools fallbacks (at most 4).
     (pools,) = [line for line in lines if " instance_pools=" in line]
     assert pools.startswith(
@@ -181,6 +183,11 @@ def test_moe_and_multimodal_detailed_reports(env, capsys):
         "on-demand price in us-east-1: USD 13.12 per hour, 9,575 per month (730 h); "
         "2026-10-05, https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/current/us-east-1/index.csv"
     ) in out
+    # A catalog type without a public price: the Price List command, not "USD ? per hour".
+    args = ("--model-id", "Qwen/Qwen3-30B-A3B", "--instance-type", "ml.g6e.48xlarge", "--max-model-len", "32768")
+    assert plan(*args) == 0
+    out = capsys.readouterr().out
+    assert f"on-demand price in us-east-1: {lookup_hint('us-east-1')}" in out and "USD ?" not in out
 
 
 def test_quantized_checkpoints_against_the_gpu(env, capsys):
