@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -154,7 +155,8 @@ class DeploymentPreflight(Construct):
             Default: 0.
         :param instance_pools: the variant's fallback instance types (``GpuEndpoint``'s or ``ComponentEndpoint``'s
             ``instance_pools``): the quota check reads each one's ``<type> for endpoint usage`` quota too, against
-            the same instances, since SageMaker may place every instance on a fallback. Default: none.
+            the same instances, since SageMaker may place every instance on a fallback, and the memory and format
+            checks run on each catalog type's GPUs (``PoolGpus``). Default: none.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
         :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,
@@ -234,6 +236,7 @@ class DeploymentPreflight(Construct):
                 model_s3_uri=model.s3_uri,
                 instance_type=instance_type,
                 instance_pools=tuple(instance_pools),
+                pool_gpus=self._pool_gpus(instance_pools, engine),
                 gpu_count=gpus,
                 gpu_memory_gib=gpu_memory,
                 tensor_parallel_size=tp,
@@ -278,6 +281,23 @@ class DeploymentPreflight(Construct):
             "quantization": quantization or "",
             "format_alternatives": json.dumps(nearest_capable(spec), sort_keys=True, separators=(",", ":")),
         }
+
+    @classmethod
+    def _pool_gpus(cls, instance_pools: Sequence[str], engine: str | None) -> dict[str, dict[str, Any]]:
+        """Each catalog fallback's GPUs, so the memory and format checks run on it as on ``instance_type``."""
+        out: dict[str, dict[str, Any]] = {}
+        for pool in instance_pools:
+            spec = lookup_instance(pool)
+            if spec is None:
+                continue
+            entry: dict[str, Any] = {"GpuCount": spec.gpu_count, "GpuMemoryGib": spec.gpu_memory_gib}
+            formats = cls._format_properties(pool, engine, None, None)
+            if formats["compute_capability"]:
+                entry.update(
+                    ComputeCapability=formats["compute_capability"], FormatAlternatives=formats["format_alternatives"]
+                )
+            out[pool] = entry
+        return out
 
     def check_network(self, placement: VpcPlacement | None) -> None:
         """Check ``placement``'s subnets and security groups before the endpoint is created (preflight/network.py):

@@ -391,6 +391,9 @@ class DeploymentPreflightProperties(ResourceProperties):
     skip_checks: tuple[str, ...] = prop("SkipChecks", LIST)
     # The variant's fallback types (instance pools, after instance_type); the quota check reads each one's quota.
     instance_pools: tuple[str, ...] = prop("InstancePools", LIST, omit_default=True)
+    # The GPUs of each fallback, for the memory, tensor-parallel and format checks on it (as synth runs them):
+    # {"<type>": {"GpuCount": n, "GpuMemoryGib": x, "ComputeCapability": "8.6", "FormatAlternatives": "{...}"}}.
+    pool_gpus: Any = prop("PoolGpus", OBJECT, {})  # noqa: RUF009
     # Weight format against GPU (preflight/data/weight_formats.json): empty engine or capability = not checked.
     engine: str | None = prop("Engine", TEXT, "")
     compute_capability: str | None = prop("ComputeCapability", TEXT, "")

@@ -19,6 +19,9 @@ collected, and the resource fails with ONE reason that lists them all with their
   AWS default) against ``InstancesNeeded``. A quota does not guarantee capacity: that is a note in the
   resource's data, never a failure.
 
+With ``InstancePools``, ``memory`` and ``format`` run on each fallback's GPUs too (``PoolGpus``), and ``quota``
+reads each fallback's quota: SageMaker may place any instance on a fallback (realtime-endpoints-heterogeneous).
+
 The physical ID is ``preflight-<hash of stack and logical ID>``: the same for a retried create, kept by
 every update (a preflight has nothing to replace). Delete does nothing. Logs are ``key=value`` lines.
 
@@ -52,7 +55,7 @@ from preflight_checkpoint import (  # noqa: F401
 )
 from preflight_model import check_format, check_memory, check_tensor_parallel, effective_max_model_len  # noqa: F401
 from preflight_quota import QUOTA_NOTE, Quota, QuotaLookupError, check_quota, find_quota  # noqa: F401
-from preflight_settings import Settings
+from preflight_settings import Settings, pool_settings
 
 import handler_kit
 import handler_kit.resources
@@ -164,6 +167,8 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.add("memory", problems)
                 report.data.update(figures, WeightsBytes=str(weights.total_bytes), WeightsSource=weights.source)
                 report.notes += list(weights.notes) + (fit.warnings if fit else [])
+                for _pool, on_pool, why in pool_settings(settings):  # a fallback may hold every instance
+                    report.add("memory", [why] if why else check_memory(config, weights, on_pool, checkpoint.gguf)[0])
         if "tensor-parallel" in checks:
             if config is None:
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])
@@ -174,6 +179,10 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
             problems, notes = check_format(config, settings)
             report.add("format", problems)
             report.notes += notes
+            for pool, on_pool, _why in pool_settings(settings):
+                if on_pool is not None and on_pool.compute_capability:
+                    problems = check_format(config, on_pool)[0]
+                    report.add("format", [f"instance_pools fallback {pool}: {p}" for p in problems])
     if "quota" in checks:
         try:
             quota = find_quota(quotas(), settings.instance_type)

@@ -91,3 +91,33 @@ def _positive(read: Settings, name: str, props: Mapping[str, Any], problems: lis
 def _names(items: Sequence[str]) -> set[str]:
     """Check names from SkipChecks as read (a list, or a JSON array in a string): commas split, case ignored."""
     return {part.strip().lower() for item in items for part in str(item).split(",") if part.strip()}
+
+
+def pool_settings(settings: Settings) -> list[tuple[str, Settings | None, str | None]]:
+    """Each fallback of ``InstancePools`` as the checks see it: the settings with its GPUs (``PoolGpus``), or None
+    and why it cannot be checked. A copy keeps the primary's tensor parallel size on every type (one Model)."""
+    out: list[tuple[str, Settings | None, str | None]] = []
+    gpus = settings.pool_gpus if isinstance(settings.pool_gpus, Mapping) else {}
+    for pool in settings.instance_pools:
+        spec = gpus.get(pool)
+        if not isinstance(spec, Mapping):
+            continue  # a template from before PoolGpus, or a type the catalog lacks: the quota check still runs
+        try:
+            count, memory = int(spec["GpuCount"]), float(spec["GpuMemoryGib"])
+        except (KeyError, TypeError, ValueError):
+            out.append((pool, None, f"PoolGpus[{pool!r}]={spec!r} has no whole GpuCount and GpuMemoryGib"))
+            continue
+        if count < settings.tensor_parallel_size:
+            why = f"{pool} has {count} GPU(s), fewer than TensorParallelSize={settings.tensor_parallel_size}"
+            out.append((pool, None, why))
+            continue
+        on_pool = dataclasses.replace(
+            settings,
+            instance_type=pool,
+            gpu_count=count,
+            gpu_memory_gib=memory,
+            compute_capability=str(spec.get("ComputeCapability") or ""),
+            format_alternatives=str(spec.get("FormatAlternatives") or ""),
+        )
+        out.append((pool, on_pool, None))
+    return out
