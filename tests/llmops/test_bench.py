@@ -214,7 +214,12 @@ def test_ctrl_c_stops_the_run_and_leaves_a_partial_report(fake, tmp_path):
     env.pop("AWS_PROFILE", None)
     command = [sys.executable, "-m", "llmops.bench", "--endpoint", "bench", "--concurrency", "2,4"]
     command += ["--requests", "200", "--input-tokens", "8", "--json", str(report_path)]
-    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # A shell without job control starts background jobs with SIGINT ignored, and Python keeps an ignored SIGINT
+    # ignored (test_invoke_integration does the same): give the command the disposition a user's terminal gives it.
+    restore = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    process = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=restore
+    )
     try:
         deadline = time.monotonic() + 30
         while len(fake.invocations("bench")) < 6 and time.monotonic() < deadline:
