@@ -397,10 +397,13 @@ def insights(select: str, *, label: str, period: cdk.Duration = ONE_MINUTE) -> c
     return cloudwatch.MathExpression(expression=select, using_metrics={}, label=label, period=period)
 
 
-def per_type_query(function: str, metric: str, namespace: str, dims: Mapping[str, str], instance_type: str) -> str:
-    """``function(metric)`` over every series of ``dims`` on instances of ``instance_type`` (no SCHEMA: see the
-    module docstring on which dimensions the per-type series carry)."""
-    return f'SELECT {function}({metric}) FROM "{namespace}" WHERE {_where({**dims, "InstanceType": instance_type})}'
+def per_type_query(function: str, metric: str, namespace: str, dims: Mapping[str, str]) -> str:
+    """``function(metric)`` over the series of ``dims``, one line per ``InstanceType`` (``GROUP BY``). One query per
+    widget: "If you include a Metrics Insights query, each GetMetricData operation can include only one query"
+    (botocore cloudwatch GetMetricData), and a graph is one GetMetricData call. No SCHEMA (see the module docstring
+    on which dimensions the per-type series carry); the variant's series without the dimension come back as one
+    group named ``Other`` (CloudWatch, cloudwatch-metrics-insights-troubleshooting): the whole variant."""
+    return f'SELECT {function}({metric}) FROM "{namespace}" WHERE {_where(dims)} GROUP BY InstanceType'
 
 
 # The per-GPU series: the namespace's own dimensions, with InstanceId and AcceleratorId beside them
@@ -437,35 +440,28 @@ def gpus_per_type(instance_types: Sequence[str], primary: Any) -> dict[str, int]
 
 def pool_graphs(
     dims: Mapping[str, str],
-    instance_types: Sequence[str],
-    gpus: Mapping[str, int],
+    gpus: int | None,
     *,
     namespace: str,
-    gpu_metrics: bool,
     prefix: str = "",
 ) -> list[cloudwatch.GraphWidget]:
-    """One line per instance type: invocations, the slowest answer and (``gpu_metrics``) GPU memory and GPU use of the
-    fullest instance as a share of that type's GPUs, so that types with different GPU counts read on one scale."""
-    calls = [insights(per_type_query("SUM", "Invocations", INVOCATIONS, dims, t), label=t) for t in instance_types]
-    slowest = [insights(per_type_query("MAX", "ModelLatency", INVOCATIONS, dims, t), label=t) for t in instance_types]
+    """One line per instance type (and ``Other``, the whole variant), each graph one grouped query: invocations, the
+    slowest answer and (``gpus``: the GPUs per instance, the same on every type in standard mode, where a pool must
+    have the primary's GPU count) GPU memory and GPU use of the fullest instance as a share of its GPUs."""
+    calls = insights(per_type_query("SUM", "Invocations", INVOCATIONS, dims), label="")
+    slowest = insights(per_type_query("MAX", "ModelLatency", INVOCATIONS, dims), label="")
     graphs = [
-        _graph(f"{prefix}Invocations per instance type (per minute)", calls),
-        _graph(f"{prefix}Slowest model latency per instance type (microseconds)", slowest),
+        _graph(f"{prefix}Invocations per instance type (per minute)", [calls]),
+        _graph(f"{prefix}Slowest model latency per instance type (microseconds)", [slowest]),
     ]
-    if gpu_metrics:
+    if gpus:
         for metric, title in (("GPUMemoryUtilization", "GPU memory"), ("GPUUtilization", "GPU utilization")):
-            lines = []
-            for index, instance_type in enumerate(instance_types):
-                query = insights(per_type_query("MAX", metric, namespace, dims, instance_type), label=instance_type)
-                lines.append(
-                    cloudwatch.MathExpression(
-                        expression=f"q{index} / {gpus[instance_type]}",
-                        using_metrics={f"q{index}": query},
-                        label=instance_type,
-                        period=ONE_MINUTE,
-                    )
-                )
-            graphs.append(_graph(f"{title} per instance type (% of its GPUs, fullest instance)", lines))
+            query = insights(per_type_query("MAX", metric, namespace, dims), label="")
+            # Math over a GROUP BY query applies to each series (cloudwatch-metrics-insights-math: "q1/1024/1024").
+            share = cloudwatch.MathExpression(
+                expression=f"q0 / {gpus}", using_metrics={"q0": query}, label="", period=ONE_MINUTE
+            )
+            graphs.append(_graph(f"{title} per instance type (% of its GPUs, fullest instance)", [share]))
     return graphs
 
 
@@ -503,8 +499,9 @@ class _DashboardOwner:
         rows: list[list[Any]] = []
         types = list(getattr(self, "instance_types", None) or [])
         if pools and len(types) > 1:
-            gpus = gpus_per_type(types, getattr(self, "instance", None))
-            rows.append(pool_graphs(dims, types, gpus, namespace=ENDPOINT_INSTANCES, gpu_metrics=True))
+            counts = set(gpus_per_type(types, getattr(self, "instance", None)).values())
+            gpus = counts.pop() if len(counts) == 1 else None  # standard mode: one GPU count (pool_problems)
+            rows.append(pool_graphs(dims, gpus, namespace=ENDPOINT_INSTANCES))
         if enhanced_metrics_on(self):
             rows.append(per_gpu_graphs(ENDPOINT_INSTANCES, dims, ("GPUMemoryUtilization", "GPUUtilization")))
         return rows
@@ -942,19 +939,13 @@ class MonitoredComponentEndpoint(_DashboardOwner):
                 ]
             )
             if len(types) > 1:
-                per_type = pool_graphs(
-                    cdims, types, {}, namespace=COMPONENT_COPIES, gpu_metrics=False, prefix=f"{component.node.id}: "
+                per_type = pool_graphs(cdims, None, namespace=COMPONENT_COPIES, prefix=f"{component.node.id}: ")
+                copies = insights(
+                    per_type_query("MAX", "GPUMemoryUtilizationNormalized", COMPONENT_COPIES, cdims), label=""
                 )
                 per_type.append(
                     _graph(
-                        f"{component.node.id}: GPU memory of the copies per instance type (%, fullest copy)",
-                        [
-                            insights(
-                                per_type_query("MAX", "GPUMemoryUtilizationNormalized", COMPONENT_COPIES, cdims, t),
-                                label=t,
-                            )
-                            for t in types
-                        ],
+                        f"{component.node.id}: GPU memory of the copies per instance type (%, fullest copy)", [copies]
                     )
                 )
                 rows.append(per_type)

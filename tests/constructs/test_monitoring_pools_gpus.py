@@ -27,14 +27,11 @@ def endpoint_template(**props) -> tuple[dict, GpuEndpoint]:
     return Template.from_stack(stack).to_json(), endpoint
 
 
-def component_template(pools: list[str] | None = None, **endpoint_props) -> tuple[dict, ComponentEndpoint, object]:
+def component_template(**endpoint_props) -> tuple[dict, ComponentEndpoint, object]:
     app = cdk.App()
     stack = cdk.Stack(app, "Test")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
     endpoint = ComponentEndpoint(stack, "Endpoint", **endpoint_props)
-    if pools is not None:
-        # The attribute contract the monitoring reads (primary first), as GpuEndpoint sets it.
-        endpoint.instance_types = pools
     component = endpoint.add_component("Chat", model=S3ModelData(bucket, "models/org--m/abc"))
     endpoint.add_alarms()
     endpoint.add_dashboard()
@@ -70,35 +67,35 @@ def test_without_pools_or_enhanced_metrics_nothing_is_a_metrics_insights_query()
     assert expression["Expression"] == "m / 1"
 
 
-def test_pools_graph_one_line_per_instance_type_in_priority_order():
+def test_pools_graph_one_line_per_instance_type_with_one_grouped_query_per_graph():
     types = ["ml.g6.12xlarge", "ml.g6e.12xlarge", "ml.g5.12xlarge"]
     t, endpoint = endpoint_template(instance_type=types[0], instance_pools=types[1:])
     assert endpoint.instance_types == types
     body = dashboard_body(t)
     name = endpoint.monitored_name
 
-    calls = graph(body, "Invocations per instance type")["metrics"]
-    assert [m[-1]["label"] for m in calls] == types
-    assert [m[-1]["expression"] for m in calls] == [
-        f'SELECT SUM(Invocations) FROM "AWS/SageMaker" WHERE {where(name, InstanceType=t)}' for t in types
-    ]
-    slowest = graph(body, "Slowest model latency per instance type")["metrics"]
-    assert [m[-1]["expression"] for m in slowest] == [
-        f'SELECT MAX(ModelLatency) FROM "AWS/SageMaker" WHERE {where(name, InstanceType=t)}' for t in types
-    ]
+    # "each GetMetricData operation can include only one [Metrics Insights] query" (botocore cloudwatch): a graph is
+    # one GetMetricData call, so each graph holds one query, grouped by InstanceType (one line per type).
+    for title in ("Invocations per instance type", "Slowest model latency per instance type"):
+        assert sum(q.startswith("SELECT") for q in (m[-1]["expression"] for m in graph(body, title)["metrics"])) == 1
+    (calls,) = graph(body, "Invocations per instance type")["metrics"]
+    assert calls[-1]["expression"] == (
+        f'SELECT SUM(Invocations) FROM "AWS/SageMaker" WHERE {where(name)} GROUP BY InstanceType'
+    )
+    (slowest,) = graph(body, "Slowest model latency per instance type")["metrics"]
+    assert slowest[-1]["expression"] == (
+        f'SELECT MAX(ModelLatency) FROM "AWS/SageMaker" WHERE {where(name)} GROUP BY InstanceType'
+    )
     # No SCHEMA: the per-type series' exact dimension set is documented two ways (module docstring).
-    assert not any("SCHEMA" in m[-1]["expression"] for m in calls + slowest)
+    assert "SCHEMA" not in calls[-1]["expression"] + slowest[-1]["expression"]
 
     for metric, title in (("GPUMemoryUtilization", "GPU memory per"), ("GPUUtilization", "GPU utilization per")):
         lines = graph(body, title)["metrics"]
         shown = [m[-1] for m in lines if m[-1].get("visible", True)]
-        hidden = {m[-1]["id"]: m[-1]["expression"] for m in lines if m[-1].get("visible") is False}
-        assert [line["label"] for line in shown] == types
-        # 0-100 x GPUs per instance, divided by that type's GPUs (4 each: every pool type has the primary's GPUs).
-        assert [line["expression"] for line in shown] == [f"q{i} / 4" for i in range(3)]
-        assert list(hidden.values()) == [
-            f'SELECT MAX({metric}) FROM "{ENDPOINTS}" WHERE {where(name, InstanceType=t)}' for t in types
-        ]
+        hidden = [m[-1]["expression"] for m in lines if m[-1].get("visible") is False]
+        # 0-100 x GPUs per instance, divided by the GPUs (4: every pool type has the primary's GPUs), per series.
+        assert [line["expression"] for line in shown] == ["q0 / 4"]
+        assert hidden == [f'SELECT MAX({metric}) FROM "{ENDPOINTS}" WHERE {where(name)} GROUP BY InstanceType']
 
 
 def test_pools_leave_the_gpu_memory_alarm_on_the_variant_aggregate_of_every_type():
@@ -187,23 +184,21 @@ def test_component_without_enhanced_metrics_keeps_the_copies_maximum():
 
 def test_component_pools_graph_each_component_per_instance_type():
     types = ["ml.g6.xlarge", "ml.g6e.xlarge"]
-    t, _, component = component_template(pools=types)
+    t, endpoint, component = component_template(instance_type=types[0], instance_pools=types[1:])
+    assert endpoint.instance_types == types  # set by ComponentEndpoint itself
     body = dashboard_body(t)
     name = component.inference_component_name
-    calls = graph(body, "Chat: Invocations per instance type")["metrics"]
-    assert [m[-1]["expression"] for m in calls] == [
-        f"SELECT SUM(Invocations) FROM \"AWS/SageMaker\" WHERE InferenceComponentName = '{name}' "
-        f"AND InstanceType = '{t}'"
-        for t in types
-    ]
-    memory = graph(body, "Chat: GPU memory of the copies per instance type")["metrics"]
-    assert [(m[-1]["label"], m[-1]["expression"]) for m in memory] == [
-        (
-            t,
-            'SELECT MAX(GPUMemoryUtilizationNormalized) FROM "/aws/sagemaker/InferenceComponents" '
-            f"WHERE InferenceComponentName = '{name}' AND InstanceType = '{t}'",
-        )
-        for t in types
-    ]
+    (calls,) = graph(body, "Chat: Invocations per instance type")["metrics"]
+    assert calls[-1]["expression"] == (
+        f"SELECT SUM(Invocations) FROM \"AWS/SageMaker\" WHERE InferenceComponentName = '{name}' GROUP BY InstanceType"
+    )
+    (memory,) = graph(body, "Chat: GPU memory of the copies per instance type")["metrics"]
+    assert memory[-1]["expression"] == (
+        'SELECT MAX(GPUMemoryUtilizationNormalized) FROM "/aws/sagemaker/InferenceComponents" '
+        f"WHERE InferenceComponentName = '{name}' GROUP BY InstanceType"
+    )
     # Nothing per type under the endpoint's dimensions: its invocations are the components', its GPUs hold copies.
     assert not [q for q in queries(body) if "EndpointName" in q and "InstanceType" in q]
+    # Without pools, no per-type graph.
+    t, _, _ = component_template(instance_type=types[0])
+    assert not [q for q in queries(dashboard_body(t)) if "InstanceType" in q]
