@@ -7,6 +7,15 @@ from constructs_lib.prices import lookup_hint
 from llmops.price_list import price
 
 
+def variant_types(variant: dict) -> list[object]:
+    """The variant's instance types, in priority order: its ``InstanceType``, or with instance pools (which replace
+    it, realtime-endpoints-heterogeneous) each ``InstancePools`` entry by ``Priority``."""
+    if variant.get("InstanceType") is not None or not variant.get("InstancePools"):
+        return [variant.get("InstanceType")]
+    pools = sorted(variant["InstancePools"], key=lambda p: p.get("Priority", 0))
+    return [p.get("InstanceType") for p in pools]
+
+
 def _count(value: object) -> int | None:
     try:
         return int(value)  # type: ignore[call-overload]
@@ -25,7 +34,7 @@ def always_on_instances(template: dict) -> list[tuple[str, int]]:
             scaling = variant.get("ManagedInstanceScaling") or {}
             low = _count(scaling.get("MinInstanceCount")) if scaling.get("Status") == "ENABLED" else None
             count = low if low is not None else (_count(variant.get("InitialInstanceCount")) or 1)
-            found.append((str(variant.get("InstanceType")), count))
+            found.append((str(variant_types(variant)[0]), count))  # priority 1 while it has capacity
     return found
 
 

@@ -807,8 +807,10 @@ def _detailed(
             f"on-demand price in {region}: USD {cost.hourly_text()} per hour, {cost.monthly_text()} per month "
             f"({hours_per_month()} h); {cost.citation}"
         )
-    else:  # a catalog type (spec came from the catalog) without a public price: where to read it
+    elif spec.in_catalog:  # a catalog type without a public price: where to read it
         print(f"on-demand price in {region}: {lookup_hint(region)}")
+    else:  # given with --gpu-count/--gpu-memory-gib: neither the table nor the lookup knows it
+        print(f"on-demand price in {region}: USD {UNKNOWN} per hour ({spec.instance_type} is not in the catalog)")
     if not fits:
         if better:
             listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in better)

@@ -24,7 +24,7 @@ from typing import Any
 from constructs_lib.catalog import known_instance_types
 from constructs_lib.prices import hours_per_month, lookup_hint
 from llmops.facts import METADATA_KEY
-from llmops.fleet_summary import fleet_total_lines
+from llmops.fleet_summary import fleet_total_lines, variant_types
 from llmops.price_list import price
 
 DEFAULT_REGION = "us-east-1"
@@ -62,8 +62,7 @@ def _count(value: Any) -> int | None:
 
 def cost_lines(variant: dict, region: str) -> list[str]:
     """The variant's on-demand cost: always-on instances, or idle and full scale with managed scaling."""
-    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
-    instance_type = variant.get("InstanceType") or (pools[0].get("InstanceType") if pools else None)  # priority 1
+    instance_type = variant_types(variant)[0]  # priority 1: where SageMaker places instances while it has capacity
     if not isinstance(instance_type, str):
         return [f"  cost: unknown (instance type {instance_type!r} is not a literal in the template)"]
     cost = price(instance_type, region)
@@ -170,7 +169,9 @@ def _engine_of(image: str, description: str) -> str:
 
 def _variant_lines(variant: dict, region: str, copies: object = None, indent: str = "    ") -> list[str]:
     head = f"{indent}variant {variant.get('VariantName')}: {variant.get('InitialInstanceCount')} x "
-    head += f"{variant.get('InstanceType')}, AMI {variant.get('InferenceAmiVersion', 'SageMaker default')}"
+    primary, *fallbacks = variant_types(variant)
+    pooled = f" (falls back to {', '.join(map(str, fallbacks))})" if fallbacks else ""
+    head += f"{primary}{pooled}, AMI {variant.get('InferenceAmiVersion', 'SageMaker default')}"
     if copies is not None:
         head += f"; copy count {copies}"
     return [head] + [indent[2:] + line for line in cost_lines(variant, region)]

@@ -167,8 +167,9 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 report.add("memory", problems)
                 report.data.update(figures, WeightsBytes=str(weights.total_bytes), WeightsSource=weights.source)
                 report.notes += list(weights.notes) + (fit.warnings if fit else [])
-                for _pool, on_pool, why in pool_settings(settings):  # a fallback may hold every instance
-                    report.add("memory", [why] if why else check_memory(config, weights, on_pool, checkpoint.gguf)[0])
+                for pool, on_pool, why in pool_settings(settings):  # a fallback may hold every instance
+                    problems = [why] if why else check_memory(config, weights, on_pool, checkpoint.gguf)[0]
+                    report.add("memory", [f"instance_pools fallback {pool}: {p}" for p in problems])
         if "tensor-parallel" in checks:
             if config is None:
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])

@@ -32,7 +32,8 @@ def test_a_fallback_whose_gpu_cannot_hold_the_kv_cache_is_refused_naming_it(hand
     assert handler.on_event(event(props=properties(**L40S)))["PhysicalResourceId"].startswith("preflight-")
     pools = {"InstancePools": ["ml.g6.xlarge"], "PoolGpus": json.dumps({"ml.g6.xlarge": G6})}
     message = refused(handler, properties(**L40S, **pools))
-    assert "[memory] ml.g6.xlarge (1 x 24 GB, tensor parallel 1, max_model_len 32,768, 30 sequence(s)" in message
+    fallback = "[memory] instance_pools fallback ml.g6.xlarge: ml.g6.xlarge (1 x 24 GB, tensor parallel 1, "
+    assert fallback + "max_model_len 32,768, 30 sequence(s)" in message
     assert "ml.g6e.xlarge (" not in message  # the primary fits
 
 
@@ -57,7 +58,7 @@ def test_a_fallback_with_fewer_gpus_than_the_tensor_parallel_size_is_refused(han
         PoolGpus=json.dumps({"ml.g6.xlarge": G6}),
     )
     message = refused(handler, props)
-    assert "[memory] ml.g6.xlarge has 1 GPU(s), fewer than TensorParallelSize=4" in message
+    assert "[memory] instance_pools fallback ml.g6.xlarge: ml.g6.xlarge has 1 GPU(s), fewer than Tensor" in message
 
 
 def test_a_fallback_whose_gpu_lacks_the_weight_format_is_refused_naming_it(handler, s3):  # noqa: F811

@@ -43,3 +43,26 @@ def test_an_unpriced_catalog_type_gives_the_priced_part_and_the_price_list_comma
     g6 = price("ml.g6.xlarge", "us-east-1").usd_per_hour
     assert line.endswith(f"USD {g6:,.2f}/h always on in us-east-1 without ml.g7e.2xlarge: {lookup_hint('us-east-1')}")
     assert "?" not in line
+
+
+def pooled(primary: str, *fallbacks: str) -> dict:
+    """A variant with instance pools, which replace InstanceType (realtime-endpoints-heterogeneous); shuffled
+    priorities, as a template may list them in any order."""
+    pools = [{"InstanceType": t, "Priority": i} for i, t in enumerate([primary, *fallbacks], 1)]
+    variant = {"InstancePools": list(reversed(pools)), "InitialInstanceCount": 1}
+    return {
+        "Resources": {"C": {"Type": "AWS::SageMaker::EndpointConfig", "Properties": {"ProductionVariants": [variant]}}}
+    }
+
+
+def test_a_pooled_variant_counts_as_its_priority_one_type_and_the_summary_names_the_fallbacks():
+    from llmops.summary import _variant_lines
+
+    a, b = pooled("ml.g6.xlarge", "ml.g6e.xlarge"), config("ml.g6.2xlarge", 1)
+    assert always_on_instances(a) == [("ml.g6.xlarge", 1)]
+    (line,) = fleet_total_lines([a, b], "us-east-1")
+    assert line.startswith("fleet: 2 endpoints (1 x ml.g6.xlarge, 1 x ml.g6.2xlarge)") and "None" not in line
+    (variant,) = a["Resources"]["C"]["Properties"]["ProductionVariants"]
+    head, *cost = _variant_lines({**variant, "VariantName": "AllTraffic"}, "us-east-1")
+    assert "1 x ml.g6.xlarge (falls back to ml.g6e.xlarge), AMI" in head
+    assert cost and "ml.g6.xlarge" in cost[0]

@@ -126,6 +126,9 @@ def test_instance_types_outside_the_catalog_take_explicit_gpu_facts(config_file,
     assert rc == 0
     assert "ml.g99.xlarge (2 x unknown, 80 GB): 2 GPU(s), tensor parallel 2" in out
     assert "74.51 GiB" in out  # 80e9 bytes
+    # Neither the shipped table nor the Price List lookup knows a type outside the catalog: "?" alone.
+    assert "on-demand price in us-east-1: USD ? per hour (ml.g99.xlarge is not in the catalog)" in out
+    assert "llmops.price_list" not in out
 
 
 def test_tp_that_does_not_divide_the_heads_does_not_fit(tmp_path, capsys):
