@@ -21,10 +21,10 @@ from .engines import EngineSpec, get_engine
 from .hosting import (
     LOG_RETENTION_FUNCTION_ID,
     LOG_RETENTION_SERVICE_TIMEOUT_S,
-    UNSCOPED_ALSO,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
+    endpoint_placement,
     execution_role,
     grant_log_streams,
     grant_model_and_image,
@@ -40,7 +40,6 @@ from .instance_pools import pool_problems, pool_types
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
-from .network import grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 from .serving_features import metrics_problems
 
@@ -223,21 +222,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=owned)
         if volume_kms_key is not None:
             grant_volume_key(self.role, volume_kms_key, scope=self)
-        self.placement = vpc_placement(
-            self,
-            vpc=vpc,
-            vpc_subnets=vpc_subnets,
-            security_groups=security_groups,
-            description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
-        )
-        if self.placement is not None:
-            grant_network_interfaces(
-                self.role,
-                scope=self,
-                placement=self.placement,
-                acknowledged=owned,
-                also_unscoped=UNSCOPED_ALSO,
-            )
+        network = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": security_groups}
+        self.placement = endpoint_placement(self, self.role, name=name, network=network, acknowledged=owned)
 
         self.model = serving_model(
             self,

@@ -24,6 +24,7 @@ from constructs import Construct, IConstruct, IDependable
 from .images import ServingImage
 from .model_data import ModelSource
 from .nag import acknowledge, acknowledge_wildcard
+from .network import VpcPlacement, grant_network_interfaces, vpc_placement
 
 # The Lambda behind every LogRetention in a stack is one singleton with this construct id.
 LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
@@ -110,6 +111,19 @@ UNSCOPED_ALSO = (
     "ecr:GetAuthorizationToken and cloudwatch:PutMetricData have none either: image pulls are limited to the image's "
     "repository and metrics to SageMaker's endpoint namespaces by condition."
 )
+
+
+def endpoint_placement(
+    scope: Construct, role: iam.IRole, *, name: str, network: Mapping[str, Any], acknowledged: bool
+) -> VpcPlacement | None:
+    """The endpoint's VPC placement (``network``: the ``vpc``, ``vpc_subnets`` and ``security_groups`` props), with
+    the network-interface permissions its execution role needs there; None on SageMaker's own network."""
+    placement = vpc_placement(scope, **network, description=f"SageMaker endpoint {name}: no inbound, HTTPS out")
+    if placement is not None:
+        grant_network_interfaces(
+            role, scope=scope, placement=placement, acknowledged=acknowledged, also_unscoped=UNSCOPED_ALSO
+        )
+    return placement
 
 
 def grant_registry_login_and_metrics(

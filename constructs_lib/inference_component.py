@@ -34,10 +34,10 @@ from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, build_environment, get_engine
 from .hosting import (
     ENDPOINT_METRIC_NAMESPACES,
-    UNSCOPED_ALSO,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
+    endpoint_placement,
     execution_role,
     grant_bearer_token,
     grant_log_streams,
@@ -57,7 +57,7 @@ from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
-from .network import VpcPlacement, grant_network_interfaces, vpc_placement
+from .network import grant_network_interfaces
 from .problems import refuse
 from .serving_features import PREFIX_AWARE, metrics_problems, prefix_routing_problems
 
@@ -238,21 +238,8 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=self.owns_role)
         if volume_kms_key is not None:
             grant_volume_key(self.role, volume_kms_key, scope=self)
-        self.placement: VpcPlacement | None = vpc_placement(
-            self,
-            vpc=vpc,
-            vpc_subnets=vpc_subnets,
-            security_groups=security_groups,
-            description=f"SageMaker endpoint {name}: no inbound, HTTPS out",
-        )
-        if self.placement is not None:
-            grant_network_interfaces(
-                self.role,
-                scope=self,
-                placement=self.placement,
-                acknowledged=self.owns_role,
-                also_unscoped=UNSCOPED_ALSO,
-            )
+        network = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": security_groups}
+        self.placement = endpoint_placement(self, self.role, name=name, network=network, acknowledged=self.owns_role)
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(
             variant_name=VARIANT_NAME,

@@ -165,20 +165,7 @@ class OpenAiEndpoint:
             raise InvocationError(info) from None
         except (OSError, http.client.HTTPException) as e:
             raise InvocationError(ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=True)) from None
-        latency = clock() - started
-        tokens, source = completion.completion_tokens, "usage"
-        if tokens is None:
-            tokens, source = len((completion.reasoning + " " + completion.content).split()), "words"
-        return InvocationResult(
-            content=completion.content,
-            reasoning=completion.reasoning,
-            streamed=False,
-            latency_s=latency,
-            time_to_first_token_s=None,
-            tokens=tokens,
-            token_source=source,
-            finish_reason=completion.finish_reason,
-        )
+        return InvocationResult.of_completion(completion, clock() - started)
 
 
 def token_from_env(environ: Mapping[str, str], name: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .chat import Delta, parse_completion, parse_delta
+from .chat import Completion, Delta, parse_completion, parse_delta
 from .errors import ErrorInfo, InvocationError, classify
 from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
 from .streams import new_decoder
@@ -41,6 +41,23 @@ class InvocationResult:
     done: bool = True  # a streamed answer ended properly: data: [DONE] (SSE), a complete last line (JSON Lines)
     finish_reason: str | None = None
     deltas: int = 0
+
+    @classmethod
+    def of_completion(cls, completion: Completion, latency_s: float) -> InvocationResult:
+        """A non-streamed answer: tokens as the engine's usage counts them, else its whitespace-separated words."""
+        tokens, source = completion.completion_tokens, "usage"
+        if tokens is None:
+            tokens, source = len((completion.reasoning + " " + completion.content).split()), "words"
+        return cls(
+            content=completion.content,
+            reasoning=completion.reasoning,
+            streamed=False,
+            latency_s=latency_s,
+            time_to_first_token_s=None,
+            tokens=tokens,
+            token_source=source,
+            finish_reason=completion.finish_reason,
+        )
 
     @property
     def tokens_per_second(self) -> float:
@@ -80,21 +97,7 @@ def invoke_chat(
         completion = parse_completion(raw)
     except Exception as e:
         raise _wrapped(e) from e
-    latency = clock() - started
-    tokens = completion.completion_tokens
-    source = "usage"
-    if tokens is None:
-        tokens, source = len((completion.reasoning + " " + completion.content).split()), "words"
-    return InvocationResult(
-        content=completion.content,
-        reasoning=completion.reasoning,
-        streamed=False,
-        latency_s=latency,
-        time_to_first_token_s=None,
-        tokens=tokens,
-        token_source=source,
-        finish_reason=completion.finish_reason,
-    )
+    return InvocationResult.of_completion(completion, clock() - started)
 
 
 class _Accumulator:
