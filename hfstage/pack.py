@@ -21,7 +21,6 @@ skips; otherwise the archive is packed again (an interrupted pack restarts: it i
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import tarfile
 from typing import Any
@@ -46,9 +45,9 @@ from hfstage.transfer import (
     READ_CHUNK,
     Cancelled,
     IntegrityError,
+    StreamedObject,
     Verifier,
     backoff_delay,
-    crc32_b64,
     describe_client_error,
 )
 
@@ -128,83 +127,6 @@ def too_large(files: list[HubFile]) -> str | None:
     )
 
 
-class _PartWriter:
-    """A file-like sink for tarfile: bytes go into one part buffer; a full buffer is one UploadPart."""
-
-    def __init__(self, s3: Any, bucket: str, key: str, part_size: int, metadata: dict[str, str], stop: Any):
-        self.s3, self.bucket, self.key, self.part_size = s3, bucket, key, max(part_size, MIN_PART)
-        self.metadata, self.stop = metadata, stop
-        self.buffer = bytearray()
-        self.upload_id: str | None = None
-        self.parts: list[dict[str, Any]] = []
-        self.sha256 = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: Any) -> int:
-        if self.stop.is_set():
-            raise Cancelled()
-        view = bytes(data)
-        self.sha256.update(view)
-        self.size += len(view)
-        self.buffer += view
-        while len(self.buffer) >= self.part_size:
-            chunk = bytes(self.buffer[: self.part_size])
-            del self.buffer[: self.part_size]
-            self._part(chunk)
-        return len(view)
-
-    def _part(self, chunk: bytes) -> None:
-        if self.upload_id is None:
-            self.upload_id = self.s3.create_multipart_upload(
-                Bucket=self.bucket,
-                Key=self.key,
-                ContentType=ARCHIVE_CONTENT_TYPE,
-                Metadata=self.metadata,
-                ChecksumAlgorithm="CRC32",
-            )["UploadId"]
-        number = len(self.parts) + 1
-        checksum = crc32_b64(chunk)
-        answer = self.s3.upload_part(
-            Bucket=self.bucket,
-            Key=self.key,
-            UploadId=self.upload_id,
-            PartNumber=number,
-            Body=chunk,
-            ChecksumAlgorithm="CRC32",
-            ChecksumCRC32=checksum,
-        )
-        self.parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC32": checksum})
-
-    def finish(self) -> None:
-        """The last bytes: one PutObject when the archive never filled a part, else the last part and Complete."""
-        if self.upload_id is None:
-            body = bytes(self.buffer)
-            self.s3.put_object(
-                Bucket=self.bucket,
-                Key=self.key,
-                Body=body,
-                ContentType=ARCHIVE_CONTENT_TYPE,
-                Metadata=self.metadata,
-                ChecksumAlgorithm="CRC32",
-                ChecksumCRC32=crc32_b64(body),
-            )
-            return
-        if self.buffer:  # S3's last part may be under 5 MiB (S3 User Guide, qfacts.html)
-            self._part(bytes(self.buffer))
-            self.buffer.clear()
-        self.s3.complete_multipart_upload(
-            Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, MultipartUpload={"Parts": self.parts}
-        )
-        self.upload_id = None
-
-    def abort(self) -> None:
-        if self.upload_id is None:
-            return
-        with contextlib.suppress(ClientError, BotoCoreError):  # else the bucket's abort-incomplete rule removes it
-            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
-        self.upload_id = None
-
-
 class _Member:
     """A Hub response read by tarfile.addfile: every byte goes through the Hub hash and a SHA-256."""
 
@@ -278,7 +200,9 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
     digests: dict[str, str] = {}
     writer = None
     for attempt in range(1, run.settings.max_attempts + 1):
-        writer = _PartWriter(s3, args.bucket, key, run.settings.part_size, metadata, run.stop)
+        writer = StreamedObject(
+            s3, args.bucket, key, max(run.settings.part_size, MIN_PART), metadata, ARCHIVE_CONTENT_TYPE, stop=run.stop
+        )
         try:
             digests = _pack(run, sha, plan, writer)
             writer.finish()
@@ -318,7 +242,7 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
     return summary
 
 
-def _pack(run: Any, sha: str, plan: list[HubFile], writer: _PartWriter) -> dict[str, str]:
+def _pack(run: Any, sha: str, plan: list[HubFile], writer: StreamedObject) -> dict[str, str]:
     """Stream every file into the archive; each member's SHA-256. Raises IntegrityError on a hash mismatch."""
     digests: dict[str, str] = {}
     # Stream mode ("w|gz") writes forward only; members carry no owner, a fixed time and mode 0644.

@@ -49,7 +49,16 @@ from hfstage.manifest import (
 )
 from hfstage.names import format_refusal, path_problem, unsafe_paths
 from hfstage.shard import leader, read_hosts
-from hfstage.transfer import CONTENT_TYPE, MAX_PART, MIN_PART, READ_CHUNK, MiB, backoff_delay, crc32_b64, part_size_for
+from hfstage.transfer import (
+    CONTENT_TYPE,
+    MAX_PART,
+    MIN_PART,
+    READ_CHUNK,
+    MiB,
+    StreamedObject,
+    backoff_delay,
+    part_size_for,
+)
 from hfstage.worker import (
     DESTINATION,
     EXIT_HUB,
@@ -597,66 +606,24 @@ class TarballRun:
     def _upload(self, stream: Any, file: HubFile, prefix: str) -> None:
         bucket, key = self.args.bucket, prefix + file.path
         metadata = object_metadata(file, self.source_uri, self.etag)
-        part = part_size_for(file.size, self.part_size)
-        digest = hashlib.sha256()
+        sink = StreamedObject(
+            self.s3,
+            bucket,
+            key,
+            part_size_for(file.size, self.part_size),
+            metadata,
+            CONTENT_TYPE,
+            call=lambda action, fn, **kwargs: self.call(action, fn, **kwargs),
+        )
         started = time.monotonic()
-        if file.size <= part:
-            data = b"".join(_bytes(stream, file.size, self.stop))
-            digest.update(data)
-            self._check(digest, file)
-            self.call(
-                f"writing s3://{bucket}/{key}",
-                self.s3.put_object,
-                Bucket=bucket,
-                Key=key,
-                Body=data,
-                Metadata=metadata,
-                ContentType=CONTENT_TYPE,
-                ChecksumCRC32=crc32_b64(data),
-            )
-        else:
-            upload_id = self.call(
-                f"starting s3://{bucket}/{key}",
-                self.s3.create_multipart_upload,
-                Bucket=bucket,
-                Key=key,
-                Metadata=metadata,
-                ContentType=CONTENT_TYPE,
-                ChecksumAlgorithm="CRC32",
-            )["UploadId"]
-            parts: list[dict[str, Any]] = []
-            try:
-                left = file.size
-                while left > 0:
-                    data = b"".join(_bytes(stream, min(part, left), self.stop))
-                    left -= len(data)
-                    digest.update(data)
-                    checksum = crc32_b64(data)
-                    answer = self.call(
-                        f"writing part {len(parts) + 1} of s3://{bucket}/{key}",
-                        self.s3.upload_part,
-                        Bucket=bucket,
-                        Key=key,
-                        UploadId=upload_id,
-                        PartNumber=len(parts) + 1,
-                        Body=data,
-                        ChecksumCRC32=checksum,
-                    )
-                    parts.append({"PartNumber": len(parts) + 1, "ETag": answer["ETag"], "ChecksumCRC32": checksum})
-                self._check(digest, file)
-                self.call(
-                    f"completing s3://{bucket}/{key}",
-                    self.s3.complete_multipart_upload,
-                    Bucket=bucket,
-                    Key=key,
-                    UploadId=upload_id,
-                    MultipartUpload={"Parts": parts},
-                )
-            except BaseException:
-                # What an abort that fails leaves, the bucket's rule for incomplete uploads removes.
-                with contextlib.suppress(Exception):
-                    self.s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=upload_id)
-                raise
+        try:
+            for data in _bytes(stream, file.size, self.stop):
+                sink.write(data)
+            self._check(sink.sha256, file)  # before the object is complete: a changed archive writes nothing
+            sink.finish()
+        except BaseException:
+            sink.abort()
+            raise
         self.log.emit("done", path=file.path, size=file.size, seconds=time.monotonic() - started)
 
     def _check(self, digest: Any, file: HubFile) -> None:

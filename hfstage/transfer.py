@@ -25,6 +25,7 @@ and fetches only the rest; nothing completes until the whole file hashes to the 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import http.client
 import random
@@ -195,6 +196,114 @@ class Verifier:
             raise IntegrityError(
                 f"{self.file.path}: content {self.algorithm} {actual} does not match the Hub's {self.expected}"
             )
+
+
+class StreamedObject:
+    """One S3 object written from a stream of unknown chunking (a tar being packed, a tar member being unpacked): a
+    file-like sink whose bytes fill one part buffer of ``part_size``, each full buffer one UploadPart with its CRC32
+    (S3 verifies it). ``finish`` writes one PutObject when no part filled, else the last part (S3's last part may be
+    under 5 MiB, S3 User Guide qfacts.html) and Complete; ``abort`` drops an unfinished upload. ``sha256`` and
+    ``size`` cover every byte written. ``call(action, fn, **kwargs)`` makes each S3 call (the caller's error
+    wording); ``stop`` set makes the next write raise Cancelled."""
+
+    def __init__(
+        self,
+        s3: Any,
+        bucket: str,
+        key: str,
+        part_size: int,
+        metadata: dict[str, str],
+        content_type: str,
+        *,
+        stop: Any = None,
+        call: Any = None,
+    ) -> None:
+        self.s3, self.bucket, self.key, self.part_size = s3, bucket, key, part_size
+        self.metadata, self.content_type, self.stop = metadata, content_type, stop
+        self.call = call or (lambda action, fn, **kwargs: fn(**kwargs))
+        self.buffer = bytearray()
+        self.upload_id: str | None = None
+        self.parts: list[dict[str, Any]] = []
+        self.sha256 = hashlib.sha256()
+        self.size = 0
+
+    @property
+    def where(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+    def write(self, data: Any) -> int:
+        if self.stop is not None and self.stop.is_set():
+            raise Cancelled()
+        view = bytes(data)
+        self.sha256.update(view)
+        self.size += len(view)
+        self.buffer += view
+        while len(self.buffer) >= self.part_size:
+            chunk = bytes(self.buffer[: self.part_size])
+            del self.buffer[: self.part_size]
+            self._part(chunk)
+        return len(view)
+
+    def _part(self, chunk: bytes) -> None:
+        if self.upload_id is None:
+            self.upload_id = self.call(
+                f"starting {self.where}",
+                self.s3.create_multipart_upload,
+                Bucket=self.bucket,
+                Key=self.key,
+                ContentType=self.content_type,
+                Metadata=self.metadata,
+                ChecksumAlgorithm="CRC32",
+            )["UploadId"]
+        number = len(self.parts) + 1
+        checksum = crc32_b64(chunk)
+        answer = self.call(
+            f"writing part {number} of {self.where}",
+            self.s3.upload_part,
+            Bucket=self.bucket,
+            Key=self.key,
+            UploadId=self.upload_id,
+            PartNumber=number,
+            Body=chunk,
+            ChecksumAlgorithm="CRC32",
+            ChecksumCRC32=checksum,
+        )
+        self.parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC32": checksum})
+
+    def finish(self) -> None:
+        if self.upload_id is None:
+            body = bytes(self.buffer)
+            self.call(
+                f"writing {self.where}",
+                self.s3.put_object,
+                Bucket=self.bucket,
+                Key=self.key,
+                Body=body,
+                ContentType=self.content_type,
+                Metadata=self.metadata,
+                ChecksumAlgorithm="CRC32",
+                ChecksumCRC32=crc32_b64(body),
+            )
+            return
+        if self.buffer:
+            self._part(bytes(self.buffer))
+            self.buffer.clear()
+        self.call(
+            f"completing {self.where}",
+            self.s3.complete_multipart_upload,
+            Bucket=self.bucket,
+            Key=self.key,
+            UploadId=self.upload_id,
+            MultipartUpload={"Parts": self.parts},
+        )
+        self.upload_id = None
+
+    def abort(self) -> None:
+        if self.upload_id is None:
+            return
+        with contextlib.suppress(Exception):  # what a failed abort leaves, the bucket's abort-incomplete rule removes
+            self.s3.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=self.upload_id)
+        self.upload_id = None
 
 
 def crc32_b64(data: Any) -> str:
