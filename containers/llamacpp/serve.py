@@ -127,7 +127,12 @@ class Child:
             status = response.status
             conn.close()
         except OSError as e:
-            return False, f"llama-server is not answering yet ({type(e).__name__})"
+            # a dying server closes its socket a moment before it can be reaped; say why once it has exited
+            try:
+                code = self.process.wait(0.2)
+            except subprocess.TimeoutExpired:
+                return False, f"llama-server is not answering yet ({type(e).__name__})"
+            return False, f"llama-server exited with code {code}"
         if status == 200:
             return True, "ready"
         return False, f"llama-server /health answered {status} (loading the model)"
