@@ -240,6 +240,44 @@ def _alarm(
     return alarm
 
 
+@dataclass(frozen=True)
+class AlarmWindow:
+    """How an alarm reads its metric: ``datapoints`` of ``periods`` periods of ``period_s`` seconds.
+
+    SageMaker's ``MetricPublishFrequencyInSeconds`` "applies to utilization metrics regardless of whether enhanced
+    metrics is enabled. With enhanced metrics enabled, it also applies to invocation metrics"
+    (monitoring-cloudwatch-enhanced-metrics). Read at one minute, a metric published every 120-300 s leaves empty
+    minutes between datapoints: an alarm needing every minute of its window (missing data not breaching) could then
+    never fire, and one whose missing data breaches would fire while the endpoint serves. So a metric the interval
+    applies to is read at that interval (never below one minute), and the window keeps its length: as many periods as
+    cover it, with the same share of them breaching. An instance-count alarm (missing data breaching) waits at least
+    three intervals, so one late datapoint is not an outage."""
+
+    period_s: int
+    periods: int
+    datapoints: int
+
+    @classmethod
+    def over(
+        cls, window_s: int, datapoints: int, periods: int, *, publish_s: int, applies: bool, min_periods: int = 1
+    ) -> AlarmWindow:
+        period_s = max(60, publish_s) if applies else 60
+        count = max(min_periods, math.ceil(window_s / period_s))
+        return cls(period_s, count, max(1, math.ceil(datapoints * count / periods)))
+
+    def span(self, count: int) -> str:
+        """``count`` periods in words: minutes at the one-minute period, otherwise periods of the interval."""
+        if self.period_s == 60:
+            return f"{count} minute{'s' if count != 1 else ''}"
+        return f"{count} period{'s' if count != 1 else ''} of {self.period_s} s"
+
+    def read(self, metric: cloudwatch.IMetric) -> cloudwatch.IMetric:
+        if self.period_s == 60:
+            return metric
+        # A math expression's period "overrides all periods in the metrics used in this math expression" (CDK).
+        return metric.with_(period=cdk.Duration.seconds(self.period_s))  # type: ignore[attr-defined]
+
+
 def serving_alarms(
     scope: Construct,
     *,
@@ -249,80 +287,95 @@ def serving_alarms(
     no_capacity: tuple[cloudwatch.IMetric, bool] | None,
     thresholds: AlarmThresholds,
     topic: sns.ITopic | None,
+    publish_s: int = 60,
+    enhanced: bool = False,
 ) -> list[cloudwatch.Alarm]:
     """The alarms of one variant or component, children of ``scope`` (ids ``Errors5xx``, ``LatencyP99``,
     ``GpuMemory``, ``NoCapacity``). ``no_capacity`` is the metric and whether it is an instance count
-    (alarm below 1, missing data breaching) rather than a failure count (alarm at 1 or more)."""
+    (alarm below 1, missing data breaching) rather than a failure count (alarm at 1 or more). ``publish_s`` and
+    ``enhanced``: the endpoint's ``MetricsConfig``, which sets the period each metric is read at (AlarmWindow)."""
     alarms = []
     if thresholds.errors_5xx_percent is not None:
+        window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(
             _alarm(
                 scope,
                 "Errors5xx",
                 # Average of 1-or-0 per request: the share of requests answered 5xx.
-                metric=sagemaker_metric("Invocation5XXErrors", dims, statistic="Average"),
+                metric=window.read(sagemaker_metric("Invocation5XXErrors", dims, statistic="Average")),
                 threshold=thresholds.errors_5xx_percent / 100,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                periods=3,
-                datapoints=2,
+                periods=window.periods,
+                datapoints=window.datapoints,
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
                 description=f"{what}: {thresholds.errors_5xx_percent:g}% or more of requests answered 5xx "
-                "in 2 of 3 minutes.",
+                f"in {window.datapoints} of {window.span(window.periods)}.",
                 topic=topic,
             )
         )
     if thresholds.p99_latency_ms is not None:
+        window = AlarmWindow.over(180, 3, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(
             _alarm(
                 scope,
                 "LatencyP99",
-                metric=sagemaker_metric("ModelLatency", dims, statistic="p99"),
+                metric=window.read(sagemaker_metric("ModelLatency", dims, statistic="p99")),
                 threshold=thresholds.p99_latency_ms * 1000,  # ModelLatency is in microseconds
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                periods=3,
-                datapoints=3,
+                periods=window.periods,
+                datapoints=window.datapoints,
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
-                description=f"{what}: p99 model latency above {thresholds.p99_latency_ms:g} ms for 3 minutes.",
+                description=f"{what}: p99 model latency above {thresholds.p99_latency_ms:g} ms for "
+                f"{window.span(window.periods)}.",
                 topic=topic,
             )
         )
     if thresholds.gpu_memory_percent is not None:
+        window = AlarmWindow.over(300, 5, 5, publish_s=publish_s, applies=True)
         alarms.append(
             _alarm(
                 scope,
                 "GpuMemory",
-                metric=gpu_memory,
+                metric=window.read(gpu_memory),
                 threshold=thresholds.gpu_memory_percent,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                periods=5,
-                datapoints=5,
+                periods=window.periods,
+                datapoints=window.datapoints,
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
-                description=f"{what}: GPU memory above {thresholds.gpu_memory_percent:g}% for 5 minutes "
+                description=f"{what}: GPU memory above {thresholds.gpu_memory_percent:g}% for "
+                f"{window.span(window.periods)} "
                 "(the engine reserves most of it at start-up; this is beyond that reservation).",
                 topic=topic,
             )
         )
     if thresholds.no_capacity and no_capacity is not None:
         metric, is_count = no_capacity
+        # The instance count is CPUUtilization's SampleCount (a utilization metric); the failure count an invocation one.
+        window = (
+            AlarmWindow.over(300, 5, 5, publish_s=publish_s, applies=True, min_periods=3)
+            if is_count
+            else AlarmWindow.over(60, 1, 1, publish_s=publish_s, applies=enhanced)
+        )
         alarms.append(
             _alarm(
                 scope,
                 "NoCapacity",
-                metric=metric,
+                metric=window.read(metric),
                 threshold=1,
                 comparison=(
                     cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
                     if is_count
                     else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
                 ),
-                periods=5 if is_count else 1,
-                datapoints=5 if is_count else 1,
+                periods=window.periods,
+                datapoints=window.datapoints,
                 # No instance reports no datapoint at all: missing data is the signal itself.
                 missing=cloudwatch.TreatMissingData.BREACHING
                 if is_count
                 else cloudwatch.TreatMissingData.NOT_BREACHING,
                 description=(
-                    f"{what}: no instance reported for 5 minutes (no capacity serving the endpoint)."
+                    f"{what}: no instance reported for {window.span(window.periods)} "
+                    "(no capacity serving the endpoint)."
                     if is_count
                     else f"{what}: requests found no copy to serve them (no capacity)."
                 ),
@@ -426,6 +479,12 @@ def enhanced_metrics_on(endpoint: Any) -> bool:
     """Whether ``endpoint``'s EndpointConfig enables enhanced metrics (its ``MetricsConfig``, set by the construct)."""
     config = getattr(getattr(endpoint, "endpoint_config", None), "metrics_config", None)
     return bool(getattr(config, "enable_enhanced_metrics", False))
+
+
+def publish_frequency_s(endpoint: Any) -> int:
+    """``endpoint``'s ``MetricPublishFrequencyInSeconds`` (its ``MetricsConfig``); SageMaker's 60 when unset."""
+    config = getattr(getattr(endpoint, "endpoint_config", None), "metrics_config", None)
+    return int(getattr(config, "metric_publish_frequency_in_seconds", None) or 60)
 
 
 def gpus_per_type(instance_types: Sequence[str], primary: Any) -> dict[str, int]:
@@ -624,6 +683,8 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             no_capacity=(instances, True),
             thresholds=thresholds,
             topic=topic,
+            publish_s=publish_frequency_s(self),
+            enhanced=enhanced_metrics_on(self),
         )
         self.no_capacity_alarm = next((a for a in self.alarms if a.node.id == "NoCapacity"), None)
         if self.no_capacity_alarm is not None:
@@ -778,6 +839,8 @@ class MonitoredComponent(InvocationMetrics):
             no_capacity=None if self.scale_to_zero else (failures, False),  # type: ignore[attr-defined]
             thresholds=thresholds,
             topic=topic,
+            publish_s=publish_frequency_s(getattr(self, "endpoint", None)),
+            enhanced=enhanced_metrics_on(getattr(self, "endpoint", None)),
         )
         return self.alarms
 

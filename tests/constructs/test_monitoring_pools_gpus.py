@@ -202,3 +202,70 @@ def test_component_pools_graph_each_component_per_instance_type():
     # Without pools, no per-type graph.
     t, _, _ = component_template(instance_type=types[0])
     assert not [q for q in queries(dashboard_body(t)) if "InstanceType" in q]
+
+
+# --- the alarms read each metric at the endpoint's publishing interval (MetricPublishFrequencyInSeconds) ---
+
+
+def _periods(alarm: dict) -> set[int]:
+    """Every period an alarm reads: its own, its metrics' and its math expressions' (Metrics Insights included)."""
+    found = {alarm["Period"]} if "Period" in alarm else set()
+    for m in alarm.get("Metrics", []):
+        if "Period" in m:
+            found.add(m["Period"])
+        if "MetricStat" in m:
+            found.add(m["MetricStat"]["Period"])
+    return found
+
+
+def _window(alarm: dict) -> tuple[int, int]:
+    return alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]
+
+
+def test_at_the_default_interval_every_alarm_reads_one_minute_periods():
+    t, _ = endpoint_template()
+    alarms = alarms_by_id(t)
+    assert {n: _periods(a) for n, a in alarms.items()} == {n: {60} for n in alarms}
+    assert _window(alarms["GpuMemory"]) == (5, 5) and _window(alarms["NoCapacity"]) == (5, 5)
+    assert _window(alarms["Errors5xx"]) == (2, 3) and _window(alarms["LatencyP99"]) == (3, 3)
+
+
+def test_a_slower_interval_stretches_the_utilization_alarms_and_keeps_invocations_at_a_minute():
+    # The interval "applies to utilization metrics regardless of whether enhanced metrics is enabled"
+    # (monitoring-cloudwatch-enhanced-metrics): read at 60 s, a 300 s series leaves four empty minutes of five, and
+    # a 5-of-5 alarm could never fire; missing data breaching, the instance count would fire while serving.
+    t, _ = endpoint_template(metric_publish_frequency_s=300)
+    alarms = alarms_by_id(t)
+    assert _periods(alarms["GpuMemory"]) == {300} and _window(alarms["GpuMemory"]) == (1, 1)
+    assert _periods(alarms["NoCapacity"]) == {300} and _window(alarms["NoCapacity"]) == (3, 3)
+    assert alarms["NoCapacity"]["TreatMissingData"] == "breaching"
+    assert "3 periods of 300 s" in alarms["NoCapacity"]["AlarmDescription"]
+    # Without enhanced metrics, invocation metrics keep SageMaker's one-minute publishing.
+    assert _periods(alarms["Errors5xx"]) == {60} and _periods(alarms["LatencyP99"]) == {60}
+
+
+def test_with_enhanced_metrics_the_interval_applies_to_invocation_alarms_too():
+    # "With enhanced metrics enabled, it also applies to invocation metrics" (monitoring-cloudwatch-enhanced-metrics).
+    t, _ = endpoint_template(enhanced_metrics=True, metric_publish_frequency_s=120)
+    alarms = alarms_by_id(t)
+    assert {n: _periods(a) for n, a in alarms.items()} == {n: {120} for n in alarms}
+    assert _window(alarms["Errors5xx"]) == (2, 2)  # 2 of 3 minutes: 2 of the 2 periods covering 180 s
+    assert _window(alarms["LatencyP99"]) == (2, 2)
+    assert _window(alarms["GpuMemory"]) == (3, 3)  # 300 s: 3 periods of 120 s
+    assert _window(alarms["NoCapacity"]) == (3, 3)
+    assert "2 of 2 periods of 120 s" in alarms["Errors5xx"]["AlarmDescription"]
+
+
+def test_a_faster_interval_keeps_one_minute_periods():
+    t, _ = endpoint_template(enhanced_metrics=True, metric_publish_frequency_s=10)
+    alarms = alarms_by_id(t)
+    assert {n: _periods(a) for n, a in alarms.items()} == {n: {60} for n in alarms}
+
+
+def test_component_alarms_read_the_endpoints_interval():
+    t, _, _ = component_template(enhanced_metrics=True, metric_publish_frequency_s=300)
+    alarms = alarms_by_id(t)
+    assert _periods(alarms["GpuMemory"]) == {300} and _window(alarms["GpuMemory"]) == (1, 1)
+    # Requests finding no copy (an invocation metric) are read at the interval too, one period.
+    assert _periods(alarms["NoCapacity"]) == {300} and _window(alarms["NoCapacity"]) == (1, 1)
+    assert _periods(alarms["Errors5xx"]) == {300} and _window(alarms["Errors5xx"]) == (1, 1)
