@@ -111,13 +111,18 @@ class UpdatePolicy:
         return self.steps(instances=instances, copies=copies) * self.wait_s + (self.termination_wait_s or 0)
 
     def needed_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int:
-        """What the update's timeout must exceed: its waits and the new capacity coming up once.
+        """What the update's timeout must exceed: its waits and the new capacity coming up.
 
-        "The timeout value should be larger than the total waiting time specified in TerminationWaitInSeconds and
-        WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds), and the new fleet (or
-        a rolling update's first batch) must download the model and pass its health check (``provisioning_s``)
-        before any traffic moves.
+        Blue/green: "The timeout value should be larger than the total waiting time specified in
+        TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds),
+        and the one green fleet must download the model and pass its health check (``provisioning_s``) before any
+        traffic moves: once. Rolling: the timeout is "the time limit for the total deployment" (API RollingUpdatePolicy,
+        InferenceComponentRollingUpdatePolicy), and every batch brings up its own new capacity ("For each step,
+        SageMaker AI provisions capacity on the new endpoint fleet", InferenceComponentRollingUpdatePolicy.
+        MaximumBatchSize) before its bake: once per batch.
         """
+        if self.kind == ROLLING:
+            return self.steps(instances=instances, copies=copies) * (self.wait_s + provisioning_s)
         return self.waiting_s(instances=instances, copies=copies) + provisioning_s
 
     def derived_timeout_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int | None:
@@ -168,14 +173,29 @@ class UpdatePolicy:
                 needed := self.needed_s(instances=instances, copies=copies, provisioning_s=provisioning_s)
             ):
                 steps = self.steps(instances=instances, copies=copies)
+                new = "copies" if component_mode else "instances"
+                start = "the model and start (download_timeout_s + startup_timeout_s)"
+                if self.kind == ROLLING:
+                    unit = "batch" if steps == 1 else "batches"
+                    wait = (
+                        f"{steps} {unit} x (update_wait_s {self.wait_s} + {provisioning_s} s for each batch's new "
+                        f"{new} to download {start}) = {needed} s (API {'InferenceComponent' if component_mode else ''}"
+                        "RollingUpdatePolicy: the time limit for the total deployment)"
+                    )
+                else:
+                    wait = (
+                        f"{steps} x update_wait_s {self.wait_s}"
+                        + (
+                            f" + update_termination_wait_s {self.termination_wait_s}"
+                            if self.termination_wait_s
+                            else ""
+                        )
+                        + f" + {provisioning_s} s for the new {new} to download {start} = {needed} s (API "
+                        "BlueGreenUpdatePolicy: larger than the total waiting)"
+                    )
                 errors.append(
-                    f"update_timeout_s={timeout} must exceed what the update may wait ({self.kind}): {steps} x "
-                    f"update_wait_s {self.wait_s}"
-                    + (f" + update_termination_wait_s {self.termination_wait_s}" if self.termination_wait_s else "")
-                    + f" + {provisioning_s} s for the new {'copies' if component_mode else 'instances'} to download "
-                    f"the model and start (download_timeout_s + startup_timeout_s) = {needed} s (API "
-                    f"BlueGreenUpdatePolicy: larger than the total waiting); allowed: more than {needed}, at most "
-                    f"{TIMEOUT_RANGE_S[1]}, or leave it unset"
+                    f"update_timeout_s={timeout} must exceed what the update may wait ({self.kind}): {wait}; "
+                    f"allowed: more than {needed}, at most {TIMEOUT_RANGE_S[1]}, or leave it unset"
                 )
         if self.step_size < 1:
             errors.append(f"update_step_size={self.step_size}: at least 1")

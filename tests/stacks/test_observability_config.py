@@ -82,6 +82,27 @@ def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
     DeploymentConfig.from_context(context_with(update_timeout_s="2701"))
 
 
+def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
+    """Four copies rolled one at a time: four batches, each provisioning a new copy (download + start-up, 2400 s)
+    before its 300 s bake (InferenceComponentRollingUpdatePolicy: "For each step, SageMaker AI provisions capacity");
+    counting the provisioning once (3,600 s) would accept a timeout every such update would hit."""
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    copies = {"deployment_mode": "inference-component", "initial_copies": "4", "max_copies": "4", "max_instances": "5"}
+    with pytest.raises(
+        ConfigError,
+        match=r"update_timeout_s=3700 must exceed what the update may wait \(rolling\): 4 batches x \(update_wait_s 300 "
+        r"\+ 2400 s for each batch's new copies to download the model and start .*\) = 10800 s \(API "
+        r"InferenceComponentRollingUpdatePolicy",
+    ):
+        DeploymentConfig.from_context(context_with(update_timeout_s="3700", **copies))
+    DeploymentConfig.from_context(context_with(update_timeout_s="10801", **copies))
+    # Without a timeout the derived one covers the same batches, with each instance's launch allowance on top.
+    derived = update_policy_of(vars(DeploymentConfig.from_context(context_with(**copies))))
+    assert derived.derived_timeout_s(instances=5, copies=4, provisioning_s=2400) > 10800
+
+
 @pytest.mark.parametrize(
     ("settings", "message"),
     [
