@@ -19,6 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .engines import EngineSpec
+from .hosting import grant_bearer_token, openai_base_url
 from .inference_component import InferenceComponent
 from .names import COMPONENT_NAME, matches
 from .problems import construct_subject, refuse
@@ -157,6 +158,29 @@ class AdapterComponent(Construct):
     @property
     def inference_component_arn(self) -> str:
         return self.component.attr_inference_component_arn
+
+    def grant_invoke(self, grantee: iam.IGrantable, *, bearer_token: bool = False) -> iam.Grant:
+        """Let ``grantee`` invoke this adapter (InvokeEndpoint with its InferenceComponentName), streamed or not.
+
+        As ``InferenceComponent.grant_invoke``: the endpoint's ARN and this adapter component's, both resource types of
+        ``sagemaker:InvokeEndpoint`` and ``InvokeEndpointWithResponseStream`` (IAM service authorization reference);
+        neither the base component nor other adapters are included.
+
+        :param bearer_token: also allow ``sagemaker:CallWithBearerToken`` (on ``*``) for the OpenAI-compatible path
+            (``openai_base_url``). Default: no.
+        """
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+            resource_arns=[self.endpoint.endpoint_arn, self.inference_component_arn],
+        )
+        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+    @property
+    def openai_base_url(self) -> str:
+        """This adapter's OpenAI-compatible base URL: the endpoint's path naming the adapter's component, the name
+        clients invoke the adapter by (realtime-endpoints-adapt)."""
+        return openai_base_url(self.endpoint.endpoint_name, self.inference_component_name)
 
     def smoke_test(self, scope: Construct, id: str, **options: Any) -> EndpointSmokeTest:
         """A smoke test that invokes this adapter by its component name (the base's model is not checked: an

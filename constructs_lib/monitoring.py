@@ -350,7 +350,7 @@ def serving_alarms(
         )
     if thresholds.no_capacity and no_capacity is not None:
         metric, is_count = no_capacity
-        # The instance count is CPUUtilization's SampleCount (a utilization metric); the failure count an invocation one.
+        # The instance count is CPUUtilization's SampleCount (a utilization metric); failures an invocation metric.
         window = (
             AlarmWindow.over(300, 5, 5, publish_s=publish_s, applies=True, min_periods=3)
             if is_count

@@ -114,12 +114,12 @@ class UpdatePolicy:
         """What the update's timeout must exceed: its waits and the new capacity coming up.
 
         Blue/green: "The timeout value should be larger than the total waiting time specified in
-        TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.MaximumExecutionTimeoutInSeconds),
-        and the one green fleet must download the model and pass its health check (``provisioning_s``) before any
-        traffic moves: once. Rolling: the timeout is "the time limit for the total deployment" (API RollingUpdatePolicy,
-        InferenceComponentRollingUpdatePolicy), and every batch brings up its own new capacity ("For each step,
-        SageMaker AI provisions capacity on the new endpoint fleet", InferenceComponentRollingUpdatePolicy.
-        MaximumBatchSize) before its bake: once per batch.
+        TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.
+        MaximumExecutionTimeoutInSeconds), and the one green fleet must download the model and pass its health check
+        (``provisioning_s``) before any traffic moves: once. Rolling: the timeout is "the time limit for the total
+        deployment" (API RollingUpdatePolicy, InferenceComponentRollingUpdatePolicy), and every batch brings up its
+        own new capacity ("For each step, SageMaker AI provisions capacity on the new endpoint fleet",
+        InferenceComponentRollingUpdatePolicy.MaximumBatchSize) before its bake: once per batch.
         """
         if self.kind == ROLLING:
             return self.steps(instances=instances, copies=copies) * (self.wait_s + provisioning_s)
@@ -185,11 +185,7 @@ class UpdatePolicy:
                 else:
                     wait = (
                         f"{steps} x update_wait_s {self.wait_s}"
-                        + (
-                            f" + update_termination_wait_s {self.termination_wait_s}"
-                            if self.termination_wait_s
-                            else ""
-                        )
+                        + (f" + update_termination_wait_s {self.termination_wait_s}" if self.termination_wait_s else "")
                         + f" + {provisioning_s} s for the new {new} to download {start} = {needed} s (API "
                         "BlueGreenUpdatePolicy: larger than the total waiting)"
                     )

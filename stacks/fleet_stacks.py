@@ -90,6 +90,12 @@ def _deployment_outputs(
             value=component.inference_component_name,
             description=f"Inference component of deployment {deployment.name}",
         )
+    cdk.CfnOutput(
+        stack,
+        f"{pascal(deployment.name)}OpenAiBaseUrl",
+        value=(component or stack.endpoint).openai_base_url,
+        description=f"OpenAI-compatible base URL of deployment {deployment.name} (bearer token)",
+    )
 
 
 def _staged_adapter(
@@ -154,4 +160,10 @@ def _add_adapters(
             f"{pascal(deployment.name)}{pascal(adapter.name)}AdapterComponentName",
             value=component.inference_component_name,
             description=f"Adapter component {adapter.name} of deployment {deployment.name} (InferenceComponentName)",
+        )
+        cdk.CfnOutput(
+            stack,
+            f"{pascal(deployment.name)}{pascal(adapter.name)}AdapterOpenAiBaseUrl",
+            value=component.openai_base_url,
+            description=f"OpenAI-compatible base URL of adapter {adapter.name} of deployment {deployment.name}",
         )

@@ -77,3 +77,43 @@ def test_adapter_env_adds_the_engine_data_and_the_user_value_wins():
     }
     with pytest.raises(ValueError, match="allowed: engine=vllm"):
         adapter_env(get_engine("lmi"), {}, {})
+
+
+def _policy_statements(stack: cdk.Stack, role_logical_prefix: str) -> list[dict]:
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    return [
+        s
+        for p in policies.values()
+        if any(r["Ref"].startswith(role_logical_prefix) for r in p["Properties"].get("Roles", []))
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
+
+
+def test_grant_invoke_names_the_endpoint_and_the_adapter_not_the_base():
+    from aws_cdk import aws_iam as iam
+
+    stack, component = base()
+    adapter = AdapterComponent(stack, "Sql", base=component, artifact_url=ARCHIVE, component_name="chat-sql")
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    adapter.grant_invoke(caller, bearer_token=True)
+    statements = _policy_statements(stack, "Caller")
+    invoke = next(s for s in statements if "sagemaker:InvokeEndpoint" in s["Action"])
+    assert invoke["Action"] == ["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"]
+    resources = [next(iter(r.values()))[0] if isinstance(r, dict) else r for r in invoke["Resource"]]
+    (adapter_id,) = [
+        k
+        for k in Template.from_stack(stack).find_resources("AWS::SageMaker::InferenceComponent")
+        if k.startswith("Sql")
+    ]
+    assert adapter_id in resources and len(resources) == 2  # the endpoint and this adapter only
+    bearer = next(s for s in statements if s["Action"] == "sagemaker:CallWithBearerToken")
+    assert bearer["Resource"] == "*"
+
+
+def test_the_adapters_openai_base_url_names_the_adapter_component():
+    stack, component = base()
+    adapter = AdapterComponent(stack, "Sql", base=component, artifact_url=ARCHIVE, component_name="chat-sql")
+    cdk.CfnOutput(stack, "Url", value=adapter.openai_base_url)
+    value = Template.from_stack(stack).to_json()["Outputs"]["Url"]["Value"]
+    joined = "".join(p for p in value["Fn::Join"][1] if isinstance(p, str))
+    assert joined.endswith("/inference-components/chat-sql/openai/v1")

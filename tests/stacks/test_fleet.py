@@ -156,6 +156,23 @@ def test_outputs_name_each_deployment_and_adapter(assembly):
     )
 
 
+def test_every_deployment_and_adapter_outputs_its_openai_base_url(assembly):
+    """Issue 28 item 3: "the base URL per endpoint and component", fleets included."""
+
+    def url(stack: str, key: str) -> str:
+        value = template(assembly, stack)["Outputs"][key]["Value"]
+        return "".join(p for p in value["Fn::Join"][1] if isinstance(p, str))
+
+    assert url(f"{APP}-chat", "ChatOpenAiBaseUrl").endswith("/openai/v1")
+    assert "inference-components" not in url(f"{APP}-chat", "ChatOpenAiBaseUrl")  # a standard endpoint
+    outputs = template(assembly, f"{APP}-shared")["Outputs"]
+    for name in ("Small", "Medium"):
+        component = outputs[f"{name}InferenceComponentName"]["Value"]
+        assert url(f"{APP}-shared", f"{name}OpenAiBaseUrl").endswith(f"/inference-components/{component}/openai/v1")
+    adapter = outputs["SmallSqlAdapterComponentName"]["Value"]
+    assert url(f"{APP}-shared", "SmallSqlAdapterOpenAiBaseUrl").endswith(f"/inference-components/{adapter}/openai/v1")
+
+
 def test_cfn_lint_passes_on_every_stack(assembly):
     templates = [str(assembly / f"{s}.template.json") for s in [*ENDPOINT_STACKS, f"{APP}-models"]]
     result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", *templates], capture_output=True, text=True)

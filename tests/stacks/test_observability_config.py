@@ -92,8 +92,9 @@ def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
     copies = {"deployment_mode": "inference-component", "initial_copies": "4", "max_copies": "4", "max_instances": "5"}
     with pytest.raises(
         ConfigError,
-        match=r"update_timeout_s=3700 must exceed what the update may wait \(rolling\): 4 batches x \(update_wait_s 300 "
-        r"\+ 2400 s for each batch's new copies to download the model and start .*\) = 10800 s \(API "
+        match=r"update_timeout_s=3700 must exceed what the update may wait \(rolling\): 4 batches x "
+        r"\(update_wait_s 300 \+ 2400 s for each batch's new copies to download the model and start .*\) "
+        r"= 10800 s \(API "
         r"InferenceComponentRollingUpdatePolicy",
     ):
         DeploymentConfig.from_context(context_with(update_timeout_s="3700", **copies))
