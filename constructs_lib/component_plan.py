@@ -126,6 +126,8 @@ def resolve_scaling(
     min_memory_mb: int | None = None,
     check_copies: bool | None = None,
     update_batch_copies: int | None = None,
+    capacity_reservation: bool = False,
+    capacity_reservation_instances: int | None = None,
 ) -> ScalingPlan:
     """Apply the defaults (module docstring) and check every rule; all problems are collected.
 
@@ -135,6 +137,10 @@ def resolve_scaling(
 
     ``update_batch_copies``: copies an update places beside the serving ones (``UpdatePolicy``'s
     ``extra_instances_for_component_update``). Default: none counted.
+
+    ``capacity_reservation``: the endpoint runs on reserved capacity only (``capacity-reservations-only``, API
+    CapacityReservationConfig), so in component mode the instances the copies and an update's batch need must fit
+    in the reservation too; its size cannot be read at synth, so it is given (``capacity_reservation_instances``).
     """
     errors: list[str] = []
     mode = deployment_mode
@@ -284,6 +290,15 @@ def resolve_scaling(
                         fits = False
                 if fits and batch and (problem := rolling_room_problem(max_i, gpus, max_c, batch, acc)):
                     errors.append(problem)
+                if fits and check_copies and capacity_reservation:
+                    errors += reservation_room_problems(
+                        capacity_reservation_instances,
+                        gpus=gpus,
+                        serving=serving,
+                        max_copies=max_c,
+                        batch=batch,
+                        accelerators=acc,
+                    )
         memory = min_memory_mb if min_memory_mb is not None else DEFAULT_MIN_MEMORY_MB
         if not _is_int(memory) or memory < MIN_MEMORY_MB_FLOOR:
             errors.append(
@@ -352,6 +367,40 @@ def rolling_room_problem(max_instances: int, gpus: int, max_copies: int, batch: 
         f"times out. Allowed: max_instances {math.ceil(needed / gpus)} or more (or leave it unset: the default leaves "
         f"this room, and managed instance scaling adds the instance only while an update runs){lower}."
     )
+
+
+def reservation_room_problems(
+    reservation_instances: int | None, *, gpus: int, serving: int, max_copies: int, batch: int, accelerators: int
+) -> list[str]:
+    """What a capacity reservation of ``reservation_instances`` lacks for a component endpoint: the instances its
+    serving copies need, and those plus an update's batch of new copies (rolling_room_problem's rule, with the
+    reservation as the limit: on reserved capacity only, SageMaker cannot launch beyond it, API
+    CapacityReservationConfig ``capacity-reservations-only``)."""
+    needed = max(serving, math.ceil((max_copies + batch) * accelerators / gpus))
+    update = (
+        f"and an update places its batch of {batch} new cop{'y' if batch == 1 else 'ies'} beside the max_copies="
+        f"{max_copies} serving ones (API InferenceComponentRollingUpdatePolicy)"
+        if batch
+        else f"for max_copies={max_copies}"
+    )
+    what = f"({max_copies} + {batch}) x {accelerators} GPU(s) per copy on {gpus}-GPU instances need {needed} instances"
+    if reservation_instances is None:
+        return [
+            f"capacity_reservation_arn: the endpoint runs on reserved capacity only, {update}: {what}, and the "
+            "reservation's size is not known at synth; set capacity_reservation_instances to the instances the "
+            f"reservation holds (allowed: {needed} or more)"
+        ]
+    if reservation_instances < needed:
+        stuck = (
+            "every update would wait for room until it times out"
+            if batch and reservation_instances * gpus >= max_copies * accelerators
+            else "the copies could never all be placed"
+        )
+        return [
+            f"capacity_reservation_instances={reservation_instances}: the endpoint runs on reserved capacity only, "
+            f"{update}: {what}, so {stuck}; allowed: a reservation of {needed} or more instances, or fewer max_copies"
+        ]
+    return []
 
 
 def _positive(value: object) -> bool:

@@ -103,6 +103,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         image: ServingImage | None = None,
         inference_ami_version: str | None = None,
         capacity_reservation_arn: str | None = None,
+        capacity_reservation_instances: int | None = None,
         endpoint_name: str | None = None,
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
@@ -149,6 +150,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             Default: derived from the image's CUDA level (CUDA 13 ->
             al2023-ami-sagemaker-inference-gpu-4-1); SageMaker's default when the level is unknown.
         :param capacity_reservation_arn: run on reserved capacity only. Default: on-demand capacity.
+        :param capacity_reservation_instances: instances the reservation holds. With a reservation, each component
+            (``add_component``) is refused unless they hold the instances its copies need plus an update's batch of
+            new copies beside them (``component_plan.reservation_room_problems``). Default: unknown, so a component
+            on a reservation is refused.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role (on the endpoint config; components use it by default). Default: a
             role trusted by sagemaker.amazonaws.com; each component adds read access to its own model
@@ -222,6 +227,8 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         self.inference_ami_version = plan.inference_ami_version
         self.scaling = scaling
         self.max_instances_given = max_instances
+        self.capacity_reservation_arn = capacity_reservation_arn
+        self.capacity_reservation_instances = capacity_reservation_instances
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
@@ -523,6 +530,8 @@ class InferenceComponent(MonitoredComponent, Construct):
             min_memory_mb=min_memory_mb,
             # Room for a new copy beside the old ones; apply_update_policy checks the policy's own batch.
             update_batch_copies=1,
+            capacity_reservation=endpoint.capacity_reservation_arn is not None,
+            capacity_reservation_instances=endpoint.capacity_reservation_instances,
         )
         errors = plan.errors + scaling.errors
         if memory := host_memory_problem(endpoint.instance_type, instance.memory_gib, scaling.min_memory_mb):

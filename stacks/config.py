@@ -399,6 +399,9 @@ class DeploymentConfig:
                     initial_instances=values.get("instance_count"),
                     # The default max_instances leaves room for one update batch; a given one must (component_plan).
                     update_batch_copies=update_batch_copies(values) if component_mode else None,
+                    # Standard mode checks its reservation against the update policy (stacks/observability.py).
+                    capacity_reservation=component_mode and bool(values.get("capacity_reservation_arn")),
+                    capacity_reservation_instances=values.get("capacity_reservation_instances"),
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
                 problems += scaling_problems

@@ -498,7 +498,7 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "serving",
         "with `capacity_reservation_arn`: instances it holds; an update policy is refused unless they fit the "
-        "fleet and an update's new instances (docs/guide/updates-and-observability.md)",
+        "fleet (component mode: every copy) and an update's new instances (docs/guide/updates-and-observability.md)",
     ),
     ContextKey(
         "startup_timeout_s",

@@ -298,6 +298,7 @@ class LlmEndpointStack(cdk.Stack):
             image=config.serving_image,
             inference_ami_version=config.inference_ami_version,
             capacity_reservation_arn=config.capacity_reservation_arn,
+            capacity_reservation_instances=config.capacity_reservation_instances,
             endpoint_name=config.endpoint_name,
             volume_kms_key=self.volume_key,
             **self.network,

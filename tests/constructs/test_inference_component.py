@@ -154,6 +154,7 @@ def test_endpoint_options():
             "max_instances": 3,
             "routing_strategy": "LEAST_OUTSTANDING_REQUESTS",
             "capacity_reservation_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p1",
+            "capacity_reservation_instances": 2,
             "endpoint_name": "my-llm",
         },
         tensor_parallel_size=2,
@@ -196,6 +197,24 @@ def test_endpoint_options():
     Template.from_json(t).has_resource_properties(
         "Custom::LogRetention", {"LogGroupName": "/aws/sagemaker/Endpoints/my-llm"}
     )
+
+
+@pytest.mark.parametrize(
+    ("instances", "message"),
+    [
+        (None, r"capacity_reservation_arn: the endpoint runs on reserved capacity only.*need 2 instances"),
+        (1, r"capacity_reservation_instances=1: .*need 2 instances, so every update would wait for room"),
+    ],
+)
+def test_a_component_on_a_reservation_too_small_for_an_update_batch_is_refused(instances, message):
+    """On reserved capacity only the update's new copy must fit in the reservation beside the serving one."""
+    with pytest.raises(Refusal, match=message):
+        make(
+            {
+                "capacity_reservation_arn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p1",
+                "capacity_reservation_instances": instances,
+            }
+        )
 
 
 def test_endpoint_ami_follows_its_image_and_components_are_checked_against_it():

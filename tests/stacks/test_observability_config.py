@@ -149,6 +149,61 @@ def test_a_reservation_that_holds_the_update_is_accepted(settings):
     assert config.capacity_reservation_instances == int(settings["capacity_reservation_instances"])
 
 
+COMPONENT = {"deployment_mode": "inference-component"}
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # The default component: one copy on a 1-GPU type, and a rolling batch of one copy beside it.
+        (
+            {},
+            r"capacity_reservation_arn: the endpoint runs on reserved capacity only.*need 2 instances.*set "
+            r"capacity_reservation_instances",
+        ),
+        (
+            {"capacity_reservation_instances": "1"},
+            r"capacity_reservation_instances=1: .*\(1 \+ 1\) x 1 GPU\(s\) per copy on 1-GPU instances need 2 "
+            r"instances, so every update would wait for room until it times out",
+        ),
+        (
+            {
+                "instance_type": "ml.g6.12xlarge",
+                "accelerators_per_copy": "2",
+                "max_copies": "2",
+                "capacity_reservation_instances": "1",
+            },
+            r"capacity_reservation_instances=1: .*\(2 \+ 1\) x 2 GPU\(s\) per copy on 4-GPU instances need 2",
+        ),
+        (
+            {"max_copies": "3", "capacity_reservation_instances": "2"},
+            r"capacity_reservation_instances=2: .*need 4 instances, so the copies could never all be placed",
+        ),
+    ],
+)
+def test_a_component_reservation_must_hold_every_copy_and_an_update_batch(settings, message):
+    """The component default leaves room for a rolling batch in max_instances; on reserved capacity only
+    (capacity-reservations-only, API CapacityReservationConfig) that room must be in the reservation, or a
+    one-instance reservation brings back the update that waits until it times out."""
+    from stacks.config import ConfigError, DeploymentConfig
+    from tests.conftest import context_with
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    with pytest.raises(ConfigError, match=message):
+        DeploymentConfig.from_context(context_with(capacity_reservation_arn=arn, **COMPONENT, **settings))
+
+
+def test_a_component_reservation_that_holds_the_batch_is_accepted():
+    from stacks.config import DeploymentConfig
+    from tests.conftest import context_with
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    config = DeploymentConfig.from_context(
+        context_with(capacity_reservation_arn=arn, capacity_reservation_instances="2", **COMPONENT)
+    )
+    assert config.capacity_reservation_instances == 2
+
+
 def test_a_reservation_size_needs_a_reservation():
     from stacks.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
