@@ -1,7 +1,9 @@
 """On-demand SageMaker real-time inference prices (``data/sagemaker_prices.json``) and the cost of a deployment.
 
-Prices are data with a date and a source per figure; a type without one is unknown, shown as ``?``,
-never guessed from another region or from EC2 prices.
+Prices are data with a date and a source per figure; a type without one is unknown, never guessed from another
+region or from EC2 prices: a catalog type shows the command that reads its price from the AWS Price List
+(``lookup_hint``; ``LOOKUP`` in a table cell), a type outside the catalog ``?``. A figure read second-hand (an offer
+file row quoted by a public report) says so: its ``via`` names who quoted it, and every citation carries it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from functools import cache
 from .catalog import DATA_DIR
 
 UNKNOWN = "?"
+# A table cell for a catalog type with no shipped price: its price is one Price List lookup away (lookup_hint).
+LOOKUP = "lookup"
 
 
 @cache
@@ -35,6 +39,7 @@ class Price:
     usd_per_hour: float | None  # None: unknown
     date: str | None = None
     source: str | None = None
+    via: str | None = None  # who quoted the source, when the figure was not read from it here
 
     @property
     def known(self) -> bool:
@@ -50,7 +55,8 @@ class Price:
         if self.usd_per_hour is None:
             return "no sourced price"
         short = (self.source or "source not recorded").split(" (")[0].split(", ")[0]
-        return f"{self.date or 'undated'}, {short}"
+        quoted = f", as quoted by {self.via} (not re-read here)" if self.via else ""
+        return f"{self.date or 'undated'}, {short}{quoted}"
 
     def hourly_text(self, count: int = 1) -> str:
         return UNKNOWN if self.usd_per_hour is None else f"{self.usd_per_hour * count:,.2f}"
@@ -77,4 +83,6 @@ def price(instance_type: str, region: str) -> Price:
     entry = _prices()["regions"].get(region, {}).get(instance_type)
     if entry is None:
         return Price(instance_type, region, None)
-    return Price(instance_type, region, float(entry["usd_per_hour"]), entry.get("date"), entry.get("source"))
+    return Price(
+        instance_type, region, float(entry["usd_per_hour"]), entry.get("date"), entry.get("source"), entry.get("via")
+    )

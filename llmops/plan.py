@@ -46,7 +46,7 @@ from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_in
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
 from constructs_lib.instance_pools import MAX_FALLBACKS
-from constructs_lib.prices import UNKNOWN, Price, hours_per_month, lookup_hint
+from constructs_lib.prices import LOOKUP, UNKNOWN, Price, hours_per_month, lookup_hint
 from llmops.context import add_context_arguments, uses_context
 from llmops.facts import RECORD
 from llmops.price_list import price
@@ -243,6 +243,7 @@ class Candidate:
     usd_per_month: float | None
     price_date: str | None = None
     price_source: str | None = None  # the price's source: Price List API (cached) or the shipped table's URL
+    price_via: str | None = None  # who quoted that source, for a figure not read from it (prices.Price.via)
     reasons: list[str] = field(default_factory=list)  # why not, when margin is "no"
     warnings: list[str] = field(default_factory=list)
 
@@ -303,6 +304,7 @@ def evaluate(
         usd_per_month=cost.usd_per_month,
         price_date=cost.date,
         price_source=cost.source,
+        price_via=cost.via,
         reasons=fit.problems + formats.problems,
         warnings=fit.warnings + formats.warnings,
     )
@@ -412,8 +414,12 @@ def _short_gpu(model: str) -> str:
     return model.removeprefix("NVIDIA ").removesuffix(" Server Edition")
 
 
-def _money(value: float | None, digits: int) -> str:
-    return UNKNOWN if value is None else f"{value:,.{digits}f}"
+def _money(value: float | None, digits: int, instance_type: str) -> str:
+    """A price cell: the figure; for a catalog type without a shipped price ``lookup`` (the legend gives the command
+    that reads it from the AWS Price List); ``?`` only for a type outside the catalog."""
+    if value is not None:
+        return f"{value:,.{digits}f}"
+    return LOOKUP if instance_type in known_instance_types() else UNKNOWN
 
 
 def ranking_table(candidates: list[Candidate], *, region: str, max_model_len: int, max_num_seqs: int) -> str:
@@ -425,8 +431,8 @@ def ranking_table(candidates: list[Candidate], *, region: str, max_model_len: in
             f"{c.largest_context:,}",
             f"{c.full_length_sequences:,}",
             c.margin,
-            _money(c.usd_per_hour, 2),
-            _money(c.usd_per_month, 0),
+            _money(c.usd_per_hour, 2, c.instance_type),
+            _money(c.usd_per_month, 0, c.instance_type),
         )
         for c in candidates
     ]
@@ -447,14 +453,17 @@ def price_legend(candidates: list[Candidate], region: str) -> str:
     """Where each price in the table comes from: one line per source and date, and the types without one."""
     by_source: dict[str, list[str]] = {}
     for c in candidates:
-        cited = Price(c.instance_type, region, c.usd_per_hour, c.price_date, c.price_source).citation
+        cited = Price(c.instance_type, region, c.usd_per_hour, c.price_date, c.price_source, c.price_via).citation
         by_source.setdefault(cited, []).append(c.instance_type)
     lines = []
     for cited, types in by_source.items():
         if cited == "no sourced price":
-            lines.append(
-                f"{UNKNOWN}: no sourced on-demand price in {region} for {', '.join(types)}; {lookup_hint(region)}"
-            )
+            listed = [t for t in types if t in known_instance_types()]
+            others = [t for t in types if t not in listed]
+            if listed:
+                lines.append(f"{LOOKUP}: {', '.join(listed)} in {region}: {lookup_hint(region)}")
+            if others:
+                lines.append(f"{UNKNOWN}: {', '.join(others)}: not in the catalog, no price known")
         else:
             lines.append(f"price of {cited}: {', '.join(types)}")
     return "\n".join(lines)

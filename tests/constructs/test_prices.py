@@ -89,6 +89,21 @@ def test_the_default_instance_has_a_dated_sourced_price_in_us_east_1():
     (line,) = cost_lines({"InstanceType": "ml.g6.xlarge", "InitialInstanceCount": 1}, "us-east-1")
     assert "USD 1.13/h, USD 822/month" in line
     assert "(price of 2026-10-05, https://pricing.us-east-1.amazonaws.com/offers/v1.0/aws/AmazonSageMaker/" in line
+    # The offer file was not read here: the row is quoted by a public report, and the summary says so.
+    assert line.endswith(", as quoted by a public report (not re-read here))")
+
+
+def test_a_second_hand_figure_names_who_quoted_it_and_a_first_hand_one_does_not():
+    data = json.loads((DATA_DIR / "sagemaker_prices.json").read_text())["regions"]
+    for region, table in data.items():
+        for instance_type, entry in table.items():
+            cited = price(instance_type, region).citation
+            # A source that says it was quoted (not read) carries "via"; and only such a source.
+            second_hand = "uoted" in entry["source"] and "not re-read" in entry["source"].replace(
+                "Not re-read", "not re-read"
+            )
+            assert ("via" in entry) == second_hand, (region, instance_type)
+            assert ("as quoted by" in cited) == second_hand, (region, instance_type)
 
 
 def test_cost_with_managed_scaling_and_scale_to_zero():

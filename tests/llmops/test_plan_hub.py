@@ -101,22 +101,28 @@ def test_ranks_every_type_that_fits_cheapest_first_with_fit_columns_and_prices(e
     head, *rows = lines[2:]
     assert head.split()[:3] == ["instance", "type", "GPUs"] and "USD/h us-east-1" in head and "margin" in head
     ranked = [r.split()[0] for r in rows if r.startswith("ml.")]
-    # The types with a sourced us-east-1 price first, cheapest first; then the rest ("?").
+    # The types with a sourced us-east-1 price first, cheapest first; then the rest ("lookup").
     assert ranked[:5] == ["ml.g6.xlarge", "ml.g6.2xlarge", "ml.g5.xlarge", "ml.g5.2xlarge", "ml.g5.4xlarge"]
     first = rows[0].split()
     assert first[-2:] == ["1.13", "822"]  # 1.1267 USD/h, x 730 h
     assert "ml.g6e.xlarge" in ranked[5:]  # fits, but no sourced price: after every priced type
+    (g6e,) = [r.split() for r in rows if r.startswith("ml.g6e.xlarge ")]
+    assert g6e[-2:] == ["lookup", "lookup"]  # a catalog type: never "?" (issue 26), the legend says how to read it
+    assert not any(r.split()[-1] == "?" for r in rows if r.startswith("ml."))
     assert "ml.g4dn.xlarge" not in ranked  # 16.4 GB of bfloat16 weights on a 16 GB T4: neither memory nor format
     # Each price's source and date under the table, and the types without one.
-    legend = [line for line in lines if line.startswith(("price of ", "?: "))]
+    legend = [line for line in lines if line.startswith(("price of ", "lookup: ", "?: "))]
     assert any(
         line.startswith("price of 2026-10-05, https://pricing.us-east-1.amazonaws.com/") and "ml.g6.xlarge" in line
         for line in legend
     )
     assert any(line.startswith("price of 2025-02-13, https://github.com/aws-samples/") for line in legend)
-    unpriced = next(line for line in legend if line.startswith("?: no sourced on-demand price in us-east-1 for "))
+    # The quoted offer-file row says who quoted it: the figure was not read from the offer file here.
+    assert any("ml.g6.xlarge" in line and "as quoted by a public report (not re-read here)" in line for line in legend)
+    unpriced = next(line for line in legend if line.startswith("lookup: "))
     assert "ml.g6e.xlarge" in unpriced and "ml.g6.xlarge," not in unpriced
-    assert unpriced.endswith(f"; {lookup_hint('us-east-1')}")  # where to read the missing prices
+    assert unpriced.endswith(f" in us-east-1: {lookup_hint('us-east-1')}")  # where to read the missing prices
+    assert not any(line.startswith("?: ") for line in legend)  # every ranked type is in the catalog
     # The next-best types with the first's GPU count, as the instance_pools fallbacks (at most 4).
     (pools,) = [line for line in lines if " instance_pools=" in line]
     assert pools.startswith(
