@@ -13,10 +13,11 @@ import re
 import shlex
 
 import pytest
+from aws_cdk.assertions import Template
 
 from llmops.summary import describe
 from stacks.config import ConfigError, DeploymentConfig
-from tests.conftest import ROOT, context_with, stack_template
+from tests.conftest import ROOT, context_with
 
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").rglob("*.md"))
@@ -75,17 +76,28 @@ def test_every_recipe_passes_the_check_cdk_synth_runs(command):
         pytest.fail(f"{command}\n{e}")
 
 
-def summary_block() -> str:
-    template = stack_template().to_json()
+def summary_block(tmp_path, monkeypatch) -> str:
+    """What ``make synth`` prints for the default deployment in a fresh clone with no Hub: app.py's own step, with
+    the facts record beside cdk.json (none yet) and the Hub offline (HF_HUB_OFFLINE, so the line is the same on
+    every machine; an unreachable Hub says "the Hub did not answer (...)" instead)."""
+    import aws_cdk as cdk
+
+    from app import build_app
+    from llmops.facts import RECORD, FactsSource
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    app = build_app(cdk.App(context=context_with(), outdir=str(tmp_path / "out")), facts=FactsSource(tmp_path / RECORD))
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    template = Template.from_stack(stack).to_json()
     lines = ["LlmEndpoint.template.json", *describe(json.loads(json.dumps(template)))]
     return "```\n" + "\n".join(lines) + "\n```"
 
 
-def test_the_sample_summary_is_what_llmops_summary_prints():
+def test_the_sample_summary_is_what_llmops_summary_prints(tmp_path, monkeypatch):
     text = README.read_text()
     head, _, rest = text.partition(START)
     current, _, tail = rest.partition(END)
-    wanted = summary_block()
+    wanted = summary_block(tmp_path, monkeypatch)
     if os.environ.get("UPDATE_README"):
         README.write_text(f"{head}{START}\n{wanted}\n{END}{tail}")
         current = f"\n{wanted}\n"
