@@ -60,7 +60,6 @@ COMPONENT_ONLY = (
     "max_copies",
     "initial_copies",
     "target_concurrency",
-    "routing_strategy",
     "min_memory_mb",
 )
 STANDARD_ONLY = ("target_invocations_per_instance",)

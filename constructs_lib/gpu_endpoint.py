@@ -15,7 +15,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, STANDARD, resolve_scaling
+from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, ROUTING_STRATEGIES, STANDARD, resolve_scaling
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, get_engine
 from .hosting import (
@@ -31,6 +31,7 @@ from .hosting import (
     grant_registry_login_and_metrics,
     metrics_config,
     retained_log_group,
+    routing_config,
     sagemaker_scaling_role,
     serving_model,
 )
@@ -41,7 +42,7 @@ from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
 from .problems import construct_subject, refuse
-from .serving_features import metrics_problems
+from .serving_features import metrics_problems, prefix_routing_problems
 
 # Re-exported: the log-retention constants were defined here first and are imported from here.
 __all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
@@ -90,6 +91,9 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         security_groups: Sequence[ec2.ISecurityGroup] | None = None,
         enhanced_metrics: bool = False,
         metric_publish_frequency_s: int | None = None,
+        routing_strategy: str | None = None,
+        prefix_routing_length: int | None = None,
+        prefix_routing_concurrency: int | None = None,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -147,6 +151,13 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             Default: off (SageMaker's).
         :param metric_publish_frequency_s: ``MetricPublishFrequencyInSeconds``: 10, 30, 60, 120, 180, 240 or 300.
             Default: SageMaker's (60).
+        :param routing_strategy: how requests are spread over the instances (``RoutingConfig``, API
+            ProductionVariantRoutingConfig): ``LEAST_OUTSTANDING_REQUESTS``, ``RANDOM`` or ``PREFIX_AWARE`` (requests
+            sharing a prompt prefix go to the same instance, so its engine's prefix cache serves them; needs both
+            ``prefix_routing_*``). Default: SageMaker's own.
+        :param prefix_routing_length: with ``PREFIX_AWARE``: ``PrefixLength``, 1024-65536. Default: none (required).
+        :param prefix_routing_concurrency: with ``PREFIX_AWARE``: ``ConcurrencyThreshold``, in-flight requests on an
+            instance before the endpoint routes elsewhere, 1-1024. Default: none (required).
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -197,6 +208,12 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
 
         errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
         errors += metrics_problems(enhanced_metrics, metric_publish_frequency_s)
+        if routing_strategy is not None and routing_strategy not in ROUTING_STRATEGIES:
+            errors.append(
+                f"routing_strategy={routing_strategy!r} is not a routing strategy; allowed: "
+                f"{', '.join(ROUTING_STRATEGIES)}"
+            )
+        errors += prefix_routing_problems(routing_strategy, prefix_routing_length, prefix_routing_concurrency)
         refuse(construct_subject("GpuEndpoint", self), errors)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:gpu-endpoint", warning)
@@ -252,6 +269,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             container_startup_health_check_timeout_in_seconds=int(startup_timeout.to_seconds()),
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
+            routing_config=routing_config(routing_strategy, prefix_routing_length, prefix_routing_concurrency),
         )
         self.endpoint_config, self.endpoint = config_and_endpoint(
             self,

@@ -25,6 +25,7 @@ from .images import ServingImage
 from .model_data import ModelSource
 from .nag import acknowledge, acknowledge_wildcard
 from .network import VpcPlacement, grant_network_interfaces, vpc_placement
+from .serving_features import PREFIX_AWARE
 
 # The Lambda behind every LogRetention in a stack is one singleton with this construct id.
 LOG_RETENTION_FUNCTION_ID = "LogRetentionaae0aa3c5b4d4f87b02d85b201efdd8a"
@@ -330,6 +331,27 @@ def capacity_reservation(arn: str | None) -> sagemaker.CfnEndpointConfig.Capacit
         return None
     return sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty(
         capacity_reservation_preference="capacity-reservations-only", ml_reservation_arn=arn
+    )
+
+
+def routing_config(
+    strategy: str | None, prefix_length: int | None = None, concurrency_threshold: int | None = None
+) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:
+    """A variant's ``RoutingConfig``: how the endpoint routes requests "to the instances that the endpoint hosts"
+    (API ProductionVariantRoutingConfig, on every production variant, both modes), with ``PrefixAwareRoutingConfig``
+    for ``PREFIX_AWARE`` only ("Specify this parameter only when you set RoutingStrategy to PREFIX_AWARE"). None:
+    SageMaker's default routing."""
+    if not strategy:
+        return None
+    prefix = (
+        sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
+            prefix_length=prefix_length, concurrency_threshold=concurrency_threshold
+        )
+        if strategy == PREFIX_AWARE
+        else None
+    )
+    return sagemaker.CfnEndpointConfig.RoutingConfigProperty(
+        routing_strategy=strategy, prefix_aware_routing_config=prefix
     )
 
 

@@ -46,6 +46,7 @@ from .hosting import (
     metrics_config,
     openai_base_url,
     retained_log_group,
+    routing_config,
     sagemaker_metric,
     sagemaker_scaling_role,
     serving_model,
@@ -59,7 +60,7 @@ from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
 from .network import grant_network_interfaces
 from .problems import refuse
-from .serving_features import PREFIX_AWARE, metrics_problems, prefix_routing_problems
+from .serving_features import metrics_problems, prefix_routing_problems
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -270,18 +271,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
                 if max_instances is not None
                 else cdk.Lazy.number(_MaxInstanceCount(self)),
             ),
-            routing_config=(
-                sagemaker.CfnEndpointConfig.RoutingConfigProperty(
-                    routing_strategy=routing_strategy,
-                    prefix_aware_routing_config=sagemaker.CfnEndpointConfig.PrefixAwareRoutingConfigProperty(
-                        prefix_length=prefix_routing_length, concurrency_threshold=prefix_routing_concurrency
-                    )
-                    if routing_strategy == PREFIX_AWARE
-                    else None,
-                )
-                if routing_strategy
-                else None
-            ),
+            routing_config=routing_config(routing_strategy, prefix_routing_length, prefix_routing_concurrency),
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
         )

@@ -264,6 +264,9 @@ class LlmEndpointStack(cdk.Stack):
             **self.network,
             enhanced_metrics=config.enhanced_metrics,
             metric_publish_frequency_s=config.metric_publish_frequency_s,
+            routing_strategy=config.routing_strategy,
+            prefix_routing_length=config.prefix_routing_length,
+            prefix_routing_concurrency=config.prefix_routing_concurrency,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,

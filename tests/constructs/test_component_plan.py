@@ -128,7 +128,6 @@ def test_unknown_gpu_count_skips_capacity_checks():
         ({"mode": IC, "min_memory_mb": 64}, r"min_memory_mb=64 must be a whole number of MB, 128 or more"),
         ({"mode": IC, "routing_strategy": "ROUND_ROBIN"}, r"routing_strategy='ROUND_ROBIN' is not a routing"),
         ({"max_copies": 2}, r"max_copies=2 applies only with deployment_mode='inference-component'"),
-        ({"routing_strategy": "RANDOM"}, r"routing_strategy='RANDOM' applies only with deployment_mode='inference"),
         ({"mode": IC, "target_invocations_per_instance": 10}, r"target_invocations_per_instance=10 applies only"),
     ],
 )

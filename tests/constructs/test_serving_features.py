@@ -97,6 +97,36 @@ def test_bad_settings_fail_synth(props, message):
     stack, _ = _stack()
     with pytest.raises(ValueError, match=message):
         ComponentEndpoint(stack, "Endpoint", **props)
+    stack, bucket = _stack()
+    if "metric_publish_frequency_s" not in props:  # the same routing rules on a standard endpoint
+        with pytest.raises(ValueError, match=message):
+            GpuEndpoint(stack, "Endpoint", model=S3ModelData(bucket, "m/"), **props)
+
+
+def test_prefix_aware_routing_on_a_standard_endpoint():
+    """RoutingConfig is on every ProductionVariant and routes "to the instances that the endpoint hosts" (API
+    ProductionVariantRoutingConfig): a standard endpoint of several instances routes shared prefixes too."""
+    stack, bucket = _stack()
+    GpuEndpoint(
+        stack,
+        "Endpoint",
+        model=S3ModelData(bucket, "m/"),
+        instance_count=2,
+        routing_strategy="PREFIX_AWARE",
+        prefix_routing_length=2048,
+        prefix_routing_concurrency=16,
+    )
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["RoutingConfig"] == {
+        "RoutingStrategy": "PREFIX_AWARE",
+        "PrefixAwareRoutingConfig": {"PrefixLength": 2048, "ConcurrencyThreshold": 16},
+    }
+    stack, bucket = _stack()
+    GpuEndpoint(stack, "Endpoint", model=S3ModelData(bucket, "m/"), routing_strategy="LEAST_OUTSTANDING_REQUESTS")
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["RoutingConfig"] == {"RoutingStrategy": "LEAST_OUTSTANDING_REQUESTS"}  # no prefix settings
+    with pytest.raises(ValueError, match=r"routing_strategy='ROUND_ROBIN' is not a routing strategy"):
+        GpuEndpoint(_stack()[0], "Endpoint", model=S3ModelData(bucket, "m/"), routing_strategy="ROUND_ROBIN")
 
 
 @pytest.mark.parametrize(
@@ -113,6 +143,21 @@ def test_bad_settings_fail_synth(props, message):
 def test_bad_context_fails_synth_naming_the_key(context, message):
     problems = problems_of(**context)
     assert any(re.search(message, p) for p in problems), problems
+
+
+def test_a_standard_stack_with_prefix_routing_passes_cfn_lint(tmp_path):
+    build(
+        outdir=str(tmp_path),
+        instance_count="2",
+        routing_strategy="PREFIX_AWARE",
+        prefix_routing_length="2048",
+        prefix_routing_concurrency="16",
+    ).synth()
+    path = tmp_path / "LlmEndpoint.template.json"
+    (variant,) = _one(json.loads(path.read_text()), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["RoutingConfig"]["RoutingStrategy"] == "PREFIX_AWARE"
+    result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_stack_with_every_feature_passes_cfn_lint(tmp_path):
