@@ -13,12 +13,12 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import Refusal
-from llmops.facts import RECORD, FactsSource
+from llmops.facts import METADATA_KEY, RECORD, FactsSource
 from stacks.config import ConfigError, DeploymentConfig
 from stacks.fleet import deployments_of, fleet_from_context
 from stacks.fleet_stacks import build_fleet
 from stacks.llm_endpoint_stack import LlmEndpointStack
-from stacks.model_checks import apply_model_facts
+from stacks.model_checks import check_deployment, check_fleet, fleet_metadata
 
 # The recorded Hub lookups, beside cdk.json (as cdk.context.json is): llmops/facts.py.
 FACTS = Path(__file__).resolve().parent / RECORD
@@ -30,17 +30,22 @@ def build_app(app: cdk.App, *, facts: FactsSource | None = None) -> cdk.App:
     context = app.node.get_all_context()
     deployments = deployments_of(context, read_text=lambda path: Path(path).read_text(encoding="utf-8"))
     if deployments is not None:  # a fleet: one stack per endpoint and the app's bucket (docs/guide/fleets.md)
-        build_fleet(app, fleet_from_context(context, deployments))
+        # Each deployment's model is looked up and checked as a single deployment's is, with its merged keys.
+        fleet, statuses, problems = check_fleet(fleet_from_context(context, deployments), facts)
+        if problems:
+            raise ConfigError(problems)
+        stacks = {stack.node.id: stack for stack in build_fleet(app, fleet)}
+        for endpoint in fleet.endpoints:
+            # Template-level Metadata holds arbitrary JSON (CloudFormation template anatomy, "Metadata" section);
+            # CDK writes Stack.templateOptions.metadata there when it synthesizes the stack (aws-cdk-lib Stack).
+            options = stacks[endpoint.stack_name].template_options
+            options.metadata = {**(options.metadata or {}), METADATA_KEY: fleet_metadata(endpoint, statuses)}
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
         return app
     config = DeploymentConfig.from_context(context)
     # The lookup is a step of the app, like CDK's own context lookups: the facts come from the record when
     # it has them, from the Hub (then recorded) when not; the checks then refuse what cannot run.
-    known = None
-    if facts is not None and not config.model_s3_uri:
-        gguf = config.engine_spec.model_format == "gguf"  # llama.cpp: the GGUF header, not config.json
-        known = facts.facts_for(config.model_id, config.revision, gguf=gguf, gguf_file=config.gguf_file)
-    config, status, problems = apply_model_facts(config, known)
+    config, status, problems = check_deployment(config, facts)
     if problems:
         raise ConfigError(problems)
     LlmEndpointStack(app, config.stack_name, config=config, model_facts=status)

@@ -67,16 +67,31 @@ def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | 
     return context
 
 
-def load_config(pairs: list[str], context_file: Path | None) -> Any:
-    """The validated DeploymentConfig, or 2 after printing each problem on one line (never a traceback)."""
+def _base(context_file: Path | None) -> Path:
+    """Where relative paths in the context are read from: the context file's folder (cdk.json's: the app's, as
+    cdk synth runs app.py there), else the current folder."""
+    return context_file.parent if context_file is not None else Path.cwd()
+
+
+def load_configs(pairs: list[str], context_file: Path | None) -> dict[str | None, Any] | int:
+    """Every deployment the context describes, validated as app.py validates it: ``{None: config}`` for a single
+    deployment, ``{name: config}`` for a fleet (``deployments`` or ``deployments_file``, each deployment's keys
+    merged over the top-level ones by stacks/fleet.py, problems named ``deployments.<name>.<key>``); or 2 after
+    printing each problem on one line (never a traceback)."""
     context = context_of(pairs, context_file)
     if isinstance(context, str):
         print(f"error: {context}", file=sys.stderr)
         return 2
     from stacks.config import ConfigError, DeploymentConfig
+    from stacks.fleet import deployments_of, fleet_from_context
 
+    base = _base(context_file)
     try:
-        return DeploymentConfig.from_context(context)
+        deployments = deployments_of(context, read_text=lambda path: (base / path).read_text(encoding="utf-8"))
+        if deployments is None:
+            return {None: DeploymentConfig.from_context(context)}
+        fleet = fleet_from_context(context, deployments)
+        return {d.name: d.config for d in fleet.deployments}
     except ConfigError as e:
         for problem in e.problems:
             print(f"error: {problem}", file=sys.stderr)
@@ -84,3 +99,42 @@ def load_config(pairs: list[str], context_file: Path | None) -> Any:
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+
+
+def fleet_source(pairs: list[str], context_file: Path | None) -> str:
+    """How the context gives its deployments map, for messages: ``deployments_file='fleet.json'`` or
+    ``deployments``."""
+    context = context_of(pairs, context_file)
+    path = context.get("deployments_file") if isinstance(context, dict) else None
+    return f"deployments_file={path!r}" if path is not None else "deployments"
+
+
+def load_config(pairs: list[str], context_file: Path | None, deployment: str | None = None) -> Any:
+    """The validated DeploymentConfig of the single deployment, or of the fleet's deployment ``deployment``
+    names; 2 after printing each problem on one line (never a traceback): also for a fleet without
+    ``deployment`` (the names listed) and for ``deployment`` without a fleet or not in it."""
+    configs = load_configs(pairs, context_file)
+    if isinstance(configs, int):
+        return configs
+    if None in configs:
+        if deployment is not None:
+            print(
+                f"error: --deployment {deployment}: the context has no deployments map (deployments or "
+                "deployments_file); without one it describes a single deployment: leave --deployment out",
+                file=sys.stderr,
+            )
+            return 2
+        return configs[None]
+    names = ", ".join(str(name) for name in configs)
+    source = fleet_source(pairs, context_file)
+    if deployment is None:
+        print(
+            f"error: {source} holds {len(configs)} deployment(s) ({names}): choose one with --deployment NAME "
+            "(its keys merged over the top-level ones, as cdk synth checks it)",
+            file=sys.stderr,
+        )
+        return 2
+    if deployment not in configs:
+        print(f"error: --deployment {deployment}: not in {source}; allowed: {names}", file=sys.stderr)
+        return 2
+    return configs[deployment]

@@ -8,7 +8,8 @@ The way CDK records its lookups in ``cdk.context.json``: when the model comes fr
 ``model_id@revision`` it looks the model up on the Hub once with ``huggingface_hub`` (the revision's commit
 SHA, config.json, every file's name and size; no weights) and writes the entry. The next synth reads the
 record and needs no network: the same synth every time, and ``revision=main`` pinned to the recorded SHA.
-``refresh`` looks every configured model up again (a new commit on ``main``; a gated model with a token). The
+``refresh`` looks every configured model up again (a new commit on ``main``; a gated model with a token): with
+a ``deployments`` map (or ``deployments_file``) every deployment's model, as synth checks each of them. The
 token comes from ``$HF_TOKEN`` at synth; ``refresh`` also reads ``hf_token_secret_arn`` as ``plan`` does.
 ``HF_HUB_OFFLINE=1`` (huggingface_hub's switch) stops synth from looking anything up. With neither a record
 nor the Hub, synth still succeeds and its summary says that fit was not checked.
@@ -40,6 +41,8 @@ HEADER = (
     "Model facts cdk synth looked up on the Hugging Face Hub (commit SHA, config.json, file sizes), read back by "
     f"every later synth so that it needs no network. Commit this file. To look up again: {REFRESH} (make facts)."
 )
+# Synth reads the token from the environment only; refresh also reads the deployment's secret.
+SYNTH_TOKEN_HINT = f"HF_TOKEN in the environment: synth reads no secret, {REFRESH} also reads hf_token_secret_arn"
 OFFLINE_VALUES = {"1", "true", "yes", "on"}  # huggingface_hub's constants._is_true
 
 
@@ -186,25 +189,28 @@ def look_up(
     timeout: float = LOOKUP_TIMEOUT_S,
     gguf: bool = False,
     gguf_file: str | None = None,
+    token_hint: str | None = None,
 ) -> ModelFacts:
     """The Hub's answer for ``repo_id@revision``; ``llmops.hub.HubError`` (one line) when it has none.
 
     gguf: llama.cpp serves the model: record the header of the GGUF model ``gguf_file`` names (else the first
-    one), read by range requests, instead of config.json."""
-    from llmops.hub import HubError, endpoint, fetch_files, fetch_model, gguf_reader
+    one), read by range requests, instead of config.json. token_hint: where a token comes from, for the Hub's
+    errors. Default: the context key hf_token_secret_arn (as refresh takes it)."""
+    from llmops.hub import CONTEXT_TOKEN_HINT, HubError, endpoint, fetch_files, fetch_model, gguf_reader
 
+    hint = token_hint or CONTEXT_TOKEN_HINT
     found: dict[str, Any] | None = None
     if not gguf:
-        model = fetch_model(repo_id, revision, token=token, timeout=timeout)
+        model = fetch_model(repo_id, revision, token=token, timeout=timeout, token_hint=hint)
         sha, config, files = model.sha, model.config, model.sizes
     else:
-        sha, files = fetch_files(repo_id, revision, token=token, timeout=timeout)
+        sha, files = fetch_files(repo_id, revision, token=token, timeout=timeout, token_hint=hint)
         name, _ = select_gguf(files, gguf_file)
         if name is None:
             named = f" matching gguf_file={gguf_file!r}" if gguf_file else ""
             raise HubError(f"{repo_id}@{sha[:12]} has no .gguf file{named}")
         try:
-            header = read_header(gguf_reader(repo_id, sha, name, token=token, timeout=timeout))
+            header = read_header(gguf_reader(repo_id, sha, name, token=token, timeout=timeout, token_hint=hint))
         except GgufError as e:
             raise HubError(f"{repo_id}@{sha[:12]}/{name} is not a GGUF file llama.cpp can load: {e}") from None
         found = {
@@ -262,7 +268,8 @@ class FactsSource:
         from llmops.hub import HubError
 
         try:
-            facts = look_up(repo_id, revision, token=os.environ.get("HF_TOKEN") or None, gguf=gguf, gguf_file=gguf_file)
+            token = os.environ.get("HF_TOKEN") or None
+            facts = look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file, token_hint=SYNTH_TOKEN_HINT)
         except HubError as e:
             return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and the Hub did not answer ({e})")
         record.put(facts)
@@ -277,22 +284,28 @@ class FactsSource:
 
 
 def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | None, bool, str | None]] | int:
-    """(model_id, revision, hf_token_secret_arn, gguf, gguf_file) of the deployment the context describes; 2 on bad
-    input."""
-    from llmops.context import load_config
+    """(model_id, revision, hf_token_secret_arn, gguf, gguf_file) of every deployment the context describes (each
+    of a fleet's, with its merged keys; one entry per model), in order; 2 on bad input."""
+    from llmops.context import load_configs
 
-    config = load_config(args.context, args.context_file)
-    if isinstance(config, int):
-        return config
-    if config.model_s3_uri:
-        print(f"model_s3_uri={config.model_s3_uri!r}: the model is an S3 prefix, no Hub facts to record")
-        return []
-    gguf = config.engine_spec.model_format == "gguf"
-    return [(config.model_id, config.revision, config.hf_token_secret_arn, gguf, config.gguf_file)]
+    configs = load_configs(args.context, args.context_file)
+    if isinstance(configs, int):
+        return configs
+    models: list[tuple[str, str, str | None, bool, str | None]] = []
+    for name, config in configs.items():
+        if config.model_s3_uri:
+            who = f"deployments.{name}." if name is not None else ""
+            print(f"{who}model_s3_uri={config.model_s3_uri!r}: the model is an S3 prefix, no Hub facts to record")
+            continue
+        gguf = config.engine_spec.model_format == "gguf"
+        model = (config.model_id, config.revision, config.hf_token_secret_arn, gguf, config.gguf_file)
+        if model not in models:
+            models.append(model)
+    return models
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from llmops.hub import HubError, read_token
+    from llmops.hub import CONTEXT_TOKEN_HINT, HubError, read_token
 
     models = _configured_models(args)
     if isinstance(models, int):
@@ -304,7 +317,9 @@ def _refresh(args: argparse.Namespace) -> int:
         record = FactsRecord(args.record)
     for repo_id, revision, secret_arn, gguf, gguf_file in models:
         try:
-            facts = look_up(repo_id, revision, token=read_token(secret_arn), gguf=gguf, gguf_file=gguf_file)
+            token = read_token(secret_arn)
+            hint = CONTEXT_TOKEN_HINT  # refresh takes the context key, not plan's flag
+            facts = look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file, token_hint=hint)
         except HubError as e:
             print(f"error: {e}", file=sys.stderr)
             return 3

@@ -21,6 +21,15 @@ CONFIG = "config.json"
 # with base_model_relation: quantized): https://huggingface.co/docs/hub/model-cards#specifying-a-base-model
 QUANTIZED_OF = "base_model:quantized:{}"
 VARIANTS_SHOWN = 5
+# Where a token comes from, as the command at hand takes it: the errors below name it (llmops.plan's flags by
+# default; -c and llmops.facts take the context key).
+FLAG_TOKEN_HINT = (
+    "HF_TOKEN in the environment, or --hf-token-secret-arn with the Secrets Manager secret the deployment uses"
+)
+CONTEXT_TOKEN_HINT = (
+    "HF_TOKEN in the environment, or the context key hf_token_secret_arn (-c or cdk.json) naming the Secrets "
+    "Manager secret the deployment uses"
+)
 
 
 class HubError(Exception):
@@ -60,7 +69,9 @@ def _api(token: str | None) -> Any:
     return HfApi(endpoint=endpoint(), token=token or False)
 
 
-def _explain(error: Exception, repo_id: str, revision: str | None, token: str | None) -> HubError:
+def _explain(
+    error: Exception, repo_id: str, revision: str | None, token: str | None, token_hint: str = FLAG_TOKEN_HINT
+) -> HubError:
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -76,14 +87,12 @@ def _explain(error: Exception, repo_id: str, revision: str | None, token: str | 
                 "page with the account the token belongs to"
             )
         return HubError(
-            f"{repo_id} is gated: accept its terms on the Hub, then give a token with read access "
-            "(HF_TOKEN in the environment, or --hf-token-secret-arn with the Secrets Manager secret the "
-            "deployment uses)"
+            f"{repo_id} is gated: accept its terms on the Hub, then give a token with read access ({token_hint})"
         )
     if isinstance(error, RevisionNotFoundError):
         return HubError(f"{where}: no such revision (a branch, tag or commit SHA) on the Hub")
     if isinstance(error, RepositoryNotFoundError):
-        hint = "" if token else " (a private repository needs a token: HF_TOKEN or --hf-token-secret-arn)"
+        hint = "" if token else f" (a private repository needs a token: {token_hint})"
         return HubError(f"{repo_id}: repository not found on {endpoint() or 'the Hub'}{hint}")
     if isinstance(error, EntryNotFoundError):
         return HubError(f"{where} has no {CONFIG}: plan needs a transformers-style checkpoint")
@@ -94,7 +103,12 @@ def _explain(error: Exception, repo_id: str, revision: str | None, token: str | 
 
 
 def fetch_model(
-    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    token: str | None = None,
+    timeout: float | None = None,
+    token_hint: str = FLAG_TOKEN_HINT,
 ) -> HubModel:
     """config.json and the weight files' total size of ``repo_id`` at ``revision`` (default: main).
 
@@ -116,7 +130,7 @@ def fetch_model(
     # The network boundary: huggingface_hub's own errors, and its HTTP client's (connection refused, DNS, TLS,
     # timeouts) which are not OSError; each becomes one line, never a traceback.
     except Exception as e:
-        raise _explain(e, repo_id, revision, token) from None
+        raise _explain(e, repo_id, revision, token, token_hint) from None
     try:
         with open(path, encoding="utf-8") as f:
             config = json.load(f)
@@ -145,18 +159,29 @@ def fetch_model(
 
 
 def fetch_files(
-    repo_id: str, revision: str | None = None, *, token: str | None = None, timeout: float | None = None
+    repo_id: str,
+    revision: str | None = None,
+    *,
+    token: str | None = None,
+    timeout: float | None = None,
+    token_hint: str = FLAG_TOKEN_HINT,
 ) -> tuple[str, dict[str, int]]:
     """(commit SHA, every file's size) of ``repo_id`` at ``revision``; HubError when the Hub cannot answer."""
     try:
         info = _api(token).model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
     except Exception as e:  # the network boundary, as in fetch_model
-        raise _explain(e, repo_id, revision, token) from None
+        raise _explain(e, repo_id, revision, token, token_hint) from None
     return info.sha or revision or "main", {s.rfilename: int(s.size or 0) for s in info.siblings or []}
 
 
 def gguf_reader(
-    repo_id: str, sha: str, path: str, *, token: str | None = None, timeout: float | None = None
+    repo_id: str,
+    sha: str,
+    path: str,
+    *,
+    token: str | None = None,
+    timeout: float | None = None,
+    token_hint: str = FLAG_TOKEN_HINT,
 ) -> Callable[[int, int], bytes]:
     """Range GETs of one file on the Hub (``/resolve/<sha>/<path>``, redirected to its CDN for LFS files), for
     :func:`preflight.gguf.read_header`: the header only, never the weights. HubError on a failed read."""
@@ -176,7 +201,7 @@ def gguf_reader(
                 timeout=timeout or 10,
             )
         except Exception as e:
-            raise _explain(e, repo_id, sha, token) from None
+            raise _explain(e, repo_id, sha, token, token_hint) from None
         if answer.status_code == 416:  # Range Not Satisfiable: past the end of the file
             return b""
         if answer.status_code not in (200, 206):

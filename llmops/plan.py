@@ -3,6 +3,7 @@
     python -m llmops.plan -c model_id=meta-llama/Llama-3.1-8B-Instruct -c instance_type=ml.g6e.12xlarge \
         -c max_model_len=65536                      # the context keys cdk synth takes (make plan ARGS=...)
     python -m llmops.plan --context-file cdk.json -c max_model_len=131072
+    python -m llmops.plan -c deployments_file=fleet.json --deployment chat   # one deployment of a fleet
     python -m llmops.plan --model-id Qwen/Qwen3-32B --max-model-len 32768 [--region us-west-2] [--json]
     python -m llmops.plan --model-id Qwen/Qwen3-8B --instance-type ml.g6.xlarge --max-model-len 32768
     python -m llmops.plan --config config.json --weights-bytes 16381470000 --max-model-len 32768
@@ -24,8 +25,12 @@ it prints the detailed per-GPU report for that type. ``--json`` prints either as
 is in ``preflight/memory_fit.py``; the weight-format table in ``preflight/data/weight_formats.json``.
 
 With ``-c key=value`` / ``--context-file`` the deployment is read exactly as ``cdk synth`` reads it
-(llmops/context.py: the context-key registry and DeploymentConfig's checks) and checked as the deploy
-preflight checks it, from ``model-facts.json`` when the model is recorded there (no network), else the Hub.
+(llmops/context.py: the context-key registry and DeploymentConfig's checks) and checked with the settings synth
+checks it with (stacks/model_checks.py ``check_settings``: engine_env's KV-cache dtype, memory share,
+max_num_batched_tokens and format flags, ``preflight_sequences``, ``preflight_skip``), from ``model-facts.json``
+when the model is recorded there (no network), else the Hub. A fleet (``deployments`` / ``deployments_file``)
+needs ``--deployment NAME``: that deployment's keys merged over the top-level ones, as synth merges them;
+without it plan exits 2 and lists the names.
 
 Exit status: 0 fits (somewhere), 1 does not fit, 2 bad arguments or context, 3 could not read S3 or the Hub;
 each error is one line, never a traceback.
@@ -237,7 +242,7 @@ class Candidate:
     largest_context: int  # one sequence
     context_for_all_sequences: int  # each of max_num_seqs sequences at once
     full_length_sequences: int
-    margin: str  # "fits", "tight" or "no"
+    margin: str  # "fits", "tight", "no", or "skipped" (what does not fit is a check preflight_skip turns off)
     headroom: float  # share of the engine's memory left after the required KV cache (negative: short)
     usd_per_hour: float | None
     usd_per_month: float | None
@@ -246,6 +251,7 @@ class Candidate:
     price_via: str | None = None  # who quoted that source, for a figure not read from it (prices.Price.via)
     reasons: list[str] = field(default_factory=list)  # why not, when margin is "no"
     warnings: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # problems of checks preflight_skip turns off: not refused
 
 
 def margin_of(fit: MemoryFit, formats: FormatCheck) -> tuple[str, float]:
@@ -265,10 +271,14 @@ def evaluate(
     settings: dict[str, Any],
     tensor_parallel_size: int | None = None,
     gpu_label: str | None = None,
+    skip: tuple[str, ...] = (),
 ) -> tuple[Candidate, MemoryFit, FormatCheck]:
     """Memory fit and weight format of the model on ``spec`` (tensor parallel: all GPUs unless given).
 
-    ``gpu_label`` names the GPU in format warnings. Default: the instance type and its GPU model.
+    ``gpu_label`` names the GPU in format warnings. Default: the instance type and its GPU model. ``skip``: the
+    checks ``preflight_skip`` turns off (synth and the deploy preflight skip them): every check still runs and
+    reports, but a problem of a skipped check is listed in ``skipped``, not refused (margin ``skipped`` when
+    nothing else is wrong).
     """
     checked = check_model(
         config,
@@ -285,6 +295,9 @@ def evaluate(
     fit, formats = checked.fit, checked.formats
     assert fit is not None and formats is not None  # nothing skipped
     margin, headroom = margin_of(fit, formats)
+    skipped = [text for check, text in checked.problems if check in skip]
+    if margin == "no" and skipped and len(skipped) == len(checked.problems):
+        margin = "skipped"
     largest = fit.max_model_len_that_fits
     if fit.context_limit is not None:
         largest = min(largest, fit.context_limit)
@@ -307,6 +320,7 @@ def evaluate(
         price_via=cost.via,
         reasons=fit.problems + formats.problems,
         warnings=fit.warnings + formats.warnings,
+        skipped=skipped,
     )
     return candidate, fit, formats
 
@@ -485,6 +499,12 @@ def _fit_json(fit: MemoryFit) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.plan", description=__doc__.split("\n\n")[0])
     add_context_arguments(parser)  # -c key=value, --context-file: the deployment exactly as cdk synth reads it
+    parser.add_argument(
+        "--deployment",
+        metavar="NAME",
+        help="with -c/--context-file holding a deployments map (or deployments_file): the deployment to plan, "
+        "its keys merged over the top-level ones as cdk synth merges them; needed with a fleet",
+    )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--model-id", help="a Hugging Face Hub repository, e.g. Qwen/Qwen3-32B")
     source.add_argument("--config", type=Path, help="a model's config.json (needs --weights-bytes)")
@@ -566,7 +586,7 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
     """The model's config.json and weight bytes from the flag the user gave; an exit code on a read failure."""
     if args.model_id is not None:
         from llmops.facts import FactsError, FactsRecord
-        from llmops.hub import HubError, fetch_model, read_token
+        from llmops.hub import CONTEXT_TOKEN_HINT, FLAG_TOKEN_HINT, HubError, fetch_model, read_token
 
         if args.facts_record is not None and args.weights_bytes is None:  # what synth recorded: no network
             try:
@@ -583,7 +603,8 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
                 return Source(recorded.config, recorded.weight_bytes, [note], flag, args.model_id)
         try:
             token = read_token(args.hf_token_secret_arn)
-            model = fetch_model(args.model_id, args.revision, token=token)
+            hint = CONTEXT_TOKEN_HINT if args.facts_record else FLAG_TOKEN_HINT  # -c takes the key, not the flag
+            model = fetch_model(args.model_id, args.revision, token=token, token_hint=hint)
         except HubError as e:
             print(f"error: {e}", file=sys.stderr)
             return 3
@@ -638,7 +659,20 @@ CONTEXT_REPLACES = {
     "max_num_seqs": "preflight_sequences",
     "kv_cache_dtype": "engine_env",
     "gpu_memory_utilization": "engine_env",
+    "max_num_batched_tokens": "engine_env",
     "engine": "engine",
+}
+# check_settings' names (stacks/model_checks.py) that plan holds as its own arguments; every other one goes to
+# check_model as it is (dtype, quantization, splits_heads), so a setting synth reads cannot be left out here.
+ARGUMENT_OF = {
+    "engine": "engine",
+    "max_model_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "max_num_seqs": "max_num_seqs",
+    "kv_cache_dtype": "kv_cache_dtype",
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "max_num_batched_tokens": "max_num_batched_tokens",
+    "skip": "preflight_skip",
 }
 
 
@@ -664,10 +698,10 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(f"error: give the deployment as context keys only, not also as flags: {keys}", file=sys.stderr)
         return 2
     from constructs_lib import get_engine
-    from constructs_lib.format_guard import weight_format_flags
-    from llmops.context import load_config
+    from llmops.context import fleet_source, load_config
+    from stacks.model_checks import check_settings
 
-    config = load_config(args.context, args.context_file)
+    config = load_config(args.context, args.context_file, args.deployment)
     if isinstance(config, int):
         return config
     engine = get_engine(config.engine)
@@ -678,7 +712,6 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             file=sys.stderr,
         )
         return 2
-    memory = engine.preflight_settings(config.engine_env)
     args.model_id = None if config.model_s3_uri else config.model_id
     args.model_s3_uri = config.model_s3_uri
     args.revision = None if config.model_s3_uri else config.revision
@@ -688,23 +721,31 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         config.gpu_count,
         config.gpu_memory_gib,
     )
-    args.tensor_parallel_size, args.max_model_len = config.tensor_parallel_size, config.max_model_len
-    args.max_num_seqs = config.preflight_sequences
-    args.kv_cache_dtype = memory.get("kv_cache_dtype", "auto")
-    args.gpu_memory_utilization = memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION)
-    args.engine = engine.name
-    args.format_flags = {k: v for k, v in weight_format_flags(engine, config.engine_env).items() if v}
+    # The settings synth checks with (one function for both): preflight_sequences, engine_env's KV-cache dtype,
+    # memory share, max_num_batched_tokens and format flags, preflight_skip.
+    for name, value in check_settings(config).items():
+        if name in ARGUMENT_OF:
+            setattr(args, ARGUMENT_OF[name], value)
+        elif value is not None:
+            args.format_flags[name] = value
     args.facts_record = (args.context_file.parent if args.context_file else Path.cwd()) / RECORD
+    if args.deployment is not None:
+        args.context_notes.append(
+            f"deployment {args.deployment} of {fleet_source(args.context, args.context_file)}: its keys over the "
+            "top-level ones, as cdk synth checks it"
+        )
     return None
 
 
 def _plan(argv: list[str] | None, s3_client: Any) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.format_flags, args.facts_record = {}, None
+    args.format_flags, args.facts_record, args.preflight_skip, args.context_notes = {}, None, (), []
     if uses_context(args):
         if (failed := _from_context(args, parser)) is not None:
             return failed
+    elif args.deployment is not None:
+        parser.error("argument --deployment: only with -c/--context-file (a deployments map or deployments_file)")
     elif args.model_id is None and args.config is None and args.model_s3_uri is None and args.gguf is None:
         parser.error(
             "give the model: -c model_id=... (and the other context keys cdk synth takes), or one of --model-id, "
@@ -746,6 +787,7 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
     source = _load(args, parser, s3_client)
     if isinstance(source, int):
         return source
+    source.notes[:0] = args.context_notes
     if args.max_model_len is None:  # what engines use when none is given
         limit = engine_context_limit(text_config(source.config))
         if limit is None:
@@ -781,8 +823,9 @@ def _detailed(
         region=region,
         settings=settings,
         tensor_parallel_size=args.tensor_parallel_size or spec.gpu_count,
+        skip=args.preflight_skip,
     )
-    fits = fit.fits and formats.ok
+    fits = candidate.margin != "no"  # a problem of a check preflight_skip names is not refused, as at synth
     better = (
         []
         if fits
@@ -810,6 +853,11 @@ def _detailed(
         print(f"  - {problem}")
     for item in formats.warnings + formats.notes:
         print(f"  - {item}")
+    if candidate.skipped:
+        print(
+            f"preflight_skip={list(args.preflight_skip)!r}: not refused, as cdk synth and the deploy preflight skip "
+            f"these checks; the engine still meets them at start-up: {'; '.join(candidate.skipped)}"
+        )
     cost = price(spec.instance_type, region)
     if cost.known:
         print(

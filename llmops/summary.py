@@ -92,6 +92,18 @@ def cost_lines(variant: dict, region: str) -> list[str]:
 SHA = re.compile(r"[0-9a-f]{40}")
 
 
+# A secret's ARN ends in its name, '-' and six random characters that Secrets Manager adds (Secrets Manager API
+# reference, CreateSecret response ARN: "includes the name of the secret followed by six random characters",
+# docs.aws.amazon.com/sdk-for-kotlin/api/latest/secretsmanager/aws.sdk.kotlin.services.secretsmanager.model/
+# -create-secret-response/arn.html); the key hf_token_secret_arn takes only complete ARNs (names.py SECRET_ARN).
+SECRET_SUFFIX = re.compile(r"-[A-Za-z0-9]{6}$")
+
+
+def secret_name_of(arn: str) -> str:
+    """The secret's name from its complete ARN (``...:secret:hf-token-AbCdEf`` -> ``hf-token``)."""
+    return SECRET_SUFFIX.sub("", arn.split(":secret:", 1)[-1]) if ":secret:" in arn else arn.rsplit(":", 1)[-1]
+
+
 def checkpoint_lines(props: dict, pinned_from: str | None = None) -> list[str]:
     """The staged model: repository, revision (and whether it is pinned), the token secret by name only.
 
@@ -105,7 +117,7 @@ def checkpoint_lines(props: dict, pinned_from: str | None = None) -> list[str]:
         else "pinned"
     )
     secret = props.get("TokenSecretArn") or ""
-    secret_name = secret.rsplit(":", 1)[-1] if isinstance(secret, str) and secret else "none (a public repository)"
+    secret_name = secret_name_of(secret) if isinstance(secret, str) and secret else "none (a public repository)"
     return [f"  model: {props.get('RepoId')} at {revision} ({pinned})", f"  token secret: {secret_name}"]
 
 
@@ -177,6 +189,19 @@ def _variant_lines(variant: dict, region: str, copies: object = None, indent: st
     return [head] + [indent[2:] + line for line in cost_lines(variant, region)]
 
 
+def _pinned_from(facts: dict, checkpoint: dict) -> str | None:
+    """The floating revision synth pinned the checkpoint's commit from: the stack's, or in a fleet's stack that of
+    the deployment staging this repository at this commit."""
+    if facts.get("PinnedFrom"):
+        return str(facts["PinnedFrom"])
+    props = checkpoint.get("Properties", {})
+    for deployment in facts.get("Deployments") or []:
+        same = (deployment.get("RepoId"), deployment.get("Revision")) == (props.get("RepoId"), props.get("Revision"))
+        if same and deployment.get("PinnedFrom"):
+            return str(deployment["PinnedFrom"])
+    return None
+
+
 def _model_block(
     resources: dict, logical_id: str, region: str, facts: dict, description: str, shown: set[int]
 ) -> list[str]:
@@ -191,7 +216,9 @@ def _model_block(
     if staged:
         lines += [
             f"  {line}"
-            for line in checkpoint_lines(resources[staged[0]].get("Properties", {}), facts.get("PinnedFrom"))
+            for line in checkpoint_lines(
+                resources[staged[0]].get("Properties", {}), _pinned_from(facts, resources[staged[0]])
+            )
         ]
     else:
         source = props.get("PrimaryContainer", {}).get("ModelDataSource", {}).get("S3DataSource", {}).get("S3Uri")
@@ -242,6 +269,8 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     facts = template.get("Metadata", {}).get(METADATA_KEY) or {}
     if facts.get("Line"):
         lines.append(f"  {facts['Line']}")  # the model checks at synth: what was checked, or why not
+    for deployment in facts.get("Deployments") or []:  # a fleet's endpoint stack: one line per deployment
+        lines.append(f"  deployment {deployment.get('Deployment')}: {deployment.get('Line')}")
     description = str(template.get("Description", ""))
     shown: set[int] = set()  # the variants a model block printed
     for logical_id, res in resources.items():

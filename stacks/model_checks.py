@@ -4,7 +4,8 @@ The same call plan makes (``preflight.model_check.check_model``), with the setti
 preflight (``LlmEndpointStack._preflight``): tensor parallel size, ``preflight_sequences`` full-length
 sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, and
 ``preflight_skip``. A problem fails synth naming the key, the value and the limit, before anything exists.
-The facts also pin a floating ``revision`` to the commit they were looked up at.
+The facts also pin a floating ``revision`` to the commit they were looked up at. A fleet's deployments are
+each checked the same way (``check_fleet``), their problems named ``deployments.<name>.<key>``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from preflight.model_check import ModelCheck, check_model
 from .config import DeploymentConfig
 
 if TYPE_CHECKING:
-    from llmops.facts import Known
+    from llmops.facts import FactsSource, Known
+
+    from .fleet import Fleet, FleetEndpoint
 
 # Problems that already start with the context key they are about; the others are about the instance.
 KEY_LED = ("max_model_len=", "tensor_parallel_size=")
@@ -46,6 +49,55 @@ class FactsStatus:
 
 def not_checked(why: str) -> FactsStatus:
     return FactsStatus(False, f"fit not checked at synth: {why}; the deploy preflight checks it before any GPU starts")
+
+
+def facts_of(config: DeploymentConfig, facts: FactsSource | None) -> Known | None:
+    """The lookup synth makes for one deployment: the record's entry, else the Hub's (then recorded); None when
+    there is nothing to look up (no FactsSource, or the model is an S3 prefix)."""
+    if facts is None or config.model_s3_uri:
+        return None
+    gguf = config.engine_spec.model_format == "gguf"  # llama.cpp: the GGUF header, not config.json
+    return facts.facts_for(config.model_id, config.revision, gguf=gguf, gguf_file=config.gguf_file)
+
+
+def check_deployment(
+    config: DeploymentConfig, facts: FactsSource | None
+) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
+    """Look the deployment's model up (facts_of) and check it (apply_model_facts): what app.py runs per model."""
+    return apply_model_facts(config, facts_of(config, facts))
+
+
+def check_fleet(fleet: Fleet, facts: FactsSource | None) -> tuple[Fleet, dict[str, FactsStatus], list[str]]:
+    """Every deployment of a fleet checked as a single deployment is (check_deployment), with its merged keys:
+    (the fleet, each revision pinned by its facts; each deployment's summary line by name; problems, each named
+    ``deployments.<name>.<key>`` as stacks/fleet.py names the fleet's other problems)."""
+    statuses: dict[str, FactsStatus] = {}
+    problems: list[str] = []
+    endpoints = []
+    for endpoint in fleet.endpoints:
+        deployments = []
+        for deployment in endpoint.deployments:
+            config, status, refused = check_deployment(deployment.config, facts)
+            statuses[deployment.name] = status
+            problems += [f"deployments.{deployment.name}.{problem}" for problem in refused]
+            deployments.append(dataclasses.replace(deployment, config=config))
+        endpoints.append(dataclasses.replace(endpoint, deployments=tuple(deployments)))
+    return dataclasses.replace(fleet, endpoints=tuple(endpoints)), statuses, problems
+
+
+def fleet_metadata(endpoint: FleetEndpoint, statuses: dict[str, FactsStatus]) -> dict[str, Any]:
+    """The Metadata entry of a fleet's endpoint stack (llmops.summary reads it): one FactsStatus per deployment,
+    with its name and the repository and revision its checkpoint stages (to match a Model's block to it)."""
+    return {
+        "Deployments": [
+            {
+                "Deployment": d.name,
+                **({} if d.config.model_s3_uri else {"RepoId": d.config.model_id, "Revision": d.config.revision}),
+                **statuses[d.name].metadata(),
+            }
+            for d in endpoint.deployments
+        ]
+    }
 
 
 def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
@@ -79,7 +131,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         if header is not None:  # llama.cpp: the GGUF header stands in for config.json, as in the preflight
             checked = _gguf_check(header, facts.weight_bytes, spec, config)
         else:
-            checked = _config_check(facts, spec, engine, instance, config)
+            checked = _config_check(facts, spec, instance, config)
     except ValueError as e:  # GgufError is one
         what = "GGUF header" if header is not None else "config.json"
         return config, not_checked(f"the {what} of {where} cannot be read: {e}"), []
@@ -104,7 +156,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
             pool_checked = (
                 _gguf_check(header, facts.weight_bytes, pool_spec, pool_config)
                 if header is not None
-                else _config_check(facts, pool_spec, engine, label, pool_config)
+                else _config_check(facts, pool_spec, label, pool_config)
             )
         except ValueError:  # the same text as the primary's: already handled above
             continue
@@ -120,27 +172,42 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
     return config, FactsStatus(True, line, pinned_from), []
 
 
-def _config_check(facts: Any, spec: Any, engine: Any, instance: str, config: DeploymentConfig) -> ModelCheck:
-    """check_model with the settings the stack hands the deploy preflight (LlmEndpointStack._preflight)."""
+def check_settings(config: DeploymentConfig) -> dict[str, Any]:
+    """``check_model``'s keyword arguments for a deployment, besides the instance: the settings the stack hands
+    the deploy preflight (LlmEndpointStack._preflight). Synth (below) and ``plan -c`` (llmops/plan.py
+    ``_from_context``) both take them from here, so the two cannot read different keys.
+
+    engine, max_model_len, tensor_parallel_size, ``preflight_sequences`` as max_num_seqs, what ``engine_env`` says
+    of the KV-cache dtype, GPU memory share and max_num_batched_tokens (``Engine.preflight_settings``), its
+    dtype/quantization flags, whether the engine splits heads, and ``preflight_skip`` as skip."""
+    engine = get_engine(config.engine)
     memory = engine.preflight_settings(config.engine_env)
+    return {
+        "engine": engine.name,
+        "max_model_len": config.max_model_len,
+        "tensor_parallel_size": config.tensor_parallel_size,
+        "max_num_seqs": config.preflight_sequences,
+        "kv_cache_dtype": memory.get("kv_cache_dtype", "auto"),
+        "gpu_memory_utilization": memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
+        # A whole number (stacks/config.py refuses anything else), read from text as a float.
+        "max_num_batched_tokens": int(memory["max_num_batched_tokens"]) if "max_num_batched_tokens" in memory else None,
+        "splits_heads": engine.splits_tensors,
+        "skip": tuple(config.preflight_skip),
+        **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
+    }
+
+
+def _config_check(facts: Any, spec: Any, instance: str, config: DeploymentConfig) -> ModelCheck:
+    """check_model with the settings the stack hands the deploy preflight (check_settings)."""
     return check_model(
         facts.config,
         weight_bytes=facts.weight_bytes,
         gpu_count=spec.gpu_count,
         gpu_memory_gib=spec.gpu_memory_gib,
         compute_capability=spec.compute_capability,
-        engine=engine.name,
-        max_model_len=config.max_model_len,
-        tensor_parallel_size=config.tensor_parallel_size,
-        max_num_seqs=config.preflight_sequences,
-        kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
-        gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
-        max_num_batched_tokens=int(memory["max_num_batched_tokens"]) if "max_num_batched_tokens" in memory else None,
         gpu=instance,
         alternatives=nearest_capable(spec) if spec.in_catalog else None,
-        splits_heads=engine.splits_tensors,
-        skip=config.preflight_skip,
-        **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
+        **check_settings(config),
     )
 
 

@@ -5,6 +5,7 @@ and cost; ``--help`` works."""
 from __future__ import annotations
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk.assertions import Template
 
 from constructs_lib import ComponentEndpoint, GpuEndpoint, S3ModelData, StagedCheckpoint
@@ -42,7 +43,18 @@ def test_a_pinned_revision_and_a_token_secret_by_name_only():
     arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
     ((_, lines),) = blocks(describe(stack_template(revision=sha, hf_token_secret_arn=arn).to_json())).items()
     assert f"model: Qwen/Qwen3-4B-Instruct-2507 at {sha} (pinned)" in lines
-    assert "token secret: hf-token-AbCdEf" in lines and arn not in "\n".join(lines)
+    # The secret is named hf-token: Secrets Manager adds '-' and six random characters to its ARN only.
+    assert "token secret: hf-token" in lines and "AbCdEf" not in "\n".join(lines)
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [("hf-token", "hf-token"), ("team/hf-token-prod", "team/hf-token-prod"), ("tok", "tok"), ("a-b-c", "a-b-c")],
+)
+def test_the_token_secret_is_shown_by_its_name_without_the_arns_random_suffix(name, shown):
+    from llmops.summary import secret_name_of
+
+    assert secret_name_of(f"arn:aws:secretsmanager:eu-west-1:123456789012:secret:{name}-Xy12Zw") == shown
 
 
 def test_isolation_is_read_from_the_config_that_serves_each_model_and_each_has_its_mode():
