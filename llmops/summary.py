@@ -246,6 +246,13 @@ def _model_block(
             if res["Type"] == "AWS::SageMaker::InferenceComponent" and _target(spec.get("ModelName")) == logical_id:
                 copies = res["Properties"].get("RuntimeConfig", {}).get("CopyCount")
                 for variant in (component_config or {}).get("ProductionVariants", []):
+                    if id(variant) in shown:  # packed beside another model: the endpoint's instances cost once
+                        name = variant.get("VariantName", "the variant")
+                        lines.append(
+                            f"    variant {name}: {copies if copies is not None else '?'} cop(ies) on the instances "
+                            "of the endpoint above (shared; its cost is counted once)"
+                        )
+                        continue
                     shown.add(id(variant))
                     lines += _variant_lines(variant, region, copies)
     else:
@@ -257,6 +264,18 @@ def _model_block(
                     shown.add(id(variant))
                     lines += _variant_lines(variant, region)
     return lines
+
+
+def several_components(resources: dict) -> bool:
+    """Whether the template has more than one inference component with a policy of its own (a packed endpoint)."""
+    return (
+        sum(
+            1
+            for r in resources.values()
+            if r["Type"] == "AWS::SageMaker::InferenceComponent" and r.get("Properties", {}).get("DeploymentConfig")
+        )
+        > 1
+    )
 
 
 def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
@@ -287,7 +306,10 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
         if res["Type"] in ("AWS::SageMaker::Endpoint", "AWS::SageMaker::InferenceComponent") and props.get(
             "DeploymentConfig"
         ):
-            lines.append(f"  update policy: {update_policy(props['DeploymentConfig'])}")
+            # Several components on one endpoint each have a policy: say whose.
+            name = props.get("InferenceComponentName") if res["Type"] == "AWS::SageMaker::InferenceComponent" else None
+            whose = f" of component {name}" if isinstance(name, str) and several_components(resources) else ""
+            lines.append(f"  update policy{whose}: {update_policy(props['DeploymentConfig'])}")
     return lines
 
 

@@ -228,3 +228,20 @@ def test_every_packed_model_gets_alarms_and_a_rolling_update_policy(assembly):
         and "BaseInferenceComponentName" in r["Properties"]["Specification"]
     ]
     assert "DeploymentConfig" not in adapter["Properties"]
+
+
+def test_the_shared_endpoints_summary_counts_its_instances_once_and_labels_each_policy(assembly):
+    """Two models packed on one endpoint share its instances: the summary shows the cost once, the second model's
+    copies on those instances, and one update policy per component, each named."""
+    from llmops.summary import describe
+
+    lines = describe(template(assembly, f"{APP}-shared"), "us-east-1")
+    assert sum(1 for line in lines if line.strip().startswith("cost in us-east-1:")) == 1, lines
+    assert any("on the instances of the endpoint above (shared; its cost is counted once)" in line for line in lines)
+    policies = [line for line in lines if line.strip().startswith("update policy")]
+    assert len(policies) == 2 and all(line.strip().startswith("update policy of component ") for line in policies)
+    # A one-model endpoint keeps the plain line.
+    single = describe(template(assembly, f"{APP}-chat"), "us-east-1")
+    assert [line for line in single if line.strip().startswith("update policy")] == [
+        line for line in single if line.strip().startswith("update policy:")
+    ]
