@@ -2,9 +2,10 @@
 
 The same call plan makes (``preflight.model_check.check_model``), with the settings the stack hands the deploy
 preflight (``LlmEndpointStack._preflight``): tensor parallel size, ``preflight_sequences`` full-length
-sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, and
-``preflight_skip``. A problem fails synth naming the key, the value and the limit, before anything exists.
-The facts also pin a floating ``revision`` to the commit they were looked up at.
+sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, vLLM's
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` from ``container_env``, and ``preflight_skip``. A problem fails synth naming the
+key, the value and the limit, before anything exists. The facts also pin a floating ``revision`` to the commit
+they were looked up at.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
 from constructs_lib.names import SHA, matches
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
-from preflight.context import engine_context_limit
+from preflight.context import engine_context_limit, long_context_opt_in
 from preflight.gguf import estimate_gguf_fit, gguf_config
 from preflight.model_check import ModelCheck, check_model
 
@@ -112,7 +113,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         refusals += [f"{label}: {text} ({model})" for _, text in pool_checked.problems if text not in primary]
     if refusals:
         return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
-    checks = ("memory",) if header is not None else ("memory", "tensor-parallel", "format")
+    checks = ("memory",) if header is not None else ("memory", "context", "tensor-parallel", "format")
     ran = [c for c in checks if c not in config.preflight_skip]
     line = f"model facts {where}: {', '.join(ran) or 'no check'} checked at synth, fits"
     if pinned_from:
@@ -140,6 +141,8 @@ def _config_check(facts: Any, spec: Any, engine: Any, instance: str, config: Dep
         alternatives=nearest_capable(spec) if spec.in_catalog else None,
         splits_heads=engine.splits_tensors,
         skip=config.preflight_skip,
+        # vLLM starts beyond the model's limit with this variable in its environment (preflight/context.py).
+        long_context=long_context_opt_in(engine.name, config.container_env),
         **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
     )
 
