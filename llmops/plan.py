@@ -447,8 +447,8 @@ def _beyond_limit(
     if fitting:
         return [
             head,
-            f"at max_model_len {limit:,}: {fitting[0].instance_type} fits ({len(fitting)} type(s) in all; "
-            f"plan -c max_model_len={limit} ranks them)",
+            f"at max_model_len {limit:,}: {fitting[0].instance_type} fits ({len(fitting)} type(s) in all at that "
+            "length; run plan with it to rank them)",
         ]
     more = suggestions(config, weight_bytes, ranked, engine=engine, region=region, settings=at_limit, variants=variants)
     return [head, *(f"at max_model_len {limit:,}: {s}" for s in more)]
