@@ -8,6 +8,7 @@ lists every problem with its numbers (PRODUCT.md section 6):
 - ``s3``: config.json and a weight file under the prefix; the staging manifest there, every listed size
   matching S3 (``allow_unverified_s3`` accepts a prefix without a manifest);
 - ``memory``: weights / TP + overhead + KV cache of ``max_num_seqs`` full-length sequences fit the GPUs;
+- ``context``: ``max_model_len`` is within the longest context the engine accepts for the model (vLLM's rule);
 - ``tensor-parallel``: the tensor-parallel size divides the attention heads;
 - ``quota``: the Service Quotas value ``<instance type> for endpoint usage`` covers ``instances_needed``.
 
@@ -52,7 +53,9 @@ QUOTA_ACTIONS = ("servicequotas:ListServiceQuotas", "servicequotas:ListAWSDefaul
 SKIPPED_RISK = {
     "s3": "a missing config.json, weight file or manifest, or a half-copied prefix, fails only when the "
     "container starts",
-    "memory": "an out-of-memory or over-long context fails only after the endpoint is created (20+ minutes)",
+    "memory": "an out-of-memory context fails only after the endpoint is created (20+ minutes)",
+    "context": "a max_model_len above the longest context the engine accepts for the model fails when the engine "
+    "starts (vLLM refuses it unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1)",
     "tensor-parallel": "a tensor-parallel size that does not divide the attention heads fails when the engine starts",
     "quota": "a quota below the instances needed fails only when the endpoint is created",
     "format": "a weight format the GPU cannot run (bfloat16 below compute capability 8.0, FP8 on Volta) fails "
@@ -129,6 +132,7 @@ class DeploymentPreflight(Construct):
         gguf_file: str | None = None,
         allow_checkpoint_code: bool = False,
         trust_remote_code: bool = False,
+        long_context: str | None = None,
     ) -> None:
         """
         :param model: the weights' S3 prefix (``S3ModelData``, ``StagedCheckpoint``): read access to it is
@@ -159,8 +163,13 @@ class DeploymentPreflight(Construct):
             checks run on each catalog type's GPUs (``PoolGpus``). Default: none.
         :param allow_unverified_s3: accept a prefix without the staging manifest (copied by other means);
             a manifest that is there is still checked. Default: the manifest is required.
-        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``tensor-parallel``, ``quota``,
-            ``format``); each skipped check is a synth warning. Default: every check runs.
+        :param skip_checks: names of checks not to run (``s3``, ``memory``, ``context``, ``tensor-parallel``,
+            ``quota``, ``format``, ``network``); each skipped check is a synth warning. ``context`` is the context
+            limit (``max_model_len`` within what the engine accepts for the model); skipping ``memory`` leaves it
+            on. Default: every check runs.
+        :param long_context: the engine's opt-in to start beyond the model's context limit, as set in the
+            container's environment (``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``; ``preflight.context.long_context_opt_in``):
+            a longer ``max_model_len`` is then a note, not a refusal, and is sized as given. Default: none.
         :param engine: the serving engine (``vllm``, ``sglang``...), whose rows of the weight-format table apply.
             Default: the weight format is not checked against the GPU.
         :param dtype: the engine's ``dtype`` flag, when set (it wins over config.json's). Default: config.json's.
@@ -253,6 +262,7 @@ class DeploymentPreflight(Construct):
                 gguf_file=gguf_file or None,
                 checkpoint_code=tuple(sorted(checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code))),
                 allow_checkpoint_code=allow_checkpoint_code,
+                long_context=long_context or "",
             ).to_properties(),
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.

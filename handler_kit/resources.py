@@ -405,3 +405,6 @@ class DeploymentPreflightProperties(ResourceProperties):
     # none named (a template from before the property): every engine's files (preflight.CHECKPOINT_CODE_PATTERNS).
     checkpoint_code: tuple[str, ...] = prop("CheckpointCode", LIST)
     allow_checkpoint_code: bool = prop("AllowCheckpointCode", FLAG, False)
+    # The engine's opt-in to start beyond the model's context limit as set ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"): the
+    # context check then notes a longer max_model_len instead of refusing it. "": not set.
+    long_context: str = prop("LongContext", TEXT, "", omit_default=True)

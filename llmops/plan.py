@@ -380,7 +380,15 @@ def suggestions(
     settings: dict[str, Any],
     variants: list[str],
 ) -> list[str]:
-    """What would fit when nothing does: an fp8 KV cache, a shorter context, a smaller quantization, more nodes."""
+    """What would fit when nothing does: an fp8 KV cache, a shorter context, a smaller quantization, more nodes.
+
+    A max_model_len above the longest context the engine accepts is refused whatever the instance, so none of those
+    can keep it: the advice then points to that limit and works from it (:func:`_beyond_limit`).
+    """
+    if (limit := refused_context(config, settings)) is not None:
+        return _beyond_limit(
+            config, weight_bytes, limit, engine=engine, region=region, settings=settings, variants=variants
+        )
     found = []
     if settings["kv_cache_dtype"] not in ("fp8", "fp8_e4m3", "fp8_e5m2"):
         with_fp8 = rank(
@@ -419,6 +427,62 @@ def suggestions(
         )
     found.append(HYPERPOD)
     return found
+
+
+def refused_context(config: dict[str, Any], settings: dict[str, Any]) -> int | None:
+    """The longest context the engine accepts, when ``settings``' max_model_len is above it and the engine's opt-in
+    (``long_context``: VLLM_ALLOW_LONG_MAX_MODEL_LEN, preflight/context.py) is not set; None otherwise."""
+    if settings.get("long_context"):
+        return None
+    limit = engine_context_limit(text_config(config))
+    if limit is None or limit.accepts(settings["max_model_len"]):
+        return None
+    return limit.largest
+
+
+def _beyond_limit(
+    config: dict[str, Any],
+    weight_bytes: int,
+    limit: int,
+    *,
+    engine: str,
+    region: str,
+    settings: dict[str, Any],
+    variants: list[str],
+) -> list[str]:
+    """The suggestions for a refused context: the limit first, then what fits at the limit (or what would)."""
+    head = (
+        f"max_model_len={settings['max_model_len']:,} is above the longest context the engine accepts for this "
+        f"model, {limit:,} tokens: no instance type, KV-cache dtype, quantization or node count makes the engine "
+        f"start with it; set max_model_len to at most {limit:,} (or, with vLLM, container_env "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1: vLLM then starts but warns that positions past the limit give NaN)"
+    )
+    at_limit = {**settings, "max_model_len": limit}
+    ranked = rank(config, weight_bytes, engine=engine, region=region, settings=at_limit)
+    fitting = [c for c in ranked if c.margin != "no"]
+    if fitting:
+        return [
+            head,
+            f"at max_model_len {limit:,}: {fitting[0].instance_type} fits ({len(fitting)} type(s) in all at that "
+            "length; run plan with it to rank them)",
+        ]
+    more = suggestions(config, weight_bytes, ranked, engine=engine, region=region, settings=at_limit, variants=variants)
+    return [head, *(f"at max_model_len {limit:,}: {s}" for s in more)]
+
+
+def nothing_fits_line(config: dict[str, Any], weight_bytes: int, *, engine: str, settings: dict[str, Any]) -> str:
+    """The detailed plan's last line when no catalog type fits: the context limit first when that is the reason."""
+    limit = refused_context(config, settings)
+    if limit is None:
+        return "no instance type in the catalog fits these settings: shorten max_model_len or quantize"
+    there = instances_that_fit(config, weight_bytes, engine=engine, **{**settings, "max_model_len": limit})
+    listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in there[:SUGGESTIONS])
+    return (
+        f"no instance type fits max_model_len={settings['max_model_len']:,}: it is above the longest context the "
+        f"engine accepts for this model ({limit:,} tokens), whatever the instance or quantization; set max_model_len "
+        f"to at most {limit:,}"
+        + (f" (then these fit: {listed})" if listed else f"; at {limit:,} no type fits either: shorten it further")
+    )
 
 
 # -- output --------------------------------------------------------------------------------------------
@@ -873,7 +937,7 @@ def _detailed(
             listed = ", ".join(f"{s.instance_type} ({s.gpu_count} x {s.gpu_model})" for s in better)
             print(f"instance types that fit these settings (tensor parallel = all GPUs): {listed}")
         else:
-            print("no instance type in the catalog fits these settings: shorten max_model_len or quantize")
+            print(nothing_fits_line(source.config, source.weight_bytes, engine=args.engine, settings=settings))
     return 0 if fits else 1
 
 

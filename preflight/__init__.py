@@ -18,7 +18,7 @@ from .weights import WEIGHT_SUFFIXES, WeightFiles, select_weight_files
 
 # The preflight's checks, in the order they run: what skip_checks / preflight_skip may name (one list for the
 # construct, the handler and the context key).
-CHECKS = ("s3", "memory", "tensor-parallel", "quota", "format", "network")
+CHECKS = ("s3", "memory", "context", "tensor-parallel", "quota", "format", "network")
 
 __all__ = [
     "CHECKS",

@@ -28,6 +28,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+# The variable that makes vLLM start beyond the derived length: _get_and_verify_max_len only warns when
+# envs.VLLM_ALLOW_LONG_MAX_MODEL_LEN is true (vllm/config/model.py at the commit above), which vllm/envs.py reads as
+# os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "0").strip().lower() in ("1", "true")
+# (https://github.com/vllm-project/vllm/blob/001f69f8b52e0803c910525974d17010814947ad/vllm/envs.py). Per engine: only
+# the vllm image runs vLLM's check as cited here.
+LONG_CONTEXT_ENV = {"vllm": "VLLM_ALLOW_LONG_MAX_MODEL_LEN"}
+LONG_CONTEXT_TRUE = ("1", "true")
+# What a refusal offers as the ways past the limit, besides a shorter context.
+BEYOND_HINT = (
+    "; to run past it anyway, vLLM starts with container_env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (it then warns that "
+    "positions beyond the limit give NaN with RoPE), and a context extended with rope scaling in the engine's "
+    'hf-overrides flag needs preflight_skip ["context"] (skip_checks "context")'
+)
+
 # vLLM's possible_keys, in its order.
 LENGTH_KEYS = (
     "max_position_embeddings",
@@ -57,8 +71,13 @@ class ContextLimit:
     how: str  # one line: the keys and the rope rule that produced ``tokens``
     model_max_length: int | None = None  # a longer length vLLM still accepts (rule 3)
 
+    @property
+    def largest(self) -> int:
+        """The longest ``max_model_len`` the engine starts with: the derived length, or a longer model_max_length."""
+        return max(self.tokens, self.model_max_length or 0)
+
     def accepts(self, max_model_len: int) -> bool:
-        return max_model_len <= max(self.tokens, self.model_max_length or 0)
+        return max_model_len <= self.largest
 
 
 def _number(value: Any) -> float | None:
@@ -132,10 +151,40 @@ def context_problem(
     limit = engine_context_limit(cfg)
     if limit is None or limit.accepts(max_model_len):
         return None
-    largest = limit.tokens if largest_that_fits is None else min(limit.tokens, largest_that_fits)
+    largest = limit.largest if largest_that_fits is None else min(limit.largest, largest_that_fits)
     return (
-        f"{key}={max_model_len}: above the longest context the engine accepts for this model, {limit.tokens:,} "
-        f"tokens ({limit.how}; vLLM's _get_and_verify_max_len refuses to start beyond it). The largest context "
-        f"that fits here: {largest:,}; set {key} to at most that, or extend the model's positions with rope "
-        "scaling the model supports (engine_env with the engine's hf-overrides flag)"
+        f"{key}={max_model_len}: above the longest context the engine accepts for this model, {limit.largest:,} "
+        f"tokens ({limit.how}; vLLM's _get_and_verify_max_len refuses to start beyond it, whatever the memory). "
+        f"The largest context that fits here: {largest:,}; set {key} to at most that" + BEYOND_HINT
+    )
+
+
+def long_context_opt_in(engine: str | None, env: Mapping[str, Any] | None) -> str | None:
+    """``NAME=value`` when ``env`` (the container's variables) holds the engine's variable that lets it start beyond
+    the derived length, set true as the engine reads it; None otherwise (also for engines without one)."""
+    name = LONG_CONTEXT_ENV.get(engine or "")
+    if name is None or not env or name not in env:
+        return None
+    value = env[name]
+    text = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return f"{name}={text}" if text.strip().lower() in LONG_CONTEXT_TRUE else None
+
+
+def long_context_settings(engine: str | None, env: Mapping[str, Any] | None) -> dict[str, str]:
+    """``{"long_context": "NAME=value"}`` (check_model's keyword) when the opt-in is set, else ``{}``."""
+    found = long_context_opt_in(engine, env)
+    return {"long_context": found} if found else {}
+
+
+def beyond_context_warning(
+    cfg: Mapping[str, Any], max_model_len: int, opt_in: str, *, key: str = "max_model_len"
+) -> str | None:
+    """The warning for a context above the engine's limit that ``opt_in`` lets it start with, or None."""
+    limit = engine_context_limit(cfg)
+    if limit is None or limit.accepts(max_model_len):
+        return None
+    return (
+        f"{key}={max_model_len:,} is above the longest context the engine accepts for this model, "
+        f"{limit.largest:,} tokens ({limit.how}); {opt_in} lets vLLM start with it (its own warning: positions beyond "
+        "the limit give NaN with RoPE, or out-of-bounds errors with absolute positions)"
     )

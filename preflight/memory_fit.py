@@ -77,7 +77,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .context import context_problem, engine_context_limit
+from .context import beyond_context_warning, context_problem, engine_context_limit
 
 GIB = 1 << 30
 GB = 10**9
@@ -193,6 +193,8 @@ class MemoryFit:
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     assumptions: list[str] = field(default_factory=list)
+    # The context-limit refusal among ``problems`` (its own check, "context"), or None.
+    context_refusal: str | None = None
 
 
 def text_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -451,6 +453,7 @@ def estimate_memory_fit(
     usable_gpu_memory_bytes: int | None = None,
     max_num_batched_tokens: int | None = None,
     refuse_beyond_context: bool = True,
+    long_context: str | None = None,
 ) -> MemoryFit:
     """Estimate whether a checkpoint fits ``gpu_count`` GPUs of ``gpu_memory_gib`` (nominal) each.
 
@@ -465,8 +468,12 @@ def estimate_memory_fit(
     chunked prefill off, ``max_model_len``). Default: ``PROFILED_TOKENS`` (2048), the budget the overhead
     fraction was calibrated at; more tokens add ``Overhead.batched_token_activation`` activation per token.
     refuse_beyond_context: a ``max_model_len`` above the longest context the engine accepts for the model
-    (:func:`preflight.context.engine_context_limit`, vLLM's rule) is a problem. Default: True; False (llama.cpp,
-    which runs past the trained context) makes it a warning.
+    (:func:`preflight.context.engine_context_limit`, vLLM's rule) is a problem (``context_refusal``), and the memory
+    advice then works from that longest context, never suggesting what would keep the refused one. Default: True;
+    False (llama.cpp, which runs past the trained context, or the context check skipped) makes it a warning.
+    long_context: the engine's opt-in to start beyond that limit as set (``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1``,
+    :func:`preflight.context.long_context_opt_in`): a longer context is then a warning and is sized as given.
+    Default: None.
     Raises ValueError for inputs no deployment could have (a TP larger than the GPU count, an unknown
     KV-cache dtype, a config.json without layer or head counts).
     """
@@ -528,14 +535,21 @@ def estimate_memory_fit(
         context_limit=limit,
     )
 
-    problems = [p for p in (tp_divides_heads(config, tp), _shortfall(fit)) if p]
+    refusal = None
     warnings = []
+    shortfall = _shortfall(fit)
+    if refuse_beyond_context and long_context is None:
+        largest = fit.max_model_len_that_fits or None  # 0: the weights do not fit, said by their own problem
+        refusal = context_problem(cfg, max_model_len, largest_that_fits=largest)
+        if refusal is not None and engine_limit is not None:
+            # No fp8 cache, GPU or quantization makes the refused context start: advise from the longest accepted.
+            shortfall = _shortfall(_at_length(fit, engine_limit.largest), refused=max_model_len)
+    problems = [p for p in (tp_divides_heads(config, tp), shortfall, refusal) if p]
     if tp < gpu_count:
         warnings.append(f"tensor_parallel_size={tp} uses {tp} of the instance's {gpu_count} GPUs; the rest stay idle")
     if refuse_beyond_context:
-        largest = fit.max_model_len_that_fits or None  # 0: the weights do not fit, said by their own problem
-        if beyond := context_problem(cfg, max_model_len, largest_that_fits=largest):
-            problems.append(beyond)
+        if long_context is not None and (beyond := beyond_context_warning(cfg, max_model_len, long_context)):
+            warnings.append(beyond)
     elif (stated := context_limit(cfg)) is not None and max_model_len > stated:
         warnings.append(
             f"max_model_len={max_model_len:,} exceeds the model's max_position_embeddings={stated:,}: engines "
@@ -568,7 +582,9 @@ def estimate_memory_fit(
     if dtype_note:
         assumptions.append(dtype_note)
     assumptions += _model_assumptions(config, cfg, layout, tp)
-    return replace(fit, fits=not problems, problems=problems, warnings=warnings, assumptions=assumptions)
+    return replace(
+        fit, fits=not problems, problems=problems, warnings=warnings, assumptions=assumptions, context_refusal=refusal
+    )
 
 
 def batched_activation_bytes_per_token(cfg: Mapping[str, Any], tp: int, overhead: Overhead) -> float:
@@ -653,11 +669,34 @@ def _model_assumptions(
     return found
 
 
-def _shortfall(fit: MemoryFit) -> str | None:
-    """What does not fit, by how much, and what to change; None when the KV cache fits."""
+def _at_length(fit: MemoryFit, tokens: int) -> MemoryFit:
+    """The same estimate with ``tokens``-token sequences (the KV figures only; the budget does not change)."""
+    sequence = fit.attention.sequence_elements(tokens, fit.tensor_parallel_size) * fit.kv_bytes_per_element
+    return replace(
+        fit,
+        max_model_len=tokens,
+        kv_bytes_per_sequence_per_gpu=sequence,
+        kv_bytes_needed_per_gpu=fit.max_num_seqs * sequence,
+        full_length_sequences=max(fit.kv_budget_bytes_per_gpu, 0) // sequence,
+    )
+
+
+def _shortfall(fit: MemoryFit, refused: int | None = None) -> str | None:
+    """What does not fit, by how much, and what to change; None when the KV cache fits.
+
+    refused: a longer max_model_len the engine refuses whatever the memory; ``fit`` is then at the longest context it
+    accepts, and the problem says so (its advice keeps to contexts the engine starts with).
+    """
     budget, sequence, tp = fit.kv_budget_bytes_per_gpu, fit.kv_bytes_per_sequence_per_gpu, fit.tensor_parallel_size
     if budget >= fit.kv_bytes_needed_per_gpu:
         return None
+    if refused is not None and budget > 0:
+        found = _shortfall(fit)
+        assert found is not None
+        return (
+            f"at {fit.max_model_len:,} tokens, the longest context the engine accepts (max_model_len={refused} is "
+            f"refused whatever the memory: see the context problem): {found}"
+        )
     weights, overhead = fit.weights_bytes_per_gpu, fit.overhead_bytes_per_gpu
     needed_total = weights + overhead + fit.kv_bytes_needed_per_gpu
     bigger = (

@@ -1,8 +1,10 @@
-"""The model-against-instance checks in one call: memory fit (the context limit within it), tensor parallel
-size against the heads, and weight format against the GPU. ``cdk synth`` (stacks/model_checks.py, from the
-recorded Hub lookup) and ``llmops plan`` call this; the deploy preflight runs the same three functions
-(``estimate_memory_fit``, ``tp_divides_heads``, ``check_checkpoint``) as its ``memory``, ``tensor-parallel`` and
-``format`` checks, on what it reads from S3. A mistake is thus refused by the first of the three that sees it.
+"""The model-against-instance checks in one call: memory fit, the context limit, tensor parallel size against the
+heads, and weight format against the GPU. ``cdk synth`` (stacks/model_checks.py, from the recorded Hub lookup) and
+``llmops plan`` call this; the deploy preflight runs the same functions (``estimate_memory_fit``,
+``context_problem``, ``tp_divides_heads``, ``check_checkpoint``) as its ``memory``, ``context``, ``tensor-parallel``
+and ``format`` checks, on what it reads from S3. A mistake is thus refused by the first of the three that sees it.
+Each check is skipped by its own name: skipping ``memory`` leaves the context limit checked (vLLM refuses a longer
+context whatever the memory).
 """
 
 from __future__ import annotations
@@ -11,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .context import engine_context_limit
+from .context import context_problem, engine_context_limit
 from .formats import FormatCheck, check_checkpoint
 from .memory_fit import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, estimate_memory_fit, text_config, tp_divides_heads
 
 
 @dataclass(frozen=True)
 class ModelCheck:
-    """Problems by check name (``memory``, ``tensor-parallel``, ``format``), warnings, and the two reports."""
+    """Problems by check name (``memory``, ``context``, ``tensor-parallel``, ``format``), warnings, the two reports."""
 
     fit: MemoryFit | None
     formats: FormatCheck | None
@@ -50,20 +52,27 @@ def check_model(
     alternatives: Mapping[str, str] | None = None,
     splits_heads: bool = True,
     skip: Sequence[str] = (),
+    long_context: str | None = None,
 ) -> ModelCheck:
     """Every check not in ``skip`` for ``config`` with ``weight_bytes`` of weights on ``gpu_count`` GPUs.
 
     max_model_len: Default: the longest context the engine accepts for the model (what engines use when none
-    is given). splits_heads: the engine splits attention heads over GPUs (llama.cpp splits layers). Raises
-    ValueError for a config.json the estimate cannot read (no layer or head counts).
+    is given). splits_heads: the engine splits attention heads over GPUs (llama.cpp splits layers). long_context:
+    the engine's opt-in to start beyond the model's limit as set (preflight.context.long_context_opt_in): a longer
+    context is then a warning. Raises ValueError for a config.json the estimate cannot read (no layer or head counts).
     """
     tp = tensor_parallel_size or gpu_count
     problems: list[tuple[str, str]] = []
     warnings: list[str] = []
     fit = None
     head_check = "tensor-parallel" not in skip and splits_heads
+    context_check = "context" not in skip
+    cfg = text_config(config)
     if "memory" in skip and head_check and (problem := tp_divides_heads(config, tp)):
         problems.append(("tensor-parallel", problem))
+    skip_memory_check_context = "memory" in skip and context_check and max_model_len is not None
+    if skip_memory_check_context and long_context is None and (refusal := context_problem(cfg, max_model_len)):
+        problems.append(("context", refusal))
     if "memory" not in skip:
         if max_model_len is None:
             limit = engine_context_limit(text_config(config))
@@ -81,12 +90,16 @@ def check_model(
             kv_cache_dtype=kv_cache_dtype,
             gpu_memory_utilization=gpu_memory_utilization,
             max_num_batched_tokens=max_num_batched_tokens,
+            refuse_beyond_context=context_check,
+            long_context=long_context,
         )
         for problem in fit.problems:
-            # The head-count rule is its own check, so that skipping one never hides the other.
+            # The head-count rule and the context limit are their own checks: skipping one never hides another.
             if problem.startswith("tensor_parallel_size="):
                 if head_check:
                     problems.append(("tensor-parallel", problem))
+            elif problem == fit.context_refusal:
+                problems.append(("context", problem))
             else:
                 problems.append(("memory", problem))
         warnings += fit.warnings

@@ -319,8 +319,8 @@ KEYS: tuple[ContextKey, ...] = (
         _choices_list(PREFLIGHT_CHECKS),
         [],
         "checks",
-        "JSON array of checks not to run: `s3`, `memory`, `tensor-parallel`, `quota`, `format`, `network` (each "
-        "skip is a synth warning)",
+        "JSON array of checks not to run: `s3`, `memory`, `context` (max_model_len within the model's limit; "
+        "`memory` leaves it on), `tensor-parallel`, `quota`, `format`, `network` (each skip is a synth warning)",
     ),
     ContextKey(
         "allow_unverified_s3",

@@ -32,6 +32,7 @@ from constructs_lib import (
     weight_format_flags,
 )
 from llmops.facts import METADATA_KEY
+from preflight.context import long_context_opt_in
 
 from .config import DeploymentConfig
 from .model_checks import FactsStatus
@@ -451,4 +452,5 @@ class LlmEndpointStack(cdk.Stack):
             engine=config.engine,
             **weight_format_flags(get_engine(config.engine), config.engine_env),
             gguf_file=config.gguf_file,
+            long_context=long_context_opt_in(config.engine, config.container_env),
         )

@@ -2,10 +2,11 @@
 
 The same call plan makes (``preflight.model_check.check_model``), with the settings the stack hands the deploy
 preflight (``LlmEndpointStack._preflight``): tensor parallel size, ``preflight_sequences`` full-length
-sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, and
-``preflight_skip``. A problem fails synth naming the key, the value and the limit, before anything exists.
-The facts also pin a floating ``revision`` to the commit they were looked up at. A fleet's deployments are
-each checked the same way (``check_fleet``), their problems named ``deployments.<name>.<key>``.
+sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, vLLM's
+``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` from ``container_env``, and ``preflight_skip``. A problem fails synth naming the
+key, the value and the limit, before anything exists. The facts also pin a floating ``revision`` to the commit
+they were looked up at. A fleet's deployments are each checked the same way (``check_fleet``), their problems
+named ``deployments.<name>.<key>``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
 from constructs_lib.names import SHA, matches
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
-from preflight.context import engine_context_limit
+from preflight.context import engine_context_limit, long_context_settings
 from preflight.gguf import estimate_gguf_fit, gguf_config
 from preflight.model_check import ModelCheck, check_model
 
@@ -164,7 +165,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
         refusals += [f"{label}: {text} ({model})" for _, text in pool_checked.problems if text not in primary]
     if refusals:
         return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
-    checks = ("memory",) if header is not None else ("memory", "tensor-parallel", "format")
+    checks = ("memory",) if header is not None else ("memory", "context", "tensor-parallel", "format")
     ran = [c for c in checks if c not in config.preflight_skip]
     line = f"model facts {where}: {', '.join(ran) or 'no check'} checked at synth, fits"
     if pinned_from:
@@ -179,7 +180,8 @@ def check_settings(config: DeploymentConfig) -> dict[str, Any]:
 
     engine, max_model_len, tensor_parallel_size, ``preflight_sequences`` as max_num_seqs, what ``engine_env`` says
     of the KV-cache dtype, GPU memory share and max_num_batched_tokens (``Engine.preflight_settings``), its
-    dtype/quantization flags, whether the engine splits heads, and ``preflight_skip`` as skip."""
+    dtype/quantization flags, whether the engine splits heads, ``preflight_skip`` as skip, and the engine's opt-in to
+    start beyond the model's context limit (``container_env``) as long_context."""
     engine = get_engine(config.engine)
     memory = engine.preflight_settings(config.engine_env)
     return {
@@ -193,6 +195,8 @@ def check_settings(config: DeploymentConfig) -> dict[str, Any]:
         "max_num_batched_tokens": int(memory["max_num_batched_tokens"]) if "max_num_batched_tokens" in memory else None,
         "splits_heads": engine.splits_tensors,
         "skip": tuple(config.preflight_skip),
+        # vLLM starts beyond the model's limit with this variable in its environment (preflight/context.py).
+        **long_context_settings(engine.name, config.container_env),
         **{k: v or None for k, v in weight_format_flags(engine, config.engine_env).items()},
     }
 

@@ -11,6 +11,9 @@ collected, and the resource fails with ONE reason that lists them all with their
   manifest, else summed over the listing by :func:`preflight.select_weight_files`): weights per GPU,
   overhead and the KV cache of ``MaxNumSeqs`` full-length sequences against the GPU memory the engine
   may use; a problem says by how much, the largest context that fits and what to change.
+- ``context``: ``MaxModelLen`` within the longest context the engine accepts for the model
+  (:func:`preflight.context.context_problem`, vLLM's rule), whatever the memory; ``LongContext`` (vLLM's
+  ``VLLM_ALLOW_LONG_MAX_MODEL_LEN=1`` in the container) makes a longer one a note. Skipping ``memory`` leaves it on.
 - ``tensor-parallel``: :func:`preflight.tp_divides_heads`.
 - ``format``: :func:`preflight.formats.check_checkpoint`: config.json's dtype and quantization (the engine's
   ``dtype``/``quantization`` flags win) against the GPU's compute capability, from the format table
@@ -53,7 +56,13 @@ from preflight_checkpoint import (  # noqa: F401
     read_checkpoint,
     weights_of,
 )
-from preflight_model import check_format, check_memory, check_tensor_parallel, effective_max_model_len  # noqa: F401
+from preflight_model import (  # noqa: F401
+    check_context,
+    check_format,
+    check_memory,
+    check_tensor_parallel,
+    effective_max_model_len,
+)
 from preflight_quota import QUOTA_NOTE, Quota, QuotaLookupError, check_quota, find_quota  # noqa: F401
 from preflight_settings import Settings, pool_settings
 
@@ -139,7 +148,7 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
         ChecksSkipped=",".join(c for c in CHECKS if c in settings.skip),
     )
     checks = settings.checks
-    reads_checkpoint = {"s3", "memory", "tensor-parallel"} | ({"format"} if settings.engine else set())
+    reads_checkpoint = {"s3", "memory", "context", "tensor-parallel"} | ({"format"} if settings.engine else set())
     if reads_checkpoint & set(checks):
         checkpoint = read_checkpoint(s3(), settings.bucket, settings.prefix, settings.gguf_file)
         # Refused before any GPU runs them, unless the user asked for them (allow_checkpoint_code): then a note.
@@ -156,6 +165,7 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
         report.data["ManifestFiles"] = str(len(listed)) if listed else ""
         config = checkpoint.config
         unavailable = _why_no_config(checkpoint)
+        fit = None
         if "memory" in checks:
             weights = weights_of(checkpoint)
             if config is None:
@@ -170,6 +180,9 @@ def run_checks(settings: Settings, *, s3: Callable[[], Any], quotas: Callable[[]
                 for pool, on_pool, why in pool_settings(settings):  # a fallback may hold every instance
                     problems = [why] if why else check_memory(config, weights, on_pool, checkpoint.gguf)[0]
                     report.add("memory", [f"instance_pools fallback {pool}: {p}" for p in problems])
+        # llama.cpp runs past the trained context (a note from the memory check), so a GGUF has no context refusal.
+        if "context" in checks and config is not None and not checkpoint.gguf.name:
+            report.add("context", check_context(config, settings, fit))
         if "tensor-parallel" in checks:
             if config is None:
                 report.add("tensor-parallel", [f"cannot read the attention heads: {unavailable}"])

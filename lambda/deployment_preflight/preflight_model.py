@@ -1,4 +1,4 @@
-"""The model's checks against the instance: weight format, memory fit and context, tensor parallel size."""
+"""The model's checks against the instance: weight format, memory fit, context limit, tensor parallel size."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from preflight import (
     estimate_memory_fit,
     tp_divides_heads,
 )
-from preflight.context import engine_context_limit
+from preflight.context import context_problem, engine_context_limit
 from preflight.formats import check_deployment
 from preflight.gguf import S3Gguf, estimate_gguf_fit
 from preflight.memory_fit import text_config
@@ -37,8 +37,8 @@ def effective_max_model_len(config: Mapping[str, Any], settings: Settings) -> tu
     """The context to check: the given one, else the model's own limit (what engines derive)."""
     if settings.max_model_len is not None:
         return settings.max_model_len, None
-    # What the engine derives when none is given (vLLM's rule, rope scaling included); a larger given one is a
-    # memory problem from estimate_memory_fit (preflight/context.py), not a note.
+    # What the engine derives when none is given (vLLM's rule, rope scaling included); a larger given one is the
+    # context check's refusal (check_context, preflight/context.py), not a note.
     derived = engine_context_limit(text_config(config))
     limit = derived.tokens if derived is not None else None
     if limit is None:
@@ -53,7 +53,11 @@ def _gib(n: float) -> str:
 def check_memory(
     config: Mapping[str, Any], weights: Weights, settings: Settings, gguf: S3Gguf | None = None
 ) -> tuple[list[str], dict[str, str], MemoryFit | None]:
-    """Problems (with numbers and what to change), the key figures, and the estimate itself."""
+    """Problems (with numbers and what to change), the key figures, and the estimate itself.
+
+    The context limit is the ``context`` check's (``fit.context_refusal``, reported by check_context): with that
+    check on, a refused context's memory advice works from the longest context the engine accepts.
+    """
     max_model_len, problem = effective_max_model_len(config, settings)
     if problem or max_model_len is None:
         return [problem or "no context length to check"], {}, None
@@ -79,6 +83,8 @@ def check_memory(
                 kv_cache_dtype=settings.kv_cache_dtype,
                 gpu_memory_utilization=settings.gpu_memory_utilization,
                 max_num_batched_tokens=settings.max_num_batched_tokens,
+                refuse_beyond_context="context" not in settings.skip,
+                long_context=settings.long_context or None,
             )
     except ValueError as e:
         return [f"cannot estimate GPU memory: {e}"], {}, None
@@ -93,13 +99,25 @@ def check_memory(
     }
     # The head-count rule has its own check (tensor-parallel), so that skipping one never hides the other.
     tp_problem = tp_divides_heads(config, settings.tensor_parallel_size)
-    shortfalls = [p for p in fit.problems if p != tp_problem]
+    shortfalls = [p for p in fit.problems if p not in (tp_problem, fit.context_refusal)]
     head = (
         f"{settings.instance_type} ({settings.gpu_count} x {settings.gpu_memory_gib:g} GB, tensor parallel "
         f"{fit.tensor_parallel_size}, max_model_len {max_model_len:,}, {settings.max_num_seqs} sequence(s), "
         f"KV cache {fit.kv_cache_dtype}): "
     )
     return [head + p for p in shortfalls], figures, fit
+
+
+def check_context(config: Mapping[str, Any], settings: Settings, fit: MemoryFit | None) -> list[str]:
+    """The refusal of a max_model_len above the longest context the engine accepts (vLLM's rule, preflight/context.py),
+    unless the engine's opt-in (``LongContext``) is set. ``fit``: the memory check's estimate, whose refusal names
+    the largest context that fits; None when that check is skipped (then the limit alone is named)."""
+    if settings.max_model_len is None or settings.long_context:
+        return []
+    if fit is not None:
+        return [fit.context_refusal] if fit.context_refusal else []
+    refusal = context_problem(text_config(config), settings.max_model_len)
+    return [refusal] if refusal else []
 
 
 def check_tensor_parallel(config: Mapping[str, Any], settings: Settings) -> list[str]:

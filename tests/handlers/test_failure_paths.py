@@ -592,8 +592,9 @@ def test_preflight_every_problem_in_one_reason(driver):
     driver.quotas.applied.update({"ml.g6.xlarge for endpoint usage": 0})
     driver.s3.client.delete_object(Bucket=BUCKET, Key=PREFLIGHT_PREFIX + ".hf-model-manifest.json")
     cfn = driver.cloudformation()
-    created = cfn.create(driver.properties(MaxModelLen="9999999"))
-    for check in ("[s3]", "[memory]", "[quota]"):
+    # 9,999,999 tokens: past the model's limit (the context check) and, at that limit, past an L4's memory.
+    created = cfn.create(driver.properties(MaxModelLen="9999999", GpuMemoryGib="1"))
+    for check in ("[s3]", "[memory]", "[context]", "[quota]"):
         assert check in created.message
     assert cfn.problems(created) == []
 

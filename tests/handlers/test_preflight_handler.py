@@ -136,7 +136,7 @@ def test_all_clear_returns_the_key_figures_and_a_stable_physical_id(handler, s3,
     assert data["MaxModelLen"] == "32768" and int(data["MaxModelLenThatFits"]) > 32768
     assert float(data["KvCacheGiBPerSequence"]) == pytest.approx(32768 * 32 * 1024 / 2**30, abs=0.01)  # 1.00 GiB
     assert data["QuotaValue"] == "2" and data["QuotaCode"] == "L-ABCD1234" and data["QuotaSource"] == "applied"
-    assert data["ChecksRun"] == "s3,memory,tensor-parallel,quota,format,network" and data["ChecksSkipped"] == ""
+    assert data["ChecksRun"] == "s3,memory,context,tensor-parallel,quota,format,network" and data["ChecksSkipped"] == ""
     assert "does not guarantee" in data["Notes"] or "not a reservation" in data["Notes"]
     assert len(json.dumps(result).encode()) < 4096
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("event=")]
@@ -267,17 +267,51 @@ def test_a_longer_profiling_pass_leaves_less_kv_cache(handler, s3):  # noqa: F81
     assert "MaxNumBatchedTokens='0' must be positive" in refused(handler, properties(MaxNumBatchedTokens="0"))
 
 
-def test_a_context_past_what_the_engine_accepts_fails_the_memory_check_not_a_note(handler, s3):  # noqa: F811
-    # Llama 3.1's rope_type llama3 does not extend its 131,072 positions (vLLM's _get_and_verify_max_len).
-    llama3 = {**CONFIG, "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
-    stage(s3, config={**llama3, "num_hidden_layers": 1})
+# Llama 3.1's rope_type llama3 does not extend its 131,072 positions (vLLM's _get_and_verify_max_len).
+LLAMA3 = {**CONFIG, "max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}}
+
+
+def test_a_context_past_what_the_engine_accepts_fails_the_context_check_not_a_note(handler, s3):  # noqa: F811
+    stage(s3, config={**LLAMA3, "num_hidden_layers": 1})
     applied(handler, quota())
     message = refused(handler, properties(MaxModelLen="200000"))
-    assert "(1) [memory]" in message and "1 problem(s)" in message
+    assert "(1) [context]" in message and "1 problem(s)" in message
     assert (
         "max_model_len=200000: above the longest context the engine accepts for this model, 131,072 tokens" in message
     )
     assert "The largest context that fits here: 131,072" in message
+
+
+def test_skipping_memory_still_refuses_the_context_and_context_has_its_own_skip(handler, s3):  # noqa: F811
+    stage(s3, config={**LLAMA3, "num_hidden_layers": 1})
+    applied(handler, quota())
+    message = refused(handler, properties(MaxModelLen="200000", SkipChecks=["memory"]))
+    assert "(1) [context] max_model_len=200000: above the longest context" in message and "1 problem(s)" in message
+    applied(handler, quota())
+    data = handler.on_event(event(props=properties(MaxModelLen="200000", SkipChecks=["context"])))["Data"]
+    assert data["ChecksSkipped"] == "context" and "context" not in data["ChecksRun"].split(",")
+    assert "exceeds the model's max_position_embeddings=131,072" in data["Notes"]  # the memory check's warning
+
+
+def test_vllms_long_context_variable_turns_the_refusal_into_a_note(handler, s3):  # noqa: F811
+    stage(s3, config={**LLAMA3, "num_hidden_layers": 1})
+    applied(handler, quota())
+    props = properties(MaxModelLen="200000", LongContext="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    data = handler.on_event(event(props=props))["Data"]
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM start with it" in data["Notes"]
+    assert data["MaxModelLen"] == "200000"
+
+
+def test_a_refused_context_gets_memory_advice_at_the_limit_never_for_the_refused_length(handler, s3):  # noqa: F811
+    # 32 layers: one 131,072-token sequence needs 16 GiB of KV cache, more than a GPU of 8 GB holds.
+    stage(s3, config={**LLAMA3, "num_hidden_layers": 32})
+    applied(handler, quota())
+    message = refused(handler, properties(MaxModelLen="1000000", GpuMemoryGib="8"))
+    assert "[memory] ml.g6.xlarge" in message and "[context] max_model_len=1000000" in message
+    memory = message.split("[memory]")[1].split("[context]")[0]
+    assert "at 131,072 tokens, the longest context the engine accepts" in memory
+    assert "one 131,072-token sequence needs" in memory
+    assert "1,000,000-token" not in memory and "1,000,000 tokens then fit" not in memory
 
 
 def test_the_default_context_is_what_the_engine_derives_rope_scaling_included(handler, s3):  # noqa: F811
@@ -360,11 +394,11 @@ def test_several_problems_come_in_one_message_each_with_its_check(handler, s3): 
     applied(handler, quota("ml.g6.12xlarge for endpoint usage", 0))
     props = properties(InstanceType="ml.g6.12xlarge", GpuCount="4", GpuMemoryGib="24", TensorParallelSize="3")
     message = refused(handler, {**props, "MaxModelLen": "1000000"})
-    assert message.startswith(f"Preflight refused the deployment of {URI} on 1 x ml.g6.12xlarge: 4 problem(s).")
-    for number, check in enumerate(("s3", "memory", "tensor-parallel", "quota"), 1):
+    assert message.startswith(f"Preflight refused the deployment of {URI} on 1 x ml.g6.12xlarge: 5 problem(s).")
+    for number, check in enumerate(("s3", "memory", "context", "tensor-parallel", "quota"), 1):
         assert f"({number}) [{check}]" in message
     assert message.endswith(
-        "name it in the preflight's skip_checks (s3, memory, tensor-parallel, quota, format, network)."
+        "name it in the preflight's skip_checks (s3, memory, context, tensor-parallel, quota, format, network)."
     )
 
 
@@ -402,7 +436,7 @@ def test_skipped_checks_do_not_run(handler, s3):  # noqa: F811
         GpuCount="4", TensorParallelSize="3", SkipChecks=["s3", "tensor-parallel", "quota", "format", "network"]
     )
     data = handler.on_event(event(props=props))["Data"]  # the Stubber refuses any Service Quotas call
-    assert data["ChecksRun"] == "memory" and data["ChecksSkipped"] == "s3,tensor-parallel,quota,format,network"
+    assert data["ChecksRun"] == "memory,context" and data["ChecksSkipped"] == "s3,tensor-parallel,quota,format,network"
     assert data["QuotaValue"] == "" and data["WeightsGiBPerGpu"] != ""
 
 
@@ -411,7 +445,7 @@ def test_skipping_every_check_reads_nothing(handler):
         raise AssertionError("no client may be created")
 
     settings = handler.Settings.from_properties(
-        properties(SkipChecks='["s3","memory","tensor-parallel","quota","format","network"]')
+        properties(SkipChecks='["s3","memory","context","tensor-parallel","quota","format","network"]')
     )
     report = handler.run_checks(settings, s3=no_client, quotas=no_client)
     assert report.problems == [] and report.data["ChecksRun"] == ""

@@ -752,8 +752,10 @@ def test_format_table_rows_and_sections_as_the_plan_prints_them():
         "  verdict                              DOES NOT FIT",
         "problems:",
     ]
-    # Two problems: four sequences do not fit, and 65,536 is past the 40,960 positions; one warning (idle GPUs).
-    assert len(result.problems) == 2 and len(result.warnings) == 1
+    # One problem: 65,536 is past the 40,960 positions. Four 65,536-token sequences would not fit, but the engine
+    # refuses that context whatever the memory, and four of 40,960 do fit: no memory advice. One warning (idle GPUs).
+    assert len(result.problems) == 1 and result.problems == [result.context_refusal]
+    assert len(result.warnings) == 1
     assert lines[14:] == [
         *(f"  - {p}" for p in result.problems),
         "warnings:",

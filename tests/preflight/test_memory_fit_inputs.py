@@ -175,9 +175,11 @@ def test_the_context_refusal_starts_past_the_models_limit():
     (past,) = fit(LLAMA2_7B, LLAMA2_7B_BYTES, G6_XLARGE, max_model_len=4097).problems
     assert past == (
         "max_model_len=4097: above the longest context the engine accepts for this model, 4,096 tokens "
-        "(max_position_embeddings=4,096; vLLM's _get_and_verify_max_len refuses to start beyond it). The largest "
-        "context that fits here: 4,096; set max_model_len to at most that, or extend the model's positions with "
-        "rope scaling the model supports (engine_env with the engine's hf-overrides flag)"
+        "(max_position_embeddings=4,096; vLLM's _get_and_verify_max_len refuses to start beyond it, whatever the "
+        "memory). The largest context that fits here: 4,096; set max_model_len to at most that; to run past it "
+        "anyway, vLLM starts with container_env VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 (it then warns that positions beyond "
+        "the limit give NaN with RoPE), and a context extended with rope scaling in the engine's hf-overrides flag "
+        'needs preflight_skip ["context"] (skip_checks "context")'
     )
 
 

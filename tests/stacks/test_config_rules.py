@@ -234,8 +234,8 @@ def test_glob_lists_accept_blank_text_and_name_what_they_expect() -> None:
 
 def test_every_unknown_check_and_every_repeated_key_is_named() -> None:
     assert problems_of(preflight_skip='["a", "b"]') == [
-        "preflight_skip='[\"a\", \"b\"]': unknown check(s) 'a', 'b'; allowed: s3, memory, tensor-parallel, quota, "
-        "format, network"
+        "preflight_skip='[\"a\", \"b\"]': unknown check(s) 'a', 'b'; allowed: s3, memory, context, tensor-parallel, "
+        "quota, format, network"
     ]
     problems = problems_of(smoke_inputs='{"top_p": 1, "top_p": 2, "seed": 1, "seed": 2}')
     assert problems == [

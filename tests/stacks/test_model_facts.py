@@ -205,7 +205,7 @@ def test_a_recorded_lookup_pins_main_to_its_commit_and_the_summary_says_so(env, 
     assert checkpoint["Properties"]["Revision"] == sha
     lines = "\n".join(describe(template))
     assert f"model: {LLAMA} at {sha} (pinned at synth: revision 'main' as recorded in model-facts.json)" in lines
-    assert "memory, tensor-parallel, format checked at synth, fits; revision 'main' pinned to " + sha in lines
+    assert "memory, context, tensor-parallel, format checked at synth, fits; revision 'main' pinned to " + sha in lines
 
 
 def test_hf_hub_offline_stops_the_lookup(env, tmp_path, monkeypatch):
@@ -334,3 +334,64 @@ def test_a_pool_entry_the_model_does_not_fit_is_refused_at_synth_naming_it(env, 
         p.startswith("instance_pools[0]='ml.g4dn.xlarge' (1 x NVIDIA T4, 16 GB): weights do not fit") for p in problems
     ), problems
     assert not any(p.startswith("instance_type=") for p in problems), problems  # the primary fits
+
+
+# -- the context limit: its own check, its own advice, vLLM's opt-in ----------------------------------------
+
+
+def _preflight_properties(template) -> dict:
+    (found,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "Custom::DeploymentPreflight"]
+    return found
+
+
+def test_a_refused_context_gets_no_memory_advice_that_keeps_it(env, tmp_path, capsys):
+    # One L40S has room for Llama 3.1 8B at its 131,072-token limit: the only problem is the limit, with no fp8 cache,
+    # bigger GPU or quantization offered for 200,000 tokens the engine refuses whatever the memory.
+    context = {"model_id": LLAMA, "instance_type": "ml.g6e.2xlarge", "max_model_len": "200000"}
+    (problem,) = synth_problems(tmp_path / "model-facts.json", **context)
+    assert "max_model_len=200000: above the longest context the engine accepts for this model, 131,072" in problem
+    assert "fp8" not in problem and "GPUs of at least" not in problem and "quantized" not in problem
+    pairs = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
+    assert plan_main(pairs) == 1
+    out = capsys.readouterr().out
+    assert "200,000 tokens then fit" not in out and "GPUs of at least" not in out
+    assert "no instance type fits max_model_len=200,000: it is above the longest context the engine accepts" in out
+    assert "shorten max_model_len or quantize" not in out
+
+
+def test_the_ranking_beyond_the_limit_points_to_it_not_to_quantization_or_more_nodes(env, capsys):
+    assert plan_main(["--model-id", LLAMA, "--max-model-len", "1000000"]) == 1  # the ranking: no instance type
+    out = capsys.readouterr().out
+    advice = out.split("What would:")[1]
+    assert advice.startswith("\n  - max_model_len=1,000,000 is above the longest context the engine accepts for this")
+    assert "set max_model_len to at most 131,072" in advice
+    assert "at max_model_len 131,072: ml." in advice and "fits (" in advice  # what fits at the limit
+    assert "quantized checkpoint" not in advice and "smaller quantization" not in advice and "HyperPod" not in advice
+    assert "fp8 KV cache" not in advice
+
+
+def test_skipping_memory_keeps_the_context_refusal_and_context_is_its_own_skip(env, tmp_path):
+    record = tmp_path / "model-facts.json"
+    context = {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "200000"}
+    (problem,) = synth_problems(record, **context, preflight_skip='["memory"]')
+    assert "max_model_len=200000: above the longest context the engine accepts" in problem
+    app = build_app(cdk.App(context=context_with(**context, preflight_skip='["context"]')), facts=FactsSource(record))
+    template = app.synth().stacks[0].template
+    assert "memory, tensor-parallel, format checked at synth, fits" in template["Metadata"][METADATA_KEY]["Line"]
+    assert _preflight_properties(template)["SkipChecks"] == ["context"]
+
+
+def test_vllms_long_context_variable_is_the_opt_in_in_synth_plan_and_the_preflight(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    opt_in = json.dumps({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    context = {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "200000"}
+    app = build_app(cdk.App(context=context_with(**context, container_env=opt_in)), facts=FactsSource(record))
+    template = app.synth().stacks[0].template
+    assert template["Metadata"][METADATA_KEY]["Checked"] is True
+    assert _preflight_properties(template)["LongContext"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    pairs = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
+    assert plan_main([*pairs, "-c", f"container_env={opt_in}"]) == 0
+    assert "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 lets vLLM start with it" in capsys.readouterr().out
+    # "0" is not vLLM's true: still refused.
+    off = json.dumps({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"})
+    assert synth_problems(record, **context, container_env=off)
