@@ -107,8 +107,8 @@ def test_preflight_rollback_succeeds_with_its_data_when_quotas_are_throttled(dri
     cfn = driver.cloudformation()
     created = cfn.create(driver.properties())
     assert created.ok, created.reason
-    updated = cfn.update(driver.properties(MaxModelLen="99999999"))  # does not fit: the update fails
-    assert not updated.ok and "[memory]" in updated.message
+    updated = cfn.update(driver.properties(MaxModelLen="99999999"))  # past the engine's limit: the update fails
+    assert not updated.ok and "[context]" in updated.message
     driver.quotas.throttle("ListServiceQuotas")  # every call from now on
     rolled_back = cfn.rollback()
     assert rolled_back.ok, rolled_back.reason
@@ -161,7 +161,9 @@ def test_preflight_context_past_the_engine_limit_update_refused_rollback_delete_
     created = cfn.create(driver.properties(MaxModelLen="32768"))
     assert created.ok, created.reason
     updated = cfn.update(driver.properties(MaxModelLen="65536"))
-    assert not updated.ok and "1 problem(s)" in updated.message and "[memory]" in updated.message
+    # Its own check (memory fits at the longest context the engine accepts): one problem, named context.
+    assert not updated.ok and "1 problem(s)" in updated.message and "[context]" in updated.message
+    assert "[memory]" not in updated.message
     assert "max_model_len=65536: above the longest context the engine accepts for this model, 32,768" in updated.message
     rolled_back = cfn.rollback()
     assert rolled_back.ok, rolled_back.reason
