@@ -19,7 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from .engines import EngineSpec
-from .hosting import grant_bearer_token, openai_base_url
+from .hosting import grant_invoke_arns, openai_base_url
 from .inference_component import InferenceComponent
 from .names import COMPONENT_NAME, matches
 from .problems import construct_subject, refuse
@@ -169,12 +169,9 @@ class AdapterComponent(Construct):
         :param bearer_token: also allow ``sagemaker:CallWithBearerToken`` (on ``*``) for the OpenAI-compatible path
             (``openai_base_url``). Default: no.
         """
-        grant = iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-            resource_arns=[self.endpoint.endpoint_arn, self.inference_component_arn],
+        return grant_invoke_arns(
+            grantee, [self.endpoint.endpoint_arn, self.inference_component_arn], bearer_token=bearer_token
         )
-        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
 
     @property
     def openai_base_url(self) -> str:

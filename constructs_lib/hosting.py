@@ -285,6 +285,18 @@ def grant_bearer_token(grantee: iam.IGrantable) -> iam.Grant:
     return iam.Grant.add_to_principal(grantee=grantee, actions=["sagemaker:CallWithBearerToken"], resource_arns=["*"])
 
 
+def grant_invoke_arns(grantee: iam.IGrantable, arns: list[str], *, bearer_token: bool) -> iam.Grant:
+    """``InvokeEndpoint`` and ``InvokeEndpointWithResponseStream`` on ``arns`` (an endpoint, and a component of it:
+    both are resource types of the two actions in the IAM service authorization reference), plus
+    ``grant_bearer_token`` for the OpenAI-compatible path when ``bearer_token``."""
+    grant = iam.Grant.add_to_principal(
+        grantee=grantee,
+        actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+        resource_arns=arns,
+    )
+    return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+
+
 class EndpointVariantMixin:
     """``grant_invoke`` and variant metrics for a construct with ``endpoint_arn``, ``endpoint_name`` and
     ``variant_name`` (``GpuEndpoint``, ``ComponentEndpoint``)."""
@@ -300,12 +312,7 @@ class EndpointVariantMixin:
             token, which needs ``sagemaker:CallWithBearerToken`` on ``*`` beside ``sagemaker:InvokeEndpoint``
             (``grant_bearer_token``). Default: SigV4 calls only.
         """
-        grant = iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-            resource_arns=[self.endpoint_arn],
-        )
-        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
+        return grant_invoke_arns(grantee, [self.endpoint_arn], bearer_token=bearer_token)
 
     @property
     def openai_base_url(self) -> str:

@@ -39,7 +39,7 @@ from .hosting import (
     config_and_endpoint,
     endpoint_placement,
     execution_role,
-    grant_bearer_token,
+    grant_invoke_arns,
     grant_log_streams,
     grant_model_and_image,
     grant_registry_login_and_metrics,
@@ -750,12 +750,9 @@ class InferenceComponent(MonitoredComponent, Construct):
         :param bearer_token: also allow ``sagemaker:CallWithBearerToken`` (on ``*``), which the OpenAI-compatible
             path (``openai_base_url``) needs with a bearer token (``hosting.grant_bearer_token``). Default: no.
         """
-        grant = iam.Grant.add_to_principal(
-            grantee=grantee,
-            actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
-            resource_arns=[self.endpoint.endpoint_arn, self.inference_component_arn],
+        return grant_invoke_arns(
+            grantee, [self.endpoint.endpoint_arn, self.inference_component_arn], bearer_token=bearer_token
         )
-        return grant.combine(grant_bearer_token(grantee)) if bearer_token else grant
 
     @property
     def openai_base_url(self) -> str:

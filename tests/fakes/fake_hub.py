@@ -692,3 +692,19 @@ class _Handler(BaseHTTPRequestHandler):
         with contextlib.suppress(OSError):
             self.connection.shutdown(socket.SHUT_RDWR)
         self.close_connection = True
+
+
+def use_fake_hub(monkeypatch, tmp_path, hub: FakeHub) -> FakeHub:
+    """Point huggingface_hub at ``hub`` with a cache of the test's own and no token, offline flag or region.
+
+    huggingface_hub reads HF_HOME once, at import (constants.py), and an earlier test may have imported it:
+    without the HF_HUB_CACHE patch the fake Hub's config.json files would land in the real ~/.cache/huggingface.
+    """
+    from huggingface_hub import constants
+
+    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    return hub

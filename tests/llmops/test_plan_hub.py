@@ -8,7 +8,7 @@ import pytest
 
 from constructs_lib.prices import lookup_hint
 from llmops.plan import main
-from tests.fakes.fake_hub import TEST_TOKEN, Declared, FakeHub
+from tests.fakes.fake_hub import TEST_TOKEN, Declared, FakeHub, use_fake_hub
 
 QWEN3_8B = {
     "architectures": ["Qwen3ForCausalLM"],
@@ -76,16 +76,7 @@ def hub():
 
 @pytest.fixture
 def env(hub, monkeypatch, tmp_path):
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    # huggingface_hub reads HF_HOME once, at import (constants.py), and an earlier test may have imported it:
-    # without this the fake Hub's config.json files land in the real ~/.cache/huggingface.
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    for name in ("HF_TOKEN", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    return hub
+    return use_fake_hub(monkeypatch, tmp_path, hub)
 
 
 def plan(*args: str) -> int:

@@ -16,7 +16,7 @@ from llmops.summary import describe
 from stacks.config import ConfigError
 from tests.conftest import context_with
 from tests.fakes import hub_models
-from tests.fakes.fake_hub import FakeHub
+from tests.fakes.fake_hub import FakeHub, use_fake_hub
 
 LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 QWEN = "Qwen/Qwen3-32B"
@@ -33,14 +33,7 @@ def hub():
 
 @pytest.fixture
 def env(hub, monkeypatch, tmp_path):
-    from huggingface_hub import constants
-
-    monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
-    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
-    for name in ("HF_TOKEN", "HF_HUB_OFFLINE", "AWS_REGION", "AWS_DEFAULT_REGION"):
-        monkeypatch.delenv(name, raising=False)
-    return hub
+    return use_fake_hub(monkeypatch, tmp_path, hub)
 
 
 def synth_problems(record, **context) -> list[str]:
