@@ -30,6 +30,7 @@ from .hosting import (
     grant_model_and_image,
     grant_registry_login_and_metrics,
     metrics_config,
+    provision_timeout_problems,
     retained_log_group,
     routing_config,
     sagemaker_scaling_role,
@@ -81,6 +82,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         capacity_reservation_instances: int | None = None,
         startup_timeout: cdk.Duration | None = None,
         download_timeout: cdk.Duration | None = None,
+        provision_timeout: cdk.Duration | None = None,
         endpoint_name: str | None = None,
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
@@ -127,6 +129,9 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             update policy is refused with a reservation.
         :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
         :param download_timeout: model download timeout, 60-3600 s. Default: 20 minutes.
+        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: how long SageMaker retries
+            capacity on one instance type before "the next instance pool (if configured)"; capacity only, not the
+            model download or start-up (botocore ProductionVariant). Default: SageMaker's.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role. Default: a role trusted by sagemaker.amazonaws.com that can read
             only the model prefix, pull only the image's repository and write only its log group.
@@ -208,6 +213,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
 
         errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
         errors += metrics_problems(enhanced_metrics, metric_publish_frequency_s)
+        errors += provision_timeout_problems(provision_timeout)
         if routing_strategy is not None and routing_strategy not in ROUTING_STRATEGIES:
             errors.append(
                 f"routing_strategy={routing_strategy!r} is not a routing strategy; allowed: "
@@ -270,6 +276,9 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
             routing_config=routing_config(routing_strategy, prefix_routing_length, prefix_routing_concurrency),
+            variant_instance_provision_timeout_in_seconds=int(provision_timeout.to_seconds())
+            if provision_timeout
+            else None,
         )
         self.endpoint_config, self.endpoint = config_and_endpoint(
             self,

@@ -341,6 +341,24 @@ def capacity_reservation(arn: str | None) -> sagemaker.CfnEndpointConfig.Capacit
     )
 
 
+# ProductionVariant.VariantInstanceProvisionTimeoutInSeconds, "Valid values: 300 to 3600" (botocore, cfn-lint).
+PROVISION_TIMEOUT_RANGE_S = (300, 3600)
+
+
+def provision_timeout_problems(timeout: cdk.Duration | None) -> list[str]:
+    """What is wrong with a variant's ``VariantInstanceProvisionTimeoutInSeconds``: "Valid values: 300 to 3600"."""
+    if timeout is None or cdk.Token.is_unresolved(timeout.to_seconds()):
+        return []
+    seconds = timeout.to_seconds()
+    low, high = PROVISION_TIMEOUT_RANGE_S
+    if seconds != int(seconds) or not low <= seconds <= high:
+        return [
+            f"provision_timeout={seconds:g} s: allowed {low} to {high} whole seconds "
+            "(VariantInstanceProvisionTimeoutInSeconds)"
+        ]
+    return []
+
+
 def routing_config(
     strategy: str | None, prefix_length: int | None = None, concurrency_threshold: int | None = None
 ) -> sagemaker.CfnEndpointConfig.RoutingConfigProperty | None:

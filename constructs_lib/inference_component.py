@@ -45,6 +45,7 @@ from .hosting import (
     grant_registry_login_and_metrics,
     metrics_config,
     openai_base_url,
+    provision_timeout_problems,
     retained_log_group,
     routing_config,
     sagemaker_metric,
@@ -105,6 +106,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         inference_ami_version: str | None = None,
         capacity_reservation_arn: str | None = None,
         capacity_reservation_instances: int | None = None,
+        provision_timeout: cdk.Duration | None = None,
         endpoint_name: str | None = None,
         role: iam.IRole | None = None,
         volume_kms_key: kms.IKey | None = None,
@@ -155,6 +157,9 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             (``add_component``) is refused unless they hold the instances its copies need plus an update's batch of
             new copies beside them (``component_plan.reservation_room_problems``). Default: unknown, so a component
             on a reservation is refused.
+        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: how long SageMaker retries
+            capacity on one instance type before the next of ``instance_pools``; capacity only (botocore
+            ProductionVariant). Default: SageMaker's.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role (on the endpoint config; components use it by default). Default: a
             role trusted by sagemaker.amazonaws.com; each component adds read access to its own model
@@ -199,6 +204,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         features = metrics_problems(enhanced_metrics, metric_publish_frequency_s) + prefix_routing_problems(
             routing_strategy, prefix_routing_length, prefix_routing_concurrency
         )
+        features += provision_timeout_problems(provision_timeout)
 
         def pool_check(pool: str) -> list[str]:
             # One variant, one AMI and one image serve every pool (realtime-endpoints-heterogeneous).
@@ -274,6 +280,9 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             routing_config=routing_config(routing_strategy, prefix_routing_length, prefix_routing_concurrency),
             inference_ami_version=plan.inference_ami_version,
             capacity_reservation_config=capacity_reservation(capacity_reservation_arn),
+            variant_instance_provision_timeout_in_seconds=int(provision_timeout.to_seconds())
+            if provision_timeout
+            else None,
         )
         # No ModelName on the variant. The model download and startup timeouts belong to each component's
         # StartupParameters: the variant has no model of its own to download or start.

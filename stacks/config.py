@@ -225,6 +225,7 @@ class DeploymentConfig:
     capacity_reservation_instances: int | None
     startup_timeout_s: int
     download_timeout_s: int
+    provision_timeout_s: int | None
     endpoint_name: str | None
     update_policy: str | None
     update_step_size: int

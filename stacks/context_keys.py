@@ -508,6 +508,14 @@ KEYS: tuple[ContextKey, ...] = (
         "60-3600 (container health check)",
     ),
     ContextKey(
+        "provision_timeout_s",
+        _optional(_integer(300, 3600)),
+        None,
+        "serving",
+        "300-3600: how long SageMaker tries to get instances before the next `instance_pools` entry "
+        "(`VariantInstanceProvisionTimeoutInSeconds`); null: SageMaker's",
+    ),
+    ContextKey(
         "download_timeout_s",
         _integer(60, 3600),
         1200,

@@ -176,3 +176,39 @@ def test_the_stack_with_every_feature_passes_cfn_lint(tmp_path):
     assert _one(t, "AWS::SageMaker::EndpointConfig")["MetricsConfig"]["MetricPublishFrequencyInSeconds"] == 30
     result = subprocess.run([CFN_LINT, "--ignore-checks", "W3005", "--", str(path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_provision_timeout_is_on_the_variant_in_both_modes_and_checked():
+    """VariantInstanceProvisionTimeoutInSeconds: how long SageMaker retries capacity before "the next instance pool
+    (if configured)", 300-3600 (botocore ProductionVariant; cfn-lint schema of AWS::SageMaker::EndpointConfig)."""
+    stack, bucket = _stack()
+    GpuEndpoint(
+        stack,
+        "Endpoint",
+        model=S3ModelData(bucket, "m/"),
+        instance_pools=["ml.g5.xlarge"],
+        provision_timeout=cdk.Duration.minutes(10),
+    )
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 600
+    stack, bucket = _stack()
+    ComponentEndpoint(stack, "Endpoint", provision_timeout=cdk.Duration.seconds(900)).add_component(
+        "Chat", model=S3ModelData(bucket, "m/")
+    )
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 900
+    stack, bucket = _stack()
+    GpuEndpoint(stack, "Endpoint", model=S3ModelData(bucket, "m/"))
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert "VariantInstanceProvisionTimeoutInSeconds" not in variant  # SageMaker's own unless given
+    for bad in (cdk.Duration.seconds(120), cdk.Duration.hours(2)):
+        with pytest.raises(ValueError, match=r"provision_timeout=\d+ s: allowed 300 to 3600 whole seconds"):
+            GpuEndpoint(_stack()[0], "Endpoint", model=S3ModelData(bucket, "m/"), provision_timeout=bad)
+
+
+def test_provision_timeout_key_reaches_the_variant_and_is_range_checked():
+    assert problems_of(provision_timeout_s="120") == ["provision_timeout_s='120': out of range; allowed: 300 to 3600"]
+    t = build(provision_timeout_s="1200")
+    (stack,) = [c for c in t.node.children if isinstance(c, cdk.Stack)]
+    (variant,) = _one(Template.from_stack(stack).to_json(), "AWS::SageMaker::EndpointConfig")["ProductionVariants"]
+    assert variant["VariantInstanceProvisionTimeoutInSeconds"] == 1200
