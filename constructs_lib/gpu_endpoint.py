@@ -38,7 +38,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
-from .instance_pools import pool_problems, pool_types
+from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
@@ -214,6 +214,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         errors = plan.errors + (pool_problems(instance_type, instance_pools, pool_check) if instance_pools else [])
         errors += metrics_problems(enhanced_metrics, metric_publish_frequency_s)
         errors += provision_timeout_problems(provision_timeout)
+        if pools := reservation_pools_problem(instance_pools, capacity_reservation_arn):
+            errors.append(pools)
         if routing_strategy is not None and routing_strategy not in ROUTING_STRATEGIES:
             errors.append(
                 f"routing_strategy={routing_strategy!r} is not a routing strategy; allowed: "

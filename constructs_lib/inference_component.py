@@ -54,7 +54,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
-from .instance_pools import pool_problems, pool_types
+from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
@@ -205,6 +205,8 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             routing_strategy, prefix_routing_length, prefix_routing_concurrency
         )
         features += provision_timeout_problems(provision_timeout)
+        if pools := reservation_pools_problem(instance_pools, capacity_reservation_arn):
+            features.append(pools)
 
         def pool_check(pool: str) -> list[str]:
             # One variant, one AMI and one image serve every pool (realtime-endpoints-heterogeneous).

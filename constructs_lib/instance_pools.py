@@ -51,3 +51,21 @@ def pool_problems(
         seen.add(pool)
         errors += [f"instance_pools[{index}]={pool!r}: {problem}" for problem in check(pool)]
     return errors
+
+
+def reservation_pools_problem(instance_pools: Sequence[str] | None, capacity_reservation_arn: str | None) -> str | None:
+    """Fallback types beside a capacity reservation, which they could never use.
+
+    The variant runs with ``capacity-reservations-only``: "SageMaker AI launches instances only into an ML capacity
+    reservation. If no capacity is available, the instances fail to launch" (API
+    ProductionVariantCapacityReservationConfig), and an ML reservation holds instances of one type. So a fallback
+    type finds no reserved capacity and fails to launch: the pools would only delay the failure.
+    """
+    if not instance_pools or not capacity_reservation_arn:
+        return None
+    return (
+        f"instance_pools={list(instance_pools)!r} with capacity_reservation_arn: the variant launches only into the "
+        'reservation (capacity-reservations-only: "If no capacity is available, the instances fail to launch"), '
+        "which holds one instance type, so the fallback types could never launch; allowed: instance_pools or a "
+        "capacity reservation, not both"
+    )

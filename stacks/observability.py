@@ -21,6 +21,7 @@ from constructs_lib import (
     prefix_routing_problems,
     reservation_problems,
 )
+from constructs_lib.instance_pools import reservation_pools_problem
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
@@ -76,6 +77,8 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
             fleet=max(instances, values.get("max_instances") or instances),
             reservation_instances=values.get("capacity_reservation_instances"),
         )
+    if pools := reservation_pools_problem(values.get("instance_pools"), values.get("capacity_reservation_arn")):
+        problems.append(pools)
     problems += metrics_problems(bool(values.get("enhanced_metrics")), values.get("metric_publish_frequency_s"))
     problems += prefix_routing_problems(
         values.get("routing_strategy"), values.get("prefix_routing_length"), values.get("prefix_routing_concurrency")

@@ -228,3 +228,43 @@ def test_update_policy_none_synthesizes_without_a_deployment_config():
     (stack,) = [c for c in build(update_policy="none").node.children if isinstance(c, cdk.Stack)]
     (endpoint,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint").values()
     assert "DeploymentConfig" not in endpoint["Properties"]
+
+
+def test_instance_pools_beside_a_capacity_reservation_are_refused():
+    """capacity-reservations-only: "SageMaker AI launches instances only into an ML capacity reservation. If no
+    capacity is available, the instances fail to launch" (API ProductionVariantCapacityReservationConfig): a fallback
+    type has no reserved capacity, so it could never launch."""
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    problems = problems_of(
+        capacity_reservation_arn=arn, capacity_reservation_instances="2", instance_pools='["ml.g6.2xlarge"]'
+    )
+    assert any(
+        p.startswith("instance_pools=['ml.g6.2xlarge'] with capacity_reservation_arn:") and "not both" in p
+        for p in problems
+    ), problems
+
+
+def test_the_constructs_refuse_pools_beside_a_reservation_too():
+    import aws_cdk as cdk
+    from aws_cdk import aws_s3 as s3
+
+    from constructs_lib import GpuEndpoint, Refusal, S3ModelData
+    from constructs_lib.inference_component import ComponentEndpoint
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    for build_one in (
+        lambda stack, bucket: GpuEndpoint(
+            stack,
+            "E",
+            model=S3ModelData(bucket, "m/"),
+            instance_pools=["ml.g6.2xlarge"],
+            capacity_reservation_arn=arn,
+            capacity_reservation_instances=2,
+        ),
+        lambda stack, bucket: ComponentEndpoint(
+            stack, "E", instance_pools=["ml.g6.2xlarge"], capacity_reservation_arn=arn, capacity_reservation_instances=2
+        ),
+    ):
+        stack = cdk.Stack(cdk.App(), "T")
+        with pytest.raises(Refusal, match=r"with capacity_reservation_arn: the variant launches only into"):
+            build_one(stack, s3.Bucket.from_bucket_name(stack, "B", "model-bucket"))
