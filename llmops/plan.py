@@ -792,6 +792,7 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
             setattr(args, ARGUMENT_OF[name], value)
         elif value is not None:
             args.format_flags[name] = value
+    args.instance_pools = tuple(config.instance_pools)  # each checked as synth checks it (_pool_verdicts)
     args.facts_record = (args.context_file.parent if args.context_file else Path.cwd()) / RECORD
     if args.deployment is not None:
         args.context_notes.append(
@@ -805,6 +806,7 @@ def _plan(argv: list[str] | None, s3_client: Any) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     args.format_flags, args.facts_record, args.preflight_skip, args.context_notes = {}, None, (), []
+    args.instance_pools = ()
     if uses_context(args):
         if (failed := _from_context(args, parser)) is not None:
             return failed
@@ -890,6 +892,7 @@ def _detailed(
         skip=args.preflight_skip,
     )
     fits = candidate.margin != "no"  # a problem of a check preflight_skip names is not refused, as at synth
+    pool_lines, pools_fit = _pool_verdicts(args, source, spec, region, settings)
     better = (
         []
         if fits
@@ -904,9 +907,10 @@ def _detailed(
             "weight_format": asdict(formats),
             "notes": source.notes,
             "instance_types_that_fit": [s.instance_type for s in better],
+            "instance_pools": pool_lines,
         }
         print(json.dumps(report, indent=2))
-        return 0 if fits else 1
+        return 0 if fits and pools_fit else 1
     title = f"{spec.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
     for note in source.notes:
         print(note)
@@ -938,7 +942,44 @@ def _detailed(
             print(f"instance types that fit these settings (tensor parallel = all GPUs): {listed}")
         else:
             print(nothing_fits_line(source.config, source.weight_bytes, engine=args.engine, settings=settings))
-    return 0 if fits else 1
+    for line in pool_lines:
+        print(line)
+    return 0 if fits and pools_fit else 1
+
+
+def _pool_verdicts(
+    args: argparse.Namespace, source: Source, primary: InstanceSpec, region: str, settings: dict[str, Any]
+) -> tuple[list[str], bool]:
+    """Each ``instance_pools`` entry checked as synth checks it (stacks/model_checks.py): the same Model, so the
+    primary's tensor parallel size on the pool's GPUs. One line per entry, and whether every entry fits."""
+    lines, every = [], True
+    tensor_parallel = args.tensor_parallel_size or primary.gpu_count
+    for index, pool in enumerate(getattr(args, "instance_pools", ()) or ()):
+        spec = lookup_instance(pool)
+        if spec is None:  # DeploymentConfig refused it already
+            continue
+        label = f"instance_pools[{index}]={pool!r} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
+        try:
+            candidate, _, _ = evaluate(
+                source.config,
+                source.weight_bytes,
+                spec,
+                engine=args.engine,
+                region=region,
+                settings=settings,
+                tensor_parallel_size=tensor_parallel,
+                skip=args.preflight_skip,
+            )
+        except ValueError as e:  # a tensor parallel size the pool's GPUs cannot take
+            lines.append(f"{label}: DOES NOT FIT: {e}")
+            every = False
+            continue
+        if candidate.margin == "no":
+            every = False
+            lines.append(f"{label}: DOES NOT FIT: {'; '.join(candidate.reasons) or 'see the checks above'}")
+        else:
+            lines.append(f"{label}: {candidate.margin.upper()} at tensor parallel {tensor_parallel}")
+    return lines, every
 
 
 def _ranking(args: argparse.Namespace, source: Source, region: str, settings: dict[str, Any]) -> int:

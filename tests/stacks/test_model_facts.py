@@ -329,6 +329,18 @@ def test_a_pool_entry_the_model_does_not_fit_is_refused_at_synth_naming_it(env, 
     assert not any(p.startswith("instance_type=") for p in problems), problems  # the primary fits
 
 
+def test_plan_refuses_the_pool_entry_synth_refuses(env, capsys):
+    """plan -c takes the keys synth takes, instance_pools included: the T4 fallback is refused there too (exit 1),
+    naming the entry, while the L4 fallback fits."""
+    context = {"model_id": LLAMA, "instance_type": "ml.g6.xlarge", "max_model_len": "8192"}
+    pairs = [arg for key, value in context.items() for arg in ("-c", f"{key}={value}")]
+    assert plan_main([*pairs, "-c", 'instance_pools=["ml.g4dn.xlarge","ml.g6.2xlarge"]']) == 1
+    out = capsys.readouterr().out
+    assert "instance_pools[0]='ml.g4dn.xlarge' (1 x NVIDIA T4, 16 GB): DOES NOT FIT: weights do not fit" in out
+    assert "instance_pools[1]='ml.g6.2xlarge' (1 x NVIDIA L4, 24 GB): FITS at tensor parallel 1" in out
+    assert plan_main([*pairs, "-c", 'instance_pools=["ml.g6.2xlarge"]']) == 0
+
+
 # -- the context limit: its own check, its own advice, vLLM's opt-in ----------------------------------------
 
 
