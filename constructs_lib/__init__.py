@@ -34,7 +34,7 @@ from .gpu_endpoint import GpuEndpoint
 from .image_asset import AssetImage, default_image
 from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
-from .instance_pools import pool_problems
+from .instance_pools import pool_problems, reservation_pools_problem
 from .keys import encrypt_logs_and_functions, logs_key_policy_statement
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import (
@@ -143,6 +143,7 @@ __all__ = [
     "recorded_tag_key",
     "remote_code_keys",
     "repo_id_problem",
+    "reservation_pools_problem",
     "reservation_problems",
     "resolve_instance",
     "resolve_scaling",

@@ -19,9 +19,9 @@ from constructs_lib import (
     UpdatePolicy,
     metrics_problems,
     prefix_routing_problems,
+    reservation_pools_problem,
     reservation_problems,
 )
-from constructs_lib.instance_pools import reservation_pools_problem
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
