@@ -58,8 +58,10 @@ def reservation_pools_problem(instance_pools: Sequence[str] | None, capacity_res
 
     The variant runs with ``capacity-reservations-only``: "SageMaker AI launches instances only into an ML capacity
     reservation. If no capacity is available, the instances fail to launch" (API
-    ProductionVariantCapacityReservationConfig), and an ML reservation holds instances of one type. So a fallback
-    type finds no reserved capacity and fails to launch: the pools would only delay the failure.
+    ProductionVariantCapacityReservationConfig), and a reservation holds one type: "The InstanceType field set in the
+    ProductionVariants section of the CreateEndpointConfig request must match the InstanceType of your training plan"
+    (SageMaker developer guide, use-training-plan-for-inference-endpoints-using-api-cli-sdk). So a fallback type finds
+    no reserved capacity and fails to launch: the pools would only delay the failure.
     """
     if not instance_pools or not capacity_reservation_arn:
         return None

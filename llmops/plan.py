@@ -954,7 +954,7 @@ def _pool_verdicts(
     primary's tensor parallel size on the pool's GPUs. One line per entry, and whether every entry fits."""
     lines, every = [], True
     tensor_parallel = args.tensor_parallel_size or primary.gpu_count
-    for index, pool in enumerate(getattr(args, "instance_pools", ()) or ()):
+    for index, pool in enumerate(args.instance_pools):
         spec = lookup_instance(pool)
         if spec is None:  # DeploymentConfig refused it already
             continue

@@ -175,6 +175,29 @@ def test_preflight_context_past_the_engine_limit_update_refused_rollback_delete_
     assert again.data["MaxModelLen"] == "32768"
 
 
+@pytest.mark.parametrize("driver", [pytest.param(PreflightDriver, id="deployment_preflight")], indirect=True)
+def test_preflight_long_context_opt_in_update_then_refused_update_rollback_delete_redeploy(driver):
+    """LongContext (VLLM_ALLOW_LONG_MAX_MODEL_LEN in container_env, vLLM's own opt-in) across a deploy sequence: an
+    update that sets it passes past the model's 32,768 positions; the next update drops it and is refused; the
+    rollback answers from the state that had it; delete; a redeploy with it passes again."""
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(MaxModelLen="32768"))
+    assert created.ok, created.reason
+    opted_in = cfn.update(driver.properties(MaxModelLen="65536", LongContext="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"))
+    assert opted_in.ok, opted_in.reason
+    assert opted_in.data["MaxModelLen"] == "65536"
+    dropped = cfn.update(driver.properties(MaxModelLen="65536"))
+    assert not dropped.ok and "[context]" in dropped.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and rolled_back.data["MaxModelLen"] == "65536"
+    assert cfn.delete().ok
+    again = driver.cloudformation().create(
+        driver.properties(MaxModelLen="65536", LongContext="VLLM_ALLOW_LONG_MAX_MODEL_LEN=1")
+    )
+    assert again.ok, again.reason
+
+
 # --- staging ----------------------------------------------------------------------------------------
 
 
