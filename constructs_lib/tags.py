@@ -39,11 +39,16 @@ def _shown(text: str) -> str:
 def tag_key_problem(key: object) -> str | None:
     """Why AWS would refuse ``key`` as a tag key, or None."""
     if not isinstance(key, str) or not 1 <= len(key) <= MAX_KEY_CHARS or not is_tag_text(key):
-        length = f" ({len(key)} characters)" if isinstance(key, str) else ""
-        return f"tag key {_shown(str(key))}{length}: allowed: 1-{MAX_KEY_CHARS} {CHARACTERS}"
+        return f"tag key {_shown(str(key))}{_why_not(str(key))} allowed: 1-{MAX_KEY_CHARS} {CHARACTERS}"
     if key.lower().startswith(RESERVED_PREFIX):
         return f"tag key {_shown(key)}: keys starting with {RESERVED_PREFIX} are reserved for AWS"
     return None
+
+
+def _why_not(text: str) -> str:
+    """`` holds '(', '#';`` or `` is 257 characters;``: what makes ``text`` no tag text."""
+    bad = sorted({ch for ch in text if not is_tag_text(ch)})
+    return f" holds {', '.join(repr(c) for c in bad)};" if bad else f" is {len(text)} characters;"
 
 
 def tag_value_problem(key: str, value: object) -> str | None:
@@ -51,9 +56,7 @@ def tag_value_problem(key: str, value: object) -> str | None:
     if not isinstance(value, str):
         return f"tag {_shown(key)}={value!r}: a tag value must be text"
     if len(value) > MAX_VALUE_CHARS or not is_tag_text(value):
-        bad = sorted({ch for ch in value if not is_tag_text(ch)})
-        what = f" holds {', '.join(repr(c) for c in bad)};" if bad else f" is {len(value)} characters;"
-        return f"tag {_shown(key)}={_shown(value)}{what} allowed: 0-{MAX_VALUE_CHARS} {CHARACTERS}"
+        return f"tag {_shown(key)}={_shown(value)}{_why_not(value)} allowed: 0-{MAX_VALUE_CHARS} {CHARACTERS}"
     return None
 
 
