@@ -288,20 +288,20 @@ def _collisions(groups: Mapping[str, list[str]], parsed: Mapping[str, tuple[str,
             reported.add((other, owner))
             problems.append(f"{other} and {owner}: {what}; rename one")
 
-    outputs: dict[str, str] = {}
+    outputs: dict[str, tuple[str, str]] = {}  # output key -> (owner, endpoint): across the app's stacks
     adapters = {name: entry[2] for name, entry in parsed.items()}
-    for names in groups.values():
-        ids: dict[str, str] = {}
+    for endpoint, names in groups.items():
+        ids: dict[str, str] = {}  # construct ids and outputs in this endpoint's stack
         for cid, owner, is_output in claimed_ids(names, adapters):
             kind = "output" if is_output else "construct id"
             joined = f"both become the {kind} {cid!r} (names join in PascalCase: hyphens dropped, parts capitalised)"
             if cid in ids:
                 collide(owner, ids[cid], joined)
             ids.setdefault(cid, owner)
+            if is_output and cid in outputs and outputs[cid][1] != endpoint:
+                collide(owner, outputs[cid][0], f"{joined}, in two stacks, so --deployment would find either")
             if is_output:
-                if cid in outputs and outputs[cid] not in names:
-                    collide(owner, outputs[cid], f"{joined}, in two stacks, so --deployment would find either")
-                outputs.setdefault(cid, owner)
+                outputs.setdefault(cid, (owner, endpoint))
     # EndpointName is case-insensitive in CreateEndpoint and unique in a region (SageMaker API reference,
     # CreateEndpoint): two stacks naming one endpoint, in any case, fail the second deploy.
     endpoint_names: dict[str, str] = {}

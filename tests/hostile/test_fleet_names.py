@@ -251,3 +251,24 @@ def test_every_stack_of_the_app_outputs_its_app():
             assert Template.from_stack(child).find_outputs(APP_OUTPUT) == {
                 APP_OUTPUT: {"Description": "The app (stack_name) of this stack", "Value": "Team"}
             }, child.node.id
+
+
+def test_the_claimed_ids_cover_every_child_the_fleet_adds_to_a_stack():
+    # A tripwire: a new output or scope in stacks/fleet_stacks.py must be claimed (stacks/fleet.py claimed_ids),
+    # or two names could meet there unchecked.
+    import aws_cdk as cdk
+
+    from stacks.fleet import claimed_ids
+
+    hub = {"model_id": "org/qwen3-0.6b-sql-lora"}
+    deployments = {
+        "chat": {**PACKED, "adapters": {"sql": ADAPTER, "hub-one": hub}},
+        "medium": {**PACKED, "adapters": {"sql": ADAPTER}},
+    }
+    app = build(deployments=deployments)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack) and c.node.id == "LlmEndpoint-shared"]
+    fleet = fleet_from_context(context_with(), deployments)
+    (endpoint,) = fleet.endpoints
+    claims = {cid for cid, _, _ in claimed_ids(["chat", "medium"], {d.name: d.adapters for d in endpoint.deployments})}
+    added = {c.node.id for c in stack.node.children if c.node.id.startswith(("Chat", "Medium", "Adapter"))}
+    assert added and added <= claims, added - claims
