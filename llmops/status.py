@@ -159,9 +159,13 @@ def other_apps_endpoints(cloudformation: Any, stack: str) -> set[str]:
     llmops/fleet_target.py): app LlmEndpoint-prod's endpoints also start with ``LlmEndpoint-``."""
     from llmops.fleet_target import is_app_stack
 
+    try:
+        stacks = _pages(cloudformation, "describe_stacks", "Stacks")
+    except AwsFailure:  # DescribeStacks allowed on the app's stack only (docs/guide/status.md): names alone, as before
+        return set()
     return {
         str(output["OutputValue"])
-        for found in _pages(cloudformation, "describe_stacks", "Stacks")
+        for found in stacks
         if str(found.get("StackName", "")).startswith(f"{stack}-") and not is_app_stack(found, stack)
         for output in found.get("Outputs", [])
         if str(output.get("OutputKey", "")).endswith("EndpointName")

@@ -272,3 +272,12 @@ def test_the_claimed_ids_cover_every_child_the_fleet_adds_to_a_stack():
     claims = {cid for cid, _, _ in claimed_ids(["chat", "medium"], {d.name: d.adapters for d in endpoint.deployments})}
     added = {c.node.id for c in stack.node.children if c.node.id.startswith(("Chat", "Medium", "Adapter"))}
     assert added and added <= claims, added - claims
+
+
+def test_status_without_describe_stacks_on_every_stack_decides_by_names_as_before():
+    from llmops.status import other_apps_endpoints
+
+    cfn = boto3.client("cloudformation", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
+    with Stubber(cfn) as stubber:
+        stubber.add_client_error("describe_stacks", "AccessDenied", "not authorized to perform DescribeStacks")
+        assert other_apps_endpoints(cfn, "LlmEndpoint") == set()
