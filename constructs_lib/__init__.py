@@ -70,6 +70,7 @@ from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
 from .staged_checkpoint import MAX_RUNTIME_RANGE_S as STAGING_MAX_RUNTIME_RANGE_S
 from .staged_checkpoint import StagedCheckpoint
+from .tags import MAX_TAGS, job_source_problem, tag_problems, tag_value_problem
 from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, UpdatePolicy, reservation_problems
 
 __all__ = [
@@ -80,6 +81,7 @@ __all__ = [
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "MAX_TAGS",
     "PREFIX_LENGTH_RANGE",
     "ROUTING_STRATEGIES",
     "SECRET_HINT",
@@ -127,6 +129,7 @@ __all__ = [
     "get_engine",
     "hub_prefix",
     "is_model_archive",
+    "job_source_problem",
     "known_ami_versions",
     "known_instance_types",
     "logs_key_policy_statement",
@@ -150,5 +153,7 @@ __all__ = [
     "revision_problem",
     "smoke_request_problems",
     "staging_patterns",
+    "tag_problems",
+    "tag_value_problem",
     "weight_format_flags",
 ]

@@ -68,6 +68,7 @@ from .network import UNSCOPED_REASON, grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider, python_function
 from .runtime_code import bundled_asset_options, handler_code
+from .tags import job_source_problem, tag_problems
 
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
 WAIT_LIMIT_S = 43200
@@ -209,12 +210,16 @@ class StagedCheckpoint(Construct):
         :param volume_kms_key: key for the job's ML storage volume (``VolumeKmsKeyId``); refused for instance types
             with instance storage, which their hardware encrypts. Default: AWS-managed encryption.
         :param tags: tags the handler puts on each staging job it starts (CloudFormation tags reach only the
-            resources in the template). Default: the job's own ``hf-repo-id`` and ``hf-revision`` only.
+            resources in the template); AWS tag rules, checked at synth (keys 1-128, values 0-256 letters, digits,
+            spaces and ``_ . : / = + - @``, no ``aws:`` key, at most 48, not the job's own keys).
+            Default: the job's own ``hf-repo-id`` and ``hf-revision`` only.
         :param source_s3_uri: instead of a Hub repository, a gzip-compressed tar such as the
             ``s3://bucket/<job>/output/model.tar.gz`` SageMaker Training writes: the job unpacks it (streamed,
             every member checked before any write) under ``<prefix>s3-tarball--<hash of the URI>/<ETag>/`` with
             the same manifest, so the endpoint serves a verified, uncompressed prefix. The job and the handler
-            may read exactly that object. ``revision`` does not apply. Default: none (``repo_id`` is staged).
+            may read exactly that object. ``revision`` does not apply. The job's tag ``hf-repo-id`` holds the URI,
+            so it may hold only characters a tag value allows (no ``(`` or ``#``). Default: none (``repo_id`` is
+            staged).
         :param source_encryption_key: the KMS key of ``source_s3_uri``'s bucket when it uses SSE-KMS: the job
             and the handler may decrypt with it. Default: none (SSE-S3 or unencrypted).
         :param pack: pack the selected files of ``repo_id`` into ONE gzip tar, ``archive_uri``
@@ -275,6 +280,7 @@ class StagedCheckpoint(Construct):
             hub_endpoint=hub_endpoint,
             allow_http_hub=allow_http_hub,
             volume_kms_key=volume_kms_key is not None,
+            tags=tags or {},
         )
         # One model bucket per stack: the first checkpoint without a bucket creates it (under itself, so a
         # single-checkpoint app keeps its logical IDs), the others in the same stack share it.
@@ -844,8 +850,11 @@ def _validate(
     hub_endpoint: str | None = None,
     allow_http_hub: bool = False,
     volume_kms_key: bool = False,
+    tags: Mapping[str, str] | None = None,
 ) -> None:
     problems = []
+    literal_tags = {k: v for k, v in (tags or {}).items() if not cdk.Token.is_unresolved(k + str(v))}
+    problems += [f"tags: {why}" for why in tag_problems(literal_tags)]
     if volume_kms_key and (why := local_storage_problem(instance_type)):
         problems.append(f"volume_kms_key with instance_type={instance_type!r}: {why}")
     literal_hub = hub_endpoint and not cdk.Token.is_unresolved(hub_endpoint)
@@ -891,6 +900,8 @@ def _source_problems(source_s3_uri: str, revision: str) -> list[str]:
     if cdk.Token.is_unresolved(source_s3_uri):
         return [f"source_s3_uri={source_s3_uri!r}: must be known at synth (its object ARN is granted)"]
     problems = []
+    if why := job_source_problem(source_s3_uri):
+        problems.append(f"source_s3_uri={source_s3_uri[:200]!r}: {why}")
     try:
         parse_source(source_s3_uri)
         if "${" in source_s3_uri:  # IAM would read it as a policy variable in the granted object ARN

@@ -17,6 +17,9 @@ from typing import Any, ClassVar
 from handler_kit import shorten, string_list
 
 GIB = 2**30
+# The tags every staging job carries besides the user's (lambda/staged_checkpoint/staging_job.py): the repository
+# or archive it stages, and the revision. A user tag may not take these keys (constructs_lib/tags.py).
+JOB_TAG_KEYS = ("hf-repo-id", "hf-revision")
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,9 @@ import argparse
 from typing import Any
 
 DEFAULT_APP = "LlmEndpoint"  # cdk.json's stack_name default
+# Every stack of an app outputs its app's name (stacks/llm_endpoint_stack.py, fleet_stacks.py): names alone cannot
+# tell app LlmEndpoint's stack for endpoint prod from app LlmEndpoint-prod's, both LlmEndpoint-prod.
+APP_OUTPUT = "AppName"
 
 
 class TargetError(ValueError):
@@ -29,13 +32,30 @@ def add_fleet_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--app", default=DEFAULT_APP, help=f"the app's stack_name (default: {DEFAULT_APP})")
 
 
+def app_of(stack: dict[str, Any]) -> str | None:
+    """The app a DescribeStacks stack belongs to, from its ``AppName`` output; None for a stack without one."""
+    for output in stack.get("Outputs", []):
+        if output.get("OutputKey") == APP_OUTPUT:
+            return str(output.get("OutputValue"))
+    return None
+
+
+def is_app_stack(stack: dict[str, Any], app: str) -> bool:
+    """Whether a DescribeStacks stack is one of ``app``'s: its ``AppName`` output says so; a stack deployed before
+    that output existed is known by its name alone (``<app>`` or ``<app>-*``), as before."""
+    owner = app_of(stack)
+    if owner is not None:
+        return owner == app
+    name = str(stack.get("StackName", ""))
+    return name == app or name.startswith(f"{app}-")
+
+
 def fleet_outputs(cloudformation: Any, app: str) -> dict[str, str]:
-    """Every output of the app's stacks (``<app>`` and ``<app>-*``), by key."""
+    """Every output of the app's stacks (``is_app_stack``), by key."""
     outputs: dict[str, str] = {}
     for page in cloudformation.get_paginator("describe_stacks").paginate():
         for stack in page.get("Stacks", []):
-            name = stack.get("StackName", "")
-            if name == app or name.startswith(f"{app}-"):
+            if is_app_stack(stack, app):
                 for output in stack.get("Outputs", []):
                     outputs[output["OutputKey"]] = output["OutputValue"]
     return outputs

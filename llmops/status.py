@@ -154,12 +154,35 @@ def stack_status(cloudformation: Any, stack: str) -> str | None:
     return str(stacks[0]["StackStatus"]) if stacks else None
 
 
-def endpoint_names(sagemaker: Any, tagging: Any, stack: str, extra: list[str]) -> list[str]:
+def other_apps_endpoints(cloudformation: Any, stack: str) -> set[str]:
+    """The endpoints that stacks named ``<stack>-...`` of another app output (their AppName output names that app:
+    llmops/fleet_target.py): app LlmEndpoint-prod's endpoints also start with ``LlmEndpoint-``."""
+    from llmops.fleet_target import is_app_stack
+
+    try:
+        stacks = _pages(cloudformation, "describe_stacks", "Stacks")
+    except AwsFailure:  # DescribeStacks allowed on the app's stack only (docs/guide/status.md): names alone, as before
+        return set()
+    return {
+        str(output["OutputValue"])
+        for found in stacks
+        if str(found.get("StackName", "")).startswith(f"{stack}-") and not is_app_stack(found, stack)
+        for output in found.get("Outputs", [])
+        if str(output.get("OutputKey", "")).endswith("EndpointName")
+    }
+
+
+def endpoint_names(
+    sagemaker: Any, tagging: Any, stack: str, extra: list[str], cloudformation: Any | None = None
+) -> list[str]:
     named = [
         e["EndpointName"]
         for e in _pages(sagemaker, "list_endpoints", "Endpoints", NameContains=stack)
         if e["EndpointName"].startswith(f"{stack}-")
     ]
+    if named and cloudformation is not None:  # only when a name matched: one more read otherwise spared
+        others = other_apps_endpoints(cloudformation, stack)
+        named = [name for name in named if name not in others]
     tagged = [
         m["ResourceARN"].rsplit("/", 1)[-1]
         for m in _pages(
@@ -290,7 +313,9 @@ def collect(
     report = Report(
         stack=stack, account=account, region=region, stack_status=stack_status(clients["cloudformation"], stack)
     )
-    for name in endpoint_names(clients["sagemaker"], clients["tagging"], stack, extra_endpoints or []):
+    for name in endpoint_names(
+        clients["sagemaker"], clients["tagging"], stack, extra_endpoints or [], clients["cloudformation"]
+    ):
         endpoint = describe_endpoint(clients["sagemaker"], name)
         if endpoint is None:
             continue

@@ -24,6 +24,7 @@ from constructs_lib import (
     engine_names,
     get_engine,
     is_model_archive,
+    job_source_problem,
     looks_secret,
     parse_s3_uri,
     plan_endpoint,
@@ -326,6 +327,9 @@ class DeploymentConfig:
                     parse_s3_uri(values["model_s3_uri"])
             except ValueError as e:
                 problems.append(f"model_s3_uri: {e}" if archive else str(e))
+            else:  # the construct's rule (StagedCheckpoint source_s3_uri), named by its context key
+                if archive and (why := job_source_problem(values["model_s3_uri"])):
+                    problems.append(f"model_s3_uri={values['model_s3_uri'][:200]!r}: {why}")
 
         engine_known = "engine" in values
         engine = get_engine(values["engine"] if engine_known else DEFAULT_ENGINE)

@@ -71,6 +71,10 @@ NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
 NAME_RULE = "1-40 letters, digits and hyphens, starting and ending with a letter or digit"
 
 
+# The outputs stacks/fleet_stacks.py gives each deployment and each adapter, after its PascalCase name.
+DEPLOYMENT_OUTPUTS = ("EndpointName", "InferenceComponentName", "OpenAiBaseUrl")
+ADAPTER_OUTPUTS = ("AdapterComponentName", "AdapterOpenAiBaseUrl")
+
 # An adapter from the Hub packs only these unless its include says otherwise (PEFT's save_pretrained names).
 ADAPTER_INCLUDE = ("adapter_config.json", "adapter_model.safetensors")
 
@@ -138,12 +142,40 @@ def deployments_of(context: Mapping[str, Any], read_text: Callable[[str], str]) 
     return _as_object(f"deployments_file={path!r}", text)
 
 
+class DuplicateKey(ValueError):
+    """A JSON object gives ``key`` twice: ``json`` would keep ``second`` and drop ``first`` without a word."""
+
+    def __init__(self, key: str, first: Any, second: Any) -> None:
+        self.key, self.first, self.second = key, first, second
+        super().__init__(
+            f"the key {key!r} is given twice in one object ({_brief(first)} and {_brief(second)}); JSON would keep "
+            "only the last: give each key once"
+        )
+
+
+def _brief(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True, default=str)
+    return text if len(text) <= 80 else f"{text[:77]}..."
+
+
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``object_pairs_hook`` for ``json.loads``: the object as a dict, or ``DuplicateKey`` naming both entries."""
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise DuplicateKey(key, seen[key], value)
+        seen[key] = value
+    return seen
+
+
 def _as_object(what: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = json.loads(raw, object_pairs_hook=unique_pairs)
         except json.JSONDecodeError as e:
             raise ConfigError([f"{what}: not valid JSON ({e.msg} at line {e.lineno})"]) from None
+        except DuplicateKey as e:
+            raise ConfigError([f"{what}: {e}"]) from None
     if not isinstance(raw, dict):
         raise ConfigError([f"{what}: expected a JSON object mapping deployment names to their keys"])
     return raw
@@ -213,6 +245,7 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
                         f"{key}={getattr(first, key)!r} on the endpoint {endpoint!r} they share; one endpoint has one "
                         "value: give it once at the top level or the same in both"
                     )
+    problems += _collisions(groups, parsed)
     if problems:
         raise ConfigError(problems)
     endpoints = tuple(
@@ -224,6 +257,77 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
         for endpoint, names in groups.items()
     )
     return Fleet(app=app, config=app_config, endpoints=endpoints)
+
+
+def claimed_ids(names: list[str], adapters: Mapping[str, tuple[Adapter, ...]]) -> list[tuple[str, str, bool]]:
+    """(id, owner, is an output) of everything stacks/fleet_stacks.py adds to one endpoint stack for the deployments
+    ``names`` (the first one's stack, then the packed ones): outputs and construct ids share the stack's names."""
+    claims = []
+    for index, name in enumerate(names):
+        where, prefix = f"deployments.{name}", pascal(name)
+        claims += [(f"{prefix}{suffix}", where, True) for suffix in DEPLOYMENT_OUTPUTS]
+        if index:  # a packed deployment's constructs sit under one scope named after it
+            claims.append((prefix, where, False))
+        for adapter in adapters.get(name, ()):
+            owner, part = f"{where}.adapters.{adapter.name}", pascal(adapter.name)
+            claims += [(f"{prefix}{part}{suffix}", owner, True) for suffix in ADAPTER_OUTPUTS]
+            if not index:  # the first deployment's adapters sit in the stack itself
+                claims += [(f"Adapter{part}", owner, False), (f"Adapter{part}Source", owner, False)]
+    return claims
+
+
+def _collisions(groups: Mapping[str, list[str]], parsed: Mapping[str, tuple[str, DeploymentConfig, Any]]) -> list:
+    """Names that would become one: a construct id or output twice in a stack (a jsii crash at synth), an output
+    key in two stacks (llmops/fleet_target.py reads every stack's outputs as one map), one endpoint or component
+    name for two resources (SageMaker refuses the second at deploy)."""
+    problems: list[str] = []
+    reported: set[tuple[str, str]] = set()
+
+    def collide(owner: str, other: str, what: str) -> None:
+        if owner != other and (other, owner) not in reported:
+            reported.add((other, owner))
+            problems.append(f"{other} and {owner}: {what}; rename one")
+
+    outputs: dict[str, tuple[str, str]] = {}  # output key -> (owner, endpoint): across the app's stacks
+    adapters = {name: entry[2] for name, entry in parsed.items()}
+    for endpoint, names in groups.items():
+        ids: dict[str, str] = {}  # construct ids and outputs in this endpoint's stack
+        for cid, owner, is_output in claimed_ids(names, adapters):
+            kind = "output" if is_output else "construct id"
+            joined = f"both become the {kind} {cid!r} (names join in PascalCase: hyphens dropped, parts capitalised)"
+            if cid in ids:
+                collide(owner, ids[cid], joined)
+            ids.setdefault(cid, owner)
+            if is_output and cid in outputs and outputs[cid][1] != endpoint:
+                collide(owner, outputs[cid][0], f"{joined}, in two stacks, so --deployment would find either")
+            if is_output:
+                outputs.setdefault(cid, (owner, endpoint))
+    # EndpointName is case-insensitive in CreateEndpoint and unique in a region (SageMaker API reference,
+    # CreateEndpoint): two stacks naming one endpoint, in any case, fail the second deploy.
+    endpoint_names: dict[str, str] = {}
+    for names in groups.values():
+        given = parsed[names[0]][1].endpoint_name  # one per endpoint (ENDPOINT_KEYS agree)
+        if given is None:
+            continue
+        if given.lower() in endpoint_names:
+            first = endpoint_names[given.lower()]
+            collide(
+                f"deployments.{names[0]}.endpoint_name={given!r}",
+                first,
+                "two endpoints, one name (SageMaker endpoint names are unique in a region and case-insensitive)",
+            )
+        endpoint_names.setdefault(given.lower(), f"deployments.{names[0]}.endpoint_name={given!r}")
+    # InferenceComponentName: "A unique name to assign to the inference component" (SageMaker API reference,
+    # CreateInferenceComponent).
+    component_names: dict[str, str] = {}
+    for name, (_, config, _) in parsed.items():
+        if config.component_name is None:
+            continue
+        owner = f"deployments.{name}.component_name={config.component_name!r}"
+        if config.component_name in component_names:
+            collide(owner, component_names[config.component_name], "two inference components, one name")
+        component_names.setdefault(config.component_name, owner)
+    return problems
 
 
 def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Adapter, ...], list[str]]:

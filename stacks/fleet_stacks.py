@@ -8,9 +8,10 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, StagedCheckpoint, app_bucket_name
+from llmops.fleet_target import APP_OUTPUT
 
-from .config import DeploymentConfig
-from .fleet import Adapter, Fleet, FleetDeployment, pascal
+from .config import ConfigError, DeploymentConfig
+from .fleet import Adapter, Fleet, FleetDeployment, FleetEndpoint, claimed_ids, pascal
 from .llm_endpoint_stack import LlmEndpointStack
 from .observability import thresholds_of, update_policy_of
 
@@ -22,6 +23,7 @@ class ModelBucketStack(cdk.Stack):
         super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
         self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app)).bucket
         cdk.CfnOutput(self, "ModelBucketName", value=self.bucket.bucket_name, description="Bucket of staged models")
+        cdk.CfnOutput(self, APP_OUTPUT, value=app, description="The app (stack_name) of this stack")
 
 
 def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
@@ -37,11 +39,15 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
         # The bucket stack creates the bucket; endpoint stacks find it by its fixed name, as after a destroy.
         return dataclasses.replace(config, reuse_model_bucket=True) if bucket_stack else config
 
+    taken: list[str] = []
     for endpoint in fleet.endpoints:
         first, *packed = endpoint.deployments
         stack = LlmEndpointStack(
             app, endpoint.stack_name, config=staged_into_app_bucket(first.config), bucket_app=fleet.app
         )
+        taken += _taken_by_the_stack(stack, endpoint)
+        if taken:
+            continue  # refused below, with every other stack's, before anything is synthesized
         if bucket_stack is not None:
             stack.add_stack_dependency(bucket_stack)
         _deployment_outputs(stack, first, stack.component)
@@ -60,7 +66,23 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
             _deployment_outputs(stack, deployment, component)
             _add_adapters(stack, scope, deployment, component, config)
         stacks.append(stack)
+    if taken:
+        raise ConfigError(taken)
     return stacks
+
+
+def _taken_by_the_stack(stack: LlmEndpointStack, endpoint: FleetEndpoint) -> list[str]:
+    """A deployment or adapter whose construct id or output is one the endpoint stack already has for itself
+    (a deployment ``endpoint`` packed as ``Endpoint``, ``region`` as the ``Region`` output): jsii would refuse the
+    second child with a traceback."""
+    names = [d.name for d in endpoint.deployments]
+    adapters = {d.name: d.adapters for d in endpoint.deployments}
+    return [
+        f"{owner}: becomes the {'output' if is_output else 'construct id'} {cid!r}, which the stack "
+        f"{stack.stack_name} has for itself ({stack.node.find_child(cid).node.path}); rename it"
+        for cid, owner, is_output in claimed_ids(names, adapters)
+        if stack.node.try_find_child(cid) is not None
+    ]
 
 
 def _guard(stack: LlmEndpointStack, config: DeploymentConfig, component: InferenceComponent) -> None:

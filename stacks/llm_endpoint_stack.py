@@ -32,6 +32,7 @@ from constructs_lib import (
     weight_format_flags,
 )
 from llmops.facts import METADATA_KEY
+from llmops.fleet_target import APP_OUTPUT
 from preflight.context import long_context_opt_in
 
 from .config import DeploymentConfig
@@ -105,6 +106,9 @@ class LlmEndpointStack(cdk.Stack):
 
         cdk.CfnOutput(self, "EndpointName", value=self.endpoint.endpoint_name, description="SageMaker endpoint name")
         cdk.CfnOutput(self, "Region", value=self.region, description="Region of the endpoint")
+        # llmops finds an app's stacks by this output, not by the name: app LlmEndpoint's stack for endpoint prod
+        # and app LlmEndpoint-prod's stack are both named LlmEndpoint-prod (llmops/fleet_target.py app_of).
+        cdk.CfnOutput(self, APP_OUTPUT, value=self.bucket_app, description="The app (stack_name) of this stack")
         if self.component is not None:
             cdk.CfnOutput(
                 self,

@@ -11,11 +11,10 @@ import difflib
 import functools
 import json
 import re
-import unicodedata
 from collections.abc import Callable
 from typing import Any
 
-from constructs_lib import BUCKET_RULE, bucket_name_problem
+from constructs_lib import BUCKET_RULE, bucket_name_problem, tag_problems
 from constructs_lib.names import INSTANCE_TYPE, matches
 
 NONE_WORDS = {"", "null", "none"}
@@ -273,33 +272,11 @@ def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[
     return _bound(_parse_ids, doc, regex, what, most)  # pragma: no mutate
 
 
-# AWS tag rules: keys 1-128 and values 0-256 Unicode letters, digits, spaces and _ . : / = + - @; keys starting
-# with aws: are reserved (Tagging AWS Resources user guide, "Tag naming limits and requirements"; botocore sagemaker
-# service-2.json TagKey/TagValue patterns [\p{L}\p{Z}\p{N}_.:/=+\-@]*). At most 50 tags a resource (TagList max
-# 50), two of a staging job's being its own (hf-repo-id, hf-revision): 48.
-TAG_PUNCTUATION = set("_.:/=+-@")
-MAX_TAGS = 48
-
-
-def _tag_text(value: str) -> bool:
-    return all(ch.isalnum() or ch in TAG_PUNCTUATION or unicodedata.category(ch).startswith("Z") for ch in value)
-
-
 def _tags(raw: Any) -> dict[str, str]:
     """JSON object of tags {"key": "value"} (AWS tag rules: at most 48; keys 1-128, values 0-256 characters)"""
     tags = _json_object(raw)
-    problems = []
-    for key, value in tags.items():
-        if not 1 <= len(key) <= 128 or not _tag_text(key):
-            problems.append(f"{key!r}: a tag key is 1-128 letters, digits, spaces and _ . : / = + - @")
-        elif key.lower().startswith("aws:"):
-            problems.append(f"{key!r}: tag keys starting with aws: are reserved for AWS")
-        if not isinstance(value, str):
-            problems.append(f"{key!r}: a tag value must be text")
-        elif len(value) > 256 or not _tag_text(value):
-            problems.append(f"{key!r}: a tag value is 0-256 letters, digits, spaces and _ . : / = + - @")
-    if len(tags) > MAX_TAGS:
-        problems.append(f"{len(tags)} tags; allowed: at most {MAX_TAGS}")
+    # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys).
+    problems = tag_problems(tags)
     if problems:
         raise ValueError("; ".join(problems))
     return tags

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 from staging_base import REASON_LIMIT, Settings, StagingError, log, short
 
-from handler_kit.resources import processing_network
+from handler_kit.resources import JOB_TAG_KEYS, processing_network
 from hfstage.reach import ENV as PROBE_ENV
 
 if TYPE_CHECKING:
@@ -101,8 +101,8 @@ def job_request(settings: Settings, plan: Plan, name: str) -> dict[str, Any]:
         "StoppingCondition": {"MaxRuntimeInSeconds": settings.max_runtime_s},
         "Environment": environment,
         "Tags": [
-            {"Key": "hf-repo-id", "Value": settings.source[:256]},
-            {"Key": "hf-revision", "Value": plan.sha},
+            {"Key": JOB_TAG_KEYS[0], "Value": settings.source[:256]},
+            {"Key": JOB_TAG_KEYS[1], "Value": plan.sha},
             *({"Key": k, "Value": v} for k, v in settings.tags),
         ],
         **processing_network(settings),

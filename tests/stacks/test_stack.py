@@ -159,6 +159,7 @@ def test_default_deployment(synthesized):
     assert set(t.find_outputs("*")) == {
         "EndpointName",
         "Region",
+        "AppName",  # llmops finds the app's stacks by it (llmops/fleet_target.py)
         "ModelDataUri",
         "OpenAiBaseUrl",
         "ModelRevision",
