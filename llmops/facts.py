@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import safejson
 from constructs_lib.names import SHA, repo_id_problem, revision_problem
 from preflight import select_weight_files
 from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
@@ -158,9 +159,11 @@ class FactsRecord:
         if not path.exists():
             return cls(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise FactsError(f"{path}: not readable as JSON ({e}); run {REFRESH} or delete it") from None
+            raw = safejson.loads(path.read_bytes(), source=str(path))
+        except OSError as e:
+            raise FactsError(f"{path}: not readable ({e}); run {REFRESH} or delete it") from None
+        except safejson.JsonError as e:  # names the file
+            raise FactsError(f"{e.source}: not readable as JSON: {e.why}; run {REFRESH} or delete it") from None
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA or not isinstance(raw.get("models"), dict):
             raise FactsError(f"{path}: not a model facts record (schema {SCHEMA}); run {REFRESH} or delete it")
         entries = {key: ModelFacts.from_json(key, value, str(path)) for key, value in raw["models"].items()}

@@ -10,12 +10,12 @@ get their own. One stack per endpoint, ``<stack_name>-<endpoint or deployment na
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import safejson
 from constructs_lib import (
     INFERENCE_COMPONENT,
     adapter_artifact_problems,
@@ -141,9 +141,10 @@ def deployments_of(context: Mapping[str, Any], read_text: Callable[[str], str]) 
 def _as_object(what: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ConfigError([f"{what}: not valid JSON ({e.msg} at line {e.lineno})"]) from None
+            raw = safejson.loads(raw, source=what)
+        except safejson.JsonError as e:
+            where = f"{e.msg} at line {e.lineno}" if e.msg != e.why else e.why  # a syntax error, or a limit
+            raise ConfigError([f"{what}: not valid JSON ({where})"]) from None
     if not isinstance(raw, dict):
         raise ConfigError([f"{what}: expected a JSON object mapping deployment names to their keys"])
     return raw

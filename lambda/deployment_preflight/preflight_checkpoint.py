@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from preflight_base import DENIED
 
+import safejson
 from preflight import (
     WEIGHT_SUFFIXES,
     select_weight_files,
@@ -85,9 +85,9 @@ def _read_json(s3: Any, bucket: str, key: str) -> tuple[dict[str, Any] | None, s
     except BotoCoreError as e:
         return None, f"could not be read: {type(e).__name__}"
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        return None, f"is not valid JSON ({e})"
+        value = safejson.loads(body, source=f"s3://{bucket}/{key}")
+    except safejson.JsonError as e:  # the caller names the object
+        return None, f"is not valid JSON ({e.why})"
     if not isinstance(value, dict):
         return None, "is not a JSON object"
     return value, None
