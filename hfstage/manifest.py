@@ -104,7 +104,9 @@ def read_manifest(s3_client: Any, bucket: str, prefix: str) -> dict[str, Any] | 
             return None
         raise
     try:
-        manifest = safejson.loads(response["Body"].read(), source=f"s3://{bucket}/{prefix}{MANIFEST_NAME}")
+        manifest = safejson.loads(
+            response["Body"].read(safejson.MAX_SIZE + 1), source=f"s3://{bucket}/{prefix}{MANIFEST_NAME}"
+        )
     except safejson.JsonError as error:  # names the object
         raise ValueError(str(error)) from None
     finally:

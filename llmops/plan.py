@@ -130,7 +130,7 @@ def _get_json(s3: Any, bucket: str, key: str, *, missing_ok: bool = False) -> An
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(safejson.MAX_SIZE + 1)  # bounded: refused above it
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         if missing_ok and code in ("NoSuchKey", "404"):
@@ -141,7 +141,7 @@ def _get_json(s3: Any, bucket: str, key: str, *, missing_ok: bool = False) -> An
     try:
         return safejson.loads(body, source=f"s3://{bucket}/{key}")
     except safejson.JsonError as e:  # names the object
-        raise S3ReadError(str(e)) from None
+        raise S3ReadError(f"{e.source} is {e.why}") from None
 
 
 def _list_sizes(s3: Any, bucket: str, prefix: str) -> dict[str, int]:

@@ -34,7 +34,7 @@ def adapter_config_problems(
         try:
             raw = safejson.loads(raw, source=where)
         except safejson.JsonError as e:
-            return [f"{where} is not valid JSON ({e.why})"]
+            return [f"{where} is {e.why}"]
     if not isinstance(raw, Mapping):
         return [f"{where} is not a JSON object"]
     problems = []

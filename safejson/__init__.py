@@ -1,7 +1,8 @@
 """JSON from outside, read with a depth and a size limit: one clear error naming the source, never a traceback.
 
-``json.loads`` recurses once per nested bracket (its C scanner through ``Py_EnterRecursiveCall``), so 100,000
-``[`` raise ``RecursionError`` from deep inside the decoder. ``loads`` counts the nesting first, iteratively
+``json.loads`` recurses once per nested bracket (python/cpython Modules/_json.c: the scanner enters
+``_Py_EnterRecursiveCall`` for each array or object), so 100,000 ``[`` raise ``RecursionError`` from deep inside
+the decoder. ``loads`` counts the nesting first, iteratively
 (brackets outside strings), and refuses more than ``max_depth`` levels or ``max_size`` characters before
 ``json.loads`` sees the text; a ``RecursionError`` that still happens (a caller already deep in its stack) is
 converted too. Otherwise the answer is exactly ``json.loads``'s. Standard library only: it is bundled into every
@@ -19,7 +20,8 @@ from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_SIZE", "JsonError", "depth", "loads"]
 
-MAX_DEPTH = 512  # far beyond any config.json, listing or record we read (a few levels); far below the recursion limit
+MAX_DEPTH = 512  # far beyond any config.json, listing or record we read (a few levels); below the default
+# recursion limit of 1000 (sys.getrecursionlimit), so json.loads answers whatever passes the scan
 MAX_SIZE = 64 * 1024 * 1024  # characters (bytes for bytes): the largest JSON we read is a Hub tree page, a few MiB
 
 # A JSON string (escapes included; the unrolled loop is linear) or one bracket: what the depth scan steps over.

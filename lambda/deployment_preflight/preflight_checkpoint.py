@@ -78,7 +78,7 @@ def read_checkpoint(s3: Any, bucket: str, prefix: str, gguf_file: str | None = N
 
 def _read_json(s3: Any, bucket: str, key: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(safejson.MAX_SIZE + 1)  # bounded: refused above it
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         return None, f"could not be read: {code}{_denied_hint(code, 's3:GetObject')}"
@@ -87,7 +87,7 @@ def _read_json(s3: Any, bucket: str, key: str) -> tuple[dict[str, Any] | None, s
     try:
         value = safejson.loads(body, source=f"s3://{bucket}/{key}")
     except safejson.JsonError as e:  # the caller names the object
-        return None, f"is not valid JSON ({e.why})"
+        return None, f"is {e.why}"
     if not isinstance(value, dict):
         return None, "is not a JSON object"
     return value, None
