@@ -578,3 +578,16 @@ def test_every_handler_and_the_staging_worker_ship_the_loader(tmp_path):
     assert len(handlers) >= 3 and len(workers) == 1
     for folder in [*handlers, *workers]:
         assert (folder / "safejson" / "__init__.py").is_file(), folder.name
+
+
+@pytest.mark.parametrize(("length", "cut"), [(197, False), (198, False), (199, True)])
+def test_a_bad_context_value_is_echoed_up_to_200_characters_then_cut_with_its_length(length, cut):
+    from stacks.config import MAX_ECHOED
+
+    raw = "x" * length  # not JSON: its repr is length + 2 characters
+    said = _config_problems(tags=raw)
+    assert MAX_ECHOED == 200
+    if cut:
+        assert said.startswith(f"tags='{'x' * 99}… ({length:,} characters): not valid JSON")
+    else:
+        assert said.startswith(f"tags={raw!r}: not valid JSON")
