@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Any
 
+import safejson
+
 from .catalog import DATA_DIR
 
 # X.Y.Z[.postN]-gpu-py312-cuNNN-ubuntuA.B-sagemaker: the DLC's semantic SageMaker tags (vLLM, SGLang).
@@ -357,7 +359,7 @@ def argv_tokens(engine: EngineSpec, value: str) -> list[str]:
     stripped = value.strip()
     if stripped.startswith("[") and stripped.endswith("]"):
         try:
-            parsed = json.loads(stripped)
+            parsed = safejson.loads(stripped, source="an engine_env value")
         except ValueError:
             return [value]
         if isinstance(parsed, list):

@@ -65,11 +65,13 @@ def bundled_asset_options(
 
 # Every handler imports it: rollback detection, the log line and the reason limit (handler_kit/__init__.py).
 HANDLER_KIT = "handler_kit"
+# Every JSON reader on outside input (handler_kit, preflight, hfstage) reads through it: depth and size limits.
+SAFEJSON = "safejson"
 
 
 def handler_code(name: str, *, packages: Sequence[str] = ()) -> lambda_.Code:
-    """The code of ``lambda/<name>/`` with ``handler_kit`` and the shared ``packages`` beside ``index.py``."""
-    packages = tuple(dict.fromkeys((HANDLER_KIT, *packages)))
+    """The code of ``lambda/<name>/`` with ``handler_kit``, ``safejson`` and the shared ``packages`` beside ``index.py``."""
+    packages = tuple(dict.fromkeys((HANDLER_KIT, SAFEJSON, *packages)))
     handler_dir = asset_folder("lambda") / name
     if not (handler_dir / "index.py").is_file():
         raise ValueError(f"no handler at {handler_dir}/index.py")

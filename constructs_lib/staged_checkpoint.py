@@ -85,7 +85,7 @@ MAX_ARGUMENT_CHARS = 256
 HANDLER_ARGUMENTS = 10
 MAX_PATTERNS = (MAX_CONTAINER_ARGUMENTS - HANDLER_ARGUMENTS) // 2
 HANDLER = "staged_checkpoint"
-PACKAGES = ("hfstage",)
+PACKAGES = ("hfstage", "safejson")  # the worker reads the Hub's JSON through safejson
 
 
 @cache

@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import safejson
+
 CREATE, UPDATE, DELETE = "Create", "Update", "Delete"
 REQUEST_TYPES = (CREATE, UPDATE, DELETE)
 UPDATE_ROLLBACK_IN_PROGRESS = "UPDATE_ROLLBACK_IN_PROGRESS"
@@ -77,8 +79,8 @@ def string_list(raw: Any) -> tuple[str, ...]:
     given: order and case kept, blanks and repeats dropped. A string that is no JSON array is one element."""
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw) if raw.strip() else []
-        except json.JSONDecodeError:
+            raw = safejson.loads(raw, source="a list property") if raw.strip() else []
+        except safejson.JsonError:  # not JSON (or too deep, too large): one element
             raw = [raw]
     if not isinstance(raw, list):
         return ()

@@ -14,6 +14,7 @@ from dataclasses import MISSING, dataclass, fields
 from dataclasses import field as dataclass_field
 from typing import Any, ClassVar
 
+import safejson
 from handler_kit import shorten, string_list
 
 GIB = 2**30
@@ -322,7 +323,7 @@ def _read(key: str, kind: str, raw: Any, problems: list[str]) -> Any:
         if kind == LIST:
             return string_list(raw)
         if kind == OBJECT:
-            value = json.loads(raw) if isinstance(raw, str) else raw
+            value = safejson.loads(raw, source=key) if isinstance(raw, str) else raw
             if not isinstance(value, dict):
                 raise ValueError(raw)
             return value

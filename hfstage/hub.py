@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import fnmatch
 import http.client
-import json
 import os
 import urllib.error
 import urllib.parse
@@ -19,6 +18,8 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import safejson
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 USER_AGENT = "hfstage/1"
@@ -270,8 +271,10 @@ class HubClient:
         what = f"resolving {repo_id}@{revision}"
         response = self._request(url, what, repo_id, {"Accept": "application/json"})
         try:
-            body = json.loads(response.read())
-        except (OSError, ValueError) as error:
+            body = safejson.loads(response.read(safejson.MAX_SIZE + 1), source=f"{what}: the Hub's answer")
+        except safejson.JsonError as error:  # not JSON, too deep or too large: names the lookup
+            raise HubUnavailable(str(error)) from None
+        except OSError as error:
             raise HubUnavailable(f"{what}: unreadable answer from the Hub ({type(error).__name__})") from None
         finally:
             response.close()

@@ -10,6 +10,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+import safejson
 from hfstage.hub import HubFile, default_endpoint
 
 MANIFEST_NAME = ".hf-model-manifest.json"
@@ -103,9 +104,11 @@ def read_manifest(s3_client: Any, bucket: str, prefix: str) -> dict[str, Any] | 
             return None
         raise
     try:
-        manifest = json.loads(response["Body"].read())
-    except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"s3://{bucket}/{prefix}{MANIFEST_NAME} is not valid JSON: {error}") from None
+        manifest = safejson.loads(
+            response["Body"].read(safejson.MAX_SIZE + 1), source=f"s3://{bucket}/{prefix}{MANIFEST_NAME}"
+        )
+    except safejson.JsonError as error:  # names the object
+        raise ValueError(str(error)) from None
     finally:
         response["Body"].close()
     if not isinstance(manifest, dict):

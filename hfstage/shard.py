@@ -7,9 +7,9 @@ Every instance computes the same plan from the same inputs (the file list and th
 from __future__ import annotations
 
 import heapq
-import json
 from collections.abc import Iterable, Sequence
 
+import safejson
 from hfstage.hub import HubFile
 
 RESOURCE_CONFIG = "/opt/ml/config/resourceconfig.json"
@@ -22,8 +22,8 @@ def read_hosts(path: str = RESOURCE_CONFIG) -> tuple[str, list[str]]:
     ValueError when the file exists but is not a resource config.
     """
     try:
-        with open(path, encoding="utf-8") as handle:
-            config = json.load(handle)
+        with open(path, "rb") as handle:
+            config = safejson.loads(handle.read(safejson.MAX_SIZE + 1), source=path)
     except FileNotFoundError:
         return LOCAL_HOST, [LOCAL_HOST]
     except (OSError, ValueError) as error:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import re
 import signal
@@ -27,6 +26,7 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
+import safejson
 from hfstage import reach
 from hfstage.events import EventLog, Progress, ProgressReporter
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RepoRevision, select_files
@@ -92,7 +92,7 @@ def _patterns(values: list[str] | None) -> list[str]:
         text = value.strip()
         if text.startswith("["):
             try:
-                items = json.loads(text)
+                items = safejson.loads(text, source="--include/--exclude")
             except ValueError:
                 raise Failure(EXIT_USAGE, f"bad arguments: {text[:200]!r} is not a JSON array of patterns") from None
             if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
@@ -160,7 +160,7 @@ def parse_token(secret: str) -> str:
     text = secret.strip()
     if text.startswith("{"):
         try:
-            data = json.loads(text)
+            data = safejson.loads(text, source="the secret")
         except ValueError:
             raise ValueError("the secret looks like JSON but does not parse") from None
         for key in TOKEN_KEYS:

@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import safejson
 from endpoint_client import Delta, InvocationError, OpenAiEndpoint, build_chat_request, stream_chat, token_from_env
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
@@ -142,7 +143,7 @@ def load_prompts(path: Path) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = safejson.loads(line, source=f"{path}:{number}")
         except json.JSONDecodeError as e:
             raise ValueError(f"{path}:{number}: not JSON ({e.msg})") from None
         if not isinstance(entry, dict) or not (
@@ -471,7 +472,7 @@ def main(
         if getattr(args, name) < 1:
             return fail(EXIT_USAGE, f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1")
     try:
-        extra = json.loads(args.extra) if args.extra else None
+        extra = safejson.loads(args.extra, source="--extra") if args.extra else None
     except json.JSONDecodeError as e:
         return fail(EXIT_USAGE, f"--extra is not JSON ({e.msg} at column {e.colno})")
     if extra is not None and not isinstance(extra, dict):

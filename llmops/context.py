@@ -9,10 +9,11 @@ JSON object of keys), then each ``-c`` in order: as the CDK CLI layers cdk.json 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import safejson
 
 
 def add_context_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,9 +52,11 @@ def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | 
     context: dict[str, Any] = {key.name: key.default for key in KEYS if key.default is not None}
     if context_file is not None:
         try:
-            raw = json.loads(context_file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raw = safejson.loads(context_file.read_bytes(), source=f"--context-file {context_file}")
+        except OSError as e:
             return f"--context-file {context_file}: cannot read it as JSON: {e}"
+        except safejson.JsonError as e:
+            return f"{e.source}: cannot read it as JSON: {e.why}"
         if isinstance(raw, dict) and isinstance(raw.get("context"), dict):
             raw = raw["context"]
         if not isinstance(raw, dict):

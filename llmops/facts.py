@@ -28,7 +28,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.names import SHA
+import safejson
+from constructs_lib.names import SHA, repo_id_problem, revision_problem
 from preflight import select_weight_files
 from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
 
@@ -76,6 +77,11 @@ class ModelFacts:
         g = self.gguf
         return GgufHeader(g["version"], g["tensor_count"], g["metadata"], g["header_bytes"], g["parameter_count"])
 
+    def describes(self, repo_id: str, revision: str) -> bool:
+        """Whether these facts are those of ``repo_id@revision``: the same repository, and the same revision or
+        (a pinned SHA) the commit they were looked up at."""
+        return self.repo_id == repo_id and revision in (self.revision, self.sha)
+
     def serves(self, gguf_file: str | None) -> bool:
         """Whether the recorded GGUF model is the one ``gguf_file`` names (as the serving adapter chooses)."""
         return self.gguf is not None and select_gguf(self.files, gguf_file)[0] == self.gguf["file"]
@@ -105,6 +111,18 @@ class ModelFacts:
                 raise bad(f"has no {name}")
         if not SHA.fullmatch(text["sha"]):
             raise bad(f"has sha={text['sha']!r}, not a 40-character commit SHA")
+        # The key is what synth looks up, the fields are what it stages: a record whose fields say another
+        # repository or revision than its key would stage that (or pin the key's model to a foreign commit).
+        for name, check in (("repo_id", repo_id_problem), ("revision", revision_problem)):
+            if problem := check(text[name]):
+                raise bad(f"has {name}={text[name]!r}: {problem}")
+        if record_key(text["repo_id"], text["revision"]) != key:
+            raise bad(
+                f"says repo_id={text['repo_id']!r} revision={text['revision']!r}, which is not its key "
+                f"(an entry is keyed repo_id@revision, exactly)"
+            )
+        if SHA.fullmatch(text["revision"]) and text["sha"] != text["revision"]:
+            raise bad(f"pins revision {text['revision']!r} to another commit sha={text['sha']!r}")
         if not isinstance(raw.get("config"), dict):
             raise bad("has no config object")
         files = raw.get("files")
@@ -141,18 +159,24 @@ class FactsRecord:
         if not path.exists():
             return cls(path)
         try:
-            raw = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise FactsError(f"{path}: not readable as JSON ({e}); run {REFRESH} or delete it") from None
+            raw = safejson.loads(path.read_bytes(), source=str(path))
+        except OSError as e:
+            raise FactsError(f"{path}: not readable ({e}); run {REFRESH} or delete it") from None
+        except safejson.JsonError as e:  # names the file
+            raise FactsError(f"{e.source}: not readable as JSON: {e.why}; run {REFRESH} or delete it") from None
         if not isinstance(raw, dict) or raw.get("schema") != SCHEMA or not isinstance(raw.get("models"), dict):
             raise FactsError(f"{path}: not a model facts record (schema {SCHEMA}); run {REFRESH} or delete it")
         entries = {key: ModelFacts.from_json(key, value, str(path)) for key, value in raw["models"].items()}
         return cls(path, entries)
 
     def find(self, repo_id: str, revision: str) -> ModelFacts | None:
+        """The entry for exactly this repository and revision (case-sensitive: the Hub's names are); for a pinned
+        SHA also an entry of the same repository some branch was recorded at that commit. Never by SHA alone."""
         found = self.entries.get(record_key(repo_id, revision))
         if found is None and SHA.fullmatch(revision):  # a pinned SHA some branch was recorded at
             found = next((f for f in self.entries.values() if f.repo_id == repo_id and f.sha == revision), None)
+        if found is not None and not found.describes(repo_id, revision):  # load() refuses such entries
+            return None
         return found
 
     def put(self, facts: ModelFacts) -> None:

@@ -8,12 +8,12 @@ call is made (so a mirror or a test Hub set after import is honoured); the token
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import safejson
 from preflight import select_weight_files
 
 CONFIG = "config.json"
@@ -96,6 +96,11 @@ def _explain(
         return HubError(f"{repo_id}: repository not found on {endpoint() or 'the Hub'}{hint}")
     if isinstance(error, EntryNotFoundError):
         return HubError(f"{where} has no {CONFIG}: plan needs a transformers-style checkpoint")
+    if isinstance(error, RecursionError):  # huggingface_hub decodes the Hub's answer with json, which recurses
+        return HubError(
+            f"could not read {where} from {endpoint() or 'https://huggingface.co'}: the answer is JSON "
+            "nested too deep to read"
+        )
     return HubError(
         f"could not read {where} from {endpoint() or 'https://huggingface.co'}: {type(error).__name__}: "
         f"{str(error).splitlines()[0] if str(error) else 'no answer'}"
@@ -132,10 +137,12 @@ def fetch_model(
     except Exception as e:
         raise _explain(e, repo_id, revision, token, token_hint) from None
     try:
-        with open(path, encoding="utf-8") as f:
-            config = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        with open(path, "rb") as f:
+            config = safejson.loads(f.read(safejson.MAX_SIZE + 1), source=f"{repo_id}: {CONFIG}")
+    except OSError as e:
         raise HubError(f"{repo_id}: {CONFIG} is not valid JSON: {e}") from None
+    except safejson.JsonError as e:  # names the repository and the file
+        raise HubError(str(e)) from None
     if not isinstance(config, dict):
         raise HubError(f"{repo_id}: {CONFIG} is not a JSON object")
 

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any, TextIO
 
+import safejson
 from endpoint_client import (
     Delta,
     InvocationError,
@@ -128,7 +129,7 @@ def main(
         if args.max_tokens < 1:
             return fail(EXIT_USAGE, f"--max-tokens {args.max_tokens} must be at least 1")
         try:
-            extra = json.loads(args.extra) if args.extra else None
+            extra = safejson.loads(args.extra, source="--extra") if args.extra else None
         except json.JSONDecodeError as e:
             return fail(EXIT_USAGE, f"--extra is not JSON ({e.msg} at column {e.colno})")
         if extra is not None and not isinstance(extra, dict):

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import safejson
 from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from constructs_lib.engines import engine_names
 from constructs_lib.format_guard import nearest_capable
@@ -129,7 +130,7 @@ def _get_json(s3: Any, bucket: str, key: str, *, missing_ok: bool = False) -> An
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(safejson.MAX_SIZE + 1)  # bounded: refused above it
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         if missing_ok and code in ("NoSuchKey", "404"):
@@ -138,9 +139,9 @@ def _get_json(s3: Any, bucket: str, key: str, *, missing_ok: bool = False) -> An
     except BotoCoreError as e:
         raise S3ReadError(f"could not read s3://{bucket}/{key}: {e}") from None
     try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise S3ReadError(f"s3://{bucket}/{key} is not valid JSON: {e}") from None
+        return safejson.loads(body, source=f"s3://{bucket}/{key}")
+    except safejson.JsonError as e:  # names the object
+        raise S3ReadError(f"{e.source} is {e.why}") from None
 
 
 def _list_sizes(s3: Any, bucket: str, prefix: str) -> dict[str, int]:
@@ -683,8 +684,8 @@ def _load(args: argparse.Namespace, parser: argparse.ArgumentParser, s3_client: 
         if args.weights_bytes is None:
             parser.error("argument --weights-bytes: required with --config (the on-disk size of the weight files)")
         try:
-            config = json.loads(args.config.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            config = safejson.loads(args.config.read_bytes(), source=str(args.config))
+        except (OSError, safejson.JsonError) as e:
             parser.error(f"argument --config {args.config}: cannot read it as JSON: {e}")
         if not isinstance(config, dict):
             parser.error(f"argument --config {args.config}: not a JSON object")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import parse_qs, urlsplit
 
+import safejson
 from endpoint_client import Delta, InvocationError, InvocationResult, stream_chat
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
@@ -351,10 +352,8 @@ class _Handler(BaseHTTPRequestHandler):
         if len(data) < length:
             raise Refused(408, "the body did not arrive in time")
         try:
-            request = json.loads(data)
-        except (ValueError, RecursionError):
-            # ValueError covers JSONDecodeError, UnicodeDecodeError and an integer over the digit limit
-            # (Python docs, stdtypes "Integer string conversion length limitation"); RecursionError deep nesting.
+            request = safejson.loads(data, source="the body")
+        except safejson.JsonError:  # not JSON, not UTF-8, too deep or too large, an integer over the digit limit
             raise Refused(400, "the body is not JSON") from None
         if not isinstance(request, dict):
             raise Refused(400, "the body must be a JSON object")

@@ -25,6 +25,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import safejson
 from constructs_lib.catalog import known_instance_types
 from constructs_lib.prices import Price, known_regions
 from constructs_lib.prices import price as shipped_price
@@ -65,7 +66,7 @@ def parse_price_item(item: str | dict, *, read_on: str) -> tuple[str, dict] | No
     ``product.attributes`` (``instanceName``, ``usagetype``), ``terms.OnDemand.<term>.priceDimensions.<dim>``
     (``unit``, ``pricePerUnit.USD``) and ``publicationDate``.
     """
-    data = json.loads(item) if isinstance(item, str) else item
+    data = safejson.loads(item, source="a PriceList item") if isinstance(item, str) else item
     attributes = data.get("product", {}).get("attributes", {})
     instance_type = attributes.get("instanceName") or ""
     usage_type = attributes.get("usagetype") or ""
@@ -136,7 +137,7 @@ def _has_credentials() -> bool:
 
 def read_cache(region: str, directory: Path | None = None) -> dict | None:
     try:
-        data = json.loads(cache_path(region, directory).read_text())
+        data = safejson.loads(cache_path(region, directory).read_bytes(), source=str(cache_path(region, directory)))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("region") != region or not isinstance(data.get("prices"), dict):

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import safejson
 from constructs_lib.catalog import resolve_instance
 from constructs_lib.engines import engine_names, get_engine
 from constructs_lib.images import SEMANTIC_TAG, cuda_of_tag, dlc_account, recorded_tag_key, version_key
@@ -80,7 +81,11 @@ def main(argv: list[str] | None = None, *, ecr_client: Any = None) -> int:
         return 2
 
     try:
-        existing = json.loads(args.context_file.read_text()) if args.context_file.exists() else {}
+        existing = (
+            safejson.loads(args.context_file.read_bytes(), source=str(args.context_file))
+            if args.context_file.exists()
+            else {}
+        )
     except json.JSONDecodeError as e:
         print(
             f"error: {args.context_file} is not valid JSON ({e.msg}, line {e.lineno}); fix or remove it",

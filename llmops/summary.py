@@ -13,7 +13,6 @@ $AWS_REGION, $AWS_DEFAULT_REGION, else us-east-1 (the template itself is region-
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -21,6 +20,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import safejson
 from constructs_lib.catalog import known_instance_types
 from constructs_lib.prices import hours_per_month, lookup_hint
 from llmops.facts import METADATA_KEY
@@ -331,16 +331,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no templates in {out}", file=sys.stderr)
         return 1
     report = out / "validation-report.json"
-    if report.exists():
-        for plugin in json.loads(report.read_text()).get("pluginReports", []):
-            print(
-                f"{plugin['pluginName']}: {plugin['conclusion']}, {len(plugin['violations'])} findings, "
-                f"{len(plugin.get('suppressedViolations', []))} acknowledged with reasons ({report})"
-            )
-    for path in templates:
+    try:
+        reports = safejson.loads(report.read_bytes(), source=str(report)) if report.exists() else {}
+        documents = [safejson.loads(p.read_bytes(), source=str(p)) for p in templates]
+    except (OSError, safejson.JsonError) as e:  # JsonError names the file
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    for plugin in reports.get("pluginReports", []):
+        print(
+            f"{plugin['pluginName']}: {plugin['conclusion']}, {len(plugin['violations'])} findings, "
+            f"{len(plugin.get('suppressedViolations', []))} acknowledged with reasons ({report})"
+        )
+    for path, document in zip(templates, documents, strict=True):
         print(path)
-        print("\n".join(describe(json.loads(path.read_text()), region)))
-    for line in fleet_total_lines([json.loads(p.read_text()) for p in templates], region):  # several endpoints
+        print("\n".join(describe(document, region)))
+    for line in fleet_total_lines(documents, region):  # several endpoints
         print(line)
     return 0
 

@@ -10,10 +10,11 @@ the default is 16 (aws/model-hosting-container-standards docs/sagemaker/05_lora_
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from typing import Any
+
+import safejson
 
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -31,9 +32,9 @@ def adapter_config_problems(
     where = f"adapter {adapter}: adapter_config.json"
     if not isinstance(raw, Mapping):
         try:
-            raw = json.loads(raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            return [f"{where} is not valid JSON ({e})"]
+            raw = safejson.loads(raw, source=where)
+        except safejson.JsonError as e:
+            return [f"{where} is {e.why}"]
     if not isinstance(raw, Mapping):
         return [f"{where} is not a JSON object"]
     problems = []

@@ -25,6 +25,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import safejson
+
 DATA = Path(__file__).parent / "data" / "weight_formats.json"
 
 
@@ -257,8 +259,8 @@ def check_deployment(
 ) -> tuple[list[str], list[str]]:
     """(problems, warnings and notes) for the preflight's properties as CloudFormation passes them (text)."""
     try:
-        alternatives = json.loads(alternatives_json) if alternatives_json else {}
-    except json.JSONDecodeError:
+        alternatives = safejson.loads(alternatives_json, source="alternatives") if alternatives_json else {}
+    except safejson.JsonError:
         alternatives = {}
     check = check_checkpoint(
         config,

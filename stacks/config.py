@@ -52,6 +52,8 @@ DEFAULT_ENGINE = "vllm"
 # Free-form maps may hold a pasted secret by mistake: never repeat their raw text in an error.
 # hf_token_secret_arn too: a token pasted where its secret's ARN belongs must not be printed back.
 UNECHOED_KEYS = {"engine_env", "container_env", "hf_token_secret_arn"}
+# Any other bad value is shown in its refusal up to this many characters, then cut (with its length).
+MAX_ECHOED = 200
 
 # Context keys handed to component_plan.plan_scaling under the same names.
 SCALING_KEYS = (
@@ -281,6 +283,8 @@ class DeploymentConfig:
                     problems.append(f"{key}: missing; cdk.json must give a default ({describe_allowed(key)})")
                 else:
                     shown = f"<{len(str(raw))} characters, not echoed>" if key in UNECHOED_KEYS else repr(raw)
+                    if len(shown) > MAX_ECHOED:  # a 100,000-bracket value is named, not printed
+                        shown = f"{shown[: MAX_ECHOED // 2]}… ({len(str(raw)):,} characters)"
                     problems.append(f"{key}={shown}: {e}")
         # Keep going after bad values so one run names every problem: checks that need a value that
         # failed to parse are skipped, the rest still run.

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import safejson
 from constructs_lib import (
     INFERENCE_COMPONENT,
     adapter_artifact_problems,
@@ -171,9 +172,10 @@ def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _as_object(what: str, raw: Any) -> dict[str, Any]:
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw, object_pairs_hook=unique_pairs)
-        except json.JSONDecodeError as e:
-            raise ConfigError([f"{what}: not valid JSON ({e.msg} at line {e.lineno})"]) from None
+            raw = safejson.loads(raw, source=what, object_pairs_hook=unique_pairs)
+        except safejson.JsonError as e:
+            where = f"{e.msg} at line {e.lineno}" if e.msg != e.why else e.why  # a syntax error, or a limit
+            raise ConfigError([f"{what}: not valid JSON ({where})"]) from None
         except DuplicateKey as e:
             raise ConfigError([f"{what}: {e}"]) from None
     if not isinstance(raw, dict):

@@ -111,6 +111,16 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
     if facts is None:
         return config, not_checked(str(known.missing)), []
 
+    if not facts.describes(config.model_id, config.revision):  # never pin one model to another's commit
+        said = f"{facts.repo_id}@{facts.revision} (commit {facts.sha})"
+        return (
+            config,
+            FactsStatus(False, f"refused at synth: the model facts {known.origin} describe {said}"),
+            [
+                f"model_id={config.model_id} revision={config.revision}: the model facts describe {said}, another "
+                "model or revision; run python -m llmops.facts refresh"
+            ],
+        )
     pinned_from = None
     if not matches(SHA, config.revision) and facts.sha:
         pinned_from = config.revision

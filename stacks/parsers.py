@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+import safejson
 from constructs_lib import BUCKET_RULE, bucket_name_problem, tag_problems
 from constructs_lib.names import INSTANCE_TYPE, matches
 
@@ -183,15 +183,21 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not a number JSON allows; give a finite number")
 
 
+def _decode(raw: str, expected: str, **options: Any) -> Any:
+    """``raw`` as JSON (safejson: depth and size limits), or a ValueError the config layer names the key in."""
+    try:
+        return safejson.loads(raw, source="the value", **options)
+    except safejson.JsonError as e:
+        where = f"{e.msg} at character {e.pos}" if e.msg != e.why else e.why  # a syntax error, or a limit
+        raise ValueError(f"not valid JSON ({where}); {expected}") from None
+
+
 def _json_object(raw: Any) -> dict[str, Any]:
     """JSON object"""
     if isinstance(raw, str):
         if raw.strip() == "":
             return {}
-        try:
-            raw = json.loads(raw, object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON object") from None
+        raw = _decode(raw, "expected a JSON object", object_pairs_hook=_no_duplicate_keys, parse_constant=_no_constants)
     if not isinstance(raw, dict):
         raise ValueError('expected a JSON object such as {"KEY": "value"}')
     return raw
@@ -202,12 +208,7 @@ def _patterns(raw: Any) -> tuple[str, ...]:
     if isinstance(raw, str):
         if raw.strip() == "":
             return ()
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise ValueError(
-                f'not valid JSON ({e.msg} at character {e.pos}); expected a JSON array such as ["*.json"]'
-            ) from None
+        raw = _decode(raw, 'expected a JSON array such as ["*.json"]')
     if not isinstance(raw, list) or not all(isinstance(p, str) and p.strip() for p in raw):
         raise ValueError('expected a JSON array of non-empty glob patterns such as ["*.json", "*.safetensors"]')
     return tuple(raw)
@@ -249,12 +250,7 @@ def _parse_ids(regex: re.Pattern[str], what: str, most: int, raw: Any) -> tuple[
     if isinstance(raw, str) and matches(BARE_IDS, raw.strip()):
         raw = [v.strip() for v in raw.strip().strip("[]").split(",")]
     elif isinstance(raw, str):
-        try:
-            raw = json.loads(raw) if raw.strip() else []
-        except json.JSONDecodeError as e:
-            raise ValueError(
-                f"not valid JSON ({e.msg} at character {e.pos}); expected a JSON array of {what}"
-            ) from None
+        raw = _decode(raw, f"expected a JSON array of {what}") if raw.strip() else []
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         raise ValueError(f'expected a JSON array of {what} such as ["{regex.pattern}"]')
     wrong = [v for v in raw if not matches(regex, v)]

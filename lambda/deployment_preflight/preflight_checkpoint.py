@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 from preflight_base import DENIED
 
+import safejson
 from preflight import (
     WEIGHT_SUFFIXES,
     select_weight_files,
@@ -78,16 +78,16 @@ def read_checkpoint(s3: Any, bucket: str, prefix: str, gguf_file: str | None = N
 
 def _read_json(s3: Any, bucket: str, key: str) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        body = s3.get_object(Bucket=bucket, Key=key)["Body"].read(safejson.MAX_SIZE + 1)  # bounded: refused above it
     except ClientError as e:
         code = e.response.get("Error", {}).get("Code", "")
         return None, f"could not be read: {code}{_denied_hint(code, 's3:GetObject')}"
     except BotoCoreError as e:
         return None, f"could not be read: {type(e).__name__}"
     try:
-        value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        return None, f"is not valid JSON ({e})"
+        value = safejson.loads(body, source=f"s3://{bucket}/{key}")
+    except safejson.JsonError as e:  # the caller names the object
+        return None, f"is {e.why}"
     if not isinstance(value, dict):
         return None, "is not a JSON object"
     return value, None

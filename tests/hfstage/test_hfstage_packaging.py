@@ -12,18 +12,23 @@ import sys
 import zipfile
 from pathlib import Path
 
+from constructs_lib.staged_checkpoint import PACKAGES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def worker_sources() -> list[Path]:
-    """The worker's modules; a loop over none of them would pass whatever they import."""
-    sources = sorted((ROOT / "hfstage").glob("*.py"))
-    assert {"worker.py", "transfer.py", "hub.py", "manifest.py", "__main__.py"} <= {p.name for p in sources}
+    """The modules of every package the worker's asset ships (hfstage, safejson); a loop over none of them would
+    pass whatever they import."""
+    assert PACKAGES == ("hfstage", "safejson")
+    sources = sorted(p for package in PACKAGES for p in (ROOT / package).glob("*.py"))
+    names = {f"{p.parent.name}/{p.name}" for p in sources}
+    assert {"hfstage/worker.py", "hfstage/hub.py", "hfstage/__main__.py", "safejson/__init__.py"} <= names
     return sources
 
 
 def test_package_uses_only_stdlib_and_boto3() -> None:
-    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", "hfstage"}
+    allowed = set(sys.stdlib_module_names) | {"boto3", "botocore", *PACKAGES}
     sources = worker_sources()
     for source in sources:
         tree = ast.parse(source.read_text())
@@ -44,7 +49,7 @@ def test_zip_runs_with_a_top_level_main(tmp_path: Path) -> None:
     archive = tmp_path / "hfstage.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for source in worker_sources():
-            z.write(source, f"hfstage/{source.name}")
+            z.write(source, f"{source.parent.name}/{source.name}")
         z.writestr("__main__.py", "import sys\n\nfrom hfstage.worker import main\n\nsys.exit(main(sys.argv[1:]))\n")
     run = subprocess.run(
         [sys.executable, "-I", str(archive), "--help"], capture_output=True, text=True, timeout=60, cwd=tmp_path

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".uv" / "bin" / "uv"
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 CONSUMER_APP = ROOT / "tests" / "consumer" / "app.py"
-PACKAGES = ("constructs_lib", "handler_kit", "hfstage", "preflight", "endpoint_client", "llmops")
+PACKAGES = ("constructs_lib", "handler_kit", "safejson", "hfstage", "preflight", "endpoint_client", "llmops")
 
 
 def run(cmd: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: int = 600) -> str:
@@ -115,6 +115,7 @@ def test_a_consumer_app_with_an_empty_cdk_json_synthesizes_clean(venv, tmp_path)
     handlers = [f for f in folders if (f / "index.py").is_file()]
     assert len(handlers) >= 3
     assert all((f / "handler_kit" / "__init__.py").is_file() for f in handlers)  # every handler bundles the kit
+    assert all((f / "safejson" / "__init__.py").is_file() for f in handlers)  # and the JSON reader
     assert any((f / "hfstage" / "worker.py").is_file() for f in folders)  # the staging worker
     assert any((f / "preflight" / "memory_fit.py").is_file() for f in handlers)
     assert str(ROOT) not in (out / "manifest.json").read_text()
