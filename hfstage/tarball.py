@@ -230,10 +230,11 @@ class _Gunzip:
         self.position = 0  # bytes of tar handed out
         self._z = zlib.decompressobj(GZIP_WBITS)
         self._input = b""
-        self._buffer = bytearray()
+        self._buffer = b""  # the last chunk decompressed, handed out from self._at on
+        self._at = 0
 
     def _more(self) -> bool:
-        """Decompress up to READ_CHUNK more bytes into the buffer; False at the clean end of the last member."""
+        """Replace the (used up) buffer with up to READ_CHUNK more bytes; False at the clean end of the last member."""
         while True:
             if self.stop.is_set():
                 raise Failure(EXIT_TRANSFER, "stopped before the archive was read")
@@ -258,15 +259,24 @@ class _Gunzip:
                         f"it makes the job read more than {self.limit:,} bytes of tar (--max-total-bytes counts "
                         "every byte unpacked: headers, skipped and refused members, padding)"
                     )
-                self._buffer += out
+                self._buffer, self._at = out, 0
                 return True
 
     def read(self, size: int) -> bytes:
         """Exactly ``size`` bytes, or fewer only where the tar stream ends."""
-        while len(self._buffer) < size and self._more():
-            pass
-        out = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        parts: list[bytes] = []
+        want = size
+        while want > 0:
+            available = len(self._buffer) - self._at
+            if not available:
+                if not self._more():
+                    break
+                continue
+            take = min(want, available)
+            parts.append(self._buffer[self._at : self._at + take])
+            self._at += take
+            want -= take
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
         self.position += len(out)
         return out
 
@@ -318,13 +328,17 @@ def _number(field: bytes, what: str) -> int:
     return int(text, 8)
 
 
+_LOW_BYTES = bytes(range(128))
+
+
 def _checksum_ok(header: bytes) -> bool:
     stored = header[148:156].split(b"\0", 1)[0].strip(b" ")
     if not stored or not all(48 <= c <= 55 for c in stored):
         return False
     blanked = header[:148] + b" " * 8 + header[156:]
-    signed = sum(b - 256 if b > 127 else b for b in blanked)
-    return int(stored, 8) in (sum(blanked), signed)  # unsigned, or signed as some old tars wrote it
+    unsigned = sum(blanked)
+    signed = unsigned - 256 * len(blanked.translate(None, _LOW_BYTES))  # each byte over 127 counted negative
+    return int(stored, 8) in (unsigned, signed)  # unsigned, or signed as some old tars wrote it (as tarfile)
 
 
 def _text(raw: bytes, what: str) -> str:
