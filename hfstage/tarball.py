@@ -12,16 +12,23 @@ archive into such a prefix, with the same manifest as a Hub revision, so the pre
 skips it the same way.
 
 The run reads the archive twice, both times as one stream (a ranged GET resumes a dropped connection, pinned to
-the object's ETag with ``If-Match``): the first pass reads only what it needs to check every member (name, type,
-size, count, SHA-256 of each file) and writes nothing; the second uploads each regular file, one part at a time,
-and completes an object only once its SHA-256 matches the first pass. Nothing lands on the job's disk: memory
-holds one part and tarfile's buffer. An archive with one top-level folder and no file beside it (``tar czf
-model.tar.gz model/``) is unpacked from inside that folder; a leading ``./`` (``tar czf - -C model .``) is dropped.
+the object's ETag with ``If-Match``), gunzipped and read header by header here (not with tarfile, which keeps
+every member, copies pax global headers onto each and never checks the gzip trailer): the first pass reads only
+what it needs to check every member (name, type, size, count, SHA-256 of each file) and writes nothing; the
+second uploads each regular file, one part at a time, and completes an object only once its SHA-256 matches the
+first pass. Nothing lands on the job's disk: memory holds one part, one READ_CHUNK in and out, one header
+extension and one short record per member. An archive with one top-level folder and no file beside it (``tar
+czf model.tar.gz model/``) is unpacked from inside that folder; a leading ``./`` (``tar czf - -C model .``) is
+dropped.
 
 Refused before any write (exit 3): absolute names, ``..``/``.`` or empty segments, backslashes, non-printable
 characters, names the worker owns (the manifest, the resume area), symbolic and hard links, devices, FIFOs,
-sparse files, names given twice, a name that is both a file and a folder, more than ``--max-members`` members or
-more than ``--max-total-bytes`` of files, and tar header extensions over 1 MiB (tarfile would hold them in memory).
+names given twice, a name that is both a file and a folder, more than ``--max-members`` members. At its header,
+before its data is read: sparse and unknown-type members, links or folders with data, negative or malformed
+sizes, names over S3's key length, a pax global header setting a member's path or size, one header extension
+over 1 MiB or more than ``--max-header-bytes`` of them, a member that would pass ``--max-total-bytes`` (every
+byte of tar read: headers, padding, skipped members). At the end: a bad gzip CRC-32 or length, a missing
+trailer, data after the end-of-archive block.
 Exit status and failure file as for the Hub worker (hfstage.worker).
 """
 
