@@ -12,16 +12,23 @@ archive into such a prefix, with the same manifest as a Hub revision, so the pre
 skips it the same way.
 
 The run reads the archive twice, both times as one stream (a ranged GET resumes a dropped connection, pinned to
-the object's ETag with ``If-Match``): the first pass reads only what it needs to check every member (name, type,
-size, count, SHA-256 of each file) and writes nothing; the second uploads each regular file, one part at a time,
-and completes an object only once its SHA-256 matches the first pass. Nothing lands on the job's disk: memory
-holds one part and tarfile's buffer. An archive with one top-level folder and no file beside it (``tar czf
-model.tar.gz model/``) is unpacked from inside that folder; a leading ``./`` (``tar czf - -C model .``) is dropped.
+the object's ETag with ``If-Match``), gunzipped and read header by header here (not with tarfile, which keeps
+every member, copies pax global headers onto each and never checks the gzip trailer): the first pass reads only
+what it needs to check every member (name, type, size, count, SHA-256 of each file) and writes nothing; the
+second uploads each regular file, one part at a time, and completes an object only once its SHA-256 matches the
+first pass. Nothing lands on the job's disk: memory holds one part, one READ_CHUNK in and out, one header
+extension and one short record per member. An archive with one top-level folder and no file beside it (``tar
+czf model.tar.gz model/``) is unpacked from inside that folder; a leading ``./`` (``tar czf - -C model .``) is
+dropped.
 
 Refused before any write (exit 3): absolute names, ``..``/``.`` or empty segments, backslashes, non-printable
 characters, names the worker owns (the manifest, the resume area), symbolic and hard links, devices, FIFOs,
-sparse files, names given twice, a name that is both a file and a folder, more than ``--max-members`` members or
-more than ``--max-total-bytes`` of files, and tar header extensions over 1 MiB (tarfile would hold them in memory).
+names given twice, a name that is both a file and a folder, more than ``--max-members`` members. At its header,
+before its data is read: sparse and unknown-type members, links or folders with data, negative or malformed
+sizes, names over S3's key length, a pax global header setting a member's path or size, one header extension
+over 1 MiB or more than ``--max-header-bytes`` of them, a member that would pass ``--max-total-bytes`` (every
+byte of tar read: headers, padding, skipped members). At the end: a bad gzip CRC-32 or length, a missing
+trailer, data after the end-of-archive block.
 Exit status and failure file as for the Hub worker (hfstage.worker).
 """
 
@@ -31,11 +38,10 @@ import argparse
 import contextlib
 import hashlib
 import re
-import tarfile
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +53,7 @@ from hfstage.manifest import (
     read_manifest,
     write_manifest,
 )
-from hfstage.names import format_refusal, path_problem, unsafe_paths
+from hfstage.names import MAX_KEY_BYTES, format_refusal, path_problem, unsafe_paths
 from hfstage.shard import leader, read_hosts
 from hfstage.transfer import (
     CONTENT_TYPE,
@@ -84,8 +90,8 @@ SOURCE_URI = re.compile(
 ETAG = re.compile(r'"?(?P<etag>[0-9a-f]{32}(?:-[0-9]{1,5})?)"?', re.ASCII)
 DEFAULT_MAX_MEMBERS = 10_000
 DEFAULT_MAX_TOTAL_BYTES = 2 * 1024**4  # 2 TiB of files: beyond any checkpoint one endpoint instance holds
-MAX_HEADER_EXTENSION = MiB  # pax / GNU long-name records: tarfile reads each whole into memory
-TAR_BUFSIZE = 1 * MiB
+MAX_HEADER_EXTENSION = MiB  # one pax / GNU long-name record: read whole into memory
+DEFAULT_MAX_HEADER_BYTES = 32 * MiB  # all extension records: a pax path per member of 10,000 is about 15 MB
 META_ARCHIVE_ETAG = "archive-etag"
 
 
@@ -201,26 +207,271 @@ def manifest_files(
     return () if unsafe_paths([f.path for f in files], prefix) else files
 
 
-class _BoundedTarInfo(tarfile.TarInfo):
-    """Refuses a pax or GNU long-name record larger than MAX_HEADER_EXTENSION before tarfile reads it."""
-
-    # The record types tarfile.TarInfo._proc_member reads whole into memory (CPython Lib/tarfile.py).
-    _EXTENSIONS = (
-        tarfile.GNUTYPE_LONGNAME,
-        tarfile.GNUTYPE_LONGLINK,
-        tarfile.XHDTYPE,
-        tarfile.XGLTYPE,
-        tarfile.SOLARIS_XHDTYPE,
-    )
-
-    def _proc_member(self, tarfile_: Any) -> Any:
-        if self.type in self._EXTENSIONS and self.size > MAX_HEADER_EXTENSION:
-            raise _Refused(f"a tar header extension of {self.size:,} bytes (over {MAX_HEADER_EXTENSION:,})")
-        return super()._proc_member(tarfile_)
-
-
 class _Refused(Exception):
     """The archive cannot be staged safely; nothing was written."""
+
+
+# RFC 1952 section 2.2: "A gzip file consists of a series of members"; each ends with an 8-byte trailer (CRC-32
+# and ISIZE). zlib checks both when windowBits is 16 + 8..15 and returns Z_DATA_ERROR ("incorrect data check",
+# "incorrect length check") on a mismatch (zlib manual, inflateInit2); tarfile's "r|gz" reads raw deflate and
+# never looks at the trailer (CPython Lib/tarfile.py, _Stream), so this module gunzips the stream itself.
+GZIP_WBITS = 16 + zlib.MAX_WBITS
+_ZLIB_MEANING = {
+    "incorrect data check": "its gzip CRC-32 does not match the data",
+    "incorrect length check": "its gzip trailer's length does not match the data",
+    "incorrect header check": "it is not a readable gzip-compressed tar (no gzip header)",
+}
+
+
+class _Gunzip:
+    """The tar stream: the archive gunzipped as it is read, every byte counted against ``limit``.
+
+    Holds at most one READ_CHUNK of input and one of output; ``finish`` checks the last gzip trailer.
+    """
+
+    def __init__(self, source: Any, limit: int, stop: threading.Event) -> None:
+        self.source = source
+        self.limit = limit
+        self.stop = stop
+        self.count = 0  # bytes decompressed: every one the job had to unpack
+        self.position = 0  # bytes of tar handed out
+        self._z = zlib.decompressobj(GZIP_WBITS)
+        self._input = b""
+        self._buffer = b""  # the last chunk decompressed, handed out from self._at on
+        self._at = 0
+
+    def _more(self) -> bool:
+        """Replace the (used up) buffer with up to READ_CHUNK more bytes; False at the clean end of the last member."""
+        while True:
+            if self.stop.is_set():
+                raise Failure(EXIT_TRANSFER, "stopped before the archive was read")
+            if not self._input:
+                self._input = self.source.read(READ_CHUNK)
+                if not self._input:
+                    if self._z.eof:
+                        return False
+                    raise _Refused("its gzip stream ends without the 8-byte trailer (CRC-32 and length)")
+            if self._z.eof:  # another gzip member follows (RFC 1952 section 2.2)
+                self._z = zlib.decompressobj(GZIP_WBITS)
+            try:
+                out = self._z.decompress(self._input, READ_CHUNK)
+            except zlib.error as error:
+                meaning = next((m for k, m in _ZLIB_MEANING.items() if k in str(error)), "its gzip data is corrupt")
+                raise _Refused(f"{meaning} (zlib: {error})") from None
+            self._input = self._z.unused_data if self._z.eof else self._z.unconsumed_tail
+            if out:
+                self.count += len(out)
+                if self.count > self.limit:
+                    raise _Refused(
+                        f"it makes the job read more than {self.limit:,} bytes of tar (--max-total-bytes counts "
+                        "every byte unpacked: headers, skipped and refused members, padding)"
+                    )
+                self._buffer, self._at = out, 0
+                return True
+
+    def read(self, size: int) -> bytes:
+        """Exactly ``size`` bytes, or fewer only where the tar stream ends."""
+        parts: list[bytes] = []
+        want = size
+        while want > 0:
+            available = len(self._buffer) - self._at
+            if not available:
+                if not self._more():
+                    break
+                continue
+            take = min(want, available)
+            parts.append(self._buffer[self._at : self._at + take])
+            self._at += take
+            want -= take
+        out = parts[0] if len(parts) == 1 else b"".join(parts)
+        self.position += len(out)
+        return out
+
+    def skip(self, size: int) -> None:
+        while size > 0:
+            chunk = self.read(min(size, READ_CHUNK))
+            if not chunk:
+                raise _Refused("it ends inside a member")
+            size -= len(chunk)
+
+    def finish(self) -> None:
+        """Read to the end: only zeros may follow the end-of-archive block, and the gzip trailer must check."""
+        while True:
+            chunk = self.read(READ_CHUNK)
+            if not chunk:
+                return
+            if chunk.count(0) != len(chunk):
+                raise _Refused("it has data after the tar end-of-archive block")
+
+
+BLOCK = 512
+# Header fields (POSIX pax, ustar Interchange Format: name 0-100, size 124-136, chksum 148-156, typeflag 156,
+# magic 257-263, prefix 345-500).
+_USTAR_MAGIC = b"ustar\x0000"  # POSIX; GNU's "ustar  \0" uses the prefix field for other things
+_FILE_TYPES = (b"0", b"\0", b"7")  # regular, old regular, contiguous (read as regular, like tarfile)
+_EXTENSION_TYPES = {b"x": "a pax extended header", b"X": "a pax extended header", b"g": "a pax global header"}
+_EXTENSION_TYPES.update({b"L": "a GNU long name", b"K": "a GNU long link name"})
+_NO_DATA_KINDS = {b"1": "a hard link", b"2": "a symbolic link", b"3": "a device", b"4": "a device", b"6": "a FIFO"}
+# pax keys that change which member follows or how its data is laid out: honoured in an extended header, refused
+# in a global one (POSIX pax: a global header applies to every following member).
+_PAX_MEMBER_KEYS = ("path", "linkpath", "size")
+
+
+def _padded(size: int) -> int:
+    return -(-size // BLOCK) * BLOCK
+
+
+def _number(field: bytes, what: str) -> int:
+    """An octal or GNU base-256 header number (0x80 first byte: positive, 0xff: negative, as tarfile.nti)."""
+    if field[:1] == b"\xff":
+        raise _Refused(f"a header has a negative {what} (base-256)")
+    if field[:1] == b"\x80":
+        return int.from_bytes(field[1:], "big")
+    text = field.split(b"\0", 1)[0].strip(b" ")
+    if not text:
+        return 0
+    if not all(48 <= c <= 55 for c in text):
+        raise _Refused(f"a header's {what} {text[:20]!r} is not an octal number")
+    return int(text, 8)
+
+
+_LOW_BYTES = bytes(range(128))
+
+
+def _checksum_ok(header: bytes) -> bool:
+    stored = header[148:156].split(b"\0", 1)[0].strip(b" ")
+    if not stored or not all(48 <= c <= 55 for c in stored):
+        return False
+    blanked = header[:148] + b" " * 8 + header[156:]
+    unsigned = sum(blanked)
+    signed = unsigned - 256 * len(blanked.translate(None, _LOW_BYTES))  # each byte over 127 counted negative
+    return int(stored, 8) in (unsigned, signed)  # unsigned, or signed as some old tars wrote it (as tarfile)
+
+
+def _text(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _Refused(f"{what} {raw[:60]!r} is not UTF-8") from None
+
+
+def _pax_records(data: bytes) -> dict[str, str]:
+    """``"<length> <key>=<value>\\n"`` records (POSIX pax, extended header); _Refused on any malformed one."""
+    records: dict[str, str] = {}
+    at = 0
+    while at < len(data):
+        if data[at:].strip(b"\0") == b"":
+            break  # tarfile pads the last block with NULs
+        space = data.find(b" ", at, at + 20)
+        length_text = data[at:space] if space > at else b""
+        if not length_text.isdigit() or int(length_text) < 5 or at + int(length_text) > len(data):
+            raise _Refused(f"a pax header record at byte {at} has no valid length")
+        record = data[space + 1 : at + int(length_text)]
+        key, equals, value = record.partition(b"=")
+        if not equals or not record.endswith(b"\n") or not key:
+            raise _Refused(f"a pax header record at byte {at} is not 'key=value'")
+        records[_text(key, "a pax key")] = _text(value[:-1], "a pax value")
+        at += int(length_text)
+    return records
+
+
+@dataclass
+class Entry:
+    """One archive member as its headers describe it; only a file's data is ever handed out."""
+
+    name: str
+    kind: str  # "file", "folder" or what makes it unsafe ("a symbolic link", ...)
+    size: int  # bytes of data that follow the header
+
+
+def read_tar(stream: _Gunzip, max_members: int, max_header_bytes: int) -> Iterator[Entry]:
+    """Each member of the tar ``stream`` in order, retaining nothing; a file's data is read from ``stream`` by the
+    caller before the next member is asked for (what it leaves is skipped).
+
+    Refused as soon as its header is read: a negative, malformed or bounds-breaking size, an unknown, sparse or
+    data-carrying link type, a name over S3's key length, more than ``max_members`` members, or more than
+    ``max_header_bytes`` of extension records (pax extended and global headers, GNU long names) in all.
+    """
+    members = 0
+    header_bytes = 0
+    pending: dict[str, str] = {}  # what the extension records before this member set for it
+    while True:
+        header = stream.read(BLOCK)
+        if not header or header.count(0) == BLOCK:
+            stream.finish()  # end of archive (or of stream): zeros only, then a checked gzip trailer
+            return
+        if len(header) < BLOCK:
+            raise _Refused("it ends inside a tar header")
+        if not _checksum_ok(header):
+            raise _Refused(
+                f"it is not a readable gzip-compressed tar: the header at byte {stream.position - BLOCK:,} "
+                "has a bad checksum"
+            )
+        kind_flag = header[156:157]
+        size = _number(header[124:136], "size")
+        if kind_flag in _EXTENSION_TYPES:
+            what = _EXTENSION_TYPES[kind_flag]
+            if size > MAX_HEADER_EXTENSION:
+                raise _Refused(f"{what} (a tar header extension) of {size:,} bytes (over {MAX_HEADER_EXTENSION:,})")
+            header_bytes += BLOCK + _padded(size)
+            if header_bytes > max_header_bytes:
+                raise _Refused(
+                    f"its tar header extensions (pax extended and global headers, GNU long names) hold more than "
+                    f"{max_header_bytes:,} bytes in all"
+                )
+            data = stream.read(_padded(size))
+            if len(data) < _padded(size):
+                raise _Refused("it ends inside a tar header extension")
+            data = data[:size]
+            if kind_flag in (b"L", b"K"):
+                pending["path" if kind_flag == b"L" else "linkpath"] = _text(data.split(b"\0", 1)[0], "a long name")
+                continue
+            records = _pax_records(data)
+            sparse = any(k.startswith("GNU.sparse.") for k in records)
+            if kind_flag == b"g":
+                setting = [k for k in records if k in _PAX_MEMBER_KEYS] + (["GNU.sparse.*"] if sparse else [])
+                if setting:
+                    raise _Refused(f"a pax global header sets {', '.join(setting)} for every member that follows")
+                continue  # comment, mtime, charset...: nothing the staged files depend on
+            if sparse:
+                records["sparse"] = "1"
+            pending.update(records)
+            continue
+        members += 1
+        if members > max_members:
+            raise _Refused(f"it has more than {max_members:,} members (--max-members)")
+        raw_name = header[0:100].split(b"\0", 1)[0]
+        prefix = header[345:500].split(b"\0", 1)[0] if header[257:265] == _USTAR_MAGIC else b""
+        name = pending.get("path") or _text(prefix + b"/" + raw_name if prefix else raw_name, "a member name")
+        if "size" in pending:
+            if not pending["size"].isdigit():
+                raise _Refused(f"{name[:200]!r}: its pax size {pending['size'][:40]!r} is not a number")
+            size = int(pending["size"])
+        sparse = "sparse" in pending
+        pending = {}
+        shown = repr(name[:200])
+        if len(name.encode("utf-8")) > MAX_KEY_BYTES:
+            raise _Refused(f"a member name of {len(name.encode('utf-8')):,} bytes (S3 keys hold {MAX_KEY_BYTES:,})")
+        if stream.position + _padded(size) > stream.limit:
+            raise _Refused(
+                f"{shown} holds {size:,} bytes: the archive would make the job read more than "
+                f"{stream.limit:,} bytes of tar (--max-total-bytes)"
+            )
+        if kind_flag == b"S" or sparse:
+            raise _Refused(f"{shown} is a sparse file (its data is not stored as it is read back)")
+        if kind_flag in _FILE_TYPES and not (kind_flag == b"\0" and name.endswith("/")):
+            entry = Entry(_name(name), "file", size)
+        elif kind_flag in (b"5", b"\0"):
+            entry = Entry(_name(name.rstrip("/")), "folder", size)
+        elif kind_flag in _NO_DATA_KINDS:
+            entry = Entry(_name(name), _NO_DATA_KINDS[kind_flag], size)
+        else:
+            raise _Refused(f"{shown} has an unknown member type {kind_flag!r} (regular files and folders only)")
+        if entry.kind != "file" and size:
+            raise _Refused(f"{shown} is {'a folder' if entry.kind == 'folder' else entry.kind} with {size:,} bytes")
+        before = stream.position
+        yield entry
+        stream.skip(_padded(size) - (stream.position - before))
 
 
 class SourceReader:
@@ -320,24 +571,6 @@ class Layout:
     stripped: str | None = None  # the single top-level folder unpacked from, if any
 
 
-def _kind(info: tarfile.TarInfo) -> str:
-    if info.issym():
-        return "a symbolic link"
-    if info.islnk():
-        return "a hard link"
-    if info.ischr() or info.isblk():
-        return "a device"
-    if info.isfifo():
-        return "a FIFO"
-    if info.issparse():
-        return "a sparse file"
-    if info.isdir():
-        return "folder"
-    if info.isreg():
-        return "file"
-    return f"an unknown member type {info.type!r}"
-
-
 def _name(raw: str) -> str:
     while raw.startswith("./"):
         raw = raw[2:]
@@ -352,7 +585,7 @@ def _bytes(stream: Any, size: int, stop: threading.Event) -> Any:
             raise Failure(EXIT_TRANSFER, "stopped before the archive was read")
         chunk = stream.read(min(READ_CHUNK, left))
         if not chunk:
-            raise tarfile.ReadError("the archive ends inside a member")
+            raise _Refused("it ends inside a member")
         left -= len(chunk)
         yield chunk
 
@@ -421,7 +654,6 @@ class TarballRun:
         self.part_size = args.part_size_mib * MiB
         self.etag = ""
         self.source_size = 0
-        self.archive: Any = None  # the tarfile being read (one pass at a time)
 
     def call(self, action: str, fn: Any, *a: Any, **kw: Any) -> Any:
         try:
@@ -533,46 +765,23 @@ class TarballRun:
         summary.update(files=len(files), skipped=len(files), manifest="unchanged")
         return True
 
-    def _members(self, reader: SourceReader) -> Any:
-        """The archive's members in order, read from ``reader`` (tarfile reads the first one as it opens)."""
-        count = 0
-        total = 0
-        archive: tarfile.TarFile | None = None
-        while True:
-            try:
-                if archive is None:
-                    # "r|gz": a stream of blocks, no seeking, gunzipped as it is read (Python docs, tarfile.open).
-                    archive = tarfile.open(  # noqa: SIM115 (a stream: nothing to close beyond the reader)
-                        fileobj=reader, mode="r|gz", tarinfo=_BoundedTarInfo, bufsize=TAR_BUFSIZE
-                    )
-                    self.archive = archive
-                info = archive.next()
-            except _Refused:
-                raise
-            except (tarfile.TarError, zlib.error, EOFError, OSError) as error:
-                raise _Refused(f"it is not a readable gzip-compressed tar ({type(error).__name__}: {error})") from None
-            if info is None:
-                return
-            count += 1
-            if count > self.args.max_members:
-                raise _Refused(f"it has more than {self.args.max_members:,} members (--max-members)")
-            if info.isreg():
-                total += info.size
-                if total > self.args.max_total_bytes:
-                    raise _Refused(f"its files hold more than {self.args.max_total_bytes:,} bytes (--max-total-bytes)")
-            yield info
+    def _entries(self, reader: SourceReader) -> tuple[_Gunzip, Iterator[Entry]]:
+        stream = _Gunzip(reader, self.args.max_total_bytes, self.stop)
+        return stream, read_tar(stream, self.args.max_members, self.args.max_header_bytes)
 
     def _scan(self) -> list[Member]:
         members: list[Member] = []
         reader = SourceReader(self)
         try:
-            for info in self._members(reader):
-                archive = self.archive
-                member = Member(name=_name(info.name), kind=_kind(info), size=info.size if info.isreg() else 0)
-                if member.kind == "file":
+            if self.source_size > self.args.max_total_bytes:
+                limit = self.args.max_total_bytes
+                raise _Refused(f"it is {self.source_size:,} bytes, over --max-total-bytes {limit:,}")
+            stream, entries = self._entries(reader)
+            for entry in entries:
+                member = Member(name=entry.name, kind=entry.kind, size=entry.size)
+                if entry.kind == "file":
                     digest = hashlib.sha256()
-                    stream = archive.extractfile(info)
-                    for chunk in _bytes(stream, info.size, self.stop):
+                    for chunk in _bytes(stream, entry.size, self.stop):
                         digest.update(chunk)
                     member.sha256 = digest.hexdigest()
                 members.append(member)
@@ -580,8 +789,6 @@ class TarballRun:
             raise Failure(EXIT_SOURCE, f"refused before any upload: {self.source_uri}: {error}") from None
         except SourceChanged as error:
             raise Failure(EXIT_SOURCE, str(error)) from None
-        except (tarfile.TarError, zlib.error, EOFError) as error:
-            raise Failure(EXIT_SOURCE, f"{self.source_uri} is not a readable gzip-compressed tar: {error}") from None
         finally:
             reader.close()
         return members
@@ -589,14 +796,21 @@ class TarballRun:
     def _write(self, layout: Layout, prefix: str, todo: set[str]) -> None:
         reader = SourceReader(self)
         by_path = {f.path: f for f in layout.files}
+        done: set[str] = set()
         try:
-            for info in self._members(reader):
-                archive = self.archive
-                path = layout.source_names.get(_name(info.name)) if info.isreg() else None
+            stream, entries = self._entries(reader)
+            for entry in entries:
+                path = layout.source_names.get(entry.name) if entry.kind == "file" else None
                 if path is None or path not in todo:
-                    continue  # tarfile skips the member's data when the next header is read
-                self._upload(archive.extractfile(info), by_path[path], prefix)
-        except (_Refused, SourceChanged, tarfile.TarError, zlib.error, EOFError) as error:
+                    continue  # read_tar skips the member's data when the next member is asked for
+                if entry.size != by_path[path].size or path in done:
+                    first = by_path[path].size
+                    raise SourceChanged(f"{path}: {entry.size:,} bytes on the second read, {first:,} on the first")
+                self._upload(stream, by_path[path], prefix)
+                done.add(path)
+            if done != todo:
+                raise SourceChanged(f"{len(todo - done)} of its files were not in it on the second read")
+        except (_Refused, SourceChanged) as error:
             raise Failure(
                 EXIT_SOURCE, f"{self.source_uri} changed between the two reads ({error}); rerun to stage it again"
             ) from None
@@ -647,7 +861,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_MAX_MEMBERS,
         help=f"most archive members (default {DEFAULT_MAX_MEMBERS:,})",
     )
-    add("--max-total-bytes", type=int, default=DEFAULT_MAX_TOTAL_BYTES, help="most bytes of files (default 2 TiB)")
+    add(
+        "--max-total-bytes",
+        type=int,
+        default=DEFAULT_MAX_TOTAL_BYTES,
+        help="most bytes of tar the archive unpacks to: every member's data, headers, padding (default 2 TiB)",
+    )
+    add(
+        "--max-header-bytes",
+        type=int,
+        default=DEFAULT_MAX_HEADER_BYTES,
+        help="most bytes of pax extended/global headers and GNU long names in all (default 32 MiB)",
+    )
     add("--max-attempts", type=int, default=5, help="attempts per read of the archive before the run fails")
     add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
     add("--resource-config", help="host list of a multi-instance job: hosts other than the first do nothing")
@@ -675,7 +900,7 @@ def validate(args: argparse.Namespace, destination: re.Pattern[str]) -> list[str
         args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
     if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
         problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
-    for name in ("max_members", "max_total_bytes", "max_attempts"):
+    for name in ("max_members", "max_total_bytes", "max_header_bytes", "max_attempts"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
     if args.retry_base_s < 0:

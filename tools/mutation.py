@@ -81,6 +81,14 @@ SUITES = (
         pytest_args=("--timeout=20", "--timeout-method=thread"),
     ),
     Suite(
+        # The tarball mode's own streaming gunzip and tar reader (the hfstage suite's tests do not reach them).
+        "hfstage/tarball.py",
+        ("hfstage/tarball.py",),
+        ("tests/hfstage/test_hfstage_tarball.py", "tests/hostile/test_tarball.py"),
+        timeout_multiplier=3.0,  # its read retry loop, as the hfstage suite's
+        pytest_args=("--timeout=30", "--timeout-method=thread"),
+    ),
+    Suite(
         "endpoint_client",
         ("endpoint_client/",),
         (
