@@ -29,8 +29,8 @@ from urllib.parse import urljoin, urlsplit
 
 from .chat import Delta, MalformedResponse, excerpt, parse_completion
 from .errors import BODY_EXCERPT_BYTES, ErrorInfo, InvocationError, StreamLimitExceeded
-from .runtime import InvocationResult, _Accumulator
-from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
+from .runtime import ByteBudget, InvocationResult, _Accumulator, read_capped
+from .sse import MAX_ANSWER_BYTES, MAX_EVENT_BYTES, MAX_LINE_BYTES, MAX_STREAM_BYTES
 from .streams import new_decoder
 
 READ_BYTES = 65536
@@ -161,11 +161,13 @@ class OpenAiEndpoint:
         stream_format: str = "sse",
         max_line_bytes: int = MAX_LINE_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> InvocationResult:
         """As :func:`endpoint_client.runtime.stream_chat`, over ``<base>/chat/completions`` (``stream: true``)."""
         started = clock()
         answer = _Accumulator(started, clock, on_delta)
         decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
+        budget = ByteBudget(max_stream_bytes)
         response = None
         try:
             response = self._open(body, "text/event-stream")
@@ -173,6 +175,7 @@ class OpenAiEndpoint:
                 chunk = response.read1(READ_BYTES)
                 if not chunk:
                     break
+                budget.take(len(chunk))
                 for event in decoder.feed(chunk):
                     answer.add(event.data)
             for event in decoder.close():
@@ -195,15 +198,13 @@ class OpenAiEndpoint:
         return answer.result(latency_s=clock() - started, done=decoder.done)
 
     def invoke_chat(
-        self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_EVENT_BYTES
+        self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_ANSWER_BYTES
     ) -> InvocationResult:
-        """One non-streamed chat completion; an answer over ``max_bytes`` is refused, not buffered."""
+        """One non-streamed chat completion; an answer over ``max_bytes`` (6 MiB) is refused, not buffered."""
         started = clock()
         try:
             with self._open(body, "application/json") as response:
-                raw = response.read(max_bytes + 1)
-            if len(raw) > max_bytes:
-                raise StreamLimitExceeded("response", max_bytes, "max_bytes")
+                raw = read_capped(response, max_bytes)
             completion = parse_completion(raw)
         except InvocationError:
             raise
