@@ -17,13 +17,24 @@ from .errors import REASON_LIMIT_BYTES, ErrorInfo, InvocationError, StreamLimitE
 from .jsonlines import JsonLinesDecoder
 from .openai_http import OpenAiEndpoint, check_base_url, token_from_env
 from .runtime import InvocationResult, invoke_chat, stream_chat
-from .sse import DONE, MAX_EVENT_BYTES, MAX_LINE_BYTES, SseDecoder, SseEvent, iter_events
+from .sse import (
+    DONE,
+    MAX_ANSWER_BYTES,
+    MAX_EVENT_BYTES,
+    MAX_LINE_BYTES,
+    MAX_STREAM_BYTES,
+    SseDecoder,
+    SseEvent,
+    iter_events,
+)
 from .streams import STREAM_FORMATS, new_decoder
 
 __all__ = [
     "DONE",
+    "MAX_ANSWER_BYTES",
     "MAX_EVENT_BYTES",
     "MAX_LINE_BYTES",
+    "MAX_STREAM_BYTES",
     "REASON_LIMIT_BYTES",
     "STREAM_FORMATS",
     "Completion",

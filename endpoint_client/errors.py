@@ -53,15 +53,20 @@ def _mib(size: int) -> str:
 
 
 class StreamLimitExceeded(MalformedResponse):
-    """A streamed answer holds a line or an event over the decoder's cap, refused before it is buffered whole.
+    """An answer passed one of the client's caps, refused as soon as the bytes received pass it, never buffered whole.
 
-    ``what`` is ``"line"`` or ``"event"``, ``limit`` the cap in bytes and ``parameter`` the decoder argument
-    that sets it (``max_line_bytes``, ``max_event_bytes``).
+    ``what`` is ``"line"`` or ``"event"`` (a stream decoder's caps), ``"stream"`` (all the bytes of a streamed
+    answer) or ``"answer"`` (a whole non-streamed answer); ``limit`` is the cap in bytes and ``parameter`` the
+    argument that sets it (``max_line_bytes``, ``max_event_bytes``, ``max_stream_bytes``, ``max_bytes``).
     """
 
     def __init__(self, what: str, limit: int, parameter: str) -> None:
+        if what in ("stream", "answer"):
+            head = f"the {'streamed' if what == 'stream' else 'non-streamed'} answer passed {_mib(limit)} in total"
+        else:
+            head = f"the stream sent a {what} over {_mib(limit)}"
         super().__init__(
-            f"the stream sent a {what} over {_mib(limit)} ({parameter}={limit}); refused rather than buffered: "
+            f"{head} ({parameter}={limit}); refused rather than buffered: "
             "a chat answer is far smaller, so the container's framing is broken or hostile"
         )
         self.what = what

@@ -11,7 +11,9 @@ where an OpenAI client puts its API key: ``Authorization: Bearer <token>``.
 
 :class:`OpenAiEndpoint` sends the same bodies as :mod:`endpoint_client.runtime` and reads the stream with
 the same decoders and caps, so timings and token counts mean the same over both paths. The token is never
-part of an error message or ``repr``.
+part of an error message or ``repr``, and it goes to the base URL's origin only: the opener follows no
+redirect (a 3xx is refused with a clear error, never resent elsewhere with the token, nor downgraded from
+https to http) and opens http(s) URLs only, as the Hub client (hfstage/hub.py) and the wait-handle signal do.
 """
 
 from __future__ import annotations
@@ -23,17 +25,61 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urljoin, urlsplit
 
 from .chat import Delta, MalformedResponse, excerpt, parse_completion
 from .errors import BODY_EXCERPT_BYTES, ErrorInfo, InvocationError, StreamLimitExceeded
-from .runtime import InvocationResult, _Accumulator
-from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
+from .runtime import ByteBudget, InvocationResult, _Accumulator, read_capped
+from .sse import MAX_ANSWER_BYTES, MAX_EVENT_BYTES, MAX_LINE_BYTES, MAX_STREAM_BYTES
 from .streams import new_decoder
 
 READ_BYTES = 65536
 ERROR_BODY_BYTES = 4096  # of an error answer, read at most (its excerpt is shorter still)
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
+_SCHEMES = ("http", "https")
+
+
+def bearer_opener() -> urllib.request.OpenerDirector:
+    """An opener for requests that carry the bearer token: http(s) only, and no redirect handler at all.
+
+    ``urlopen``'s default opener follows 301/302/303/307/308 and resends the ``Authorization`` header to the new
+    URL, whatever its host or scheme (urllib.request.HTTPRedirectHandler.redirect_request copies the request's
+    headers); without the handler a 3xx reaches HTTPDefaultErrorHandler and comes back as an HTTPError.
+    Proxies still come from the environment (HTTPS_PROXY), for http and https only.
+    """
+    opener = urllib.request.OpenerDirector()
+    proxies = {k: v for k, v in urllib.request.getproxies().items() if k in _SCHEMES}
+    for handler in (
+        urllib.request.ProxyHandler(proxies),
+        urllib.request.UnknownHandler(),
+        urllib.request.HTTPHandler(),
+        urllib.request.HTTPSHandler(),
+        urllib.request.HTTPDefaultErrorHandler(),
+        urllib.request.HTTPErrorProcessor(),
+    ):
+        opener.add_handler(handler)
+    return opener
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of ``url`` (never its path or query, which may hold a signature), for a message."""
+    parts = urlsplit(url)
+    host = parts.hostname or "?"
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        port = ""
+    return excerpt(f"{parts.scheme or '?'}://{host}{port}", 200)
+
+
+def _redirect_info(status: int, base_url: str, location: str | None) -> ErrorInfo:
+    target = _origin(urljoin(base_url + "/", location)) if location else "no Location"
+    message = (
+        f"the endpoint answered with a redirect to {target} (base URL origin {_origin(base_url)}); refused, not "
+        "followed: the bearer token is only sent to the base URL's origin, over https. Pass the stack's "
+        "OpenAiBaseUrl output as it is"
+    )
+    return ErrorInfo(code=f"HTTP{status}", message=message, transient=False)
 
 
 def check_base_url(url: str) -> str:
@@ -72,6 +118,7 @@ class OpenAiEndpoint:
         self.base_url = check_base_url(base_url)
         self._token = token
         self.timeout_s = timeout_s
+        self._opener = bearer_opener()
 
     def __repr__(self) -> str:  # never the token
         return f"OpenAiEndpoint({self.base_url!r})"
@@ -92,9 +139,11 @@ class OpenAiEndpoint:
             },
         )
         try:
-            return urllib.request.urlopen(request, timeout=self.timeout_s)
+            return self._opener.open(request, timeout=self.timeout_s)
         except urllib.error.HTTPError as e:
             with e:
+                if 300 <= e.code < 400:
+                    raise InvocationError(_redirect_info(e.code, self.base_url, e.headers.get("Location"))) from None
                 raw = e.read(ERROR_BODY_BYTES) if e.fp is not None else b""
             raise InvocationError(_http_error_info(e.code, raw)) from None
         except (urllib.error.URLError, OSError) as e:
@@ -112,11 +161,13 @@ class OpenAiEndpoint:
         stream_format: str = "sse",
         max_line_bytes: int = MAX_LINE_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
+        max_stream_bytes: int = MAX_STREAM_BYTES,
     ) -> InvocationResult:
         """As :func:`endpoint_client.runtime.stream_chat`, over ``<base>/chat/completions`` (``stream: true``)."""
         started = clock()
         answer = _Accumulator(started, clock, on_delta)
         decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
+        budget = ByteBudget(max_stream_bytes)
         response = None
         try:
             response = self._open(body, "text/event-stream")
@@ -124,6 +175,7 @@ class OpenAiEndpoint:
                 chunk = response.read1(READ_BYTES)
                 if not chunk:
                     break
+                budget.take(len(chunk))
                 for event in decoder.feed(chunk):
                     answer.add(event.data)
             for event in decoder.close():
@@ -146,15 +198,13 @@ class OpenAiEndpoint:
         return answer.result(latency_s=clock() - started, done=decoder.done)
 
     def invoke_chat(
-        self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_EVENT_BYTES
+        self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_ANSWER_BYTES
     ) -> InvocationResult:
-        """One non-streamed chat completion; an answer over ``max_bytes`` is refused, not buffered."""
+        """One non-streamed chat completion; an answer over ``max_bytes`` (6 MiB) is refused, not buffered."""
         started = clock()
         try:
             with self._open(body, "application/json") as response:
-                raw = response.read(max_bytes + 1)
-            if len(raw) > max_bytes:
-                raise StreamLimitExceeded("response", max_bytes, "max_bytes")
+                raw = read_capped(response, max_bytes)
             completion = parse_completion(raw)
         except InvocationError:
             raise

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .chat import Completion, Delta, parse_completion, parse_delta
-from .errors import ErrorInfo, InvocationError, classify
-from .sse import MAX_EVENT_BYTES, MAX_LINE_BYTES
+from .errors import ErrorInfo, InvocationError, StreamLimitExceeded, classify
+from .sse import MAX_ANSWER_BYTES, MAX_EVENT_BYTES, MAX_LINE_BYTES, MAX_STREAM_BYTES, _positive
 from .streams import new_decoder
 
 CONTENT_TYPE = "application/json"
@@ -80,6 +80,30 @@ def _request(endpoint_name: str, body: Mapping[str, Any], inference_component_na
     return request
 
 
+class ByteBudget:
+    """The bytes an answer may still send: ``take(n)`` raises StreamLimitExceeded once the total passes ``limit``."""
+
+    def __init__(self, limit: int, what: str = "stream", parameter: str = "max_stream_bytes") -> None:
+        self.limit = _positive(parameter, limit)
+        self.what = what
+        self.parameter = parameter
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        self.used += size
+        if self.used > self.limit:
+            raise StreamLimitExceeded(self.what, self.limit, self.parameter)
+
+
+def read_capped(body: Any, max_bytes: int) -> bytes:
+    """A whole answer from a file-like ``body``, refused once it passes ``max_bytes`` (never read further)."""
+    _positive("max_bytes", max_bytes)
+    raw = body.read(max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise StreamLimitExceeded("answer", max_bytes, "max_bytes")
+    return raw
+
+
 def invoke_chat(
     client: Any,
     endpoint_name: str,
@@ -87,13 +111,18 @@ def invoke_chat(
     *,
     inference_component_name: str | None = None,
     clock: Callable[[], float] = time.monotonic,
+    max_bytes: int = MAX_ANSWER_BYTES,
 ) -> InvocationResult:
-    """One non-streamed chat completion (``body`` from :func:`~endpoint_client.chat.build_chat_request`)."""
+    """One non-streamed chat completion (``body`` from :func:`~endpoint_client.chat.build_chat_request`).
+
+    An answer over ``max_bytes`` (6 MiB, InvokeEndpoint's own bound, by default) is refused with a permanent
+    ``StreamLimitExceeded`` after reading one byte past the cap.
+    """
     started = clock()
     try:
         request = _request(endpoint_name, body, inference_component_name)
         response = client.invoke_endpoint(Accept=CONTENT_TYPE, **request)
-        raw = response["Body"].read()
+        raw = read_capped(response["Body"], max_bytes)
         completion = parse_completion(raw)
     except Exception as e:
         raise _wrapped(e) from e
@@ -158,18 +187,21 @@ def stream_chat(
     stream_format: str = "sse",
     max_line_bytes: int = MAX_LINE_BYTES,
     max_event_bytes: int = MAX_EVENT_BYTES,
+    max_stream_bytes: int = MAX_STREAM_BYTES,
 ) -> InvocationResult:
     """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
 
     ``stream_format`` is the engine's framing: ``sse`` (``data:`` events ending in ``[DONE]``) or
     ``jsonlines`` (one chunk a line, as LMI streams). A line or event over ``max_line_bytes`` /
     ``max_event_bytes`` (16 MiB each by default) ends the call with an :class:`InvocationError` whose code
-    is ``StreamLimitExceeded`` (permanent). The stream is closed however this ends (an exception, or
-    ``KeyboardInterrupt`` in the callback).
+    is ``StreamLimitExceeded`` (permanent), and so does a stream whose bytes pass ``max_stream_bytes`` in all
+    (64 MiB by default). The stream is closed however this ends (an exception, or ``KeyboardInterrupt`` in the
+    callback).
     """
     started = clock()
     answer = _Accumulator(started, clock, on_delta)
     decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
+    budget = ByteBudget(max_stream_bytes)
     stream = None
     try:
         response = client.invoke_endpoint_with_response_stream(
@@ -180,7 +212,9 @@ def stream_chat(
             if "PayloadPart" not in event:
                 _raise_stream_failure(event)
                 continue
-            for sse in decoder.feed(event["PayloadPart"].get("Bytes", b"")):
+            part = event["PayloadPart"].get("Bytes", b"")
+            budget.take(len(part))
+            for sse in decoder.feed(part):
                 answer.add(sse.data)
             if decoder.done:
                 break

@@ -6,11 +6,14 @@ line end, or inside a multi-byte UTF-8 character. :class:`SseDecoder` keeps the 
 cannot finish yet and decodes each line once it is whole, never part by part: a line end is an ASCII byte,
 which never occurs inside a UTF-8 sequence, so decoding line by line gives the text the whole stream would.
 
-Each part is scanned once: only the new bytes are searched for a line end, and the unfinished line is kept
-as a list of parts joined when its end arrives, so decoding is linear in the stream's length however the
-parts fall. A line or an event over its cap (``max_line_bytes``, ``max_event_bytes``) is refused with
+Each part is scanned once: only the new bytes are searched for a line end, and the unfinished line and the
+event's data are each kept in one ``bytearray``, so decoding is linear in the stream's length and memory is
+about the bytes held (not a Python object per part: 2-byte parts once cost ~22x) however the parts fall. A
+line or an event over its cap (``max_line_bytes``, ``max_event_bytes``) is refused with
 :class:`~endpoint_client.errors.StreamLimitExceeded` as soon as the bytes received pass the cap, never
-after buffering the rest. The defaults, 16 MiB each, hold a plausible whole answer many times over: the
+after buffering the rest; ``stream_chat`` also caps a whole streamed answer (``MAX_STREAM_BYTES``, 64 MiB)
+and ``invoke_chat`` a whole non-streamed one (``MAX_ANSWER_BYTES``, 6 MiB), for the reasons given by them.
+The line and event defaults, 16 MiB each, hold a plausible whole answer many times over: the
 largest legitimate event is an engine sending a whole long answer as one chunk (131 072 tokens, the
 playground's highest ``max_tokens``, at up to ~16 bytes a token once JSON-escaped is about 2 MiB), while a
 token-by-token stream sends events of a few hundred bytes (a few KiB with ``top_logprobs``). Buffering 16
@@ -34,6 +37,14 @@ DONE = "[DONE]"
 _BOM = "\ufeff"
 MAX_LINE_BYTES = 16 * 2**20
 MAX_EVENT_BYTES = 16 * 2**20
+# All the bytes of one streamed answer. A 131 072-token answer (the playground's highest max_tokens) streamed a
+# chunk per token, at ~300 bytes per vLLM ``chat.completion.chunk`` (id, model, created, choices, usage), is
+# ~38 MiB; the text kept from a stream is at most the bytes read, so 64 MiB also keeps a hostile stream's
+# answer well inside the smoke-test Lambda's 256 MB. No service bound exists for a response stream.
+MAX_STREAM_BYTES = 64 * 2**20
+# A whole non-streamed answer: InvokeEndpoint's response Body is a BodyBlob of at most 6291456 bytes
+# (botocore data/sagemaker-runtime/2017-05-13/service-2.json); the OpenAI-compatible path gets the same cap.
+MAX_ANSWER_BYTES = 6 * 2**20
 
 
 def _positive(name: str, value: int) -> int:
@@ -62,37 +73,44 @@ def _line_ends(chunk: bytes, start: int) -> Iterator[tuple[int, int]]:
 
 
 class _PendingLine:
-    """The bytes of a line whose end has not arrived: parts kept as they came, joined once at the end."""
+    """The bytes of a line whose end has not arrived, in one ``bytearray``: memory is the bytes held.
+
+    A list of the parts as they came would cost a bytes object (33 bytes of header) and a list slot (8) per
+    part: about 22x the bytes held when a server sends 2-byte parts, so a 16 MiB cap would cost ~350 MB. A
+    ``bytearray`` grows in place, over-allocating about 1/8 (CPython ``bytearray_resize``), and appending is
+    amortised linear.
+    """
 
     def __init__(self, limit: int, parameter: str = "max_line_bytes") -> None:
         self.limit = limit
         self.parameter = parameter
-        self.parts: list[bytes] = []
-        self.size = 0
+        self.buffer = bytearray()
+
+    @property
+    def size(self) -> int:
+        return len(self.buffer)
 
     def check(self, more: int) -> None:
-        if self.size + more > self.limit:
+        if len(self.buffer) + more > self.limit:
             self.clear()
             raise StreamLimitExceeded("line", self.limit, self.parameter)
 
     def add(self, part: bytes) -> None:
         self.check(len(part))
-        if part:
-            self.parts.append(part)
-            self.size += len(part)
+        self.buffer += part
 
-    def finish(self, last: bytes) -> bytes:
-        """The whole line, ending with ``last``; the buffer is empty afterwards."""
+    def finish(self, last: bytes) -> bytes | bytearray:
+        """The whole line, ending with ``last``; the buffer is empty afterwards (the line is not copied)."""
         self.check(len(last))
-        if not self.parts:
+        if not self.buffer:
             return last
-        self.parts.append(last)
-        line = b"".join(self.parts)
-        self.clear()
+        line = self.buffer
+        line += last
+        self.buffer = bytearray()
         return line
 
     def clear(self) -> None:
-        self.parts, self.size = [], 0
+        self.buffer = bytearray()
 
 
 @dataclass(frozen=True)
@@ -124,8 +142,10 @@ class SseDecoder:
         self._pending = _PendingLine(self.max_line_bytes)
         self._skip_lf = False  # the previous part ended with "\r": a leading "\n" belongs to it
         self._at_start = True  # a byte order mark is allowed only at the start of the first line
-        self._data: list[str] = []
-        self._data_bytes = 0
+        # The event's data as UTF-8, its values joined by "\n", in one buffer (a list of str values would cost
+        # ~50 bytes per 1-byte "data: x" line); ``_has_data`` tells "data" with an empty value from no data line.
+        self._data = bytearray()
+        self._has_data = False
         self._event = ""
         self._last_id = ""
         self._closed = False
@@ -146,7 +166,7 @@ class SseDecoder:
             return self._consume(bytes(chunk))
         except StreamLimitExceeded as e:
             self._failed = e
-            self._data, self._data_bytes = [], 0
+            self._clear_data()
             raise
 
     def close(self) -> list[SseEvent]:
@@ -161,8 +181,8 @@ class SseDecoder:
             # Cut off mid-line: the event it belongs to is incomplete, whatever lines it already has.
             self.truncated = True
             self._pending.clear()
-            self._data = []
-        if self._data:
+            self._clear_data()
+        if self._has_data:
             dispatched = self._dispatch()
             if dispatched is not None:
                 events.append(dispatched)
@@ -194,7 +214,11 @@ class SseDecoder:
         self._pending.add(chunk[line_start:])
         return events
 
-    def _line(self, raw: bytes) -> SseEvent | None:
+    def _clear_data(self) -> None:
+        self._data = bytearray()
+        self._has_data = False
+
+    def _line(self, raw: bytes | bytearray) -> SseEvent | None:
         # WHATWG "Interpreting an event stream": UTF-8 decode (bad bytes become U+FFFD, one leading BOM goes).
         line = raw.decode("utf-8", errors="replace")
         if self._at_start:
@@ -210,10 +234,13 @@ class SseDecoder:
             value = value[1:]
         if field == "data":
             # The event's data in UTF-8 bytes: its values and the "\n"s that join them.
-            self._data_bytes += len(value.encode("utf-8")) + (1 if self._data else 0)
-            if self._data_bytes > self.max_event_bytes:
+            encoded = value.encode("utf-8")
+            if len(self._data) + len(encoded) + self._has_data > self.max_event_bytes:
                 raise StreamLimitExceeded("event", self.max_event_bytes, "max_event_bytes")
-            self._data.append(value)
+            if self._has_data:
+                self._data += b"\n"
+            self._data += encoded
+            self._has_data = True
         elif field == "event":
             self._event = value
         elif field == "id" and "\0" not in value:
@@ -222,13 +249,12 @@ class SseDecoder:
         return None
 
     def _dispatch(self) -> SseEvent | None:
-        self._data_bytes = 0
-        if not self._data:
+        if not self._has_data:
             self._event = ""
             return None
-        data = "\n".join(self._data)
+        data = self._data.decode("utf-8")  # encoded from str above: always valid
+        self._clear_data()
         event = SseEvent(data=data, event=self._event or "message", id=self._last_id)
-        self._data = []
         self._event = ""
         if data == DONE:
             self.done = True

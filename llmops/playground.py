@@ -12,7 +12,9 @@ in a header, a matching ``Origin`` when the browser sends one, a ``Host`` naming
 rebinding) and a JSON content type (so a cross-site form cannot post). Another web site open in the same
 browser therefore cannot spend your GPU hours. A request body must come with a plain ``Content-Length``
 (no ``Transfer-Encoding``), parse as JSON within Python's limits, and a connection silent for
-``timeout_s`` (30 s) is dropped. Prompts and answers are never logged. Ctrl-C stops it.
+``timeout_s`` (30 s) is dropped; a request's line, headers and body must arrive within ``request_deadline_s``
+(30 s) however slowly they drip, and at most ``max_connections`` (32) are served at once (another gets 503).
+Prompts and answers are never logged. Ctrl-C stops it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import argparse
 import contextlib
 import functools
 import hmac
+import io
 import json
 import re
 import secrets
@@ -47,6 +50,12 @@ MAX_TOKENS_LIMIT = 131_072
 # A connection that sends or reads nothing for this long is dropped: the request socket's timeout
 # (StreamRequestHandler.timeout, Python docs socketserver); the answer is relayed while SageMaker is read.
 CLIENT_TIMEOUT_S = 30.0
+# The line, headers and body of one request, however slowly they drip: the per-read timeout alone lets a
+# client hold a connection and its thread for ever with one byte inside each timeout.
+REQUEST_DEADLINE_S = 30.0
+# Connections (a thread each) served at once; more are refused with 503. One person's browser uses a few.
+MAX_CONNECTIONS = 32
+_BUSY = json.dumps({"error": "too many connections; try again"}).encode()
 # RFC 9112 section 6.2: Content-Length = 1*DIGIT. ASCII only: int() also takes "+1", "1_0", Arabic-Indic digits.
 _DIGITS = re.compile(r"[0-9]+")
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9-]{1,64}$")
@@ -208,6 +217,8 @@ class Playground:
         log: TextIO | None = None,
         stream_format: str = "sse",
         timeout_s: float = CLIENT_TIMEOUT_S,
+        request_deadline_s: float = REQUEST_DEADLINE_S,
+        max_connections: int = MAX_CONNECTIONS,
     ) -> None:
         self.client = runtime_client
         self.endpoint = endpoint
@@ -222,8 +233,9 @@ class Playground:
         class Handler(_Handler):
             owner = playground
             timeout = timeout_s  # every read and write on the browser's socket
+            deadline_s = request_deadline_s
 
-        self.server = _Server(("127.0.0.1", port), Handler)
+        self.server = _Server(("127.0.0.1", port), Handler, max_connections)
         self._thread: threading.Thread | None = None
 
     @property
@@ -272,8 +284,48 @@ class Playground:
             print(f"playground {line}", file=self.log, flush=True)
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The request socket, each read waiting at most what is left of the handler's request deadline."""
+
+    def __init__(self, sock: Any, handler: _Handler) -> None:
+        self._sock, self._handler = sock, handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        deadline = self._handler.request_deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive within its deadline")
+            self._sock.settimeout(min(self._handler.timeout, left))
+        return self._sock.recv_into(buffer)
+
+
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            _refuse_busy(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # its thread releases the slot
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):
@@ -281,10 +333,40 @@ class _Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def _refuse_busy(request: Any) -> None:
+    """A 503 written straight on the accepted socket by the accepting thread, which never waits long on it."""
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        f"Content-Length: {len(_BUSY)}\r\nConnection: close\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        request.settimeout(1.0)
+        request.sendall(head.encode() + _BUSY)
+        request.setblocking(False)  # read what the client sent, so that closing does not reset before it reads
+        with contextlib.suppress(OSError):
+            while request.recv(65536):
+                pass
+
+
 class _Handler(BaseHTTPRequestHandler):
     owner: Playground
     server_version = "llmops-playground"
     sys_version = ""
+    deadline_s = REQUEST_DEADLINE_S
+    request_deadline: float | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self))
+
+    def handle_one_request(self) -> None:
+        self.request_deadline = time.monotonic() + self.deadline_s
+        super().handle_one_request()
+
+    def _request_read(self) -> None:
+        """The request has arrived: the answer's writes get the plain socket timeout again."""
+        self.request_deadline = None
+        self.connection.settimeout(self.timeout)
 
     def log_message(self, format: str, *args: Any) -> None:
         pass  # the default line carries the URL with the secret; see Playground.note
@@ -292,6 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
     # routing
 
     def do_GET(self) -> None:
+        self._request_read()
         url = urlsplit(self.path)
         try:
             self._check_host()
@@ -312,9 +395,12 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         path = urlsplit(self.path).path
         try:
-            self._check_host()
-            self._check_api()
-            request = self._read_json()
+            try:
+                self._check_host()
+                self._check_api()
+                request = self._read_json()
+            finally:
+                self._request_read()
             if path == "/api/chat":
                 self._chat(request)
             elif path == "/api/stop":

@@ -30,8 +30,12 @@ from .memory_fit import GIB, MemoryFit, Overhead, estimate_memory_fit
 MAGIC = b"GGUF"
 FIRST_READ = 4 << 20  # a header with a large vocabulary is a few MB; read more only when needed
 MAX_HEADER_BYTES = 256 << 20
-# Arrays longer than this (vocabularies, merges, scores) are skipped, not kept: only their length is.
+# Arrays are skipped, not kept (only their element type and length are): vocabularies, merges, scores, and any
+# other array a header may hold, since a list costs ~9x the bytes of 1-byte elements (an 8-byte slot each) and
+# the metadata is written into model-facts.json. Kept: the per-layer arrays gguf_config reads (one element a
+# layer), up to this many layers.
 MAX_KEPT_ARRAY = 4096
+KEPT_ARRAY_SUFFIXES = (".attention.head_count", ".attention.head_count_kv", ".attention.sliding_window_pattern")
 SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
 
 # ggml's gguf_type: scalar formats by type id; 8 is a string, 9 an array.
@@ -122,6 +126,14 @@ class _Cursor:
         self.pos = end
         return data
 
+    def skip(self, n: int) -> None:
+        """Move past ``n`` bytes (fetched like ``take``, never copied out)."""
+        end = self.pos + n
+        if end > len(self.buffer):
+            self.take(n)
+        else:
+            self.pos = end
+
     def unpack(self, fmt: str) -> Any:
         return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
 
@@ -131,7 +143,7 @@ class _Cursor:
             raise GgufError(f"a string of {length:,} bytes at byte {self.pos:,}: the header is corrupt")
         return self.take(length).decode("utf-8", errors="replace")
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int, keep_array: bool = False) -> Any:
         if kind in _SCALARS:
             return self.unpack(_SCALARS[kind])
         if kind == _STRING:
@@ -140,13 +152,16 @@ class _Cursor:
             element, count = self.unpack("<I"), self.unpack("<Q")
             if element == _ARRAY or (element not in _SCALARS and element != _STRING):
                 raise GgufError(f"an array of unsupported element type {element} at byte {self.pos:,}")
-            if count <= MAX_KEPT_ARRAY:
-                return [self.value(element) for _ in range(count)]
+            if keep_array and count <= MAX_KEPT_ARRAY:
+                if element == _STRING:
+                    return [self.string() for _ in range(count)]
+                fmt = _SCALARS[element]
+                return list(struct.unpack(f"<{count}{fmt[1:]}", self.take(count * struct.calcsize(fmt))))
             if element == _STRING:
                 for _ in range(count):
-                    self.take(self.unpack("<Q"))
+                    self.skip(self.unpack("<Q"))
             else:
-                self.take(count * struct.calcsize(_SCALARS[element]))
+                self.skip(count * struct.calcsize(_SCALARS[element]))
             return ArrayInfo(element, count)
         raise GgufError(f"unknown metadata value type {kind} at byte {self.pos:,}")
 
@@ -171,7 +186,7 @@ def read_header(
     metadata: dict[str, Any] = {}
     for _ in range(kv_count):
         key = cursor.string()
-        metadata[key] = cursor.value(cursor.unpack("<I"))
+        metadata[key] = cursor.value(cursor.unpack("<I"), keep_array=key.endswith(KEPT_ARRAY_SUFFIXES))
     parameters = None
     if tensors:
         parameters = 0

@@ -14,7 +14,10 @@ speaks OpenAI's API on its own port; this program starts it as a child on 127.0.
   is missing, 400 when malformed, 413 over the cap), ``Transfer-Encoding`` refused (501, or 400 alongside a
   ``Content-Length``), a body Python's JSON parser cannot take (too deep, an integer over its digit limit) is
   a 400 like any other bad body, and every socket operation times out (``LLAMACPP_CLIENT_TIMEOUT_S``, default
-  60 s) so a half-open connection is dropped.
+  60 s) so a half-open connection is dropped. A request's line, headers and body must all arrive within
+  ``LLAMACPP_REQUEST_DEADLINE_S`` (default 60 s) however the client drips them, and at most
+  ``LLAMACPP_MAX_CONNECTIONS`` (default 128) connections are served at once: another is answered 503 with
+  ``Retry-After`` and closed, without a thread.
 - Prompts and answers are never logged: one ``key=value`` line per request (path, status, bytes, time).
 - SIGTERM (how SageMaker stops a container) stops the child with SIGTERM, then SIGKILL after a grace period.
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import fnmatch
 import http.client
+import io
 import json
 import os
 import re
@@ -41,6 +45,7 @@ import time
 from email.message import Message
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 MODEL_DIR = "/opt/ml/model"
 SPLIT_PART = re.compile(r"-(\d{5})-of-(\d{5})\.gguf$")
@@ -51,6 +56,13 @@ RELAY_CHUNK = 64 * 1024
 # the request socket's timeout: Python docs, socketserver). Closing idle keep-alive connections is usual for
 # SageMaker containers: amazon-sagemaker-examples scikit_bring_your_own nginx.conf has keepalive_timeout 5.
 CLIENT_TIMEOUT_S = 60.0
+# The per-read timeout alone lets a client hold a connection and its thread for ever by sending one byte inside
+# each timeout: the request line, headers and body must all arrive within this, counted from when the server
+# starts waiting for the request (a 64 MiB body in 60 s needs ~1.1 MB/s, far below what SageMaker sends).
+REQUEST_DEADLINE_S = 60.0
+# Connections served at once (a thread each); another is refused with 503 at once. SageMaker retries a
+# container's 503 as a ModelError the caller sees as transient; llama-server queues what its slots cannot take.
+MAX_CONNECTIONS = 128
 # RFC 9112 section 6.2: Content-Length = 1*DIGIT. ASCII only: int() also takes "+1", "1_0", Arabic-Indic digits.
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -205,12 +217,51 @@ def request_problem(body: bytes) -> str | None:
     return None
 
 
-def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> type[BaseHTTPRequestHandler]:
+class DeadlineReader(io.RawIOBase):
+    """The request socket, each read waiting at most what is left of the handler's request deadline.
+
+    A ``TimeoutError`` past the deadline ends the connection as a silent client's does: BaseHTTPRequestHandler
+    closes it when the request line or headers time out, ``do_POST`` answers 408 for a body.
+    """
+
+    def __init__(self, sock: Any, handler: Any) -> None:
+        self._sock, self._handler = sock, handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        deadline = self._handler.request_deadline
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not arrive within its deadline")
+            self._sock.settimeout(min(self._handler.timeout, left))
+        return self._sock.recv_into(buffer)
+
+
+def make_handler(
+    child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S, request_deadline_s: float = REQUEST_DEADLINE_S
+) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "llamacpp-sagemaker-adapter"
         # Every read and write on the client socket; a timeout ends the connection (handle_one_request).
         timeout = client_timeout_s
+        request_deadline: float | None = None
+
+        def setup(self) -> None:
+            super().setup()
+            self.rfile = io.BufferedReader(DeadlineReader(self.connection, self))
+
+        def handle_one_request(self) -> None:
+            self.request_deadline = time.monotonic() + request_deadline_s
+            super().handle_one_request()
+
+        def _request_read(self) -> None:
+            """The request has arrived: the answer's writes get the plain socket timeout again."""
+            self.request_deadline = None
+            self.connection.settimeout(self.timeout)
 
         def log_message(self, format: str, *args: object) -> None:
             pass  # the default line would carry the request line only, but we log our own fields instead
@@ -226,6 +277,7 @@ def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> ty
             self.wfile.write(data)
 
         def do_GET(self) -> None:
+            self._request_read()
             if self.path != "/ping":
                 self._send_json(404, {"error": "not found; SageMaker calls GET /ping and POST /invocations"})
                 return
@@ -238,12 +290,14 @@ def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> ty
         def do_POST(self) -> None:
             started = time.monotonic()
             if self.path != "/invocations":
+                self._request_read()
                 self.close_connection = True  # its body is not read: it must not be taken for the next request
                 self._send_json(404, {"error": "not found; SageMaker calls GET /ping and POST /invocations"})
                 return
             try:
                 length = body_length(self.headers, MAX_BODY_BYTES)
             except Refusal as refusal:
+                self._request_read()
                 self.close_connection = True
                 log(event="invocation", status=refusal.status, reason="bad_framing")
                 self._send_json(refusal.status, {"error": {"code": refusal.status, "message": str(refusal)}})
@@ -252,6 +306,7 @@ def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> ty
                 body = self.rfile.read(length)
             except TimeoutError:
                 body = b""
+            self._request_read()
             if len(body) < length:
                 # The client stopped sending (or timed out) before the body it announced was complete.
                 self.close_connection = True
@@ -325,8 +380,33 @@ def make_handler(child: Child, client_timeout_s: float = CLIENT_TIMEOUT_S) -> ty
     return Handler
 
 
+BUSY = json.dumps({"error": {"code": 503, "message": "too many connections; try again"}}).encode()
+
+
 class Server(ThreadingHTTPServer):
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type, max_connections: int = MAX_CONNECTIONS) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(max_connections)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            log(event="connection_refused", reason="too_many_connections")
+            refuse_busy(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)  # starts the thread that releases the slot
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
     def handle_error(self, request: object, client_address: tuple) -> None:
         """One log line, not a traceback, for a client that reset its connection (the stdlib prints one)."""
@@ -337,6 +417,22 @@ class Server(ThreadingHTTPServer):
         super().handle_error(request, client_address)
 
 
+def refuse_busy(request: Any) -> None:
+    """A 503 written straight on the accepted socket, on the accepting thread (so never blocking it for long)."""
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+        f"Content-Length: {len(BUSY)}\r\nConnection: close\r\n\r\n"
+    )
+    with contextlib.suppress(OSError):
+        request.settimeout(1.0)
+        request.sendall(head.encode() + BUSY)
+        # What the client already sent, read so that closing does not reset the connection before it reads the 503.
+        request.setblocking(False)
+        with contextlib.suppress(OSError):
+            while request.recv(65536):
+                pass
+
+
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
     port = int(env.get("SAGEMAKER_BIND_TO_PORT", "8080"))
@@ -345,6 +441,8 @@ def main(argv: list[str] | None = None) -> int:
     binary = shlex.split(env.get("LLAMACPP_SERVER_BIN", "llama-server"))
     grace_s = float(env.get("LLAMACPP_STOP_GRACE_S", "20"))
     client_timeout_s = float(env.get("LLAMACPP_CLIENT_TIMEOUT_S", str(CLIENT_TIMEOUT_S)))
+    request_deadline_s = float(env.get("LLAMACPP_REQUEST_DEADLINE_S", str(REQUEST_DEADLINE_S)))
+    max_connections = int(env.get("LLAMACPP_MAX_CONNECTIONS", str(MAX_CONNECTIONS)))
     try:
         model = resolve_model(env.get("LLAMA_ARG_MODEL", MODEL_DIR))
     except ModelNotFound as e:
@@ -352,7 +450,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log(event="model_resolved", path=json.dumps(str(model)))
     child = Child(server_command(binary, model, child_port), child_port)
-    server = Server(("0.0.0.0", port), make_handler(child, client_timeout_s))
+    server = Server(("0.0.0.0", port), make_handler(child, client_timeout_s, request_deadline_s), max_connections)
 
     def on_term(signum: int, frame: object) -> None:
         log(event="signal", signal=signal.Signals(signum).name)

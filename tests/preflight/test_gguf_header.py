@@ -687,7 +687,7 @@ def test_a_header_read_without_credentials_names_the_exception(tmp_path, s3, mon
     assert found.files == ("m-00001-of-00002.gguf", "m-00002-of-00002.gguf")
 
 
-def test_array_counts_and_element_types_are_unsigned_and_4096_elements_are_kept():
+def test_array_counts_and_element_types_are_unsigned_and_4096_per_layer_elements_are_kept():
     # ggml's docs/gguf.md: an array's element type is a uint32 and its length a uint64.
     odd = gguf_key("general.x", 9, struct.pack("<IQ", 2**32 - 1, 1))
     assert refusal(gguf_bytes(3, odd)) == "an array of unsupported element type 4294967295 at byte 57"
@@ -696,8 +696,15 @@ def test_array_counts_and_element_types_are_unsigned_and_4096_elements_are_kept(
     long_string = gguf_key("general.x", 9, struct.pack("<IQ", 8, 4097) + struct.pack("<Q", 2**63))
     data = gguf_bytes(3, long_string)
     assert refusal(data) == f"the file ends inside its header (at byte {len(data):,})"
-    kept = gguf_key("general.x", 9, struct.pack("<IQ", 4, 4096) + struct.pack("<4096I", *range(4096)))
-    assert read_header(reader_of(gguf_bytes(3, kept))).metadata["general.x"] == list(range(4096))
+    # Only a per-layer array gguf_config reads is kept, up to 4096 layers; any other array is skipped (issue 34).
+    values = struct.pack("<IQ", 4, 4096) + struct.pack("<4096I", *range(4096))
+    kept = read_header(reader_of(gguf_bytes(3, gguf_key("llama.attention.head_count_kv", 9, values)))).metadata
+    assert kept["llama.attention.head_count_kv"] == list(range(4096))
+    over = struct.pack("<IQ", 4, 4097) + struct.pack("<4097I", *range(4097))
+    skipped = read_header(reader_of(gguf_bytes(3, gguf_key("llama.attention.head_count_kv", 9, over)))).metadata
+    assert repr(skipped["llama.attention.head_count_kv"]) == "ArrayInfo(type=4, length=4097)"
+    other = read_header(reader_of(gguf_bytes(3, gguf_key("general.x", 9, values)))).metadata["general.x"]
+    assert repr(other) == "ArrayInfo(type=4, length=4096)"
 
 
 def test_a_string_exactly_as_long_as_the_limit_is_read_to_the_end_of_the_file():
