@@ -100,6 +100,42 @@ SUITES = (
         ),
     ),
     Suite(
+        # The bearer-token path alone, against the tests that call it (the endpoint_client suite's do not).
+        "endpoint_client/openai_http.py",
+        ("endpoint_client/openai_http.py",),
+        (
+            "tests/hostile/test_openai_redirects.py",
+            "tests/hostile/test_answer_caps.py",
+            "tests/llmops/test_bench_openai.py",
+        ),
+    ),
+    Suite(
+        # The model-facts record (llmops facts): what it stores and how a stack reads it back.
+        "llmops/facts.py",
+        ("llmops/facts.py",),
+        (
+            "tests/stacks/test_model_facts.py",
+            "tests/hostile/test_model_facts_record.py",
+            "tests/stacks/test_fleet_model_facts.py",
+        ),
+    ),
+    Suite(
+        # The checks of a deployment against the model's recorded facts.
+        "stacks/model_checks.py",
+        ("stacks/model_checks.py",),
+        (
+            "tests/hostile/test_model_facts_record.py",
+            "tests/stacks/test_model_facts.py",
+            "tests/stacks/test_fleet_model_facts.py",
+        ),
+    ),
+    Suite(
+        # The one loader of outside JSON (depth, size, duplicate keys, non-finite numbers).
+        "safejson/__init__.py",
+        ("safejson/__init__.py",),
+        ("tests/hostile/test_deep_json.py",),
+    ),
+    Suite(
         "preflight",
         ("preflight/",),
         (

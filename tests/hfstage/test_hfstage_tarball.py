@@ -338,3 +338,133 @@ def test_exclude_leaves_files_out_and_other_patterns_are_not_up_to_date(unpack, 
     assert sorted(e["path"] for e in manifest["files"]) == ["config.json", "model.safetensors"]
     assert manifest["archive"]["exclude"] == ["tokenizer.json", "extra/*"]
     assert again.calls["PutObject"] == 1  # only the manifest: the selected files were there already
+
+
+# ---- what the staging handler plans with (archive_state), and how S3 errors are read ----------------------
+
+
+def test_archive_state_gives_the_etag_size_prefix_and_the_staged_files_only_when_all_are_there(
+    unpack,
+    s3: S3Env,  # noqa: F811
+) -> None:
+    from hfstage.manifest import read_manifest
+    from hfstage.tarball import archive_state, normal_etag
+
+    data = archive(files(FILES))
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=data)
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=SOURCE_KEY)["ETag"]
+    before = archive_state(s3.client, uri, s3.bucket, "models/")
+    assert (before.etag, before.size, before.prefix) == (normal_etag(etag), len(data), staged_prefix(s3))
+    assert before.etag == etag.strip('"') and before.staged_files == ()
+
+    assert unpack(None).code == 0
+    after = archive_state(s3.client, uri, s3.bucket, "models/")
+    recorded = read_manifest(s3.client, s3.bucket, after.prefix)
+    assert [(f.path, f.size, f.sha256) for f in after.staged_files] == [
+        (e["path"], e["size"], e["sha256"]) for e in recorded["files"]
+    ]
+    assert sorted(f.path for f in after.staged_files) == sorted(FILES)
+    # Unpacked with other patterns: the handler cannot tell which files they select.
+    assert archive_state(s3.client, uri, s3.bucket, "models/", exclude=["tokenizer.json"]).staged_files == ()
+    assert archive_state(s3.client, uri, s3.bucket, "models/", include=["*.json"]).staged_files == ()
+    # One object gone: not staged.
+    s3.client.delete_object(Bucket=s3.bucket, Key=after.prefix + "tokenizer.json")
+    assert archive_state(s3.client, uri, s3.bucket, "models/").staged_files == ()
+    # An unreadable manifest: not staged, and no error (the job rewrites it).
+    s3.client.put_object(Bucket=s3.bucket, Key=after.prefix + MANIFEST_NAME, Body=b"[not json")
+    unreadable = archive_state(s3.client, uri, s3.bucket, "models/")
+    assert unreadable.staged_files == () and unreadable.prefix == after.prefix
+
+
+def test_archive_state_names_an_archive_it_cannot_head(s3: S3Env) -> None:  # noqa: F811
+    from hfstage.tarball import ArchiveUnreadable, archive_state
+
+    uri = f"s3://{s3.bucket}/absent/model.tar.gz"
+    with pytest.raises(ArchiveUnreadable) as refused:
+        archive_state(s3.client, uri, s3.bucket, "models/")
+    assert str(refused.value) == f"cannot read the archive {uri}: 404"
+
+
+class _S3Error(Exception):
+    def __init__(self, response: object) -> None:
+        super().__init__("s3 error")
+        self.response = response
+
+
+@pytest.mark.parametrize(
+    ("response", "status", "described"),
+    [
+        (
+            {"Error": {"Code": "PreconditionFailed"}, "ResponseMetadata": {"HTTPStatusCode": 400}},
+            412,
+            "PreconditionFailed",
+        ),
+        ({"Error": {"Code": "NoSuchKey"}, "ResponseMetadata": {"HTTPStatusCode": 404}}, 404, "NoSuchKey"),
+        ({"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": "403"}}, 403, "AccessDenied"),
+        ({"ResponseMetadata": {"HTTPStatusCode": 503}}, 503, "503"),
+        ({"Error": {"Code": ""}, "ResponseMetadata": {"HTTPStatusCode": 500}}, 500, "500"),
+        ({"Error": {"Code": "SlowDown"}}, None, "SlowDown"),
+        ({"Error": {}, "ResponseMetadata": {"HTTPStatusCode": 0}}, None, "0"),
+        ({}, None, "None"),
+        ("not a dict", None, "_S3Error"),
+    ],
+)
+def test_s3_errors_are_read_by_their_code_then_their_status(response, status, described) -> None:
+    from hfstage.tarball import _describe, _status
+
+    error = _S3Error(response)
+    assert _status(error) == status
+    assert _describe(error) == described
+
+
+def test_errors_without_a_response_are_named_by_their_type() -> None:
+    from hfstage.tarball import _describe, _status
+
+    assert _status(ConnectionResetError("reset")) is None
+    assert _describe(ConnectionResetError("reset")) == "ConnectionResetError"
+
+
+# ---- pax records, one by one -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("data", "records"),
+    [
+        (b"12 path=abc\n", {"path": "abc"}),
+        (b"5 a=\n", {"a": ""}),  # the shortest record: an empty value
+        (b"14 path=a=b=c\n", {"path": "a=b=c"}),  # the first '=' ends the key
+        (b"12 path=abc\n" + b"\0" * 500, {"path": "abc"}),  # tarfile's NUL padding of the last block
+        (b"12 path=abc\n13 size=1234\n", {"path": "abc", "size": "1234"}),
+        (b"12 path=abc\n12 path=xyz\n", {"path": "xyz"}),  # a later record wins, as in tarfile
+        (b"", {}),
+    ],
+)
+def test_pax_records_are_read_exactly(data: bytes, records: dict[str, str]) -> None:
+    from hfstage.tarball import _pax_records
+
+    assert _pax_records(data) == records
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"04 a=\n", "a pax header record at byte 0 has no valid length"),  # under the shortest possible
+        (b"13 path=abc\n", "a pax header record at byte 0 has no valid length"),  # one byte past the data
+        (b"12 path=abc\n" + b"x path=a\n", "a pax header record at byte 12 has no valid length"),
+        (b"12 path=abc\n   ", "a pax header record at byte 12 has no valid length"),  # spaces are no padding
+        (b" 5 a=\n", "a pax header record at byte 0 has no valid length"),
+        (b"12 path=abcd", "a pax header record at byte 0 is not 'key=value'"),  # no line end
+        (b"11 pathabc\n", "a pax header record at byte 0 is not 'key=value'"),
+        (b"6 =ab\n", "a pax header record at byte 0 is not 'key=value'"),
+        (b"12 path=abc\n6 =ab\n", "a pax header record at byte 12 is not 'key=value'"),
+        (b"7 \xff\xfe=a\n", "a pax key b'\\xff\\xfe' is not UTF-8"),
+        (b"7 k=\xff\xfe\n", "a pax value b'\\xff\\xfe' is not UTF-8"),
+    ],
+)
+def test_malformed_pax_records_are_refused_naming_the_byte(data: bytes, why: str) -> None:
+    from hfstage.tarball import _pax_records, _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _pax_records(data)
+    assert str(refused.value) == why
