@@ -103,6 +103,34 @@ def test_a_syntax_error_keeps_jsons_position_and_words():
     assert pickle.loads(pickle.dumps(e)).args == e.args
 
 
+@pytest.mark.parametrize(
+    ("doc", "pos"),
+    [("", 0), ("x", 1), ("\nab", 0), ("\nab", 1), ("\nab", 2), ("a\nb\nc\nd", 5), ("ab\ncd\n", 1), ("\n\n\n", 3)],
+)
+def test_a_refusals_line_and_column_are_jsons_own(doc, pos):
+    """Line and column counted as json.JSONDecodeError counts them: newlines before pos only, the last of them."""
+    mine, json_own = safejson.JsonError("f", "why", doc, pos), json.JSONDecodeError("why", doc, pos)
+    assert (mine.lineno, mine.colno, mine.pos, mine.doc) == (json_own.lineno, json_own.colno, pos, doc)
+
+
+def test_a_refusal_without_a_document_is_at_line_1_column_1():
+    e = safejson.JsonError("f", "too big")
+    assert (e.doc, e.pos, e.lineno, e.colno, e.msg, str(e)) == ("", 0, 1, 1, "too big", "f: too big")
+
+
+def test_utf8_bytes_with_a_lone_surrogate_read_as_json_loads_reads_them():
+    text = b'["\xed\xa0\x80"]'  # U+D800 encoded as UTF-8: json.loads decodes bytes with "surrogatepass"
+    assert safejson.loads(text, source="f") == json.loads(text) == ["\ud800"]
+
+
+def test_more_brackets_than_the_limit_but_nested_exactly_to_it_is_read():
+    text = "[[[]],[],{}]"  # 5 opening brackets, nested 3 deep
+    assert safejson.depth(text) == 3
+    assert safejson.loads(text, source="f", max_depth=3) == [[[]], [], {}]
+    with pytest.raises(safejson.JsonError, match="nested more than 2 levels deep"):
+        safejson.loads(text, source="f", max_depth=2)
+
+
 def test_a_recursion_error_that_still_happens_is_converted(monkeypatch):
     def recurse(*args, **kwargs):
         raise RecursionError("maximum recursion depth exceeded")

@@ -184,3 +184,235 @@ def test_the_loopback_exception_for_http_is_narrow(url):
 )
 def test_loopback_http_and_any_https_are_accepted(url):
     assert check_base_url(url) == url
+
+
+# ---- each way a call can fail, as the caller reads it (no server: an opener that hands out a scripted answer) ----
+
+from endpoint_client import openai_http  # noqa: E402
+from endpoint_client.chat import excerpt  # noqa: E402
+
+
+class _Answer:
+    """A response handing out ``parts`` one read at a time, then raising ``fail`` (or ending)."""
+
+    def __init__(self, parts: list[bytes], fail: BaseException | None = None) -> None:
+        self.parts, self.fail, self.closed = list(parts), fail, False
+
+    def read1(self, size: int = -1) -> bytes:
+        if self.parts:
+            return self.parts.pop(0)
+        if self.fail is not None:
+            raise self.fail
+        return b""
+
+    def read(self, size: int = -1) -> bytes:
+        if self.fail is not None and not self.parts:
+            raise self.fail
+        data, self.parts = b"".join(self.parts), []
+        if self.fail is not None:
+            raise self.fail
+        return data
+
+    def close(self) -> None:
+        self.closed = True
+
+    def __enter__(self) -> _Answer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Opener:
+    def __init__(self, answer: _Answer) -> None:
+        self.answer, self.requests = answer, []
+
+    def open(self, request, timeout=None):
+        self.requests.append(request)
+        return self.answer
+
+
+def _answering(answer: _Answer) -> tuple[OpenAiEndpoint, _Opener]:
+    endpoint = OpenAiEndpoint("https://runtime.example/endpoints/e/openai/v1", TOKEN)
+    endpoint._opener = opener = _Opener(answer)  # type: ignore[assignment]
+    return endpoint, opener
+
+
+def _clock(*ticks: float):
+    values = iter(ticks)
+    return lambda: next(values)
+
+
+def test_each_call_asks_for_its_own_media_type_and_latency_is_end_minus_start():
+    endpoint, opener = _answering(_Answer([STREAM]))
+    streamed = endpoint.stream_chat(build_chat_request("hi", stream=True), clock=_clock(10.0, 10.5, 12.5))
+    assert opener.requests[-1].get_header("Accept") == "text/event-stream"
+    assert streamed.content == "stolen" and streamed.done and streamed.latency_s == 2.5
+    endpoint, opener = _answering(_Answer([COMPLETION]))
+    whole = endpoint.invoke_chat(build_chat_request("hi", stream=False), clock=_clock(10.0, 12.5))
+    assert opener.requests[-1].get_header("Accept") == "application/json"
+    assert whole.content == "stolen" and whole.latency_s == 2.5
+
+
+def test_a_stream_in_json_lines_is_read_with_that_decoder_its_last_line_at_the_end():
+    lines = b'{"choices":[{"delta":{"content":"a"}}]}\n{"choices":[{"delta":{"content":"b"}}]}'
+    endpoint, _ = _answering(_Answer([lines]))
+    result = endpoint.stream_chat(build_chat_request("hi", stream=True), stream_format="jsonlines")
+    assert result.content == "ab"  # the last line, without its line end, comes from the decoder's close()
+
+
+def test_a_stream_that_ends_without_done_keeps_what_came_and_says_so():
+    endpoint, opener = _answering(_Answer([b'data: {"choices":[{"delta":{"content":"part"}}]}\n\n']))
+    result = endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert result is not None and result.content == "part" and result.done is False
+    assert opener.answer.closed
+
+
+def test_a_stream_over_its_cap_is_a_permanent_stream_limit_error():
+    endpoint, opener = _answering(_Answer([STREAM]))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True), max_stream_bytes=10)
+    assert caught.value.info.code == "StreamLimitExceeded" and caught.value.info.transient is False
+    assert opener.answer.closed
+
+
+def test_a_malformed_stream_is_a_permanent_error_with_the_body_excerpt():
+    endpoint, _ = _answering(_Answer([b"data: {not json\n\n"]))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True))
+    info = caught.value.info
+    assert info.code == "MalformedResponse" and info.transient is False
+    assert info.message and info.message != "None" and "{not json" in info.body
+
+
+@pytest.mark.parametrize("fail", [ConnectionResetError("reset by peer"), TimeoutError("read timed out")])
+def test_a_stream_dropped_midway_is_transient_named_by_its_error(fail):
+    endpoint, _ = _answering(_Answer([b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'], fail))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert caught.value.info == openai_http.ErrorInfo(
+        code=type(fail).__name__, message=excerpt(str(fail)), transient=True
+    )
+
+
+def test_a_stream_dropped_by_http_is_transient_too():
+    fail = http.client.IncompleteRead(b"abc", 10)
+    endpoint, _ = _answering(_Answer([], fail))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert caught.value.info == openai_http.ErrorInfo(code="IncompleteRead", message=excerpt(str(fail)), transient=True)
+
+
+def test_a_whole_answer_over_its_cap_is_a_permanent_stream_limit_error():
+    endpoint, _ = _answering(_Answer([COMPLETION]))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.invoke_chat(build_chat_request("hi", stream=False), max_bytes=10)
+    assert caught.value.info.code == "StreamLimitExceeded" and caught.value.info.transient is False
+
+
+def test_a_whole_answer_that_is_no_completion_is_a_permanent_error_with_the_body_excerpt():
+    endpoint, _ = _answering(_Answer([b'{"no": "choices"}']))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    from endpoint_client.chat import MalformedResponse, parse_completion
+
+    with pytest.raises(MalformedResponse) as direct:
+        parse_completion(b'{"no": "choices"}')
+    assert caught.value.info == openai_http.ErrorInfo(
+        code="MalformedResponse", message=str(direct.value), transient=False, body=direct.value.excerpt
+    )
+    assert direct.value.excerpt
+
+
+@pytest.mark.parametrize("fail", [ConnectionResetError("reset by peer"), http.client.IncompleteRead(b"ab", 5)])
+def test_a_whole_answer_cut_off_is_transient_named_by_its_error(fail):
+    endpoint, _ = _answering(_Answer([], fail))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert caught.value.info == openai_http.ErrorInfo(
+        code=type(fail).__name__, message=excerpt(str(fail)), transient=True
+    )
+
+
+# ---- the messages themselves ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "origin"),
+    [
+        ("https://h.example:8443/openai/v1?X-Amz-Signature=s", "https://h.example:8443"),
+        ("https://h.example/openai/v1", "https://h.example"),
+        ("https://h.example:99999/x", "https://h.example"),  # a port urllib cannot read is left out
+        ("/relative/only", "?://?"),
+        ("https://" + "a" * 300 + "/x", excerpt("https://" + "a" * 300, 200)),
+    ],
+)
+def test_an_origin_is_scheme_host_and_port_only(url, origin):
+    assert openai_http._origin(url) == origin
+    assert len(openai_http._origin(url).encode()) <= 200 + len("…".encode())
+
+
+def test_a_redirect_is_refused_with_both_origins_named():
+    info = openai_http._redirect_info(302, "https://h.example/openai/v1", "https://evil.example:444/x?sig=1")
+    assert info == openai_http.ErrorInfo(
+        code="HTTP302",
+        message=(
+            "the endpoint answered with a redirect to https://evil.example:444 (base URL origin https://h.example); "
+            "refused, not followed: the bearer token is only sent to the base URL's origin, over https. Pass the "
+            "stack's OpenAiBaseUrl output as it is"
+        ),
+        transient=False,
+    )
+    assert openai_http._redirect_info(307, "https://h.example/v1", None).message.startswith(
+        "the endpoint answered with a redirect to no Location (base URL origin https://h.example)"
+    )
+
+
+TOKEN_REFUSED = (
+    "the bearer token was refused: it is missing, expired (12 hours at most) or lacks "
+    "sagemaker:CallWithBearerToken / sagemaker:InvokeEndpoint"
+)
+
+
+@pytest.mark.parametrize("status", [401, 403])
+def test_a_refused_token_is_permanent_and_says_why(status):
+    body = b"x" * 400 + b"y" * 400
+    info = openai_http._http_error_info(status, body)
+    assert info == openai_http.ErrorInfo(
+        code=f"HTTP{status}", message=TOKEN_REFUSED, transient=False, body=excerpt(body, 500)
+    )
+
+
+@pytest.mark.parametrize(
+    ("status", "transient"),
+    [
+        (400, False),
+        (402, False),
+        (404, False),
+        (428, False),
+        (429, True),
+        (499, False),
+        (500, True),
+        (501, True),
+        (503, True),
+    ],
+)
+def test_other_error_statuses_pass_the_body_through_transient_from_429_and_500(status, transient):
+    body = b"z" * 800
+    info = openai_http._http_error_info(status, body)
+    assert info == openai_http.ErrorInfo(code=f"HTTP{status}", message="", transient=transient, body=excerpt(body, 500))
+
+
+@pytest.mark.parametrize("bad", ["tok\ren", "tok\nen", "tok\0en", "tokén"])
+def test_a_token_with_a_line_break_nul_or_non_ascii_is_refused(bad):
+    from endpoint_client import token_from_env
+
+    with pytest.raises(ValueError, match="holds characters a bearer token cannot have"):
+        token_from_env({"T": bad}, "T")
+
+
+@pytest.mark.parametrize("fine", ["XX", "tokXXen", "a.b-c_d~e+f/g="])
+def test_a_token_of_other_printable_ascii_is_taken(fine):
+    from endpoint_client import token_from_env
+
+    assert token_from_env({"T": f"  {fine} "}, "T") == fine
