@@ -92,7 +92,9 @@ def check_base_url(url: str) -> str:
         raise ValueError(f"{url!r} is not an http(s) URL (expected the stack's OpenAiBaseUrl output)")
     if parts.scheme == "http" and parts.hostname not in _LOOPBACK:
         raise ValueError(f"{url!r}: the bearer token is only sent over https (http only to 127.0.0.1/localhost)")
-    if parts.query or parts.fragment or parts.username or parts.password:
+    # An empty query or fragment ("…/v1?") parses as none (urlsplit), yet "/chat/completions" appended would go
+    # after the "?": the marks themselves are refused.
+    if parts.query or parts.fragment or parts.username or parts.password or "?" in url or "#" in url:
         raise ValueError(f"{url!r}: a base URL has no query, fragment or user info")
     return url.rstrip("/")
 

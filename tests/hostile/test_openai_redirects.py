@@ -229,6 +229,9 @@ class _Opener:
 
     def open(self, request, timeout=None):
         self.requests.append(request)
+        self.timeouts = [*getattr(self, "timeouts", []), timeout]
+        if isinstance(self.answer, BaseException):
+            raise self.answer
         return self.answer
 
 
@@ -416,3 +419,100 @@ def test_a_token_of_other_printable_ascii_is_taken(fine):
     from endpoint_client import token_from_env
 
     assert token_from_env({"T": f"  {fine} "}, "T") == fine
+
+
+def test_the_request_is_a_json_post_with_the_token_and_the_endpoints_timeout():
+    with Recorder(_target_reply) as origin:
+        OpenAiEndpoint(f"{origin.origin}/openai/v1/", TOKEN).invoke_chat(build_chat_request("hi", stream=False))
+        (sent,) = origin.requests
+    assert sent["path"] == "/openai/v1/chat/completions"
+    assert (sent["content-type"], sent["accept"], sent["authorization"]) == (
+        "application/json",
+        "application/json",
+        f"Bearer {TOKEN}",
+    )
+    endpoint, opener = _answering(_Answer([COMPLETION]))
+    assert endpoint.timeout_s == 300.0
+    endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert opener.requests[-1].get_method() == "POST" and opener.timeouts == [300.0]
+    endpoint.timeout_s = 7.5
+    opener.answer = _Answer([STREAM])
+    endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert opener.timeouts == [300.0, 7.5]
+
+
+@pytest.mark.parametrize("status", [300, 399])
+def test_every_3xx_is_a_refused_redirect(status):
+    with Recorder(lambda path: (status, {"Location": "https://elsewhere.example/x"}, b"")) as origin:
+        endpoint = OpenAiEndpoint(f"{origin.origin}/openai/v1", TOKEN, timeout_s=10)
+        with pytest.raises(InvocationError) as caught:
+            endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert caught.value.info.code == f"HTTP{status}"
+    assert "redirect to https://elsewhere.example (base URL origin" in caught.value.info.message
+
+
+@pytest.mark.parametrize("status", [400, 404])
+def test_a_4xx_is_an_error_answer_with_its_body_not_a_redirect(status):
+    body = b" " * 5000 + b"the tail"  # past the 4,096 bytes read of an error body: never read
+    with Recorder(lambda path: (status, {"Location": "https://elsewhere.example/x"}, body)) as origin:
+        endpoint = OpenAiEndpoint(f"{origin.origin}/openai/v1", TOKEN, timeout_s=10)
+        with pytest.raises(InvocationError) as caught:
+            endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert caught.value.info == openai_http.ErrorInfo(code=f"HTTP{status}", message="", transient=False, body="")
+
+
+def test_an_error_answer_without_a_body_has_an_empty_excerpt():
+    import email.message
+    import urllib.error
+
+    error = urllib.error.HTTPError("https://runtime.example/x", 502, "Bad Gateway", email.message.Message(), None)
+    endpoint, _ = _answering(error)  # type: ignore[arg-type]
+    with pytest.raises(InvocationError) as caught:
+        endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert caught.value.info == openai_http.ErrorInfo(code="HTTP502", message="", transient=True, body="")
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (__import__("urllib.error").error.URLError("no route to host"), "no route to host"),
+        (ConnectionRefusedError("connection refused"), "connection refused"),
+    ],
+)
+def test_a_connection_that_never_opens_is_transient_with_its_reason(error, message):
+    endpoint, _ = _answering(error)  # type: ignore[arg-type]
+    for call in (endpoint.invoke_chat, endpoint.stream_chat):
+        with pytest.raises(InvocationError) as caught:
+            call(build_chat_request("hi", stream=call == endpoint.stream_chat))
+        assert caught.value.info == openai_http.ErrorInfo(code="ConnectionError", message=message, transient=True)
+
+
+def test_anything_else_a_stream_raises_is_a_permanent_error_named_by_its_type():
+    fail = LookupError("odd    thing\nhappened")
+    endpoint, _ = _answering(_Answer([], fail))
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert caught.value.info == openai_http.ErrorInfo(code="LookupError", message="odd thing happened", transient=False)
+    assert caught.value.__cause__ is fail
+
+
+def test_the_opener_takes_only_http_and_https_proxies(monkeypatch):
+    import urllib.request
+
+    proxies = {"https": "http://proxy:3128", "http": "http://proxy:3128", "ftp": "ftp://x", "no": "localhost"}
+    monkeypatch.setattr(urllib.request, "getproxies", lambda: dict(proxies))
+    (handler,) = [h for h in openai_http.bearer_opener().handlers if isinstance(h, urllib.request.ProxyHandler)]
+    assert handler.proxies == {"https": "http://proxy:3128", "http": "http://proxy:3128"}
+
+
+@pytest.mark.parametrize(
+    "url", ["https://h.example/v1?x=1", "https://h.example/v1#f", "https://h.example/v1?", "https://h.example/v1#"]
+)
+def test_a_base_url_with_a_query_or_fragment_is_refused(url):
+    with pytest.raises(ValueError, match="a base URL has no query, fragment or user info"):
+        check_base_url(url)
+
+
+@pytest.mark.parametrize(("url", "kept"), [("https://h/v1/", "https://h/v1"), ("https://h/v1//", "https://h/v1")])
+def test_trailing_slashes_are_dropped_and_nothing_else(url, kept):
+    assert check_base_url(url) == kept
