@@ -513,6 +513,9 @@ def test_a_base_url_with_a_query_or_fragment_is_refused(url):
         check_base_url(url)
 
 
-@pytest.mark.parametrize(("url", "kept"), [("https://h/v1/", "https://h/v1"), ("https://h/v1//", "https://h/v1")])
+@pytest.mark.parametrize(
+    ("url", "kept"),
+    [("https://h/v1/", "https://h/v1"), ("https://h/v1//", "https://h/v1"), ("https://h/aXX/", "https://h/aXX")],
+)
 def test_trailing_slashes_are_dropped_and_nothing_else(url, kept):
     assert check_base_url(url) == kept
