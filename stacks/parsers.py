@@ -279,6 +279,10 @@ def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[
 # 50), two of a staging job's being its own (hf-repo-id, hf-revision): 48.
 TAG_PUNCTUATION = set("_.:/=+-@")
 MAX_TAGS = 48
+# The app's own tag, ``<key>=<stack_name>``, on every taggable resource and on each of its stacks: how
+# ``llmops status`` finds what the app made (a fleet's generated endpoint names carry no usable prefix, and
+# CloudFormation adds no stack tag to SageMaker endpoints). A resource's 48 tags plus this one stay under 50.
+APP_TAG = "llm-endpoint-app"
 
 
 def _tag_text(value: str) -> bool:
@@ -294,6 +298,8 @@ def _tags(raw: Any) -> dict[str, str]:
             problems.append(f"{key!r}: a tag key is 1-128 letters, digits, spaces and _ . : / = + - @")
         elif key.lower().startswith("aws:"):
             problems.append(f"{key!r}: tag keys starting with aws: are reserved for AWS")
+        elif key.lower() == APP_TAG:
+            problems.append(f"{key!r}: set by the app itself (its stack_name, for llmops status); use another key")
         if not isinstance(value, str):
             problems.append(f"{key!r}: a tag value must be text")
         elif len(value) > 256 or not _tag_text(value):
