@@ -325,6 +325,8 @@ def governance_lines(resources: dict) -> list[str]:
             keys.append(f"logs {_text(props['KmsKeyId'])}")
         elif kind == "AWS::Lambda::Function" and props.get("KmsKeyArn"):
             keys.append(f"function environment {_text(props['KmsKeyArn'])}")
+        elif kind == "AWS::SNS::Topic" and props.get("KmsMasterKeyId"):
+            keys.append(f"alarm topic {_text(props['KmsMasterKeyId'])}")
         elif kind == "Custom::StagedCheckpoint" and props.get("VolumeKmsKeyArn"):
             keys.append(f"staging volumes {_text(props['VolumeKmsKeyArn'])}")
     counted = Counter(keys)

@@ -45,20 +45,19 @@ def test_an_assembly_without_stacks_is_refused(tmp_path: Path, capsys, listed, m
     assert message in capsys.readouterr().err
 
 
-def test_the_default_stack_names_no_vpc_no_customer_key_and_its_tags() -> None:
-    lines = governance_lines(stack_template(tags={"team": "ml"}).to_json()["Resources"])
-    assert lines == [
-        "  VPC: none (SageMaker's own network; vpc_subnet_ids places it in yours)",
-        "  customer keys: none (AWS-managed encryption)",
-        "  tags: llm-endpoint-app=LlmEndpoint, team=ml",
-    ]
+def test_the_default_stack_names_no_vpc_its_alarm_key_and_its_tags() -> None:
+    vpc, keys, tags = governance_lines(stack_template(tags={"team": "ml"}).to_json()["Resources"])
+    assert vpc == "  VPC: none (SageMaker's own network; vpc_subnet_ids places it in yours)"
+    assert keys.startswith("  customer keys: alarm topic <AlarmTopicKey")  # the key the stack makes for its alarms
+    assert "," not in keys
+    assert tags == "  tags: llm-endpoint-app=LlmEndpoint, team=ml"
 
 
 def test_a_governed_stack_names_its_subnets_groups_and_keys() -> None:
     template = stack_template(vpc_subnet_ids=SUBNETS, vpc_id="vpc-0123456789abcdef0", logs_kms_key_arn=KEY)
     lines = governance_lines(template.to_json()["Resources"])
     assert any(line.startswith(f"  VPC: subnets {', '.join(SUBNETS)}; security groups <") for line in lines)
-    assert any(line.startswith(f"  customer keys: logs {KEY} (x") for line in lines)
+    assert any(line.startswith("  customer keys: ") and f"logs {KEY} (x" in line for line in lines)
 
 
 def test_an_adapter_is_named_with_its_base_and_artifact() -> None:
