@@ -696,7 +696,7 @@ KEYS: tuple[ContextKey, ...] = (
         {},
         "governance",
         'JSON object `{"key": "value"}` put on every taggable resource, the SageMaker ones and the staging jobs '
-        "included (AWS tag rules; at most 48)",
+        "included (AWS tag rules; at most 48; `llm-endpoint-app` is the app's own, set to `stack_name`)",
     ),
     ContextKey(
         "bucket_kms_key_arn",

@@ -14,6 +14,7 @@ from .config import ConfigError, DeploymentConfig
 from .fleet import Adapter, Fleet, FleetDeployment, FleetEndpoint, claimed_ids, pascal
 from .llm_endpoint_stack import LlmEndpointStack
 from .observability import thresholds_of, update_policy_of
+from .parsers import APP_TAG
 
 
 class ModelBucketStack(cdk.Stack):
@@ -21,6 +22,7 @@ class ModelBucketStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id: str, *, app: str, **kwargs) -> None:
         super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
+        cdk.Tags.of(self).add(APP_TAG, app)  # as every endpoint stack of the app (stacks/parsers.py APP_TAG)
         self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app)).bucket
         cdk.CfnOutput(self, "ModelBucketName", value=self.bucket.bucket_name, description="Bucket of staged models")
         cdk.CfnOutput(self, APP_OUTPUT, value=app, description="The app (stack_name) of this stack")

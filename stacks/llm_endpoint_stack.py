@@ -38,6 +38,7 @@ from preflight.context import long_context_opt_in
 from .config import DeploymentConfig
 from .model_checks import FactsStatus
 from .observability import add_observability, update_batch_copies, update_policy_of
+from .parsers import APP_TAG
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -78,6 +79,8 @@ class LlmEndpointStack(cdk.Stack):
         for tag_key, tag_value in config.tags.items():
             cdk.Tags.of(self).add(tag_key, tag_value)
         self.bucket_app = bucket_app or config.stack_name
+        # The app's name on every taggable resource and on the stack itself (DescribeStacks Tags): llmops status.
+        cdk.Tags.of(self).add(APP_TAG, self.bucket_app)
         model = self.model_source(self, config)
         self.checkpoint = model if isinstance(model, StagedCheckpoint) else None
 

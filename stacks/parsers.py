@@ -16,6 +16,7 @@ from typing import Any
 import safejson
 from constructs_lib import BUCKET_RULE, bucket_name_problem, tag_problems
 from constructs_lib.names import INSTANCE_TYPE, matches
+from handler_kit.resources import JOB_TAG_KEYS
 
 NONE_WORDS = {"", "null", "none"}
 
@@ -268,11 +269,18 @@ def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[
     return _bound(_parse_ids, doc, regex, what, most)  # pragma: no mutate
 
 
+# The app's own tag, ``<key>=<stack_name>``, on every taggable resource and on each of its stacks: how
+# ``llmops status`` finds what the app made (a fleet's generated endpoint names carry no usable prefix, and
+# CloudFormation adds no stack tag to SageMaker endpoints: cfn-lint schema, tagging.cloudFormationSystemTags false).
+APP_TAG = "llm-endpoint-app"
+
+
 def _tags(raw: Any) -> dict[str, str]:
     """JSON object of tags {"key": "value"} (AWS tag rules: at most 48; keys 1-128, values 0-256 characters)"""
     tags = _json_object(raw)
-    # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys).
-    problems = tag_problems(tags)
+    # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys),
+    # and the app's own tag, which the stacks set themselves.
+    problems = tag_problems(tags, reserved=(*JOB_TAG_KEYS, APP_TAG))
     if problems:
         raise ValueError("; ".join(problems))
     return tags

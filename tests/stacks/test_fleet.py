@@ -245,3 +245,17 @@ def test_the_shared_endpoints_summary_counts_its_instances_once_and_labels_each_
     assert [line for line in single if line.strip().startswith("update policy")] == [
         line for line in single if line.strip().startswith("update policy:")
     ]
+
+
+def test_every_stack_and_sagemaker_resource_carries_the_apps_tag(assembly):
+    """``llmops status`` finds a fleet's stacks and endpoints by this tag: their names carry no usable prefix."""
+    from llmops.status import APP_TAG
+
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    for stack in [*ENDPOINT_STACKS, f"{APP}-models"]:
+        assert manifest["artifacts"][stack]["properties"]["tags"] == {APP_TAG: APP}, stack
+        resources = template(assembly, stack)["Resources"].values()
+        sagemaker = [r for r in resources if r["Type"].startswith("AWS::SageMaker")]
+        for resource in sagemaker:
+            assert {"Key": APP_TAG, "Value": APP} in resource["Properties"]["Tags"], (stack, resource["Type"])
+    assert count(assembly, "AWS::SageMaker::Endpoint") == 3
