@@ -26,8 +26,10 @@ from constructs_lib import (
     app_bucket_name,
     encrypt_logs_and_functions,
     get_engine,
+    hub_ports,
     is_model_archive,
     lookup_instance,
+    place_functions_in_vpc,
     resolve_scaling,
     weight_format_flags,
 )
@@ -70,6 +72,12 @@ class LlmEndpointStack(cdk.Stack):
             kms.Key.from_key_arn(self, "VolumeKey", config.volume_kms_key_arn) if config.volume_kms_key_arn else None
         )
         self.network = self._network(config)
+        if self.network:
+            # Every function of the stack, CDK's own included, in the deployment's subnets (an SCP may require
+            # lambda:VpcIds), so that the staging handler resolves the revision through the VPC too (a mirror).
+            # A mirror's own port for the created group, as the staging job's (StagedCheckpoint.hub_endpoint).
+            ports = (443, *hub_ports(config.hf_endpoint))
+            place_functions_in_vpc(self, **self.network, egress_ports=ports)
         # Every log group and function of the stack, CDK's own included, whenever they are added (an aspect).
         key_of = {"LogsKey": config.logs_kms_key_arn, "LambdaKey": config.lambda_kms_key_arn}
         keys = {name: kms.Key.from_key_arn(self, name, arn) if arn else None for name, arn in key_of.items()}
