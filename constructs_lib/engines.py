@@ -81,6 +81,26 @@ def number_in_text(value: Any) -> float | None:
     return None
 
 
+def int_in_text(value: Any) -> int | None:
+    """A whole number as the engine parses it from its environment; None where that parse fails.
+
+    vLLM's integer flags are argparse ``type=int``, and argparse calls the type on the text (Python argparse docs,
+    "type"), so this is Python's ``int()`` of the text: surrounding whitespace, a sign and underscores between
+    digits are accepted (``" +1_6 "`` is 16), ``"16.0"`` and ``"1e3"`` are not (Python docs, built-in ``int``).
+    Booleans are not numbers.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            return None
+    return None
+
+
 def boolean_in_text(value: Any) -> bool | None:
     """A boolean given as JSON true/false or as the text "true"/"false" (any case); None otherwise."""
     if isinstance(value, bool):
@@ -142,6 +162,15 @@ class EngineSpec:
     def for_model_file(self, model_file: str) -> EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
         return replace(self, model_path_value=f"{self.model_path_value.rstrip('/')}/{model_file}")
+
+    def max_lora_rank(self, engine_env: Mapping[str, Any]) -> int | None:
+        """The largest adapter rank the engine serves with ``engine_env`` (its max-rank flag, else its default),
+        parsed as the engine parses it (``int_in_text``); None where the engine serves no adapters or the value is
+        not a whole number of at least 1 (the engine refuses such a flag when it starts)."""
+        if not self.adapters:
+            return None
+        rank = int_in_text(engine_env.get(self.adapters["max_lora_rank_key"], self.adapters["max_lora_rank_default"]))
+        return rank if rank is not None and rank > 0 else None
 
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
