@@ -61,6 +61,8 @@ NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|-\.\d+(?:[eE][-+]
 
 # Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
 NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization", "max_num_batched_tokens"})
+# Integer flags of the engine (vLLM: optional_type(int), so int() of the text, vllm/engine/arg_utils.py).
+WHOLE_PREFLIGHT_SETTINGS = frozenset({"max_num_batched_tokens"})
 
 
 def number_in_text(value: Any) -> float | None:
@@ -183,7 +185,10 @@ class EngineSpec:
         for setting, key in self.preflight_keys.items():
             if key in engine_env:
                 value = engine_env[key]
-                if setting in NUMERIC_PREFLIGHT_SETTINGS:
+                if setting in WHOLE_PREFLIGHT_SETTINGS and isinstance(value, str):
+                    whole = int_in_text(value)  # vLLM's argparse int(): "8192.0" and "1e4" are refused there
+                    value = value if whole is None else float(whole)
+                elif setting in NUMERIC_PREFLIGHT_SETTINGS:
                     number = number_in_text(value)
                     value = value if number is None else number
                 settings[setting] = value

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from constructs_lib.engines import get_engine, int_in_text
 from preflight.adapters import adapter_config_problems
-from tests.conftest import build
+from stacks.config import ConfigError, DeploymentConfig
+from tests.conftest import build, context_with
 
 BASE = "Qwen/Qwen3-0.6B"
 GOOD = {"peft_type": "LORA", "base_model_name_or_path": BASE, "r": 16, "lora_alpha": 32, "target_modules": ["q_proj"]}
@@ -155,3 +156,18 @@ def test_a_signed_max_lora_rank_still_checks_the_adapter_at_synth():
     staged = Template.from_stack(stack).find_resources("Custom::StagedCheckpoint")
     (adapter,) = [r for r in staged.values() if r["Properties"]["RepoId"] == "org/qwen3-0.6b-sql-lora"]
     assert adapter["Properties"]["MaxLoraRank"] == "32"
+
+
+@pytest.mark.parametrize("text", ["8192.0", "1e4", "8_192.0", "nan", "inf"])
+def test_a_batched_token_count_vllms_int_refuses_is_refused_at_synth(text):
+    """vLLM reads max_num_batched_tokens with int() (optional_type(int)); float() read "8192.0" and "1e4" before."""
+    with pytest.raises(ConfigError) as info:
+        DeploymentConfig.from_context(context_with(engine_env=json.dumps({"SM_VLLM_MAX_NUM_BATCHED_TOKENS": text})))
+    (problem,) = info.value.problems
+    assert "SM_VLLM_MAX_NUM_BATCHED_TOKENS=" in problem and "expected a whole number of at least 1" in problem
+
+
+@pytest.mark.parametrize("text, tokens", [("8192", 8192.0), ("+8192", 8192.0), (" 8_192 ", 8192.0), (8192, 8192.0)])
+def test_a_batched_token_count_vllms_int_reads_is_read_as_it(text, tokens):
+    settings = get_engine("vllm").preflight_settings({"SM_VLLM_MAX_NUM_BATCHED_TOKENS": text})
+    assert settings["max_num_batched_tokens"] == tokens
