@@ -127,9 +127,8 @@ def _staged_adapter(
 ) -> StagedCheckpoint:
     """A Hub adapter staged like a model (same worker, manifest, skip on rerun) into the deployment's bucket,
     packed into one .tar.gz: an adapter component's ArtifactUrl names a single archive."""
-    lora = config.engine_spec.adapters  # engines.json: the rank the engine serves unless engine_env raises it
-    raw = str(config.engine_env.get(lora["max_lora_rank_key"], lora["max_lora_rank_default"])).strip()
-    rank = int(raw) if raw.isdigit() and int(raw) > 0 else None  # not a number: the engine's own refusal
+    # engines.json: the rank the engine serves unless engine_env raises it, parsed as vLLM's int() does
+    rank = config.engine_spec.max_lora_rank(config.engine_env)
     base_model_id = None if config.model_s3_uri else config.model_id
     config = dataclasses.replace(
         config,
