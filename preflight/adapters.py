@@ -15,7 +15,9 @@ What vLLM itself refuses when it loads an adapter is in vllm-project/vllm vllm/l
 largest of ``r`` and the ``rank_pattern`` values above ``max_lora_rank``; ``bias`` other than ``"none"``). Exactly
 those are refused here; vLLM reads no other field (``from_dict`` drops unknown keys), so a
 ``base_model_name_or_path`` given as a URL, ``hf://`` or ``org/x@rev`` and an empty entry in ``target_modules``
-load in vLLM and are not refused for it.
+load in vLLM. They are still checked here, for the deployment's sake rather than vLLM's: such a base names a
+repository too (``base_repo_id`` reads it out) and must be the deployment's, and one that names no repository in a
+form we can read is refused rather than let through unchecked; an empty module name adapts nothing.
 """
 
 from __future__ import annotations
@@ -45,6 +47,27 @@ UNSUPPORTED_FEATURES = {
 }
 
 
+# The forms a base model is written in besides a bare repo id: a Hub URL (huggingface.co/<repo>[/tree/<rev>]), the
+# hf:// scheme of huggingface_hub's file system (hf://<repo>[@<rev>]) and <repo>@<rev>.
+HUB_URL = re.compile(r"https?://(?:www\.)?(?:huggingface\.co|hf\.co)/(?P<repo>[^/?#@]+/[^/?#@]+)(?:/tree/[^?#]*)?/?")
+HF_SCHEME = re.compile(r"hf://(?:models/)?(?P<repo>[^/?#@]+/[^/?#@]+)(?:@[^/?#]+)?/?")
+AT_REVISION = re.compile(r"(?P<repo>[^/?#@:]+/[^/?#@:]+)@[^?#@]+")
+
+
+def base_repo_id(base: str) -> str | None:
+    """The repository a ``base_model_name_or_path`` names: a repo id, a Hub URL, ``hf://`` or ``repo@rev``;
+    None when it names none we can read (a local path, another host's URL)."""
+    for form in (REPO_ID, HUB_URL, HF_SCHEME, AT_REVISION):
+        if found := form.fullmatch(base):
+            repo = found.groupdict().get("repo") or found.group(0)
+            return repo if REPO_ID.fullmatch(repo) else None
+    return None
+
+
+def _local_path(base: str) -> bool:
+    return base.startswith(("/", ".", "~")) or (":" not in base and "@" not in base and base.count("/") != 1)
+
+
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -72,18 +95,21 @@ def adapter_config_problems(
     if peft_type != "LORA":
         problems.append(f"{where} peft_type={peft_type!r}: only LoRA adapters (peft_type 'LORA') are served")
     base = raw.get("base_model_name_or_path")
-    # A local path (the trainer's own copy) says nothing about which Hub model it was; only a repo id is compared.
-    if (
-        base_model_id
-        and isinstance(base, str)
-        and REPO_ID.fullmatch(base)
-        and not base.startswith(("/", "."))
-        and base.lower() != base_model_id.lower()
-    ):
-        problems.append(
-            f"{where} base_model_name_or_path={base!r}: trained on another model than this deployment's "
-            f"{base_model_id!r}; an adapter only fits the base it was trained on"
-        )
+    # A local path (the trainer's own copy) says nothing about which Hub model it was; every form that names a
+    # repository is compared, and one that looks like a reference we cannot read is refused, not skipped.
+    if base_model_id and isinstance(base, str) and base and not _local_path(base):
+        repo = base_repo_id(base)
+        if repo is None:
+            problems.append(
+                f"{where} base_model_name_or_path={base!r}: names no Hub repository this check can read (expected "
+                f"org/name, https://huggingface.co/org/name, hf://org/name or org/name@revision), so it cannot be "
+                f"compared with this deployment's {base_model_id!r}; write the base's repo id"
+            )
+        elif repo.lower() != base_model_id.lower():
+            problems.append(
+                f"{where} base_model_name_or_path={base!r}: trained on another model than this deployment's "
+                f"{base_model_id!r}; an adapter only fits the base it was trained on"
+            )
     missing = [k for k in REQUIRED if k not in raw]
     if missing:
         problems.append(f"{where} lacks {', '.join(missing)}: vLLM refuses an adapter config without them")
@@ -128,4 +154,8 @@ def adapter_config_problems(
         and not (isinstance(targets, str) or (isinstance(targets, list) and all(isinstance(t, str) for t in targets)))
     ):
         problems.append(f"{where} target_modules={targets!r}: expected the module names (or a pattern) it adapts")
+    elif isinstance(targets, list) and any(not t.strip() for t in targets):
+        problems.append(f"{where} target_modules={targets!r}: an empty module name adapts nothing; remove it")
+    elif isinstance(targets, str) and not targets.strip():
+        problems.append(f"{where} target_modules={targets!r}: an empty pattern adapts nothing")
     return problems

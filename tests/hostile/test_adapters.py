@@ -80,16 +80,40 @@ def test_a_field_pefthelper_requires_is_named_when_missing(missing):
         ("rank_pattern", {"q_proj": 16}),  # exactly the maximum
         ("rank_pattern", {}),
         ("alpha_pattern", {"q_proj": 64}),
-        # vLLM reads no base model name (from_dict drops unknown keys): not compared, not refused.
-        ("base_model_name_or_path", "https://huggingface.co/Org/Other"),
-        ("base_model_name_or_path", "hf://Org/Other"),
-        ("base_model_name_or_path", "Org/Other@main"),
-        ("target_modules", ["q_proj", ""]),  # an empty name matches no module; PEFTHelper does not check it
+        # The deployment's own base, in each form a base is written in: compared, and the same model.
+        ("base_model_name_or_path", "https://huggingface.co/Qwen/Qwen3-0.6B"),
+        ("base_model_name_or_path", "hf://Qwen/Qwen3-0.6B"),
+        ("base_model_name_or_path", "qwen/qwen3-0.6b@main"),
+        ("base_model_name_or_path", "Qwen/Qwen3-0.6B@refs/pr/7"),
+        ("base_model_name_or_path", "/opt/ml/base"),  # the trainer's local copy says nothing: not compared
         ("target_modules", "all-linear"),
     ],
 )
 def test_what_vllm_loads_passes(field, value):
     assert check({**GOOD, field: value}) == []
+
+
+@pytest.mark.parametrize(
+    "base",
+    ["https://huggingface.co/Org/Other", "hf://Org/Other", "Org/Other@main", "hf://models/Org/Other@v1"],
+)
+def test_another_base_in_any_form_is_refused(base):
+    # vLLM reads no base model name, so any of these loads there: the deployment compares it, whatever the form,
+    # or an adapter trained for another model passes by being written as a URL.
+    (problem,) = check({**GOOD, "base_model_name_or_path": base})
+    assert f"base_model_name_or_path={base!r}: trained on another model" in problem
+
+
+@pytest.mark.parametrize("base", ["https://example.com/Org/Other", "s3://bucket/base", "ftp://x/y"])
+def test_a_base_that_names_no_readable_repository_is_refused_not_skipped(base):
+    (problem,) = check({**GOOD, "base_model_name_or_path": base})
+    assert "names no Hub repository this check can read" in problem
+
+
+@pytest.mark.parametrize("targets", [["q_proj", ""], ["  "], " "])
+def test_an_empty_target_module_is_refused(targets):
+    (problem,) = check({**GOOD, "target_modules": targets})
+    assert "adapts nothing" in problem
 
 
 def test_the_rank_limit_at_its_boundary():
