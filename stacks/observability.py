@@ -71,7 +71,9 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
     problems = policy.problems(
         component_mode=component_mode,
         instances=instances,
-        copies=most_copies(values),
+        # Standard mode has no copies: with them, steps() counted one copy, not the instances (and refused a batch
+        # of more than one instance as "more than the component's 1 copies").
+        copies=most_copies(values) if component_mode else None,
         provisioning_s=(values.get("download_timeout_s") or 0) + (values.get("startup_timeout_s") or 0),
         # A total across every pool before the operation fails (SageMaker guide, realtime-endpoints-heterogeneous).
         provision_s=values.get("provision_timeout_s") or 0,
