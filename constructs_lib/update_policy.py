@@ -111,8 +111,9 @@ class UpdatePolicy:
         """``RollbackMaximumBatchSize`` of a rolling update: ``rollback_step_size``, else the update's own batch.
 
         Absent, SageMaker brings "the whole capacity of the old fleet at once during rollback" (API
-        RollingUpdatePolicy.RollbackMaximumBatchSize; "100% of the total capacity", InferenceComponentRollingUpdatePolicy),
-        a second full fleet (or every old copy) beside the new one, which a reservation or MaxInstanceCount cannot hold.
+        RollingUpdatePolicy.RollbackMaximumBatchSize; "100% of the total capacity",
+        InferenceComponentRollingUpdatePolicy), a second full fleet (or every old copy) beside the new one, which a
+        reservation or MaxInstanceCount cannot hold.
         """
         return self.rollback_step_size if self.rollback_step_size is not None else self.step_size
 
@@ -185,7 +186,9 @@ class UpdatePolicy:
     ) -> str:
         """Each term of ``needed_s``, with the key it comes from."""
         steps = self.steps(instances=instances, copies=copies)
-        needed = self.needed_s(instances=instances, copies=copies, provisioning_s=provisioning_s, provision_s=provision_s)
+        needed = self.needed_s(
+            instances=instances, copies=copies, provisioning_s=provisioning_s, provision_s=provision_s
+        )
         new = "copies" if component_mode else "instances"
         start = (f"provision_timeout_s {provision_s} + " if provision_s else "") + (
             f"download_timeout_s + startup_timeout_s {provisioning_s}"
@@ -195,8 +198,9 @@ class UpdatePolicy:
             counted = f"{copies} copies" if component_mode else f"{instances} instances, the most an update starts at"
             return (
                 f"{steps} {unit} ({counted}, update_step_size {self.step_size}) x (update_wait_s {self.wait_s} + "
-                f"{start} for each batch's new {new}) = {needed} s (API {'InferenceComponent' if component_mode else ''}"
-                "RollingUpdatePolicy: the time limit for the total deployment)"
+                f"{start} for each batch's new {new}) = {needed} s (API "
+                f"{'InferenceComponent' if component_mode else ''}RollingUpdatePolicy: the time limit for the total "
+                "deployment)"
             )
         return (
             f"{steps} x update_wait_s {self.wait_s}"
@@ -458,7 +462,7 @@ def reservation_problems(policy: UpdatePolicy, *, fleet: int, reservation_instan
     """
     needed = fleet + policy.extra_instances_during_update(fleet)
     rolling_needs = fleet + 1
-    new = "new" if not policy.kind == ROLLING else "new: the larger of a batch and a rollback batch"
+    new = "new" if policy.kind != ROLLING else "new: the larger of a batch and a rollback batch"
     rolling = (
         f"update_policy=rolling with update_step_size=1 needs {rolling_needs} (and instance_count 2 or more: a "
         "batch is at most half of the instances)"

@@ -242,7 +242,8 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_integer(0, 100)),
         None,
         "scaling",
-        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum",
+        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum; null: "
+        "`instance_count` in standard mode, 1 in component mode (0 with scale-to-zero)",
     ),
     ContextKey(
         "max_instances",

@@ -65,8 +65,8 @@ def test_a_reservation_holds_7_instances_and_a_batch_of_3_for_the_update_and_its
     problems = reservation_problems(policy, fleet=7, reservation_instances=reserved)
     assert (problems == []) is ok
     if not ok:
-        assert "runs 10 instances at once (7 serving + 3 new: the larger of a batch and a rollback batch)" in (
-            problems[0]
+        assert (
+            "runs 10 instances at once (7 serving + 3 new: the larger of a batch and a rollback batch)" in (problems[0])
         )
     bigger_rollback = UpdatePolicy("rolling", step_size=3, rollback_step_size=4)
     assert reservation_problems(bigger_rollback, fleet=7, reservation_instances=10)  # 11 needed

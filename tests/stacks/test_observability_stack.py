@@ -178,9 +178,7 @@ def test_summary_prints_each_update_policy(synthesized):
     assert (
         "  update policy: rolling by 50 % of the copies (rollback by 50 % of the copies), bake 120 s, rolled back by "
         "4 alarm(s)"
-    ) in describe(
-        synthesized["component"]
-    )
+    ) in describe(synthesized["component"])
 
 
 def test_pools_and_enhanced_metrics_reach_the_dashboard_and_the_gpu_memory_alarm(synthesized):
