@@ -47,8 +47,11 @@ def update_policy(config: dict) -> str:
     else:
         rolling = config.get("RollingUpdatePolicy", {})
         size = rolling.get("MaximumBatchSize", {})
-        unit = "instance(s)" if size.get("Type") == "INSTANCE_COUNT" else "copies"  # an endpoint's rolling policy
-        kind = f"rolling by {size.get('Value')} {unit}"
+        units = {"INSTANCE_COUNT": " instance(s)", "CAPACITY_PERCENT": " % of the copies"}  # API CapacitySize types
+        kind = f"rolling by {size.get('Value')}{units.get(size.get('Type'), ' copies')}"
+        back = rolling.get("RollbackMaximumBatchSize")
+        if back is not None:
+            kind += f" (rollback by {back.get('Value')}{units.get(back.get('Type'), ' copies')})"
         wait = rolling.get("WaitIntervalInSeconds")
     return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
 

@@ -215,7 +215,9 @@ def test_every_packed_model_gets_alarms_and_a_rolling_update_policy(assembly):
     assert len(models) == 2
     for component in models:
         rolling = component["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
-        assert rolling["MaximumBatchSize"]["Type"] == "COPY_COUNT"
+        # One copy each, update_policy unset: 50 % of the copies, rolled back by the same (issue 35 item 5).
+        assert rolling["MaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 50}
+        assert rolling["RollbackMaximumBatchSize"] == rolling["MaximumBatchSize"]
         alarms = component["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
         assert alarms
     names = [json.dumps(m["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]) for m in models]
