@@ -68,9 +68,9 @@ def tag_problems(tags: Mapping[str, object], *, reserved: Iterable[str] = JOB_TA
     for key, value in tags.items():
         if why := tag_key_problem(key):
             problems.append(why)
-        elif key.lower() in {k.lower() for k in own}:  # in any case: a look-alike of our own key misleads a reader
+        elif key in own:  # tag keys are case-sensitive (Tagging AWS resources): HF-REPO-ID is another key
             problems.append(
-                f"tag key {key!r}: set by the constructs themselves ({', '.join(sorted(own))}), and a resource takes "
+                f"tag key {key!r}: the staging job sets it itself ({', '.join(sorted(own))}), and a resource takes "
                 "each key once; choose another key"
             )
         if isinstance(key, str) and (why := tag_value_problem(key, value)):

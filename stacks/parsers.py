@@ -16,7 +16,6 @@ from typing import Any
 import safejson
 from constructs_lib import BUCKET_RULE, bucket_name_problem, tag_problems
 from constructs_lib.names import INSTANCE_TYPE, matches
-from handler_kit.resources import JOB_TAG_KEYS
 
 NONE_WORDS = {"", "null", "none"}
 
@@ -280,7 +279,13 @@ def _tags(raw: Any) -> dict[str, str]:
     tags = _json_object(raw)
     # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys),
     # and the app's own tag, which the stacks set themselves.
-    problems = tag_problems(tags, reserved=(*JOB_TAG_KEYS, APP_TAG))
+    problems = tag_problems(tags)
+    # In any case: llmops status reads the app's tag, and a look-alike on a resource would mislead whoever reads it.
+    problems += [
+        f"tag key {key!r}: set by the app itself (its stack_name, for llmops status); use another key"
+        for key in tags
+        if isinstance(key, str) and key.lower() == APP_TAG
+    ]
     if problems:
         raise ValueError("; ".join(problems))
     return tags

@@ -78,7 +78,7 @@ def test_keys_starting_with_aws_in_any_case_are_refused(key):
 @pytest.mark.parametrize("key", JOB_TAG_KEYS)
 def test_a_user_tag_may_not_take_a_key_the_staging_job_sets(key):
     (found,) = tag_problems({key: "mine"})
-    assert found.startswith(f"tag key {key!r}: set by the constructs themselves (hf-repo-id, hf-revision)"), found
+    assert found.startswith(f"tag key {key!r}: the staging job sets it itself (hf-repo-id, hf-revision)"), found
     # Tag keys are case-sensitive (the same guide): another case is another key.
     assert tag_problems({key.upper(): "mine"}) == []
 
@@ -143,7 +143,7 @@ def test_the_construct_refuses_bad_tags_naming_the_prop_key_and_value():
         checkpoint(repo_id="Qwen/Qwen3-0.6B", tags={"hf-repo-id": "mine", "cost": "a(b)"})
     assert info.value.subject == "StagedCheckpoint S/Checkpoint"
     assert info.value.problems == [
-        "tags: tag key 'hf-repo-id': set by the constructs themselves (hf-repo-id, hf-revision), and a resource takes "
+        "tags: tag key 'hf-repo-id': the staging job sets it itself (hf-repo-id, hf-revision), and a resource takes "
         "each key once; choose another key",
         "tags: tag 'cost'='a(b)' holds '(', ')'; allowed: 0-256 letters, digits, spaces and _ . : / = + - @",
     ]
