@@ -55,7 +55,7 @@ from .monitoring import (
     MonitoredEndpoint,
 )
 from .names import repo_id_problem, revision_problem
-from .network import VpcPlacement
+from .network import FUNCTION_ENDPOINTS, VpcPlacement, place_functions_in_vpc
 from .preflight_check import DEFAULT_GPU_MEMORY_UTILIZATION, DeploymentPreflight
 from .prices import Price, price
 from .problems import Refusal
@@ -69,7 +69,7 @@ from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
 from .staged_checkpoint import MAX_RUNTIME_RANGE_S as STAGING_MAX_RUNTIME_RANGE_S
-from .staged_checkpoint import StagedCheckpoint
+from .staged_checkpoint import StagedCheckpoint, hub_ports
 from .tags import MAX_TAGS, job_source_problem, tag_problems, tag_value_problem
 from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, UpdatePolicy, reservation_problems
 
@@ -78,6 +78,7 @@ __all__ = [
     "CONCURRENCY_THRESHOLD_RANGE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
     "DEPLOYMENT_MODES",
+    "FUNCTION_ENDPOINTS",
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
@@ -127,6 +128,7 @@ __all__ = [
     "engine_names",
     "engine_without_adapters",
     "get_engine",
+    "hub_ports",
     "hub_prefix",
     "is_model_archive",
     "job_source_problem",
@@ -138,6 +140,7 @@ __all__ = [
     "metrics_problems",
     "nearest_capable",
     "parse_s3_uri",
+    "place_functions_in_vpc",
     "plan_endpoint",
     "plan_scaling",
     "pool_problems",

@@ -7,7 +7,8 @@ call ``resolve_scaling`` for the same checks and the defaults they build from.
 Defaults (each applies only when the value is not given):
 
 - ``scale_to_zero``: off.
-- ``min_instances``: 1; 0 with scale-to-zero.
+- ``min_instances``: standard mode: ``initial_instances`` (``instance_count``), so an endpoint autoscales only
+  above the count it was given, when ``max_instances`` is larger; inference-component mode: 1; 0 with scale-to-zero.
 - ``initial_instances``: 1 (CloudFormation's ``InitialInstanceCount`` is at least 1, even on an
   endpoint that may later scale to zero).
 - ``max_instances``: the larger of 1, ``min_instances`` and ``initial_instances``: no growth unless asked. In
@@ -193,7 +194,16 @@ def resolve_scaling(
     if bad_instances:
         return ScalingPlan(mode, scale_to_zero, 1, 1, 1, errors=errors + bad_instances)
 
-    min_i = min_instances if min_instances is not None else (0 if scale_to_zero else 1)
+    if min_instances is not None:
+        min_i = min_instances
+    elif scale_to_zero:
+        min_i = 0
+    elif not component_mode and initial_instances is not None:
+        # Standard mode scales only when max_instances is above instance_count: a minimum of 1 would let an idle
+        # endpoint of 2 lose its second Availability Zone and make every rolling batch of 1 100 % of the variant.
+        min_i = max(1, min(initial_instances, max_instances if max_instances is not None else initial_instances))
+    else:
+        min_i = 1
     init_i = initial_instances if initial_instances is not None else max(1, min_i)
     max_i = max_instances if max_instances is not None else max(1, min_i, init_i)
     if min_i == 0 and not scale_to_zero:

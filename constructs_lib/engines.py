@@ -63,6 +63,8 @@ NEGATIVE_NUMBER = re.compile(r"-\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|-\.\d+(?:[eE][-+]
 
 # Preflight settings that are numbers (the rest, such as kv_cache_dtype, are names).
 NUMERIC_PREFLIGHT_SETTINGS = frozenset({"gpu_memory_utilization", "max_num_batched_tokens"})
+# Integer flags of the engine (vLLM: optional_type(int), so int() of the text, vllm/engine/arg_utils.py).
+WHOLE_PREFLIGHT_SETTINGS = frozenset({"max_num_batched_tokens"})
 
 
 def number_in_text(value: Any) -> float | None:
@@ -78,6 +80,26 @@ def number_in_text(value: Any) -> float | None:
     if isinstance(value, str):
         try:
             return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def int_in_text(value: Any) -> int | None:
+    """A whole number as the engine parses it from its environment; None where that parse fails.
+
+    vLLM's integer flags are argparse ``type=int``, and argparse calls the type on the text (Python argparse docs,
+    "type"), so this is Python's ``int()`` of the text: surrounding whitespace, a sign and underscores between
+    digits are accepted (``" +1_6 "`` is 16), ``"16.0"`` and ``"1e3"`` are not (Python docs, built-in ``int``).
+    Booleans are not numbers.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
         except ValueError:
             return None
     return None
@@ -145,6 +167,15 @@ class EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
         return replace(self, model_path_value=f"{self.model_path_value.rstrip('/')}/{model_file}")
 
+    def max_lora_rank(self, engine_env: Mapping[str, Any]) -> int | None:
+        """The largest adapter rank the engine serves with ``engine_env`` (its max-rank flag, else its default),
+        parsed as the engine parses it (``int_in_text``); None where the engine serves no adapters or the value is
+        not a whole number of at least 1 (the engine refuses such a flag when it starts)."""
+        if not self.adapters:
+            return None
+        rank = int_in_text(engine_env.get(self.adapters["max_lora_rank_key"], self.adapters["max_lora_rank_default"]))
+        return rank if rank is not None and rank > 0 else None
+
     def preflight_settings(self, engine_env: Mapping[str, Any]) -> dict[str, Any]:
         """What ``engine_env`` says about the KV-cache dtype and GPU memory share, by setting name.
 
@@ -156,7 +187,10 @@ class EngineSpec:
         for setting, key in self.preflight_keys.items():
             if key in engine_env:
                 value = engine_env[key]
-                if setting in NUMERIC_PREFLIGHT_SETTINGS:
+                if setting in WHOLE_PREFLIGHT_SETTINGS and isinstance(value, str):
+                    whole = int_in_text(value)  # vLLM's argparse int(): "8192.0" and "1e4" are refused there
+                    value = value if whole is None else float(whole)
+                elif setting in NUMERIC_PREFLIGHT_SETTINGS:
                     number = number_in_text(value)
                     value = value if number is None else number
                 settings[setting] = value

@@ -129,9 +129,11 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             update policy is refused with a reservation.
         :param startup_timeout: container health-check timeout, 60-3600 s. Default: 20 minutes.
         :param download_timeout: model download timeout, 60-3600 s. Default: 20 minutes.
-        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: how long SageMaker retries
-            capacity on one instance type before "the next instance pool (if configured)"; capacity only, not the
-            model download or start-up (botocore ProductionVariant). Default: SageMaker's.
+        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: the total time SageMaker
+            spends getting instances across all pools (falling back to "the next instance pool (if configured)" on
+            insufficient capacity) before the operation fails, not a wait per type (SageMaker guide,
+            realtime-endpoints-heterogeneous); capacity only, not the model download or start-up (botocore
+            ProductionVariant). An update's timeout counts it (``UpdatePolicy.needed_s``). Default: SageMaker's.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role. Default: a role trusted by sagemaker.amazonaws.com that can read
             only the model prefix, pull only the image's repository and write only its log group.
@@ -171,6 +173,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         download_timeout = download_timeout or cdk.Duration.minutes(20)
         # What an update's new fleet may take to come up; its timeout must cover it (apply_update_policy).
         self.provisioning_s = int(download_timeout.to_seconds() + startup_timeout.to_seconds())
+        # ... and getting its instances: a total across every pool (SageMaker guide, realtime-endpoints-heterogeneous).
+        self.provision_s = int(provision_timeout.to_seconds()) if provision_timeout else 0
         name = endpoint_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
 
         plan = plan_endpoint(
@@ -323,7 +327,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
 
         :param max_capacity: most instances. ``instance_count`` must lie between the two capacities.
         :param min_capacity: fewest instances, 1 or more (a standard endpoint cannot scale to zero;
-            inference components can). Default: 1.
+            inference components can). Default: ``instance_count`` (scaling only adds instances above it).
         :param target_invocations_per_instance: Default: 20 per minute, sized for LLM requests that take
             seconds; tune it from ``metric_invocations()`` under real load.
         :param scale_in_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).

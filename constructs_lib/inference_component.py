@@ -157,9 +157,10 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
             (``add_component``) is refused unless they hold the instances its copies need plus an update's batch of
             new copies beside them (``component_plan.reservation_room_problems``). Default: unknown, so a component
             on a reservation is refused.
-        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: how long SageMaker retries
-            capacity on one instance type before the next of ``instance_pools``; capacity only (botocore
-            ProductionVariant). Default: SageMaker's.
+        :param provision_timeout: ``VariantInstanceProvisionTimeoutInSeconds``, 300-3600 s: the total time SageMaker
+            spends getting instances across all of ``instance_pools`` before the operation fails, not a wait per type
+            (SageMaker guide, realtime-endpoints-heterogeneous); capacity only (botocore ProductionVariant). Each
+            component's update timeout counts it once per batch. Default: SageMaker's.
         :param endpoint_name: the name clients call. Default: a stable name unique to this construct.
         :param role: execution role (on the endpoint config; components use it by default). Default: a
             role trusted by sagemaker.amazonaws.com; each component adds read access to its own model
@@ -238,6 +239,9 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         self.max_instances_given = max_instances
         self.capacity_reservation_arn = capacity_reservation_arn
         self.capacity_reservation_instances = capacity_reservation_instances
+        # An update's new instances may wait this long for capacity, a total across every pool (SageMaker guide,
+        # realtime-endpoints-heterogeneous): its components' update timeouts count it.
+        self.provision_s = int(provision_timeout.to_seconds()) if provision_timeout else 0
         self.scale_to_zero = scale_to_zero
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it

@@ -698,11 +698,20 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
         when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
         ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
         provisioning = getattr(self, "provisioning_s", 0)
+        provision = getattr(self, "provision_s", 0)
         instances = self.instance_count  # type: ignore[attr-defined]
-        problems = policy.problems(component_mode=False, instances=instances, provisioning_s=provisioning)
         scaling = getattr(self, "scalable_target", None)
+        # The most instances an update can start at: autoscaling's maximum, which UpdateEndpoint keeps
+        # (RetainAllVariantProperties, set by autoscale_instances); the timeout counts a batch for each of them.
+        fleet = max(instances, scaling.node.default_child.max_capacity) if scaling is not None else instances
+        problems = policy.problems(
+            component_mode=False,
+            instances=instances,
+            provisioning_s=provisioning,
+            provision_s=provision,
+            most_instances=fleet,
+        )
         if getattr(self, "capacity_reservation_arn", None):
-            fleet = max(instances, scaling.node.default_child.max_capacity) if scaling is not None else instances
             problems += reservation_problems(
                 policy, fleet=fleet, reservation_instances=getattr(self, "capacity_reservation_instances", None)
             )
@@ -721,7 +730,7 @@ class MonitoredEndpoint(InvocationMetrics, _DashboardOwner):
             ],
             self.node.path,  # type: ignore[attr-defined]
         )
-        timeout = policy.derived_timeout_s(instances=instances, provisioning_s=provisioning)
+        timeout = policy.derived_timeout_s(instances=fleet, provisioning_s=provisioning, provision_s=provision)
         config = policy.endpoint_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
         self.endpoint.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
@@ -851,7 +860,11 @@ class MonitoredComponent(InvocationMetrics):
         batch, rolled back when one of ``rollback_on`` fires. Default ``rollback_on``: ``add_alarms``'s."""
         copies = max(self.initial_copies, self.max_copies)  # type: ignore[attr-defined]
         provisioning = getattr(self, "provisioning_s", 0)
-        problems = policy.problems(component_mode=True, instances=0, copies=copies, provisioning_s=provisioning)
+        # A batch may need a new instance (managed instance scaling), which may wait for capacity.
+        provision = getattr(getattr(self, "endpoint", None), "provision_s", 0)
+        problems = policy.problems(
+            component_mode=True, instances=0, copies=copies, provisioning_s=provisioning, provision_s=provision
+        )
         room = self._rolling_room_problem(policy.extra_instances_for_component_update())  # type: ignore[attr-defined]
         _check(self, problems + ([room] if room else []))
         alarms = rollback_alarms(
@@ -859,7 +872,9 @@ class MonitoredComponent(InvocationMetrics):
             self.node.path,  # type: ignore[attr-defined]
         )
         # An explicit limit, so that an update that cannot finish fails and rolls back in time (derived_timeout_s).
-        timeout = policy.derived_timeout_s(instances=0, copies=copies, provisioning_s=provisioning)
+        timeout = policy.derived_timeout_s(
+            instances=0, copies=copies, provisioning_s=provisioning, provision_s=provision
+        )
         config = policy.component_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
         self.component.deployment_config = config  # type: ignore[attr-defined]
         if config is not None:
@@ -869,14 +884,19 @@ class MonitoredComponent(InvocationMetrics):
             scaled = getattr(self, "scalable_target", None) is not None
             fewest = max(self.min_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
             most = max(self.max_copies if scaled else self.initial_copies, 1)  # type: ignore[attr-defined]
-            if most == 1 and policy.step_size == 1:
+            if policy.step_percent is not None:
+                pass  # CAPACITY_PERCENT within 5-50 % of any copy count (API InferenceComponentRollingUpdatePolicy)
+            elif most == 1:
                 # One copy: no batch of whole copies is 5-50% of it (CapacitySizeValue is at least 1, botocore
-                # sagemaker), so the batch is the component; its new copy is placed beside the old one (the room
-                # max_instances keeps). A fact of the set-up, not a mistake: info, not a warning.
-                cdk.Annotations.of(self).add_info(  # type: ignore[arg-type]
-                    "Rolling update of a one-copy component: the batch is the whole component (1 copy), more than "
-                    "the 5-50% of the copy count SageMaker documents (API InferenceComponentRollingUpdatePolicy); "
-                    "each update starts the new copy beside the old one, on the room max_instances keeps."
+                # sagemaker): a COPY_COUNT batch is the whole component. The default (update_policy unset) is
+                # CAPACITY_PERCENT 50 instead (UpdatePolicy.default_for); this one was asked for.
+                cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]
+                    "llm:rolling-batch",
+                    f"Rolling update of a one-copy component with a batch of {policy.step_size} copy (COPY_COUNT): "
+                    "the batch is the whole component, 100 % of its copies, outside the 5-50% of the copy count "
+                    "SageMaker documents (API InferenceComponentRollingUpdatePolicy); if SageMaker refuses it, the "
+                    "update fails and rolls back. Leave update_policy unset for the default batch of 50 % "
+                    "(CAPACITY_PERCENT), or set update_policy=none.",
                 )
             elif policy.step_size * 2 > fewest:
                 cdk.Annotations.of(self).add_warning_v2(  # type: ignore[arg-type]

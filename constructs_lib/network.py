@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from .nag import acknowledge_wildcard
 from .names import MAX_SECURITY_GROUPS, MAX_SUBNETS, SECURITY_GROUP_ID, SUBNET_ID, matches
@@ -201,3 +202,135 @@ def grant_network_interfaces(
             # of the policy's "*" statements, the caller's too.
             reason=UNSCOPED_REASON + (f" {also_unscoped}" if also_unscoped else ""),
         )
+
+
+# --- the stack's own Lambda functions in the VPC ----------------------------------------------------------------
+
+LAMBDA_FUNCTION = "AWS::Lambda::Function"
+# What Lambda does with a function's execution role to attach it to a VPC (Lambda developer guide, "Giving Lambda
+# functions access to resources in an Amazon VPC", execution role permissions; the AWS managed policy
+# AWSLambdaVPCAccessExecutionRole has these and logs:*, all on "*"). Here the interface actions name this account's
+# and region's network interfaces, and CreateNetworkInterface the placement's subnets and groups.
+LAMBDA_INTERFACE_ACTIONS = (
+    "ec2:CreateNetworkInterface",
+    "ec2:DeleteNetworkInterface",
+    "ec2:AssignPrivateIpAddresses",
+    "ec2:UnassignPrivateIpAddresses",
+)
+# DescribeNetworkInterfaces "only works if it's allowed on all resources" (same guide); DescribeSubnets has no
+# resource-level permissions (Service Authorization Reference, Amazon EC2).
+LAMBDA_DESCRIBE_ACTIONS = ("ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets")
+
+# The interface VPC endpoints (com.amazonaws.<region>.<name>) the stack's functions need when the subnets have no
+# NAT, by the boto3 service each handler calls (tests/data/iam_calls.json finds the calls; a test checks this covers
+# them), plus what aws-cdk-lib's own functions call: the Provider framework invokes the handler (lambda) and, for
+# asynchronous resources, starts its waiter state machine (states); the LogRetention function calls CloudWatch Logs.
+FUNCTION_ENDPOINTS = {
+    "s3": "s3 (gateway endpoint; also carries the CloudFormation response and wait-condition URLs, S3 presigned URLs)",
+    "sagemaker": "sagemaker.api",
+    "sagemaker-runtime": "sagemaker.runtime",
+    "secretsmanager": "secretsmanager",
+    "service-quotas": "servicequotas",
+    "cloudformation": "cloudformation",
+    "ec2": "ec2",
+    "lambda": "lambda",
+    "states": "states",
+    "logs": "logs",
+}
+
+
+def place_functions_in_vpc(
+    scope: Construct,
+    *,
+    vpc: ec2.IVpc | None = None,
+    vpc_subnets: ec2.SubnetSelection | None = None,
+    security_groups: Sequence[ec2.ISecurityGroup] | None = None,
+    egress_ports: Sequence[int] = (443,),
+) -> VpcPlacement | None:
+    """Put every Lambda function created in ``scope``, now or later, in the subnets and security groups given.
+
+    That covers this library's handlers and aws-cdk-lib's own functions (the Provider framework's onEvent, isComplete
+    and onTimeout, the LogRetention handler), so that a service control policy requiring ``lambda:VpcIds``,
+    ``lambda:SubnetIds`` or ``lambda:SecurityGroupIds`` on CreateFunction (Service Authorization Reference, AWS
+    Lambda: condition keys of CreateFunction and UpdateFunctionConfiguration) is met by every function of the stack.
+    Each function's role gets the network-interface permissions Lambda documents, in a policy of its own that the
+    function waits for (Lambda checks them when the function is created). The subnets must reach what the functions
+    call: :data:`FUNCTION_ENDPOINTS`.
+
+    :param vpc: where a security group is created when ``security_groups`` is empty. Default: none.
+    :param vpc_subnets: the subnets (``SubnetSelection(subnets=[...])``), or a selection of ``vpc``'s. Default: the
+        subnets aws-cdk-lib selects in ``vpc`` by default.
+    :param security_groups: the functions' groups. Default: one created in ``vpc`` (``FunctionsNetwork``), no
+        inbound rule, TCP out to ``egress_ports`` only.
+    :param egress_ports: what the created group lets out. Default: 443 (HTTPS to the AWS APIs and the Hub).
+    :returns: the placement, or None (nothing changes) when neither subnets nor a VPC is given.
+    """
+    placement = vpc_placement(
+        Construct(scope, "FunctionsNetwork"),
+        vpc=vpc,
+        vpc_subnets=vpc_subnets,
+        security_groups=security_groups,
+        description="Custom-resource functions: no inbound, HTTPS out",
+        egress_ports=egress_ports,
+    )
+    if placement is not None:
+        cdk.Aspects.of(scope).add(_FunctionsInVpc(placement), priority=cdk.AspectPriority.MUTATING)
+    return placement
+
+
+@jsii.implements(cdk.IAspect)
+class _FunctionsInVpc:
+    def __init__(self, placement: VpcPlacement) -> None:
+        self.placement = placement
+        self._policies: dict[str, iam.Policy] = {}
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, cdk.CfnResource) or node.cfn_resource_type != LAMBDA_FUNCTION:
+            return
+        # AWS::Lambda::Function VpcConfig: SubnetIds, SecurityGroupIds (CloudFormation resource schema).
+        node.add_property_override(
+            "VpcConfig",
+            {"SubnetIds": self.placement.subnet_ids, "SecurityGroupIds": self.placement.security_group_ids},
+        )
+        node.node.add_dependency(self._policy_for(node))
+
+    def _policy_for(self, function: cdk.CfnResource) -> iam.Policy:
+        from .keys import _role_of  # keys imports nothing from here; the function-role lookup lives there
+
+        role = _role_of(function)
+        if role.node.path in self._policies:
+            return self._policies[role.node.path]
+        stack = cdk.Stack.of(role)
+        subnets = [
+            stack.format_arn(service="ec2", resource="subnet", resource_name=i) for i in self.placement.subnet_ids
+        ]
+        groups = [
+            stack.format_arn(service="ec2", resource="security-group", resource_name=i)
+            for i in self.placement.security_group_ids
+        ]
+        interfaces = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        policy = iam.Policy(
+            role,
+            "VpcAccess",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(actions=["ec2:CreateNetworkInterface"], resources=[*subnets, *groups]),
+                iam.PolicyStatement(actions=list(LAMBDA_INTERFACE_ACTIONS), resources=[interfaces]),
+                iam.PolicyStatement(actions=list(LAMBDA_DESCRIBE_ACTIONS), resources=["*"]),
+            ],
+        )
+        acknowledge_wildcard(
+            policy,
+            resource=interfaces,
+            reason="Lambda creates and deletes the function's VPC network interfaces with the execution role and "
+            "names them at run time; limited to this account and region, and creation to the deployment's subnets "
+            "and security groups.",
+        )
+        acknowledge_wildcard(
+            policy,
+            resource="*",
+            reason="ec2:DescribeNetworkInterfaces works only on all resources (Lambda developer guide, VPC access) "
+            "and ec2:DescribeSubnets has no resource-level permissions.",
+        )
+        self._policies[role.node.path] = policy
+        return policy

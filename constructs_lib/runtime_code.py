@@ -70,7 +70,7 @@ SAFEJSON = "safejson"
 
 
 def handler_code(name: str, *, packages: Sequence[str] = ()) -> lambda_.Code:
-    """The code of ``lambda/<name>/`` with ``handler_kit``, ``safejson`` and the shared ``packages`` beside ``index.py``."""
+    """The code of ``lambda/<name>/`` with ``handler_kit``, ``safejson`` and the shared ``packages`` beside it."""
     packages = tuple(dict.fromkeys((HANDLER_KIT, SAFEJSON, *packages)))
     handler_dir = asset_folder("lambda") / name
     if not (handler_dir / "index.py").is_file():

@@ -68,7 +68,7 @@ def tag_problems(tags: Mapping[str, object], *, reserved: Iterable[str] = JOB_TA
     for key, value in tags.items():
         if why := tag_key_problem(key):
             problems.append(why)
-        elif key in own:
+        elif key in own:  # tag keys are case-sensitive (Tagging AWS resources): HF-REPO-ID is another key
             problems.append(
                 f"tag key {key!r}: the staging job sets it itself ({', '.join(sorted(own))}), and a resource takes "
                 "each key once; choose another key"

@@ -52,6 +52,9 @@ DEFAULT_WAIT_S = 300
 # minimum timeout. Give update_timeout_s to choose another.
 INSTANCE_LAUNCH_ALLOWANCE_S = 600
 MAX_ROLLBACK_ALARMS = 10  # AutoRollbackConfig.Alarms: 1-10 (cfn-lint schema; API_AutoRollbackConfig)
+# A one-copy component's default batch: 50 % of the copy count, the top of MaximumBatchSize's documented 5-50 % (API
+# InferenceComponentRollingUpdatePolicy), as CAPACITY_PERCENT (API InferenceComponentCapacitySize).
+ONE_COPY_BATCH_PERCENT = 50
 
 
 @dataclass(frozen=True)
@@ -69,7 +72,11 @@ class UpdatePolicy:
     :param termination_wait_s: blue/green only: how long the old fleet stays after the last shift, 0-3600 s
         (a fast manual way back). Default: 0 (SageMaker's).
     :param max_execution_timeout_s: the whole update's limit, 600-28800 s. Default: rolling: derived from the
-        waits and the download and start-up timeouts (``derived_timeout_s``); blue/green: SageMaker's.
+        waits and the provisioning, download and start-up timeouts (``derived_timeout_s``); blue/green: SageMaker's.
+    :param rollback_step_size: rolling only: instances (copies) per batch when the update rolls back
+        (``RollbackMaximumBatchSize``). Default: ``step_size``, so a rollback needs no more room than the update.
+    :param step_percent: component rolling only: the batch as ``CAPACITY_PERCENT`` of the copy count instead of
+        ``step_size`` copies. Default: none (``COPY_COUNT`` ``step_size``); ``default_for`` sets 50 for one copy.
     """
 
     kind: str
@@ -77,15 +84,43 @@ class UpdatePolicy:
     wait_s: int = DEFAULT_WAIT_S
     termination_wait_s: int | None = None
     max_execution_timeout_s: int | None = None
+    rollback_step_size: int | None = None
+    step_percent: int | None = None
 
     @staticmethod
-    def default_for(component_mode: bool) -> UpdatePolicy:
-        """Rolling for a component; blue/green all at once with a baking period for an endpoint."""
+    def default_for(component_mode: bool, *, copies: int | None = None) -> UpdatePolicy:
+        """Rolling for a component; blue/green all at once with a baking period for an endpoint.
+
+        A component whose most copies an update can start at (``copies``) is 1 rolls in batches of
+        ``CAPACITY_PERCENT`` 50: no whole-copy batch is 5-50% of one copy (COPY_COUNT 1 is 100 %), while 50 % of
+        the copy count is inside the range SageMaker documents (API InferenceComponentRollingUpdatePolicy.
+        MaximumBatchSize; InferenceComponentCapacitySize: COPY_COUNT or CAPACITY_PERCENT). The batch is still
+        counted as one copy (``step_size`` 1) for room, quota and timeouts: a batch provisions capacity, and SageMaker
+        does not document rounding half a copy down to none.
+        """
+        if component_mode and copies == 1:
+            return UpdatePolicy(ROLLING, step_percent=ONE_COPY_BATCH_PERCENT)
         return UpdatePolicy(ROLLING if component_mode else ALL_AT_ONCE)
 
     @property
     def blue_green(self) -> bool:
         return self.kind in TRAFFIC_TYPES
+
+    @property
+    def rollback_batch(self) -> int:
+        """``RollbackMaximumBatchSize`` of a rolling update: ``rollback_step_size``, else the update's own batch.
+
+        Absent, SageMaker brings "the whole capacity of the old fleet at once during rollback" (API
+        RollingUpdatePolicy.RollbackMaximumBatchSize; "100% of the total capacity",
+        InferenceComponentRollingUpdatePolicy), a second full fleet (or every old copy) beside the new one, which a
+        reservation or MaxInstanceCount cannot hold.
+        """
+        return self.rollback_step_size if self.rollback_step_size is not None else self.step_size
+
+    @property
+    def batch_units(self) -> int:
+        """The most new instances (copies) an update or its rollback adds at once beside the serving ones."""
+        return max(self.step_size, self.rollback_batch)
 
     def steps(self, *, instances: int, copies: int | None = None) -> int:
         """How many baking periods the update runs: one per traffic step, rolling batch or canary stage.
@@ -110,41 +145,86 @@ class UpdatePolicy:
         """The waits the update contains: one bake per step (``steps``), then the termination wait."""
         return self.steps(instances=instances, copies=copies) * self.wait_s + (self.termination_wait_s or 0)
 
-    def needed_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int:
+    def needed_s(
+        self, *, instances: int, copies: int | None = None, provisioning_s: int = 0, provision_s: int = 0
+    ) -> int:
         """What the update's timeout must exceed: its waits and the new capacity coming up.
 
-        Blue/green: "The timeout value should be larger than the total waiting time specified in
-        TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.
-        MaximumExecutionTimeoutInSeconds), and the one green fleet must download the model and pass its health check
-        (``provisioning_s``) before any traffic moves: once. Rolling: the timeout is "the time limit for the total
+        ``provisioning_s``: the model download and container start-up timeouts; ``provision_s``: the provisioning
+        timeout, "the total time SageMaker AI spends attempting to provision instances across all pools before the
+        operation fails" (SageMaker guide, realtime-endpoints-heterogeneous: VariantInstanceProvisionTimeoutInSeconds),
+        once for each new capacity. Blue/green: "The timeout value should be larger than the total waiting time
+        specified in TerminationWaitInSeconds and WaitIntervalInSeconds" (API BlueGreenUpdatePolicy.
+        MaximumExecutionTimeoutInSeconds), and the one green fleet must be provisioned, download the model and pass
+        its health check before any traffic moves: once. Rolling: the timeout is "the time limit for the total
         deployment" (API RollingUpdatePolicy, InferenceComponentRollingUpdatePolicy), and every batch brings up its
         own new capacity ("For each step, SageMaker AI provisions capacity on the new endpoint fleet",
         InferenceComponentRollingUpdatePolicy.MaximumBatchSize) before its bake: once per batch.
         """
+        coming_up = provisioning_s + provision_s
         if self.kind == ROLLING:
-            return self.steps(instances=instances, copies=copies) * (self.wait_s + provisioning_s)
-        return self.waiting_s(instances=instances, copies=copies) + provisioning_s
+            return self.steps(instances=instances, copies=copies) * (self.wait_s + coming_up)
+        return self.waiting_s(instances=instances, copies=copies) + coming_up
 
-    def derived_timeout_s(self, *, instances: int, copies: int | None = None, provisioning_s: int = 0) -> int | None:
+    def derived_timeout_s(
+        self, *, instances: int, copies: int | None = None, provisioning_s: int = 0, provision_s: int = 0
+    ) -> int | None:
         """``MaximumExecutionTimeoutInSeconds`` to send: the given one, else, for a rolling update, every batch's
-        bake and new capacity coming up ("For each step, SageMaker AI provisions capacity on the new endpoint
-        fleet", API InferenceComponentRollingUpdatePolicy.MaximumBatchSize) plus ``INSTANCE_LAUNCH_ALLOWANCE_S``
-        per batch, within the API's 600-28800 s. Without it a rolling update that cannot finish waits for
-        SageMaker's own limit, which the API does not state, before CloudFormation rolls back. Blue/green keeps
-        SageMaker's default when none is given."""
+        bake and new capacity coming up (``needed_s``) plus ``INSTANCE_LAUNCH_ALLOWANCE_S`` per batch, within the
+        API's 600-28800 s. ``instances`` (``copies``): the most an update can start at (an autoscaled variant keeps
+        its count through an update: RetainAllVariantProperties). Without it a rolling update that cannot finish
+        waits for SageMaker's own limit, which the API does not state, before CloudFormation rolls back. Blue/green
+        keeps SageMaker's default when none is given."""
         if self.max_execution_timeout_s is not None or self.kind != ROLLING:
             return self.max_execution_timeout_s
         steps = self.steps(instances=instances, copies=copies)
-        total = steps * (self.wait_s + provisioning_s + INSTANCE_LAUNCH_ALLOWANCE_S)
+        total = steps * (self.wait_s + provisioning_s + provision_s + INSTANCE_LAUNCH_ALLOWANCE_S)
         return min(TIMEOUT_RANGE_S[1], max(TIMEOUT_RANGE_S[0], total))
 
+    def _needed_text(
+        self, *, component_mode: bool, instances: int, copies: int | None, provisioning_s: int, provision_s: int
+    ) -> str:
+        """Each term of ``needed_s``, with the key it comes from."""
+        steps = self.steps(instances=instances, copies=copies)
+        needed = self.needed_s(
+            instances=instances, copies=copies, provisioning_s=provisioning_s, provision_s=provision_s
+        )
+        new = "copies" if component_mode else "instances"
+        start = (f"provision_timeout_s {provision_s} + " if provision_s else "") + (
+            f"download_timeout_s + startup_timeout_s {provisioning_s}"
+        )
+        if self.kind == ROLLING:
+            unit = "batch" if steps == 1 else "batches"
+            counted = f"{copies} copies" if component_mode else f"{instances} instances, the most an update starts at"
+            return (
+                f"{steps} {unit} ({counted}, update_step_size {self.step_size}) x (update_wait_s {self.wait_s} + "
+                f"{start} for each batch's new {new}) = {needed} s (API "
+                f"{'InferenceComponent' if component_mode else ''}RollingUpdatePolicy: the time limit for the total "
+                "deployment)"
+            )
+        return (
+            f"{steps} x update_wait_s {self.wait_s}"
+            + (f" + update_termination_wait_s {self.termination_wait_s}" if self.termination_wait_s else "")
+            + f" + {start} for the new {new} = {needed} s (API BlueGreenUpdatePolicy: larger than the total waiting)"
+        )
+
     def problems(
-        self, *, component_mode: bool, instances: int, copies: int | None = None, provisioning_s: int = 0
+        self,
+        *,
+        component_mode: bool,
+        instances: int,
+        copies: int | None = None,
+        provisioning_s: int = 0,
+        provision_s: int = 0,
+        most_instances: int | None = None,
     ) -> list[str]:
         """What is wrong with this policy for an endpoint of ``instances`` (or a component of ``copies``).
 
         ``provisioning_s``: how long the new fleet (or copies) may take to come up, the model download and
-        container start-up timeouts, which the update's timeout must also cover.
+        container start-up timeouts, which the update's timeout must also cover; ``provision_s``: the provisioning
+        timeout (``provision_timeout_s``), counted with them. ``most_instances``: the most instances an update can
+        start at (autoscaling's maximum: RetainAllVariantProperties keeps the count), which the timeout rules count.
+        Default: ``instances``.
         """
         allowed = COMPONENT_POLICIES if component_mode else STANDARD_POLICIES
         mode = "inference-component" if component_mode else "standard"
@@ -162,37 +242,40 @@ class UpdatePolicy:
             )
         if self.termination_wait_s is not None and not self.blue_green:
             errors.append("update_termination_wait_s: only for a blue/green policy (all-at-once, canary, linear)")
+        timed = {
+            "instances": most_instances if most_instances is not None else instances,
+            "copies": copies,
+            "provisioning_s": provisioning_s,
+            "provision_s": provision_s,
+        }
         timeout = self.max_execution_timeout_s
+        needed = self.needed_s(**timed) if self.step_size >= 1 else 0
         if timeout is not None:
             if not TIMEOUT_RANGE_S[0] <= timeout <= TIMEOUT_RANGE_S[1]:
                 errors.append(
                     f"update_timeout_s={timeout}: allowed {TIMEOUT_RANGE_S[0]} to {TIMEOUT_RANGE_S[1]} "
                     "(MaximumExecutionTimeoutInSeconds)"
                 )
-            elif timeout <= (
-                needed := self.needed_s(instances=instances, copies=copies, provisioning_s=provisioning_s)
-            ):
-                steps = self.steps(instances=instances, copies=copies)
-                new = "copies" if component_mode else "instances"
-                start = "the model and start (download_timeout_s + startup_timeout_s)"
-                if self.kind == ROLLING:
-                    unit = "batch" if steps == 1 else "batches"
-                    wait = (
-                        f"{steps} {unit} x (update_wait_s {self.wait_s} + {provisioning_s} s for each batch's new "
-                        f"{new} to download {start}) = {needed} s (API {'InferenceComponent' if component_mode else ''}"
-                        "RollingUpdatePolicy: the time limit for the total deployment)"
-                    )
-                else:
-                    wait = (
-                        f"{steps} x update_wait_s {self.wait_s}"
-                        + (f" + update_termination_wait_s {self.termination_wait_s}" if self.termination_wait_s else "")
-                        + f" + {provisioning_s} s for the new {new} to download {start} = {needed} s (API "
-                        "BlueGreenUpdatePolicy: larger than the total waiting)"
-                    )
+            elif timeout <= needed:
+                wait = self._needed_text(component_mode=component_mode, **timed)
+                allowed_text = (
+                    f"more than {needed}, at most {TIMEOUT_RANGE_S[1]}, or leave it unset"
+                    if needed < TIMEOUT_RANGE_S[1]
+                    else f"none: it is more than MaximumExecutionTimeoutInSeconds' maximum of {TIMEOUT_RANGE_S[1]}"
+                )
                 errors.append(
                     f"update_timeout_s={timeout} must exceed what the update may wait ({self.kind}): {wait}; "
-                    f"allowed: more than {needed}, at most {TIMEOUT_RANGE_S[1]}, or leave it unset"
+                    f"allowed: {allowed_text}"
                 )
+        elif self.kind == ROLLING and needed >= TIMEOUT_RANGE_S[1]:
+            # MaximumExecutionTimeoutInSeconds: 600-28800 (botocore sagemaker; API RollingUpdatePolicy).
+            wait = self._needed_text(component_mode=component_mode, **timed)
+            errors.append(
+                f"update_policy=rolling cannot finish within MaximumExecutionTimeoutInSeconds' maximum of "
+                f"{TIMEOUT_RANGE_S[1]} s (API RollingUpdatePolicy): {wait}. Raise update_step_size, lower "
+                "update_wait_s, download_timeout_s, startup_timeout_s or provision_timeout_s, "
+                + ("or lower max_copies" if component_mode else "lower max_instances, or use a blue/green policy")
+            )
         if self.step_size < 1:
             errors.append(f"update_step_size={self.step_size}: at least 1")
         elif self.kind == CANARY and self.step_size * 2 > instances:
@@ -222,6 +305,11 @@ class UpdatePolicy:
                 f"update_step_size={self.step_size} copies is more than the component's {copies} copies; "
                 "give at most that many"
             )
+        if self.rollback_step_size is not None and self.rollback_step_size < 1:
+            errors.append(f"rollback_step_size={self.rollback_step_size}: at least 1")
+        if self.step_percent is not None and not 5 <= self.step_percent <= 50:
+            # MaximumBatchSize: "between 5% to 50% of the copy count" (API InferenceComponentRollingUpdatePolicy).
+            errors.append(f"step_percent={self.step_percent}: allowed 5 to 50 (% of the copy count)")
         return errors
 
     def autoscaled_warnings(self, *, min_instances: int, max_instances: int) -> list[str]:
@@ -264,14 +352,18 @@ class UpdatePolicy:
         green fleet of the variant's instance count beside the blue one. A rolling component update places
         one batch of new copies on the endpoint's instances, up to its ``max_instances``, which leaves room for it
         (``component_plan``'s default) and which the quota check counts: 0 extra here. A rolling endpoint update
-        provisions one batch of ``step_size`` instances before it terminates old ones (API RollingUpdatePolicy).
+        provisions one batch of ``step_size`` instances before it terminates old ones (API RollingUpdatePolicy), and
+        its rollback one batch of ``rollback_batch`` old instances before it terminates new ones (API
+        RollingUpdatePolicy.RollbackMaximumBatchSize): the larger of the two. A blue/green rollback shifts traffic
+        back to the blue fleet, which is still there: nothing more.
         """
-        return self.step_size if self.kind == ROLLING else instances
+        return self.batch_units if self.kind == ROLLING else instances
 
     def extra_instances_for_component_update(self) -> int:
-        """Copies one component update places beside the serving ones: a rolling batch; 1 without a rolling
-        policy (what SageMaker does then is not documented: room for one new copy is kept)."""
-        return self.step_size if self.kind == ROLLING else 1
+        """Copies one component update (or its rollback) places beside the serving ones: the larger of a rolling
+        batch and a rollback batch; 1 without a rolling policy (what SageMaker does then is not documented: room for
+        one new copy is kept)."""
+        return self.batch_units if self.kind == ROLLING else 1
 
     def endpoint_deployment_config(
         self, alarm_names: Sequence[str], *, timeout_s: int | None = None
@@ -292,12 +384,16 @@ class UpdatePolicy:
             else None
         )
         if self.kind == ROLLING:
-            # RollbackMaximumBatchSize absent: the old fleet's whole capacity returns at once (API RollingUpdatePolicy).
+            # RollbackMaximumBatchSize absent: "100% of total capacity", the whole old fleet at once (API
+            # RollingUpdatePolicy): set, so that a rollback needs the room of one batch (rollback_batch).
             return sagemaker.CfnEndpoint.DeploymentConfigProperty(
                 rolling_update_policy=sagemaker.CfnEndpoint.RollingUpdatePolicyProperty(
                     maximum_batch_size=size,
                     wait_interval_in_seconds=self.wait_s,
                     maximum_execution_timeout_in_seconds=timeout_s,
+                    rollback_maximum_batch_size=sagemaker.CfnEndpoint.CapacitySizeProperty(
+                        type="INSTANCE_COUNT", value=self.rollback_batch
+                    ),
                 ),
                 auto_rollback_configuration=rollback,
             )
@@ -326,15 +422,22 @@ class UpdatePolicy:
         if self.kind != ROLLING:
             return None
         timeout_s = self.max_execution_timeout_s if timeout_s is None else timeout_s
+        size = sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty
+        batch = (
+            size(type="CAPACITY_PERCENT", value=self.step_percent)
+            if self.step_percent is not None
+            else size(type="COPY_COUNT", value=self.step_size)
+        )
         return sagemaker.CfnInferenceComponent.InferenceComponentDeploymentConfigProperty(
             rolling_update_policy=sagemaker.CfnInferenceComponent.InferenceComponentRollingUpdatePolicyProperty(
-                maximum_batch_size=sagemaker.CfnInferenceComponent.InferenceComponentCapacitySizeProperty(
-                    type="COPY_COUNT", value=self.step_size
-                ),
+                maximum_batch_size=batch,
                 wait_interval_in_seconds=self.wait_s,
                 maximum_execution_timeout_in_seconds=timeout_s,
-                # RollbackMaximumBatchSize absent: "100% of the total capacity", the old copies return at once
-                # (botocore InferenceComponentRollingUpdatePolicy).
+                # RollbackMaximumBatchSize absent: "100% of the total capacity", every old copy at once, blue/green
+                # (botocore InferenceComponentRollingUpdatePolicy, InferenceComponentCapacitySize): set to the batch.
+                rollback_maximum_batch_size=batch
+                if self.rollback_step_size is None
+                else size(type="COPY_COUNT", value=self.rollback_step_size),
             ),
             auto_rollback_configuration=(
                 sagemaker.CfnInferenceComponent.AutoRollbackConfigurationProperty(
@@ -353,11 +456,13 @@ def reservation_problems(policy: UpdatePolicy, *, fleet: int, reservation_instan
     update's new instances must fit in the reservation beside the serving ones: a blue/green update (``none``
     included, SageMaker's default) "creates a new fleet during the deployment while maintaining the old fleet"
     (API BlueGreenUpdatePolicy); a rolling one provisions one batch before it terminates old instances (API
-    RollingUpdatePolicy). The reservation's size cannot be read at synth, so it is given
+    RollingUpdatePolicy), and its rollback one batch of old ones before it terminates new ones
+    (RollbackMaximumBatchSize). The reservation's size cannot be read at synth, so it is given
     (``capacity_reservation_instances``).
     """
     needed = fleet + policy.extra_instances_during_update(fleet)
     rolling_needs = fleet + 1
+    new = "new" if policy.kind != ROLLING else "new: the larger of a batch and a rollback batch"
     rolling = (
         f"update_policy=rolling with update_step_size=1 needs {rolling_needs} (and instance_count 2 or more: a "
         "batch is at most half of the instances)"
@@ -365,14 +470,14 @@ def reservation_problems(policy: UpdatePolicy, *, fleet: int, reservation_instan
     if reservation_instances is None:
         return [
             f"capacity_reservation_arn: an update with update_policy={policy.kind} runs {needed} instances at once "
-            f"({fleet} serving + {needed - fleet} new) on reserved capacity only, and the reservation's size is not "
+            f"({fleet} serving + {needed - fleet} {new}) on reserved capacity only, and the reservation's size is not "
             "known at synth: set capacity_reservation_instances to the instances the reservation holds "
             f"(allowed: {needed} or more for this policy; {rolling})"
         ]
     if reservation_instances < needed:
         return [
             f"capacity_reservation_instances={reservation_instances}: an update with update_policy={policy.kind} runs "
-            f"{needed} instances at once ({fleet} serving + {needed - fleet} new) on reserved capacity only, so it "
+            f"{needed} instances at once ({fleet} serving + {needed - fleet} {new}) on reserved capacity only, so it "
             f"could never start; allowed: a reservation of {needed} or more, or {rolling}"
         ]
     return []

@@ -10,12 +10,14 @@ never contain the token.
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 import http.client
 import os
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +29,9 @@ MAX_REDIRECTS = 10
 # Error bodies are read only to be discarded; never read much of them.
 _ERROR_BODY_LIMIT = 64 * 1024
 TOKEN_HINT = "give a token with access through hf_token_secret_arn"
+# A listing without hashes (a mirror that does not answer ``blobs=true``) is completed by one HEAD per file,
+# this many at a time.
+HEADS_IN_FLIGHT = 8
 
 
 class HubError(Exception):
@@ -197,13 +202,15 @@ class HubClient:
         headers.update(extra or {})
         return headers
 
-    def _request(self, url: str, what: str, repo_id: str, extra: dict[str, str] | None = None) -> Any:
+    def _request(
+        self, url: str, what: str, repo_id: str, extra: dict[str, str] | None = None, method: str = "GET"
+    ) -> Any:
         """GET ``url``, following redirects (http and https only, never https to http); the open 2xx response,
-        or a HubError."""
+        or a HubError. A HEAD stops at a redirect off the Hub's origin and returns that answer (its headers)."""
         previous: str | None = None  # the scheme of the URL that redirected here
         for _ in range(MAX_REDIRECTS + 1):
             try:
-                request = urllib.request.Request(url, headers=self._headers_for(url, extra), method="GET")
+                request = urllib.request.Request(url, headers=self._headers_for(url, extra), method=method)
             except ValueError:  # "unknown url type": no scheme at all
                 request = None
             refusal = (
@@ -216,8 +223,13 @@ class HubClient:
             except urllib.error.HTTPError as error:
                 try:
                     if 300 <= error.code < 400 and error.headers.get("Location"):
+                        target = urllib.parse.urljoin(url, error.headers["Location"])
+                        if method == "HEAD" and _origin(target) != self._hub_origin:
+                            # The file's metadata is on the redirect to the CDN; it is not followed
+                            # (huggingface_hub utils/_http.py _httpx2_follow_hub_redirects_with_backoff).
+                            return error
                         previous = request.type.lower()
-                        url = urllib.parse.urljoin(url, error.headers["Location"])
+                        url = target
                         continue
                     error.read(_ERROR_BODY_LIMIT)
                 except OSError:
@@ -278,7 +290,21 @@ class HubClient:
             raise HubUnavailable(f"{what}: unreadable answer from the Hub ({type(error).__name__})") from None
         finally:
             response.close()
-        return parse_revision(repo_id, body)
+        sha, files, bare = parse_listing(repo_id, body)
+        if bare:  # a mirror that answers less: each file's size and hash from its own HEAD
+            with ThreadPoolExecutor(HEADS_IN_FLIGHT, thread_name_prefix="head") as pool:
+                files += pool.map(lambda path: self.file_metadata(repo_id, sha, path), bare)
+        return RepoRevision(repo_id=repo_id, sha=sha, files=tuple(sorted(files, key=lambda f: f.path)))
+
+    def file_metadata(self, repo_id: str, sha: str, path: str) -> HubFile:
+        """``path`` at commit ``sha`` as a HEAD of its resolve URL describes it (size, blob id, SHA-256)."""
+        response = self._request(
+            self.file_url(repo_id, sha, path), f"reading the metadata of {path}", repo_id, method="HEAD"
+        )
+        try:
+            return file_from_headers(repo_id, sha, path, response.headers, redirected=300 <= response.status < 400)
+        finally:
+            response.close()
 
     def file_url(self, repo_id: str, sha: str, path: str) -> str:
         return (
@@ -311,11 +337,26 @@ class HubClient:
 
 
 def parse_revision(repo_id: str, body: Any) -> RepoRevision:
-    """``GET /api/models/{repo}/revision/{rev}?blobs=true`` as a RepoRevision; HubError when malformed."""
+    """``GET /api/models/{repo}/revision/{rev}?blobs=true`` as a RepoRevision; HubError when malformed or when a
+    file comes without its hashes (``HubClient.revision_info`` reads those with a HEAD)."""
+    sha, files, bare = parse_listing(repo_id, body)
+    if bare:
+        raise HubError(f"resolving {repo_id}: the Hub's answer lacks file sizes or hashes")
+    return RepoRevision(repo_id=repo_id, sha=sha, files=tuple(sorted(files, key=lambda f: f.path)))
+
+
+def parse_listing(repo_id: str, body: Any) -> tuple[str, list[HubFile], list[str]]:
+    """(commit SHA, the files listed with their hashes, the paths listed without any: no ``blobId`` and no
+    ``lfs``, as from a mirror that ignores ``blobs=true``); HubError when malformed."""
     try:
         sha = body["sha"]
-        files = []
+        files, bare = [], []
         for sibling in body.get("siblings") or []:
+            if sibling.get("blobId") is None and not sibling.get("lfs"):
+                if not isinstance(sibling["rfilename"], str):
+                    raise ValueError("malformed sibling")
+                bare.append(sibling["rfilename"])
+                continue
             lfs = sibling.get("lfs") or None
             path, size = sibling["rfilename"], int(lfs["size"] if lfs else sibling["size"])
             if not isinstance(path, str) or size < 0:  # a name is a string (hfstage.names judges it), a size >= 0
@@ -330,6 +371,54 @@ def parse_revision(repo_id: str, body: Any) -> RepoRevision:
             )
     except (KeyError, TypeError, ValueError, AttributeError):
         raise HubError(f"resolving {repo_id}: the Hub's answer lacks file sizes or hashes") from None
-    if not isinstance(sha, str) or len(sha) != 40 or any(c not in "0123456789abcdef" for c in sha):
+    if not _is_hex(sha, 40):
         raise HubError(f"resolving {repo_id}: the Hub's answer has no commit SHA")
-    return RepoRevision(repo_id=repo_id, sha=sha, files=tuple(sorted(files, key=lambda f: f.path)))
+    return sha, files, bare
+
+
+def _is_hex(value: Any, length: int) -> bool:
+    return isinstance(value, str) and len(value) == length and all(c in "0123456789abcdef" for c in value)
+
+
+def _etag(value: str | None) -> str | None:
+    """An ETag without its quotes or weak marker, as huggingface_hub file_download.py _normalize_etag reads it."""
+    return value.removeprefix("W/").strip('"') if value else None
+
+
+def lfs_pointer_blob_id(sha256: str, size: int) -> str:
+    """The git blob id of an LFS file's pointer, the ``blobId`` the Hub lists for it: the pointer is
+    ``version``, ``oid sha256:<hex>``, ``size <n>``, one per line (git-lfs docs/spec.md, "The pointer")."""
+    pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{sha256}\nsize {size}\n".encode()
+    return hashlib.sha1(b"blob %d\0" % len(pointer) + pointer).hexdigest()
+
+
+def file_from_headers(repo_id: str, sha: str, path: str, headers: Any, *, redirected: bool) -> HubFile:
+    """A file from the HEAD of ``/{repo}/resolve/{sha}/{path}``, read as huggingface_hub's get_hf_file_metadata
+    reads it (file_download.py): the etag is ``X-Linked-Etag`` or ``ETag``, the size ``X-Linked-Size`` or (not
+    on a redirect) ``Content-Length``, the commit ``X-Repo-Commit``. "An object's ETag is its git-sha1 if stored
+    in git, or its sha256 if stored in git-lfs" (hf_hub_download's docstring), so a 64-hex etag is an LFS file's
+    SHA-256 and a 40-hex one a small file's git blob SHA-1. HubError naming what is missing otherwise."""
+    where = f"resolving {repo_id}: the HEAD of {path} at {sha[:12]}"
+    commit = headers.get("X-Repo-Commit")
+    if commit != sha:
+        found = f"X-Repo-Commit {commit[:64]!r}" if commit else "no X-Repo-Commit"
+        raise HubError(f"{where} answered {found}; the listing said {sha}: the mirror does not serve that commit")
+    etag = _etag(headers.get("X-Linked-Etag") or headers.get("ETag"))
+    size_text = headers.get("X-Linked-Size") or (None if redirected else headers.get("Content-Length"))
+    try:
+        size = int(size_text) if size_text is not None else -1
+    except ValueError:
+        size = -1
+    problems = []
+    if not (_is_hex(etag, 64) or _is_hex(etag, 40)):
+        problems.append("no X-Linked-Etag (an LFS file's SHA-256) or ETag (a file's git blob SHA-1)")
+    if size < 0:
+        problems.append("no X-Linked-Size or Content-Length")
+    if problems:
+        raise HubError(
+            f"{where} has {' and '.join(problems)}, and the listing has no blobId or lfs for it either: the file "
+            "cannot be verified; use a mirror that passes the Hub's listing (?blobs=true) or these headers through"
+        )
+    if _is_hex(etag, 64):
+        return HubFile(path=path, size=size, blob_id=lfs_pointer_blob_id(etag, size), sha256=etag)
+    return HubFile(path=path, size=size, blob_id=etag)

@@ -146,7 +146,7 @@ def fetch_model(
     if not isinstance(config, dict):
         raise HubError(f"{repo_id}: {CONFIG} is not a JSON object")
 
-    sizes = {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    sizes = _sizes(info, repo_id, token, timeout, token_hint)
     weights = select_weight_files(sizes)
     if not weights.files:
         raise HubError(f"{repo_id}: no weight files (*.safetensors, *.bin, *.gguf) in the repository")
@@ -178,7 +178,32 @@ def fetch_files(
         info = _api(token).model_info(repo_id, revision=revision, files_metadata=True, timeout=timeout)
     except Exception as e:  # the network boundary, as in fetch_model
         raise _explain(e, repo_id, revision, token, token_hint) from None
-    return info.sha or revision or "main", {s.rfilename: int(s.size or 0) for s in info.siblings or []}
+    return info.sha or revision or "main", _sizes(info, repo_id, token, timeout, token_hint)
+
+
+def _sizes(info: Any, repo_id: str, token: str | None, timeout: float | None, token_hint: str) -> dict[str, int]:
+    """Every file's size: from the listing, or, for a file a mirror lists without one (no ``blobs=true``
+    answer), from a HEAD of the file as huggingface_hub reads it (get_hf_file_metadata: ``X-Linked-Size``, or
+    ``Content-Length`` when not redirected). HubError when neither says: a size of 0 would plan a model as
+    fitting."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+    sizes = {}
+    for sibling in info.siblings or []:
+        size = sibling.size
+        if size is None:
+            url = hf_hub_url(repo_id, sibling.rfilename, revision=info.sha, endpoint=endpoint())
+            try:
+                size = get_hf_file_metadata(url, token=token or False, timeout=timeout or 10).size
+            except Exception as e:  # the network boundary, as in fetch_model
+                raise _explain(e, repo_id, info.sha, token, token_hint) from None
+            if size is None:
+                raise HubError(
+                    f"{repo_id}@{info.sha}: neither the listing nor a HEAD of {sibling.rfilename} gives its size "
+                    "(X-Linked-Size or Content-Length): the mirror answers less than the Hub; plan needs each size"
+                )
+        sizes[sibling.rfilename] = int(size)
+    return sizes
 
 
 def gguf_reader(

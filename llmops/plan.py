@@ -1012,6 +1012,9 @@ def _ranking(args: argparse.Namespace, source: Source, region: str, settings: di
             "weight_bytes": source.weight_bytes,
             "hours_per_month": hours_per_month(),
             "instances": [_candidate_json(c) for c in fitting],
+            # The priced ones cheapest first; those without a sourced price apart (not ranked by price).
+            "ranked_by_price": [c.instance_type for c in fitting if c.usd_per_hour is not None],
+            "unpriced": [c.instance_type for c in fitting if c.usd_per_hour is None],
             "instance_pools": pool_suggestion(fitting),
             "does_not_fit": [_candidate_json(c) for c in candidates if c.margin == "no"],
             "suggestions": advice,
@@ -1028,9 +1031,24 @@ def _ranking(args: argparse.Namespace, source: Source, region: str, settings: di
         print(f"fits on no single catalog instance type ({shown}, {args.engine}). What would:")
         print("\n".join(f"  - {a}" for a in advice))
         return 1
-    print(f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}), cheapest first:")
-    print(ranking_table(fitting, region=region, max_model_len=args.max_model_len, max_num_seqs=args.max_num_seqs))
-    print(price_legend(fitting, region))
+    # Only priced types are ranked by price: a type without one is not "cheaper" or dearer, so it is listed
+    # apart, with how to read its price.
+    priced = [c for c in fitting if c.usd_per_hour is not None]
+    unpriced = [c for c in fitting if c.usd_per_hour is None]
+    table = {"region": region, "max_model_len": args.max_model_len, "max_num_seqs": args.max_num_seqs}
+    if priced:
+        print(
+            f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}); the {len(priced)} priced, cheapest first:"
+        )
+        print(ranking_table(priced, **table))
+        print(price_legend(priced, region))
+    else:
+        print(f"{len(fitting)} instance type(s) fit ({shown}, {args.engine}); none has a sourced price in {region}")
+    if unpriced:
+        lead = "also fit" if priced else "listed"
+        print(f"{lead}, not ranked by price (none sourced in {region}), least GPU memory first:")
+        print(ranking_table(unpriced, **table))
+        print(price_legend(unpriced, region))
     pools = pool_suggestion(fitting)
     if pools:
         print(

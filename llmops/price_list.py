@@ -2,8 +2,8 @@
 
     python -m llmops.price_list [--region us-east-1] [--refresh] [--json]
 
-``plan`` and ``summary`` look a price up here: a cached Price List answer for the region (younger than
-``CACHE_DAYS``), else one ``pricing:GetProducts`` query with the caller's own credentials (written to the cache
+``plan`` and ``summary`` look a price up here: a cached Price List answer for the region (at most ``CACHE_DAYS``
+old), else one ``pricing:GetProducts`` query with the caller's own credentials (written to the cache
 with its date), else ``constructs_lib/data/sagemaker_prices.json``. Without credentials, offline, or with
 ``LLMOPS_PRICES=offline`` the shipped table is used and nothing is called. Every price carries its source and
 date; a type neither source prices is unknown (``?``), never borrowed from another region.
@@ -12,6 +12,12 @@ The query (one per region, paginated): ServiceCode ``AmazonSageMaker``, ``compon
 inference; awslabs/llmeter looks hosting prices up with the same filter,
 llmeter/callbacks/cost/providers/sagemaker.py) and ``regionCode``; a product counts when its usage type ends
 in ``Host:<instance type>`` and its OnDemand term has one ``Hrs`` dimension priced in USD.
+
+The cache is checked as it is read: a file that is not an object for its region, or whose ``fetched`` time is
+unreadable or in the future, is refused whole (as if absent: refetched when credentials allow); one entry that is
+not an object with a finite positive ``usd_per_hour`` and printable ``date`` and ``source`` text is ignored with a
+one-line warning on stderr (the shipped table answers for that type). A region names a file, so it must be an AWS
+region name (botocore's partition ``regionRegex``), else it is refused before any path is built.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import math
 import os
+import re
 import sys
 from functools import cache
 from pathlib import Path
@@ -35,6 +43,7 @@ SERVICE_CODE = "AmazonSageMaker"
 # every region (https://docs.rs/aws-sdk-pricing/0.24.0/aws_sdk_pricing/, "Service Endpoint", from the API model).
 PRICING_REGION = "us-east-1"
 CACHE_DAYS = 30
+MAX_AGE = dt.timedelta(days=CACHE_DAYS)  # a cache exactly this old is still used; one second older is refreshed
 API_SOURCE = "AWS Price List API GetProducts"
 ENV_MODE = "LLMOPS_PRICES"  # "auto" (default) or "offline"
 
@@ -47,7 +56,28 @@ def cache_dir() -> Path:
     return Path(base) / "llmops"
 
 
+@cache
+def _region_patterns() -> tuple[re.Pattern, ...]:
+    """Every partition's ``regionRegex`` (botocore/data/partitions.json: aws ``^(us|eu|ap|...)\\-\\w+\\-\\d+$``,
+    aws-cn, aws-us-gov, aws-iso...), ASCII-only and matched whole (``\\w`` is Unicode and ``$`` matches before a
+    final newline otherwise, Python ``re`` docs)."""
+    from importlib.resources import files
+
+    partitions = json.loads((files("botocore") / "data" / "partitions.json").read_text())["partitions"]
+    return tuple(re.compile(p["regionRegex"].removeprefix("^").removesuffix("$"), re.ASCII) for p in partitions)
+
+
+def region_problem(region: object) -> str | None:
+    """Why ``region`` is not an AWS region name (it names a cache file, so nothing else may reach a path)."""
+    if isinstance(region, str) and any(p.fullmatch(region) for p in _region_patterns()):
+        return None
+    return f"region {region!a}: not an AWS region name such as us-east-1 (botocore's partition regionRegex)"
+
+
 def cache_path(region: str, directory: Path | None = None) -> Path:
+    problem = region_problem(region)
+    if problem:
+        raise ValueError(problem)
     return (directory or cache_dir()) / f"sagemaker-prices-{region}.json"
 
 
@@ -98,7 +128,9 @@ def pricing_client() -> Any:
     return boto3.client(
         "pricing",
         region_name=PRICING_REGION,
-        config=Config(connect_timeout=5, read_timeout=20, retries={"max_attempts": 2}),
+        # standard mode retries 429 and 500/502/503/504 as transient (botocore/retries/standard.py), whatever
+        # AWS_RETRY_MODE says; total_max_attempts counts the first call.
+        config=Config(connect_timeout=5, read_timeout=20, retries={"mode": "standard", "total_max_attempts": 3}),
     )
 
 
@@ -135,28 +167,79 @@ def _has_credentials() -> bool:
         return False
 
 
-def read_cache(region: str, directory: Path | None = None) -> dict | None:
+def _warn(message: str) -> None:
+    print(f"price list: {message}", file=sys.stderr)
+
+
+def _printable(value: object) -> bool:
+    return isinstance(value, str) and value.isprintable()
+
+
+def _entry_problem(entry: object) -> str | None:
+    if not isinstance(entry, dict):
+        return "not an object"
+    usd = entry.get("usd_per_hour")
+    if isinstance(usd, bool) or not isinstance(usd, int | float) or not math.isfinite(usd) or usd <= 0:
+        return f"usd_per_hour {usd!a} is not a finite number above 0"
+    for key in ("date", "source"):
+        if key in entry and entry[key] is not None and not _printable(entry[key]):
+            return f"{key} is not printable text"
+    return None
+
+
+def fetched_at(data: dict) -> dt.datetime | None:
+    """The cache's ``fetched`` time (UTC; a date alone is its midnight), None when unreadable."""
+    value = data.get("fetched")
+    if not isinstance(value, str):
+        return None
     try:
-        data = safejson.loads(cache_path(region, directory).read_bytes(), source=str(cache_path(region, directory)))
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return when.replace(tzinfo=dt.UTC) if when.tzinfo is None else when.astimezone(dt.UTC)
+
+
+def read_cache(region: str, directory: Path | None = None, *, now: dt.datetime | None = None) -> dict | None:
+    """The cache for ``region`` with its bad entries dropped (one warning line each); None when absent or refused."""
+    path = cache_path(region, directory)
+    try:
+        data = safejson.loads(path.read_bytes(), source=str(path))
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or data.get("region") != region or not isinstance(data.get("prices"), dict):
         return None
-    return data
+    when = fetched_at(data)
+    if when is None or when > (now or dt.datetime.now(dt.UTC)):
+        _warn(f"{path}: fetched {data.get('fetched')!a} is not a past time; the cache is refused")
+        return None
+    prices = {}
+    for instance_type, entry in data["prices"].items():
+        problem = _entry_problem(entry)
+        if problem:
+            _warn(f"{path}: entry {instance_type!a} ignored: {problem}")
+        else:
+            prices[instance_type] = entry
+    return {**data, "prices": prices}
 
 
-def _fresh(data: dict, today: dt.date) -> bool:
-    try:
-        return (today - dt.date.fromisoformat(str(data["fetched"]))).days < CACHE_DAYS
-    except (KeyError, ValueError):
-        return False
+def _fresh(data: dict, now: dt.datetime) -> bool:
+    when = fetched_at(data)
+    return when is not None and dt.timedelta(0) <= now - when <= MAX_AGE
 
 
-def refresh(region: str, *, client: Any = None, directory: Path | None = None, today: str | None = None) -> dict:
+def refresh(
+    region: str,
+    *,
+    client: Any = None,
+    directory: Path | None = None,
+    today: str | None = None,
+    now: dt.datetime | None = None,
+) -> dict:
     """Query the API for ``region`` and write the cache; returns what was written."""
+    path = cache_path(region, directory)  # refuses a region that is not one before any call
     prices = fetch_hosting_prices(region, client=client, today=today)
-    data = {"region": region, "fetched": today or dt.date.today().isoformat(), "source": API_SOURCE, "prices": prices}
-    path = cache_path(region, directory)
+    fetched = (now or dt.datetime.now(dt.UTC)).astimezone(dt.UTC).isoformat(timespec="seconds")
+    data = {"region": region, "fetched": fetched, "source": API_SOURCE, "prices": prices}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
@@ -167,10 +250,10 @@ def refresh(region: str, *, client: Any = None, directory: Path | None = None, t
 @cache
 def live_table(region: str) -> dict[str, dict]:
     """The Price List prices for ``region`` (cached on disk), or {} when they cannot be had."""
-    if os.environ.get(ENV_MODE, "auto").lower() == "offline":
+    if os.environ.get(ENV_MODE, "auto").lower() == "offline" or region_problem(region):
         return {}
     cached = read_cache(region)
-    if cached and _fresh(cached, dt.date.today()):
+    if cached and _fresh(cached, dt.datetime.now(dt.UTC)):
         return cached["prices"]
     if _has_credentials():
         try:
@@ -204,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
     regions = args.region or known_regions()
+    bad = [p for p in map(region_problem, regions) if p]
+    if bad:
+        print(f"price list: {'; '.join(bad)}", file=sys.stderr)
+        return 2
     if args.refresh:
         for region in regions:
             try:

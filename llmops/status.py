@@ -8,9 +8,13 @@ Billing compute: the app's endpoints (status, instance type and count of each va
 on them (copies desired and current) and staging Processing jobs in progress. Kept by design: the model bucket
 (size from CloudWatch's daily BucketSizeBytes) and the endpoints' log groups, which ``cdk destroy`` leaves.
 
-The app's resources are found by name and tag: endpoints named ``<stack>-...`` (the constructs' default names)
-or carrying the ``aws:cloudformation:stack-name`` tag CloudFormation adds; components by the endpoint they sit
-on; staging jobs by the bucket they write to (``HFSTAGE_TARGET``); the bucket and log groups by their names.
+The app's resources are found through its stacks and its tag: the stacks named exactly ``<stack>`` or tagged
+``llm-endpoint-app=<stack>`` (a fleet's ``<stack>-<endpoint>`` stacks; a stack tagged for another app is never
+read, whatever its name), their own SageMaker resources (ListStackResources), endpoints tagged
+``llm-endpoint-app=<stack>``, endpoints named ``<stack>-...`` and each ``--endpoint``; components by the
+endpoint they sit on; staging jobs by the bucket they write to (``HFSTAGE_TARGET``); the bucket and log groups
+by their names. Only SageMaker's "Could not find" is read as gone: any other error (throttling, a denied call,
+another validation error) fails the report, so ``--expect-none`` passes only when nothing bills.
 
 Exit status: 0 listed (and, with --expect-none, no compute left); 1 --expect-none and compute is left (each
 resource is named); 2 bad arguments; 3 AWS could not be read (credentials, region or a denied call, named).
@@ -34,7 +38,14 @@ DEFAULT_STACK = "LlmEndpoint"
 # A CloudFormation stack name: letters, digits and hyphens, starting with a letter, at most 128 characters
 # (CloudFormation API, CreateStack StackName).
 STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}", re.ASCII)
-STACK_TAG = "aws:cloudformation:stack-name"  # CloudFormation User Guide, aws-properties-resource-tags.html
+# The app's own tag (stacks/parsers.py APP_TAG, tested equal), on its stacks and every taggable resource. The
+# stack-name tag CloudFormation adds is no help: AWS::SageMaker::Endpoint, EndpointConfig and InferenceComponent
+# declare "cloudFormationSystemTags": false (their resource schemas, as cfn-lint ships them).
+APP_TAG = "llm-endpoint-app"
+# The resources a stack lists that this report reads (ListStackResources ResourceType); physical IDs are ARNs
+# (each schema's primaryIdentifier is its ...Arn property).
+ENDPOINT_TYPE = "AWS::SageMaker::Endpoint"
+DEFINED_TYPES = {"AWS::SageMaker::Model": "model", "AWS::SageMaker::EndpointConfig": "endpoint config"}
 # The staging worker's job environment names its target prefix (lambda/staged_checkpoint job_request).
 TARGET_ENV = "HFSTAGE_TARGET"
 JOB_FAMILY = "hfstage-"  # constructs_lib.staged_checkpoint names every staging job hfstage-<hash>-...
@@ -51,9 +62,23 @@ class AwsFailure(Exception):
 @dataclass
 class Variant:
     name: str
-    instance_type: str | None
+    instance_type: str | None  # one type, or the instance pools' types in priority order ("a or b")
     current_instances: int | None
     desired_instances: int | None
+    pools: dict[str, int | None] = field(default_factory=dict)  # instance pools: current instances per type
+
+
+@dataclass
+class StackInfo:
+    name: str
+    status: str
+
+
+@dataclass
+class Defined:
+    kind: str  # "model" or "endpoint config"
+    name: str  # the ARN's resource name (SageMaker ARNs hold it in lower case)
+    stack: str
 
 
 @dataclass
@@ -95,7 +120,10 @@ class Report:
     account: str
     region: str
     stack_status: str | None  # None: no such stack
+    stacks: list[StackInfo] = field(default_factory=list)  # the app's stacks, the fleet's included
+    untagged: list[str] = field(default_factory=list)  # stacks named <stack>-... that no app tag claims
     endpoints: list[Endpoint] = field(default_factory=list)
+    defined: list[Defined] = field(default_factory=list)
     components: list[Component] = field(default_factory=list)
     jobs: list[Job] = field(default_factory=list)
     kept: list[Kept] = field(default_factory=list)
@@ -120,6 +148,19 @@ def app_bucket_name(stack: str, account: str, region: str) -> str:
     return f"{part}-models-{account}-{region}"
 
 
+def _error_of(error: Exception) -> tuple[str, str]:
+    response = getattr(error, "response", None)
+    err = response.get("Error", {}) if isinstance(response, dict) else {}
+    return str(err.get("Code") or type(error).__name__), str(err.get("Message") or "")
+
+
+def _gone(error: Exception) -> bool:
+    """SageMaker's answer for a resource that does not exist: ValidationException "Could not find endpoint ..."
+    (DeleteEndpoint, aws/amazon-sagemaker-examples#2402; DescribeEndpointConfig, #2339). Nothing else is."""
+    code, message = _error_of(error)
+    return code == "ValidationException" and message.startswith("Could not find")
+
+
 def _call(what: str, fn: Any, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
@@ -141,89 +182,112 @@ def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[st
     return items
 
 
-def stack_status(cloudformation: Any, stack: str) -> str | None:
-    try:
-        stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
-    except Exception as error:
-        response = getattr(error, "response", None)
-        err = response.get("Error", {}) if isinstance(response, dict) else {}
-        # DescribeStacks answers ValidationError "Stack with id X does not exist" for a missing (or deleted) stack.
-        if err.get("Code") == "ValidationError" and "does not exist" in str(err.get("Message", "")):
-            return None
-        raise AwsFailure(f"DescribeStacks {stack}: {err.get('Code') or type(error).__name__}") from None
-    return str(stacks[0]["StackStatus"]) if stacks else None
+def app_stacks(cloudformation: Any, app: str, named: list[str]) -> tuple[list[StackInfo], list[str]]:
+    """(the app's stacks, the stacks named ``<app>-...`` that no app tag claims). A stack is the app's when its
+    ``APP_TAG`` is ``app``, or, untagged (deployed before the tag), when it is named ``app`` or in ``named``:
+    exact names, never a prefix (``LlmEndpoint-prod`` may be another app's). DescribeStacks without a name
+    lists every stack not yet deleted, with its Tags (CloudFormation API reference, DescribeStacks)."""
+    mine, untagged = [], []
+    for stack in _pages(cloudformation, "describe_stacks", "Stacks"):
+        name = str(stack["StackName"])
+        owner = {t["Key"]: t["Value"] for t in stack.get("Tags") or []}.get(APP_TAG)
+        if owner == app or (owner is None and (name == app or name in named)):
+            mine.append(StackInfo(name, str(stack["StackStatus"])))
+        elif owner is None and name.startswith(f"{app}-"):
+            untagged.append(name)
+    return sorted(mine, key=lambda s: s.name), sorted(untagged)
 
 
-def other_apps_endpoints(cloudformation: Any, stack: str) -> set[str]:
-    """The endpoints that stacks named ``<stack>-...`` of another app output (their AppName output names that app:
-    llmops/fleet_target.py): app LlmEndpoint-prod's endpoints also start with ``LlmEndpoint-``."""
-    from llmops.fleet_target import is_app_stack
+def stack_resources(cloudformation: Any, stacks: list[StackInfo]) -> tuple[list[str], list[Defined]]:
+    """(the endpoints' physical IDs, the models and endpoint configs) the app's stacks hold."""
+    endpoints: list[str] = []
+    defined: list[Defined] = []
+    for stack in stacks:
+        for resource in _pages(cloudformation, "list_stack_resources", "StackResourceSummaries", StackName=stack.name):
+            physical = resource.get("PhysicalResourceId")
+            if not physical or resource.get("ResourceStatus") == "DELETE_COMPLETE":
+                continue
+            if resource["ResourceType"] == ENDPOINT_TYPE:
+                endpoints.append(str(physical))
+            elif resource["ResourceType"] in DEFINED_TYPES:
+                defined.append(
+                    Defined(DEFINED_TYPES[resource["ResourceType"]], physical.rsplit("/", 1)[-1], stack.name)
+                )
+    return endpoints, defined
 
-    try:
-        stacks = _pages(cloudformation, "describe_stacks", "Stacks")
-    except AwsFailure:  # DescribeStacks allowed on the app's stack only (docs/guide/status.md): names alone, as before
-        return set()
-    return {
-        str(output["OutputValue"])
-        for found in stacks
-        if str(found.get("StackName", "")).startswith(f"{stack}-") and not is_app_stack(found, stack)
-        for output in found.get("Outputs", [])
-        if str(output.get("OutputKey", "")).endswith("EndpointName")
+
+def endpoint_names(sagemaker: Any, tagging: Any, stack: str, extra: list[str], from_stacks: list[str]) -> list[str]:
+    """The endpoints that exist among: those named ``<stack>-...``, those tagged ``APP_TAG=<stack>``, those the
+    app's stacks hold (``from_stacks``: ARNs or names) and ``extra``. ARNs hold the name in lower case, and
+    endpoint names are case-insensitive (CreateEndpoint EndpointName, botocore sagemaker service-2.json), so
+    they are matched to ListEndpoints' names without regard to case."""
+    listed = _pages(sagemaker, "list_endpoints", "Endpoints")
+    by_key = {str(e["EndpointName"]).lower(): e["EndpointName"] for e in listed}
+    by_key.update({str(e["EndpointArn"]).lower(): e["EndpointName"] for e in listed})
+    # Every endpoint carrying the app tag, whatever its value: ours, and those of another app whose stack_name
+    # starts like ours (app LlmEndpoint-prod's endpoints are named LlmEndpoint-prod-...), left out of the names.
+    mappings = _pages(
+        tagging,
+        "get_resources",
+        "ResourceTagMappingList",
+        TagFilters=[{"Key": APP_TAG}],
+        ResourceTypeFilters=["sagemaker:endpoint"],
+    )
+    owner = {
+        str(m["ResourceARN"]).lower(): {t["Key"]: t["Value"] for t in m.get("Tags") or []}.get(APP_TAG)
+        for m in mappings
     }
-
-
-def endpoint_names(
-    sagemaker: Any, tagging: Any, stack: str, extra: list[str], cloudformation: Any | None = None
-) -> list[str]:
+    tagged = [arn for arn, app in owner.items() if app == stack]
+    others = {by_key[arn] for arn, app in owner.items() if app != stack and arn in by_key}
     named = [
         e["EndpointName"]
-        for e in _pages(sagemaker, "list_endpoints", "Endpoints", NameContains=stack)
-        if e["EndpointName"].startswith(f"{stack}-")
+        for e in listed
+        if e["EndpointName"].startswith(f"{stack}-") and e["EndpointName"] not in others
     ]
-    if named and cloudformation is not None:  # only when a name matched: one more read otherwise spared
-        others = other_apps_endpoints(cloudformation, stack)
-        named = [name for name in named if name not in others]
-    tagged = [
-        m["ResourceARN"].rsplit("/", 1)[-1]
-        for m in _pages(
-            tagging,
-            "get_resources",
-            "ResourceTagMappingList",
-            TagFilters=[{"Key": STACK_TAG, "Values": [stack]}],
-            ResourceTypeFilters=["sagemaker:endpoint"],
-        )
-    ]
-    return sorted(set(named) | set(tagged) | set(extra))
+    # An ARN or name no longer listed is gone (a tag index lags behind deletes); an --endpoint is asked as given.
+    found = {by_key[k.lower()] for k in [*tagged, *from_stacks] if k.lower() in by_key}
+    return sorted(set(named) | found | set(extra))
 
 
 def describe_endpoint(sagemaker: Any, name: str) -> Endpoint | None:
     try:
         answer = sagemaker.describe_endpoint(EndpointName=name)
     except Exception as error:
-        response = getattr(error, "response", None)
-        err = response.get("Error", {}) if isinstance(response, dict) else {}
-        # A tagged endpoint may be gone already (the tagging index lags): SageMaker says ValidationException.
-        if err.get("Code") == "ValidationException" and "Could not find" in str(err.get("Message", "")):
+        if _gone(error):  # deleted since it was listed
             return None
-        raise AwsFailure(f"DescribeEndpoint {name}: {err.get('Code') or type(error).__name__}") from None
+        raise AwsFailure(f"DescribeEndpoint {name}: {_error_of(error)[0]}") from None
     # DescribeEndpoint's variants carry counts, not the instance type: that is in the endpoint config.
-    types: dict[str, str] = {}
+    types: dict[str, str | None] = {}
     if answer.get("EndpointConfigName"):
         try:
             config = sagemaker.describe_endpoint_config(EndpointConfigName=answer["EndpointConfigName"])
-            types = {v["VariantName"]: v.get("InstanceType") for v in config.get("ProductionVariants", [])}
-        except Exception:  # a config deleted while its endpoint is updating: counts are still worth showing
-            types = {}
+            types = {v["VariantName"]: _instance_types(v) for v in config.get("ProductionVariants", [])}
+        except Exception as error:
+            if not _gone(error):  # a config deleted while its endpoint updates: its counts are still shown
+                raise AwsFailure(
+                    f"DescribeEndpointConfig {answer['EndpointConfigName']}: {_error_of(error)[0]}"
+                ) from None
     variants = [
         Variant(
             name=v["VariantName"],
             instance_type=types.get(v["VariantName"]),
             current_instances=v.get("CurrentInstanceCount"),
             desired_instances=v.get("DesiredInstanceCount"),
+            # ProductionVariantSummary.InstancePools: InstanceType and CurrentInstanceCount per pool (service-2.json).
+            pools={p["InstanceType"]: p.get("CurrentInstanceCount") for p in v.get("InstancePools") or []},
         )
         for v in answer.get("ProductionVariants", [])
     ]
     return Endpoint(name=name, status=str(answer["EndpointStatus"]), variants=variants)
+
+
+def _instance_types(variant: dict[str, Any]) -> str | None:
+    """A config variant's InstanceType, or its InstancePools' types by Priority (lowest first, tried first:
+    ProductionVariant.InstancePools, botocore sagemaker service-2.json)."""
+    if variant.get("InstanceType"):
+        return str(variant["InstanceType"])
+    pools = sorted(variant.get("InstancePools") or [], key=lambda p: p.get("Priority", 0))
+    return " or ".join(str(p["InstanceType"]) for p in pools) or None
 
 
 def components_on(sagemaker: Any, endpoint: str) -> list[Component]:
@@ -231,9 +295,12 @@ def components_on(sagemaker: Any, endpoint: str) -> list[Component]:
     for summary in _pages(sagemaker, "list_inference_components", "InferenceComponents", EndpointNameEquals=endpoint):
         name = summary["InferenceComponentName"]
         component = Component(name=name, endpoint=endpoint, status=str(summary.get("InferenceComponentStatus", "")))
-        detail = _call(
-            f"DescribeInferenceComponent {name}", sagemaker.describe_inference_component, InferenceComponentName=name
-        )
+        try:
+            detail = sagemaker.describe_inference_component(InferenceComponentName=name)
+        except Exception as error:
+            if _gone(error):  # deleted since it was listed
+                continue
+            raise AwsFailure(f"DescribeInferenceComponent {name}: {_error_of(error)[0]}") from None
         runtime = detail.get("RuntimeConfig") or {}
         component.desired_copies = runtime.get("DesiredCopyCount")
         component.current_copies = runtime.get("CurrentCopyCount")
@@ -305,17 +372,23 @@ def collect(
     *,
     bucket: str | None = None,
     extra_endpoints: list[str] | None = None,
+    extra_stacks: list[str] | None = None,
     now: dt.datetime | None = None,
 ) -> Report:
     identity = _call("GetCallerIdentity", clients["sts"].get_caller_identity)
     account = str(identity["Account"])
     region = str(clients["sagemaker"].meta.region_name)
+    stacks, untagged = app_stacks(clients["cloudformation"], stack, extra_stacks or [])
     report = Report(
-        stack=stack, account=account, region=region, stack_status=stack_status(clients["cloudformation"], stack)
+        stack=stack,
+        account=account,
+        region=region,
+        stack_status=next((s.status for s in stacks if s.name == stack), None),
+        stacks=stacks,
+        untagged=untagged,
     )
-    for name in endpoint_names(
-        clients["sagemaker"], clients["tagging"], stack, extra_endpoints or [], clients["cloudformation"]
-    ):
+    held, report.defined = stack_resources(clients["cloudformation"], stacks)
+    for name in endpoint_names(clients["sagemaker"], clients["tagging"], stack, extra_endpoints or [], held):
         endpoint = describe_endpoint(clients["sagemaker"], name)
         if endpoint is None:
             continue
@@ -345,6 +418,10 @@ def render(report: Report, out: TextIO) -> None:
     write = out.write
     state = report.stack_status or "not deployed (no such stack)"
     write(f"{report.stack} in account {report.account}, {report.region}: stack {state}\n")
+    for other in (s for s in report.stacks if s.name != report.stack):
+        write(f"  and stack {other.name}: {other.status}\n")
+    for name in report.untagged:
+        write(f"  stack {name} is named like this app's but carries no {APP_TAG} tag: not read (--stack {name})\n")
     write("billing by the hour:\n")
     if not report.compute:
         write("  nothing: no endpoint, inference component or staging job\n")
@@ -353,11 +430,17 @@ def render(report: Report, out: TextIO) -> None:
         for v in e.variants:
             count = f"{_known(v.current_instances)} of {_known(v.desired_instances)}"
             write(f"    variant {v.name}: {v.instance_type or 'instance type unknown'} x {count} instances\n")
+            if v.pools:
+                write("      instance pools: " + ", ".join(f"{t} x {_known(n)}" for t, n in v.pools.items()) + "\n")
         for c in (c for c in report.components if c.endpoint == e.name):
             copies = f"{_known(c.current_copies)} of {_known(c.desired_copies)}"
             write(f"    inference component {c.name}: {c.status}, copies {copies}\n")
     for j in report.jobs:
         write(f"  staging job {j.name}: {j.status}, {j.instance_type} x {j.instances}, writing {j.target}\n")
+    if report.defined:
+        write("defined by the stacks, not billing (cdk destroy deletes them):\n")
+        for d in report.defined:
+            write(f"  {d.kind} {d.name} (stack {d.stack})\n")
     write("kept by design (not compute; delete by hand when no longer wanted):\n")
     if not report.kept:
         write("  nothing\n")
@@ -393,6 +476,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--endpoint", action="append", default=[], help="an endpoint of the app with a custom name (repeatable)"
     )
     parser.add_argument(
+        "--stack",
+        action="append",
+        default=[],
+        help=f"a stack of the app deployed before it carried the {APP_TAG} tag, by its exact name (repeatable)",
+    )
+    parser.add_argument(
         "--expect-none", action="store_true", help="exit 1 when any endpoint, component or staging job is left"
     )
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
@@ -422,6 +511,7 @@ def main(
             args.stack_name,
             bucket=args.bucket,
             extra_endpoints=args.endpoint,
+            extra_stacks=args.stack,
             now=now,
         )
     except AwsFailure as error:

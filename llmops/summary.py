@@ -47,8 +47,11 @@ def update_policy(config: dict) -> str:
     else:
         rolling = config.get("RollingUpdatePolicy", {})
         size = rolling.get("MaximumBatchSize", {})
-        unit = "instance(s)" if size.get("Type") == "INSTANCE_COUNT" else "copies"  # an endpoint's rolling policy
-        kind = f"rolling by {size.get('Value')} {unit}"
+        units = {"INSTANCE_COUNT": " instance(s)", "CAPACITY_PERCENT": " % of the copies"}  # API CapacitySize types
+        kind = f"rolling by {size.get('Value')}{units.get(size.get('Type'), ' copies')}"
+        back = rolling.get("RollbackMaximumBatchSize")
+        if back is not None:
+            kind += f" (rollback by {back.get('Value')}{units.get(back.get('Type'), ' copies')})"
         wait = rolling.get("WaitIntervalInSeconds")
     return f"{kind}, bake {wait} s, rolled back by {alarms} alarm(s)"
 
@@ -278,6 +281,92 @@ def several_components(resources: dict) -> bool:
     )
 
 
+def _text(value: object) -> str:
+    """A property as a reviewer reads it: the literal, or the logical ID a token points at."""
+    if isinstance(value, str):
+        return value
+    return f"<{_target(value)}>" if _target(value) else "<a token>"
+
+
+def _texts(values: object) -> str:
+    return ", ".join(_text(v) for v in values) if isinstance(values, list) else _text(values)
+
+
+def governance_lines(resources: dict) -> list[str]:
+    """What a reviewer of a governed account looks for: adapters, VPC placement, customer keys, tags."""
+    lines = []
+    for res in resources.values():
+        spec = res.get("Properties", {}).get("Specification", {})
+        if res["Type"] == "AWS::SageMaker::InferenceComponent" and spec.get("BaseInferenceComponentName"):
+            name = _text(res["Properties"].get("InferenceComponentName"))
+            artifact = _text((spec.get("Container") or {}).get("ArtifactUrl"))
+            lines.append(f"  adapter {name} on {_text(spec['BaseInferenceComponentName'])}: {artifact}")
+    placements = {
+        (_texts(c.get("Subnets")), _texts(c.get("SecurityGroupIds")))
+        for r in resources.values()
+        if r["Type"] in ("AWS::SageMaker::Model", "AWS::SageMaker::EndpointConfig")
+        for c in [r.get("Properties", {}).get("VpcConfig")]
+        if c
+    }
+    if placements:
+        for subnets, groups in sorted(placements):
+            lines.append(f"  VPC: subnets {subnets}; security groups {groups}")
+    else:
+        lines.append("  VPC: none (SageMaker's own network; vpc_subnet_ids places it in yours)")
+    keys = []
+    for res in resources.values():
+        props = res.get("Properties", {})
+        kind = res["Type"]
+        if kind == "AWS::SageMaker::EndpointConfig" and props.get("KmsKeyId"):
+            keys.append(f"endpoint volumes {_text(props['KmsKeyId'])}")
+        elif kind == "AWS::S3::Bucket":
+            for rule in (props.get("BucketEncryption") or {}).get("ServerSideEncryptionConfiguration", []):
+                key = (rule.get("ServerSideEncryptionByDefault") or {}).get("KMSMasterKeyID")
+                if key:
+                    keys.append(f"bucket {_text(key)}")
+        elif kind == "AWS::Logs::LogGroup" and props.get("KmsKeyId"):
+            keys.append(f"logs {_text(props['KmsKeyId'])}")
+        elif kind == "AWS::Lambda::Function" and props.get("KmsKeyArn"):
+            keys.append(f"function environment {_text(props['KmsKeyArn'])}")
+        elif kind == "AWS::SNS::Topic" and props.get("KmsMasterKeyId"):
+            keys.append(f"alarm topic {_text(props['KmsMasterKeyId'])}")
+        elif kind == "Custom::StagedCheckpoint" and props.get("VolumeKmsKeyArn"):
+            keys.append(f"staging volumes {_text(props['VolumeKmsKeyArn'])}")
+    counted = Counter(keys)
+    shown = ", ".join(k if n == 1 else f"{k} (x{n})" for k, n in sorted(counted.items()))
+    lines.append(f"  customer keys: {shown or 'none (AWS-managed encryption)'}")
+    tags = {
+        (t.get("Key"), _text(t.get("Value")))
+        for r in resources.values()
+        if r["Type"] == "AWS::SageMaker::Endpoint"
+        for t in r.get("Properties", {}).get("Tags") or []
+    }
+    lines.append("  tags: " + (", ".join(f"{k}={v}" for k, v in sorted(tags)) or "none"))
+    return lines
+
+
+def stack_templates(out: Path) -> list[Path] | str:
+    """The templates of the stacks the assembly's manifest.json lists (not every template left in the folder
+    by an earlier synth), or why there are none. The manifest's artifacts of type ``aws:cloudformation:stack``
+    name theirs in ``properties.templateFile`` (the cloud assembly schema, cloud-assembly-schema manifest)."""
+    manifest = out / "manifest.json"
+    try:
+        artifacts = safejson.loads(manifest.read_text(), source=str(manifest)).get("artifacts") or {}
+    except FileNotFoundError:
+        return f"no manifest.json in {out}: run cdk synth first"
+    except (OSError, ValueError, AttributeError) as e:
+        return f"{manifest} is unreadable: {e}"
+    templates = [
+        out / str(a["properties"]["templateFile"])
+        for _, a in sorted(artifacts.items())
+        if isinstance(a, dict)
+        and a.get("type") == "aws:cloudformation:stack"
+        and isinstance(a.get("properties"), dict)
+        and a["properties"].get("templateFile")
+    ]
+    return templates or f"no stacks in {manifest}"
+
+
 def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
     """The stack in lines: its resources, the model checks at synth, then one block per SageMaker Model."""
     resources = template.get("Resources", {})
@@ -310,7 +399,7 @@ def describe(template: dict, region: str = DEFAULT_REGION) -> list[str]:
             name = props.get("InferenceComponentName") if res["Type"] == "AWS::SageMaker::InferenceComponent" else None
             whose = f" of component {name}" if isinstance(name, str) and several_components(resources) else ""
             lines.append(f"  update policy{whose}: {update_policy(props['DeploymentConfig'])}")
-    return lines
+    return lines + governance_lines(resources)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -326,9 +415,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # argparse's usage error (2) or --help (0), as a return code like every command
         return int(e.code or 0)
     region, out = args.region, Path(args.out)
-    templates = sorted(out.glob("*.template.json"))
-    if not templates:
-        print(f"no templates in {out}", file=sys.stderr)
+    templates = stack_templates(out)
+    if isinstance(templates, str):
+        print(templates, file=sys.stderr)
         return 1
     report = out / "validation-report.json"
     try:

@@ -14,14 +14,22 @@ is against SageMaker's guidance. Checked here:
   gateway endpoint's route tables, or the VPC has an S3 interface endpoint, or the table sends 0.0.0.0/0 to a NAT
   gateway, a transit gateway or a network interface (a NAT instance or firewall). A route to an internet gateway
   does not count: SageMaker's network interfaces get no public IP address ("Give SageMaker AI hosted endpoints
-  access to resources in your Amazon VPC": a VPC without NAT needs the S3 VPC endpoint).
+  access to resources in your Amazon VPC": a VPC without NAT needs the S3 VPC endpoint);
+- the security groups let HTTPS out to S3 (preflight/egress.py): a group without such an outbound rule drops the
+  download as surely as a missing route;
+- the policy of the S3 endpoint the subnets use allows s3:GetObject and s3:ListBucket on the model's prefix
+  (preflight/endpoint_policy.py): an endpoint policy denies through the endpoint what it does not allow.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from preflight.egress import egress_problems
+from preflight.endpoint_policy import ModelObjects, policy_findings
 
 GUIDE = "docs/guide/private-network.md"
 EGRESS_TARGETS = ("NatGatewayId", "TransitGatewayId", "NetworkInterfaceId")
@@ -89,8 +97,13 @@ def _internet_gateway_only(table: Mapping[str, Any]) -> bool:
     )
 
 
-def check_network(ec2: Any, subnet_ids: Sequence[str], security_group_ids: Sequence[str]) -> NetworkReport:
-    """Every problem with the subnets and groups (``ec2`` is a boto3 EC2 client of the endpoint's region)."""
+def check_network(
+    ec2: Any, subnet_ids: Sequence[str], security_group_ids: Sequence[str], model: ModelObjects | None = None
+) -> NetworkReport:
+    """Every problem with the subnets and groups (``ec2`` is a boto3 EC2 client of the endpoint's region).
+
+    ``model`` (the checkpoint's bucket and prefix) is what the S3 endpoint's policy must let through; None skips
+    the policy check."""
     report = NetworkReport()
     if not subnet_ids:
         return report
@@ -125,28 +138,53 @@ def check_network(ec2: Any, subnet_ids: Sequence[str], security_group_ids: Seque
             f"the subnets are all in {zone}: SageMaker asks for at least two subnets in different Availability "
             "Zones, so that instances can be placed when one zone has no capacity"
         )
-    report.problems += _group_problems(ec2, vpc, security_group_ids)
-    report.problems += _s3_problems(ec2, vpc, subnet_ids, found)
+    groups, problems = _groups(ec2, vpc, security_group_ids)
+    report.problems += problems
+    path = _s3_path(ec2, vpc, subnet_ids, found)
+    report.problems += path.problems
+    if groups and not path.problems:
+        problems, notes = egress_problems(groups, path.endpoints, path.prefix_lists)
+        report.problems += problems
+        report.notes += notes
+    if model is not None:
+        partition = getattr(getattr(ec2, "meta", None), "partition", None)  # botocore ClientMeta: "aws", "aws-cn"
+        model = dataclasses.replace(model, partition=partition if isinstance(partition, str) else "aws")
+        for endpoint in path.endpoints:
+            problems, notes = policy_findings(endpoint, model)
+            report.problems += problems
+            report.notes += notes
     return report
 
 
-def _group_problems(ec2: Any, vpc: str, group_ids: Sequence[str]) -> list[str]:
+def _groups(ec2: Any, vpc: str, group_ids: Sequence[str]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The groups as DescribeSecurityGroups gives them (empty when any is wrong), and the problems."""
     if not group_ids:
-        return []
+        return [], []
     try:
         groups = _pages(ec2, "describe_security_groups", "SecurityGroups", GroupIds=list(group_ids))
     except Exception as e:
         code = _error_code(e)
         if code in ("InvalidGroup.NotFound", "InvalidGroupId.Malformed"):
-            return [f"a security group of {', '.join(group_ids)} does not exist in this account and region ({code})"]
-        return [f"cannot read the security groups {', '.join(group_ids)} ({code}): ec2:DescribeSecurityGroups"]
+            return [], [
+                f"a security group of {', '.join(group_ids)} does not exist in this account and region ({code})"
+            ]
+        return [], [f"cannot read the security groups {', '.join(group_ids)} ({code}): ec2:DescribeSecurityGroups"]
     other = [f"{g['GroupId']} ({g.get('VpcId', 'no VPC')})" for g in groups if g.get("VpcId") != vpc]
     if other:
-        return [f"security group(s) {', '.join(other)} are not in the subnets' VPC {vpc}"]
-    return []
+        return [], [f"security group(s) {', '.join(other)} are not in the subnets' VPC {vpc}"]
+    return groups, []
 
 
-def _s3_problems(ec2: Any, vpc: str, subnet_ids: Sequence[str], found: Mapping[str, Any]) -> list[str]:
+@dataclass
+class S3Path:
+    """How the subnets reach S3: the endpoints their traffic goes through, the S3 prefix lists, the problems."""
+
+    problems: list[str] = field(default_factory=list)
+    endpoints: list[dict[str, Any]] = field(default_factory=list)
+    prefix_lists: set[str] = field(default_factory=set)
+
+
+def _s3_path(ec2: Any, vpc: str, subnet_ids: Sequence[str], found: Mapping[str, Any]) -> S3Path:
     region = getattr(getattr(ec2, "meta", None), "region_name", None) or ""
     service = f"com.amazonaws.{region}.s3"
     try:
@@ -158,15 +196,20 @@ def _s3_problems(ec2: Any, vpc: str, subnet_ids: Sequence[str], found: Mapping[s
             Filters=[{"Name": "vpc-id", "Values": [vpc]}, {"Name": "service-name", "Values": [service]}],
         )
     except Exception as e:
-        return [
-            f"cannot read the route tables or VPC endpoints of {vpc} ({_error_code(e)}): ec2:DescribeRouteTables, "
-            "ec2:DescribeVpcEndpoints"
-        ]
+        return S3Path(
+            problems=[
+                f"cannot read the route tables or VPC endpoints of {vpc} ({_error_code(e)}): ec2:DescribeRouteTables, "
+                "ec2:DescribeVpcEndpoints"
+            ]
+        )
     live = [e for e in endpoints if str(e.get("State", "")).lower() == "available"]
-    if any(e.get("VpcEndpointType") == "Interface" for e in live):
-        return []  # an S3 interface endpoint serves every subnet of the VPC
-    gateway_tables = {t for e in live if e.get("VpcEndpointType") == "Gateway" for t in e.get("RouteTableIds", [])}
-    problems = []
+    interfaces = [e for e in live if e.get("VpcEndpointType") == "Interface"]
+    if interfaces:
+        return S3Path(endpoints=interfaces)  # an S3 interface endpoint serves every subnet of the VPC
+    gateways = [e for e in live if e.get("VpcEndpointType") == "Gateway"]
+    gateway_tables = {t for e in gateways for t in e.get("RouteTableIds", [])}
+    path = S3Path()
+    problems = path.problems
     for subnet in subnet_ids:
         if subnet not in found:
             continue
@@ -174,7 +217,15 @@ def _s3_problems(ec2: Any, vpc: str, subnet_ids: Sequence[str], found: Mapping[s
         if table is None:
             problems.append(f"subnet {subnet} has no route table")
             continue
-        if table["RouteTableId"] in gateway_tables or egress_route(table):
+        if table["RouteTableId"] in gateway_tables:
+            # The gateway endpoint's route is more specific than a NAT default route, so S3 traffic takes it, and
+            # its destination is the S3 prefix list (VPC user guide, "Gateway endpoints": routing).
+            for endpoint in gateways:
+                if table["RouteTableId"] in endpoint.get("RouteTableIds", []) and endpoint not in path.endpoints:
+                    path.endpoints.append(endpoint)
+            path.prefix_lists |= s3_prefix_lists(table, gateways)
+            continue
+        if egress_route(table):
             continue
         why = (
             "its only default route is to an internet gateway, which SageMaker's network interfaces cannot use "
@@ -186,10 +237,21 @@ def _s3_problems(ec2: Any, vpc: str, subnet_ids: Sequence[str], found: Mapping[s
             f"subnet {subnet} cannot reach S3: route table {table['RouteTableId']}: {why}. Add the S3 gateway "
             f"endpoint ({service}, no charge) to that route table, or a NAT route ({GUIDE})"
         )
-    return problems
+    return path
 
 
-def network_check(props: Mapping[str, Any], ec2: Callable[[], Any]) -> NetworkReport:
+def s3_prefix_lists(table: Mapping[str, Any], gateways: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The prefix lists the table routes to an S3 gateway endpoint (a route ``DestinationPrefixListId`` ->
+    ``GatewayId: vpce-...``, added by the endpoint to each of its route tables: VPC user guide, "Gateway endpoints")."""
+    ids = {str(e.get("VpcEndpointId")) for e in gateways}
+    return {
+        str(r["DestinationPrefixListId"])
+        for r in table.get("Routes", [])
+        if r.get("DestinationPrefixListId") and r.get("GatewayId") in ids
+    }
+
+
+def network_check(props: Mapping[str, Any], ec2: Callable[[], Any], model: ModelObjects | None = None) -> NetworkReport:
     """The check for the preflight resource's properties; no EC2 call when it names no subnets."""
     subnets, groups = properties_of(props)
-    return check_network(ec2(), subnets, groups) if subnets else NetworkReport()
+    return check_network(ec2(), subnets, groups, model) if subnets else NetworkReport()

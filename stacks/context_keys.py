@@ -242,7 +242,8 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_integer(0, 100)),
         None,
         "scaling",
-        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum",
+        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum; null: "
+        "`instance_count` in standard mode, 1 in component mode (0 with scale-to-zero)",
     ),
     ContextKey(
         "max_instances",
@@ -512,8 +513,9 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_integer(300, 3600)),
         None,
         "serving",
-        "300-3600: how long SageMaker tries to get instances before the next `instance_pools` entry "
-        "(`VariantInstanceProvisionTimeoutInSeconds`); null: SageMaker's",
+        "300-3600: the total time SageMaker spends getting instances across every `instance_pools` entry before "
+        "the operation fails, not a wait per type (`VariantInstanceProvisionTimeoutInSeconds`); counted in the "
+        "update timeout rules; null: SageMaker's",
     ),
     ContextKey(
         "download_timeout_s",
@@ -696,7 +698,7 @@ KEYS: tuple[ContextKey, ...] = (
         {},
         "governance",
         'JSON object `{"key": "value"}` put on every taggable resource, the SageMaker ones and the staging jobs '
-        "included (AWS tag rules; at most 48)",
+        "included (AWS tag rules; at most 48; `llm-endpoint-app` is the app's own, set to `stack_name`)",
     ),
     ContextKey(
         "bucket_kms_key_arn",

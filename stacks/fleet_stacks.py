@@ -14,6 +14,7 @@ from .config import ConfigError, DeploymentConfig
 from .fleet import Adapter, Fleet, FleetDeployment, FleetEndpoint, claimed_ids, pascal
 from .llm_endpoint_stack import LlmEndpointStack
 from .observability import thresholds_of, update_policy_of
+from .parsers import APP_TAG
 
 
 class ModelBucketStack(cdk.Stack):
@@ -21,6 +22,7 @@ class ModelBucketStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id: str, *, app: str, **kwargs) -> None:
         super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
+        cdk.Tags.of(self).add(APP_TAG, app)  # as every endpoint stack of the app (stacks/parsers.py APP_TAG)
         self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app)).bucket
         cdk.CfnOutput(self, "ModelBucketName", value=self.bucket.bucket_name, description="Bucket of staged models")
         cdk.CfnOutput(self, APP_OUTPUT, value=app, description="The app (stack_name) of this stack")
@@ -125,9 +127,8 @@ def _staged_adapter(
 ) -> StagedCheckpoint:
     """A Hub adapter staged like a model (same worker, manifest, skip on rerun) into the deployment's bucket,
     packed into one .tar.gz: an adapter component's ArtifactUrl names a single archive."""
-    lora = config.engine_spec.adapters  # engines.json: the rank the engine serves unless engine_env raises it
-    raw = str(config.engine_env.get(lora["max_lora_rank_key"], lora["max_lora_rank_default"])).strip()
-    rank = int(raw) if raw.isdigit() and int(raw) > 0 else None  # not a number: the engine's own refusal
+    # engines.json: the rank the engine serves unless engine_env raises it, parsed as vLLM's int() does
+    rank = config.engine_spec.max_lora_rank(config.engine_env)
     base_model_id = None if config.model_s3_uri else config.model_id
     config = dataclasses.replace(
         config,

@@ -26,8 +26,10 @@ from constructs_lib import (
     app_bucket_name,
     encrypt_logs_and_functions,
     get_engine,
+    hub_ports,
     is_model_archive,
     lookup_instance,
+    place_functions_in_vpc,
     resolve_scaling,
     weight_format_flags,
 )
@@ -38,6 +40,7 @@ from preflight.context import long_context_opt_in
 from .config import DeploymentConfig
 from .model_checks import FactsStatus
 from .observability import add_observability, update_batch_copies, update_policy_of
+from .parsers import APP_TAG
 
 
 class LlmEndpointStack(cdk.Stack):
@@ -69,6 +72,12 @@ class LlmEndpointStack(cdk.Stack):
             kms.Key.from_key_arn(self, "VolumeKey", config.volume_kms_key_arn) if config.volume_kms_key_arn else None
         )
         self.network = self._network(config)
+        if self.network:
+            # Every function of the stack, CDK's own included, in the deployment's subnets (an SCP may require
+            # lambda:VpcIds), so that the staging handler resolves the revision through the VPC too (a mirror).
+            # A mirror's own port for the created group, as the staging job's (StagedCheckpoint.hub_endpoint).
+            ports = (443, *hub_ports(config.hf_endpoint))
+            place_functions_in_vpc(self, **self.network, egress_ports=ports)
         # Every log group and function of the stack, CDK's own included, whenever they are added (an aspect).
         key_of = {"LogsKey": config.logs_kms_key_arn, "LambdaKey": config.lambda_kms_key_arn}
         keys = {name: kms.Key.from_key_arn(self, name, arn) if arn else None for name, arn in key_of.items()}
@@ -78,6 +87,8 @@ class LlmEndpointStack(cdk.Stack):
         for tag_key, tag_value in config.tags.items():
             cdk.Tags.of(self).add(tag_key, tag_value)
         self.bucket_app = bucket_app or config.stack_name
+        # The app's name on every taggable resource and on the stack itself (DescribeStacks Tags): llmops status.
+        cdk.Tags.of(self).add(APP_TAG, self.bucket_app)
         model = self.model_source(self, config)
         self.checkpoint = model if isinstance(model, StagedCheckpoint) else None
 

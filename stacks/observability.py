@@ -27,11 +27,19 @@ if TYPE_CHECKING:
     from .config import DeploymentConfig
 
 
+def most_copies(values: Mapping[str, Any]) -> int:
+    """The most copies a component update can start at (copy autoscaling may leave it at max_copies)."""
+    return max(values.get("initial_copies") or 1, values.get("max_copies") or 1)
+
+
 def update_policy_of(values: Mapping[str, Any]) -> UpdatePolicy:
     component_mode = values.get("deployment_mode") == INFERENCE_COMPONENT
-    kind = values.get("update_policy") or UpdatePolicy.default_for(component_mode).kind
+    default = UpdatePolicy.default_for(component_mode, copies=most_copies(values))
+    kind = values.get("update_policy") or default.kind
     return UpdatePolicy(
         kind,
+        # Unset update_policy on a one-copy component: the default's CAPACITY_PERCENT batch (default_for).
+        step_percent=default.step_percent if not values.get("update_policy") else None,
         step_size=values.get("update_step_size", 1),
         wait_s=values.get("update_wait_s", 300),
         termination_wait_s=values.get("update_termination_wait_s"),
@@ -59,11 +67,18 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
         return []
     component_mode = values["deployment_mode"] == INFERENCE_COMPONENT
     policy = update_policy_of(values)
+    instances = values.get("instance_count", 1)
     problems = policy.problems(
         component_mode=component_mode,
-        instances=values.get("instance_count", 1),
-        copies=max(values.get("initial_copies") or 1, values.get("max_copies") or 1),
+        instances=instances,
+        # Standard mode has no copies: with them, steps() counted one copy, not the instances (and refused a batch
+        # of more than one instance as "more than the component's 1 copies").
+        copies=most_copies(values) if component_mode else None,
         provisioning_s=(values.get("download_timeout_s") or 0) + (values.get("startup_timeout_s") or 0),
+        # A total across every pool before the operation fails (SageMaker guide, realtime-endpoints-heterogeneous).
+        provision_s=values.get("provision_timeout_s") or 0,
+        # An autoscaled variant keeps its count through an update (RetainAllVariantProperties): the most it starts at.
+        most_instances=max(instances, values.get("max_instances") or instances),
     )
     if values.get("capacity_reservation_instances") is not None and not values.get("capacity_reservation_arn"):
         problems.append(

@@ -268,11 +268,24 @@ def _ids(regex: re.Pattern[str], what: str, most: int) -> Callable[[Any], tuple[
     return _bound(_parse_ids, doc, regex, what, most)  # pragma: no mutate
 
 
+# The app's own tag, ``<key>=<stack_name>``, on every taggable resource and on each of its stacks: how
+# ``llmops status`` finds what the app made (a fleet's generated endpoint names carry no usable prefix, and
+# CloudFormation adds no stack tag to SageMaker endpoints: cfn-lint schema, tagging.cloudFormationSystemTags false).
+APP_TAG = "llm-endpoint-app"
+
+
 def _tags(raw: Any) -> dict[str, str]:
     """JSON object of tags {"key": "value"} (AWS tag rules: at most 48; keys 1-128, values 0-256 characters)"""
     tags = _json_object(raw)
-    # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys).
+    # The constructs' own rule (constructs_lib/tags.py: AWS's characters and lengths, the staging job's own keys),
+    # and the app's own tag, which the stacks set themselves.
     problems = tag_problems(tags)
+    # In any case: llmops status reads the app's tag, and a look-alike on a resource would mislead whoever reads it.
+    problems += [
+        f"tag key {key!r}: set by the app itself (its stack_name, for llmops status); use another key"
+        for key in tags
+        if isinstance(key, str) and key.lower() == APP_TAG
+    ]
     if problems:
         raise ValueError("; ".join(problems))
     return tags

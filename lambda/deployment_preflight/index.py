@@ -73,6 +73,7 @@ from preflight import (
     CHECKS,
 )
 from preflight.checkpoint_code import code_files_note, code_files_problem
+from preflight.endpoint_policy import ModelObjects
 from preflight.network import network_check
 
 PHYSICAL_ID_PREFIX = "preflight-"
@@ -298,7 +299,8 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     )
     report = run_checks(settings, s3=lambda: client("s3"), quotas=lambda: client("service-quotas"))
     if "network" in settings.checks:  # the VpcConfig's subnets and groups (preflight/network.py)
-        network = network_check(event["ResourceProperties"], lambda: client("ec2"))
+        model = ModelObjects(settings.bucket, settings.prefix)
+        network = network_check(event["ResourceProperties"], lambda: client("ec2"), model)
         report.add("network", network.problems)
         report.notes += network.notes
     for check in settings.checks:

@@ -97,7 +97,8 @@ def test_unknown_gpu_count_skips_capacity_checks():
         ({"initial_instances": 0, "min_instances": 0, "mode": IC, "scale_to_zero": True}, r"initial_instances=0"),
         ({"min_instances": 3, "max_instances": 2}, r"max_instances=2 is below min_instances=3; allowed: 3 or more"),
         ({"max_instances": 0}, r"max_instances=0 is below min_instances=1; allowed: 1 or more"),
-        ({"initial_instances": 5, "max_instances": 2}, r"initial_instances=5 is outside min_instances=1 to max"),
+        # Standard mode: min_instances defaults to initial_instances, capped at max_instances (issue 35 item 3).
+        ({"initial_instances": 5, "max_instances": 2}, r"initial_instances=5 is outside min_instances=2 to max"),
         ({"min_instances": -1}, r"min_instances=-1 must be a whole number of instances"),
         ({"max_instances": 1.5}, r"max_instances=1.5 must be a whole number of instances"),
         ({"mode": IC, "accelerators_per_copy": 8}, r"accelerators_per_copy=8 is more than the 4 GPU\(s\)"),

@@ -532,7 +532,7 @@ def test_autoscale_instances_options():
     ("instance_count", "scaling", "message"),
     [
         (1, {"min_capacity": 0, "max_capacity": 2}, r"min_instances=0 is allowed only with scale_to_zero=true"),
-        (3, {"max_capacity": 2}, r"initial_instances=3 is outside min_instances=1 to max_instances=2"),
+        (3, {"max_capacity": 2}, r"initial_instances=3 is outside min_instances=2 to max_instances=2"),
         (1, {"min_capacity": 3, "max_capacity": 2}, r"max_instances=2 is below min_instances=3"),
         (1, {"max_capacity": 2, "target_invocations_per_instance": 0}, r"target_invocations_per_instance=0 must be"),
     ],

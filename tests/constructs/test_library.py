@@ -179,8 +179,8 @@ def test_llmops_suggests_the_command_meant(capsys):
 
 
 def test_llmops_runs_the_subcommand_and_returns_its_exit_code(tmp_path, capsys):
-    assert main(["summary", str(tmp_path)]) == 1  # no templates there
-    assert "no templates in" in capsys.readouterr().err
+    assert main(["summary", str(tmp_path)]) == 1  # no cloud assembly there
+    assert "no manifest.json in" in capsys.readouterr().err
     assert main(["resolve_image", "--help"]) == 0  # the module's spelling works too
 
 

@@ -490,18 +490,37 @@ def test_component_rolling_policy_rolls_back_on_its_alarms():
         "WaitIntervalInSeconds": 120,
         # Derived (issue 28): 2 batches x (120 s bake + 2400 s download and start-up + 600 s to launch an instance).
         "MaximumExecutionTimeoutInSeconds": 6240,
+        # Issue 35: a rollback returns the old copies one batch at a time, not all at once (100 %).
+        "RollbackMaximumBatchSize": {"Type": "COPY_COUNT", "Value": 2},
     }
     assert len(config["AutoRollbackConfiguration"]["Alarms"]) == 4
     Annotations.from_stack(stack).has_no_warning("*", Match.string_like_regexp("Rolling update batch"))
 
 
-def test_component_rolling_batch_of_one_copy_is_information_not_a_warning():
-    """Issue 28: the default one-copy component prints no warning (no whole-copy batch is 5-50% of one copy)."""
+def test_one_copy_component_default_batch_is_50_percent_of_its_copies_and_no_warning():
+    """Issue 35 item 5: the default of a one-copy component is CAPACITY_PERCENT 50, inside the 5-50 % SageMaker
+    documents (API InferenceComponentRollingUpdatePolicy.MaximumBatchSize), not COPY_COUNT 1 (100 %); rollback too."""
+    stack, _, component = component_endpoint()
+    component.apply_update_policy(UpdatePolicy.default_for(True, copies=1))
+    Annotations.from_stack(stack).has_no_warning("*", Match.any_value())
+    (ic,) = Template.from_stack(stack).find_resources("AWS::SageMaker::InferenceComponent").values()
+    rolling = ic["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
+    assert rolling["MaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 50}
+    assert rolling["RollbackMaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 50}
+
+
+def test_one_copy_component_asking_for_rolling_by_copies_is_warned():
     stack, _, component = component_endpoint()
     component.apply_update_policy(UpdatePolicy("rolling"))
-    annotations = Annotations.from_stack(stack)
-    annotations.has_no_warning("*", Match.any_value())
-    annotations.has_info("/Test/Endpoint/Chat", Match.string_like_regexp("5-50% of the copy count"))
+    Annotations.from_stack(stack).has_warning(
+        "/Test/Endpoint/Chat", Match.string_like_regexp("100 % of its copies, outside the 5-50%")
+    )
+
+
+def test_default_for_a_component_of_two_copies_rolls_one_copy_at_a_time():
+    assert UpdatePolicy.default_for(True, copies=2) == UpdatePolicy("rolling")
+    assert UpdatePolicy.default_for(True) == UpdatePolicy("rolling")
+    assert UpdatePolicy.default_for(False, copies=1) == UpdatePolicy("all-at-once")
 
 
 @pytest.mark.parametrize(
@@ -515,7 +534,9 @@ def test_component_rolling_batch_of_one_copy_is_information_not_a_warning():
     ],
 )
 def test_rolling_batch_fits_5_to_50_percent_of_every_copy_count_an_update_may_start_at(copies, step, warning):
-    stack, _, component = component_endpoint({"max_instances": 41}, **copies)  # 40 copies + a batch of 1
+    # 40 copies + a batch of 1; short timeouts so that 40 batches fit MaximumExecutionTimeoutInSeconds' 28800 s.
+    quick = {"startup_timeout": cdk.Duration.minutes(1), "download_timeout": cdk.Duration.minutes(1)}
+    stack, _, component = component_endpoint({"max_instances": 41}, **copies, **quick)
     component.apply_update_policy(UpdatePolicy("rolling", step_size=step))
     annotations = Annotations.from_stack(stack)
     if warning:
@@ -558,12 +579,13 @@ def test_an_update_timeout_must_cover_every_step_and_the_new_fleet_coming_up():
     assert policy.problems(component_mode=False, instances=4, provisioning_s=2399) == []
     rolling = UpdatePolicy("rolling", step_size=1, wait_s=120, max_execution_timeout_s=2880)
     (problem,) = rolling.problems(component_mode=True, instances=0, copies=4, provisioning_s=2400)
-    assert "4 batches x (update_wait_s 120 + 2400 s for each batch's new copies" in problem
+    assert "4 batches (4 copies, update_step_size 1) x (update_wait_s 120 + download_timeout_s + " in problem
+    assert "2400 for each batch's new copies" in problem
     assert "= 10080 s" in problem  # every batch provisions its own copies: 4 x (120 + 2400)
     assert rolling.problems(component_mode=True, instances=0, copies=4, provisioning_s=580) == []  # 4 x 700 < 2880
     endpoint = UpdatePolicy("rolling", step_size=1, wait_s=120, max_execution_timeout_s=2880)
     (problem,) = endpoint.problems(component_mode=False, instances=2, provisioning_s=2400)
-    assert "2 batches x" in problem and "new instances" in problem and "(API RollingUpdatePolicy" in problem
+    assert "2 batches (2 instances" in problem and "new instances" in problem and "(API RollingUpdatePolicy" in problem
 
 
 def test_canary_bakes_twice():

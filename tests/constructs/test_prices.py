@@ -136,6 +136,8 @@ def test_summary_prints_the_cost_for_the_region_asked(tmp_path, capsys):
         }
     }
     (tmp_path / "Stack.template.json").write_text(json.dumps(template))
+    stack = {"type": "aws:cloudformation:stack", "properties": {"templateFile": "Stack.template.json"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"Stack": stack}}))
     assert main([str(tmp_path), "--region", "us-east-1"]) == 0
     assert "cost in us-east-1: 1 x ml.g6.2xlarge = USD 1.22/h, USD 892/month" in capsys.readouterr().out
     assert main([str(tmp_path), "--region"]) == 2

@@ -2,7 +2,8 @@
 
 The Hub server answers the surface the staging worker and ``huggingface_hub`` use:
 
-- ``GET /api/models/{repo}[/revision/{rev}]`` (``?blobs=true`` adds sizes, blob ids and LFS hashes),
+- ``GET /api/models/{repo}[/revision/{rev}]`` (``?blobs=true`` adds sizes, blob ids and LFS hashes; ``listing``
+  answers less, as a mirror may),
 - ``GET /api/models/{repo}/tree/{rev}[/{path}]`` (``?recursive=true``), paginated with a ``Link`` header,
 - ``HEAD``/``GET /{repo}/resolve/{rev}/{path}``: ``X-Repo-Commit`` always; small files are served with an
   ``ETag`` (their git blob SHA-1); LFS files answer ``302`` to the CDN server with ``X-Linked-Etag``
@@ -205,6 +206,11 @@ class FakeHub:
     connection_bytes_per_s: float = 0.0
     # A server that answers every ``Range`` request with the whole file (200), as RFC 9110 section 14.2 allows.
     ignore_range: bool = False
+    # What the revision listing holds under ``blobs=true``, as a mirror may answer less: "full" (the Hub's),
+    # "sizes" (sizes, no blobId or lfs) or "names" (rfilename only, as without ``blobs``).
+    listing: str = "full"
+    # Headers the Hub server leaves out of its resolve answers (a mirror that drops X-Linked-Etag, ETag, ...).
+    resolve_drops: tuple[str, ...] = ()
     repos: dict[str, FakeRepo] = field(default_factory=dict)
     requests: list[Recorded] = field(default_factory=list)
 
@@ -432,12 +438,19 @@ class _Handler(BaseHTTPRequestHandler):
     def _send(self, status: int, headers: dict[str, str], body: bytes = b"") -> None:
         self._record.status = status
         self.send_response(status)
-        for name, value in headers.items():
+        for name, value in self._kept(headers).items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         if self.command != "HEAD" and body:
             self.wfile.write(body)
+
+    def _kept(self, headers: dict[str, str]) -> dict[str, str]:
+        """``headers`` without those a mirror drops from its resolve answers (``FakeHub.resolve_drops``)."""
+        if self.role != "hub" or "/resolve/" not in self.path:
+            return headers
+        dropped = {h.lower() for h in self.hub.resolve_drops}
+        return {k: v for k, v in headers.items() if k.lower() not in dropped}
 
     def _error(self, status: int, message: str, code: str | None, extra: dict[str, str] | None = None) -> None:
         headers = {"Content-Type": "application/json", "X-Error-Message": message}
@@ -512,8 +525,10 @@ class _Handler(BaseHTTPRequestHandler):
         siblings = []
         for f in repo.files.values():
             entry: dict[str, Any] = {"rfilename": f.path}
-            if blobs:
-                entry.update(size=f.size, blobId=f.blob_id)
+            if blobs and self.hub.listing in ("full", "sizes"):
+                entry["size"] = f.size
+            if blobs and self.hub.listing == "full":
+                entry["blobId"] = f.blob_id
                 if f.lfs:
                     entry["lfs"] = {"sha256": f.sha256, "size": f.size, "pointerSize": len(f.pointer)}
             siblings.append(entry)
@@ -655,7 +670,8 @@ class _Handler(BaseHTTPRequestHandler):
         slow = self.hub._take_fault(f.path, ("slow",), self.command, asked) if self.command == "GET" else None
         self._record.status = status
         self.send_response(status)
-        for name, value in {**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"}.items():
+        headers = self._kept({**headers, "Accept-Ranges": "bytes", "Content-Type": "application/octet-stream"})
+        for name, value in headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(end - start))
         self.end_headers()

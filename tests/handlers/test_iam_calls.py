@@ -420,3 +420,23 @@ def test_the_handler_reads_the_token_from_the_secrets_region():
     client = handler.client("secretsmanager", "eu-west-1")
     assert client.meta.region_name == "eu-west-1"
     assert handler.client("secretsmanager", "eu-west-1") is client
+
+
+def test_the_vpc_endpoint_list_covers_every_service_a_function_calls():
+    """A private deployment's functions reach AWS through the subnets: each service a Lambda component calls needs
+    an endpoint (or a NAT); constructs_lib.FUNCTION_ENDPOINTS and the guide list them. A new call to a new service
+    fails here until both name its endpoint."""
+    from constructs_lib import FUNCTION_ENDPOINTS
+
+    guide = (ROOT / "docs" / "guide" / "private-network.md").read_text()
+    missing = []
+    for component in DATA["components"]:
+        if "Processing job" in component["name"]:
+            continue  # the staging worker runs in SageMaker, not in a function
+        for call in calls_of(component):
+            endpoint = FUNCTION_ENDPOINTS.get(call.service)
+            if endpoint is None:
+                missing.append(f"{call.service} ({component['name']}, {call.where}): not in FUNCTION_ENDPOINTS")
+            elif f"`{endpoint.split()[0]}`" not in guide:
+                missing.append(f"{endpoint.split()[0]} ({call.service}): not in docs/guide/private-network.md")
+    assert not missing, "; ".join(sorted(set(missing)))

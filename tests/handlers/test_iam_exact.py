@@ -132,13 +132,25 @@ VOLUME_KEY = {
         "kms:ReEncryptTo",
     )
 }
+# Lambda attaches a function to the VPC with its execution role (Lambda developer guide, "Giving Lambda functions
+# access to resources in an Amazon VPC"): every function role of a private deployment.
+FUNCTION_IN_VPC = {
+    "ec2:CreateNetworkInterface": "Lambda: the function's network interface",
+    "ec2:DeleteNetworkInterface": "Lambda: remove it",
+    "ec2:AssignPrivateIpAddresses": "Lambda: its addresses",
+    "ec2:UnassignPrivateIpAddresses": "Lambda: its addresses",
+    "ec2:DescribeNetworkInterfaces": "Lambda: find it",
+    "ec2:DescribeSubnets": "Lambda: the subnets",
+}
 PRIVATE_NETWORK = {
     "CheckpointJobRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **WITH_BUCKET_KEY["CheckpointJobRole"]},
     "EndpointRole": {**NETWORK_INTERFACES, **VOLUME_KEY, **DECRYPT},
-    **{role: DECRYPT for role in ("StagedCheckpointProviderRole", "StagingSignalRole")},
+    **{role: {**DECRYPT, **FUNCTION_IN_VPC} for role in ("StagedCheckpointProviderRole", "StagingSignalRole")},
+    "EndpointSmokeTestProviderRole": FUNCTION_IN_VPC,
     # preflight/network.py: the subnets, their groups, route tables and S3 endpoints.
     "DeploymentPreflightProviderRole": {
         **DECRYPT,
+        **FUNCTION_IN_VPC,
         **{
             f"ec2:Describe{n}": "the network check"
             for n in ("RouteTables", "SecurityGroups", "Subnets", "VpcEndpoints")

@@ -91,7 +91,18 @@ def answer(
         )
 
 
-GROUPS = [{"GroupId": GROUP, "GroupName": "llm", "VpcId": VPC, "Description": "d", "OwnerId": "123456789012"}]
+# A new group's default outbound rule: all traffic to 0.0.0.0/0 (VPC user guide, "Security group rules").
+ALL_OUT = {"IpProtocol": "-1", "IpRanges": [{"CidrIp": "0.0.0.0/0"}]}
+GROUPS = [
+    {
+        "GroupId": GROUP,
+        "GroupName": "llm",
+        "VpcId": VPC,
+        "Description": "d",
+        "OwnerId": "123456789012",
+        "IpPermissionsEgress": [ALL_OUT],
+    }
+]
 
 
 def test_two_zones_a_group_of_the_vpc_and_an_s3_gateway_endpoint_pass(ec2):
@@ -257,3 +268,78 @@ def test_the_handler_passes_a_reachable_network_with_its_note(handler, ec2):  # 
     props = properties(SkipChecks=others, Subnets=[A, B], SecurityGroupIds=[GROUP])
     result = handler.on_event(event(props=props))
     assert "us-east-1a" in result["Data"]["Notes"]
+
+
+S3_LIST = "pl-63a5400a"
+# The route a gateway endpoint adds to each of its route tables (VPC user guide, "Gateway endpoints").
+TO_ENDPOINT = {"DestinationPrefixListId": S3_LIST, "GatewayId": "vpce-0123456789abcdef0", "State": "active"}
+
+
+def _network_props(**more) -> dict:
+    return properties(
+        SkipChecks=[c for c in CHECKS if c != "network"], Subnets=[A, B], SecurityGroupIds=[GROUP], **more
+    )
+
+
+def test_the_handler_refuses_a_group_without_outbound_rules(handler, ec2):  # noqa: F811
+    answer(
+        ec2,
+        subnets=[subnet(A, "us-east-1a"), subnet(B, "us-east-1b")],
+        groups=[{**GROUPS[0], "IpPermissionsEgress": []}],
+        tables=[table(MAIN_TABLE, [LOCAL, TO_ENDPOINT], main=True)],
+        endpoints=[gateway_endpoint(MAIN_TABLE)],
+    )
+    handler._clients["ec2"] = ec2
+    with pytest.raises(
+        handler.PreflightFailed, match=rf"\[network\] security group\(s\) {GROUP} let no HTTPS.*{S3_LIST}"
+    ):
+        handler.on_event(event(props=_network_props()))
+
+
+def test_the_handler_passes_443_to_the_s3_prefix_list(handler, ec2):  # noqa: F811
+    rule = {"IpProtocol": "tcp", "FromPort": 443, "ToPort": 443, "PrefixListIds": [{"PrefixListId": S3_LIST}]}
+    answer(
+        ec2,
+        subnets=[subnet(A, "us-east-1a"), subnet(B, "us-east-1b")],
+        groups=[{**GROUPS[0], "IpPermissionsEgress": [rule]}],
+        tables=[table(MAIN_TABLE, [LOCAL, TO_ENDPOINT], main=True)],
+        endpoints=[gateway_endpoint(MAIN_TABLE)],
+    )
+    handler._clients["ec2"] = ec2
+    assert handler.on_event(event(props=_network_props()))["Data"]["Notes"] == ""
+
+
+def test_the_handler_refuses_a_gateway_endpoint_whose_policy_denies_everything(handler, ec2):  # noqa: F811
+    import json
+
+    policy = {"Statement": [{"Sid": "NoS3", "Effect": "Deny", "Principal": "*", "Action": "*", "Resource": "*"}]}
+    answer(
+        ec2,
+        subnets=[subnet(A, "us-east-1a"), subnet(B, "us-east-1b")],
+        groups=GROUPS,
+        tables=[table(MAIN_TABLE, [LOCAL, TO_ENDPOINT], main=True)],
+        endpoints=[{**gateway_endpoint(MAIN_TABLE), "PolicyDocument": json.dumps(policy)}],
+    )
+    handler._clients["ec2"] = ec2
+    with pytest.raises(handler.PreflightFailed) as failed:
+        handler.on_event(event(props=_network_props()))
+    reason = str(failed.value)
+    assert "denies s3:GetObject" in reason and "denies s3:ListBucket" in reason and "Sid 'NoS3'" in reason
+    assert "arn:aws:s3:::" in reason  # the model bucket's ARN, from ModelS3Uri
+
+
+def test_a_policy_of_an_endpoint_the_subnets_do_not_use_is_not_read(ec2):
+    # A's and B's table reaches S3 through a NAT; the denying endpoint sits on another table.
+    import json
+
+    deny_all = json.dumps({"Statement": [{"Effect": "Deny", "Principal": "*", "Action": "*", "Resource": "*"}]})
+    answer(
+        ec2,
+        subnets=[subnet(A, "us-east-1a"), subnet(B, "us-east-1b")],
+        groups=GROUPS,
+        tables=[table(MAIN_TABLE, [LOCAL, NAT], main=True), table("rtb-00000000000000077", [LOCAL])],
+        endpoints=[{**gateway_endpoint("rtb-00000000000000077"), "PolicyDocument": deny_all}],
+    )
+    from preflight.endpoint_policy import ModelObjects
+
+    assert check_network(ec2, [A, B], [GROUP], ModelObjects("b", "p/")).problems == []

@@ -593,3 +593,26 @@ def test_update_when_the_stack_status_is_unreadable_plans_as_usual(handler, s3, 
         )
     assert result["PhysicalResourceId"] == uri and result["Data"]["Files"] == "4"
     assert [s["Status"] for s in receiver.signals] == ["SUCCESS"]
+
+
+def test_through_a_mirror_without_blobs_the_handler_plans_from_heads_and_skips_what_the_hub_staged(
+    handler,
+    s3,  # noqa: F811
+    fake_hub,  # noqa: F811
+    receiver,
+):
+    """A mirror whose listing has no blobId/lfs: the revision's files come from one HEAD each (hfstage/hub.py),
+    with the blob ids the Hub lists, so the objects staged from the Hub match and no job starts."""
+    stage_by_hand(s3, fake_hub)
+    fake_hub.listing = "names"
+    _, uri = revision_uri(fake_hub)
+    result = handler.on_event(event("Create", properties(receiver)))  # the stubber refuses any SageMaker call
+    assert result["PhysicalResourceId"] == uri and result["Data"]["JobName"] == ""
+    assert {r.file for r in fake_hub.requests if r.method == "HEAD"} == set(FILES)
+
+
+def test_through_a_mirror_whose_heads_lack_the_hashes_the_deploy_fails_before_any_job(handler, fake_hub, receiver):  # noqa: F811
+    fake_hub.listing = "names"
+    fake_hub.resolve_drops = ("X-Linked-Etag", "ETag")
+    with pytest.raises(Exception, match=r"the HEAD of .* has no X-Linked-Etag .* cannot be verified"):
+        handler.on_event(event("Create", properties(receiver)))

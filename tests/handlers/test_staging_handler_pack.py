@@ -104,7 +104,10 @@ def test_too_much_to_pack_fails_before_any_job(handler, fake_hub, monkeypatch): 
 
 
 def test_the_adapter_config_is_checked_against_the_base_before_any_job(handler, s3, fake_hub):  # noqa: F811
-    config = b'{"peft_type": "LORA", "r": 64, "base_model_name_or_path": "Org/Other", "target_modules": ["q_proj"]}'
+    config = (
+        b'{"peft_type": "LORA", "r": 64, "lora_alpha": 16, "base_model_name_or_path": "Org/Other",'
+        b' "target_modules": ["q_proj"]}'
+    )
     fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
     props = pack_properties(RepoId="acme/sql-lora", Include=[], AdapterBase="acme/tiny-llm", MaxLoraRank="16")
     with pytest.raises(Exception) as info:  # the stubber refuses any job
@@ -116,7 +119,10 @@ def test_the_adapter_config_is_checked_against_the_base_before_any_job(handler, 
 
 
 def test_a_fitting_adapter_config_passes_and_a_missing_one_is_named(handler, fake_hub):  # noqa: F811
-    config = b'{"peft_type": "LORA", "r": 8, "base_model_name_or_path": "acme/tiny-llm", "target_modules": "all"}'
+    config = (
+        b'{"peft_type": "LORA", "r": 8, "lora_alpha": 16, "base_model_name_or_path": "acme/tiny-llm",'
+        b' "target_modules": "all"}'
+    )
     fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
     handler.test_stubber.add_response(
         "create_processing_job", {"ProcessingJobArn": "arn:job"}, {k: ANY for k in EXPECTED_JOB_KEYS}
@@ -128,7 +134,7 @@ def test_a_fitting_adapter_config_passes_and_a_missing_one_is_named(handler, fak
 
 
 def test_lowering_max_lora_rank_rechecks_a_packed_adapter(handler, s3, fake_hub, receiver):  # noqa: F811
-    config = b'{"peft_type": "LORA", "r": 16, "target_modules": ["q_proj"]}'
+    config = b'{"peft_type": "LORA", "r": 16, "lora_alpha": 16, "target_modules": ["q_proj"]}'
     fake_hub.add_repo("acme/sql-lora", {"adapter_config.json": config, "adapter_model.safetensors": b"w" * 64})
     client, _ = s3.worker_client()
     argv = ["--repo-id", "acme/sql-lora", "--destination", f"s3://{BUCKET}/models/", "--pack-as-tarball"]

@@ -155,3 +155,73 @@ def test_a_change_to_the_update_policy_alone_deploys_a_new_endpoint_config(drive
     again = driver.cloudformation().create(driver.properties(EndpointConfigName="config-2"))
     assert again.ok, again.reason
     assert_well_behaved(cfn, created, updated, failed, rolled_back, deleted)
+
+
+def _preflight_sizes(**context: str) -> tuple[dict[str, str], dict]:
+    """What the synthesized stack gives the preflight (InstancesNeeded, UpdateInstances) and its rolling policy."""
+    from tests.conftest import stack_template
+
+    resources = stack_template(**context).to_json()["Resources"].values()
+    (preflight,) = [r["Properties"] for r in resources if r["Type"] == "Custom::DeploymentPreflight"]
+    (endpoint,) = [r["Properties"] for r in resources if r["Type"] == "AWS::SageMaker::Endpoint"]
+    sizes = {k: preflight[k] for k in ("InstancesNeeded", "UpdateInstances")}
+    return sizes, endpoint["DeploymentConfig"]["RollingUpdatePolicy"]
+
+
+@pytest.mark.parametrize("driver", [PREFLIGHT], indirect=True)
+def test_a_reserved_rolling_update_that_rolls_back_fits_its_batch_and_the_stack_rolls_back(driver):
+    """Issue 35 item 1: 7 instances on a reservation of 10, 3 per batch. The rollback returns the old fleet 3 at a
+    time (RollbackMaximumBatchSize; absent it is 100 %, 7 beside the new ones: botocore RollingUpdatePolicy), so the
+    update and its rollback both need 10. Played: create -> update (fits 10) -> update with a quota of 9 refused ->
+    stack rollback -> delete -> redeploy."""
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
+    sizes, rolling = _preflight_sizes(
+        instance_count="7",
+        update_policy="rolling",
+        update_step_size="3",
+        capacity_reservation_arn=arn,
+        capacity_reservation_instances="10",
+    )
+    assert sizes == {"InstancesNeeded": "7", "UpdateInstances": "3"}
+    assert rolling["RollbackMaximumBatchSize"] == {"Type": "INSTANCE_COUNT", "Value": 3}
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 10
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(**sizes))
+    assert created.ok, created.reason
+    updated = cfn.update(driver.properties(**sizes, MaxModelLen="16384"))
+    assert updated.ok, updated.reason
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 9
+    failed = cfn.update(driver.properties(**sizes, MaxModelLen="8192"))
+    assert not failed.ok
+    assert "needs 10 instance(s) (7 serving + 3 for an update's new instances" in failed.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
+    deleted = cfn.delete()
+    assert deleted.ok, deleted.reason
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 10
+    again = driver.cloudformation().create(driver.properties(**sizes))
+    assert again.ok, again.reason
+    assert_well_behaved(cfn, created, updated, failed, rolled_back, deleted)
+
+
+@pytest.mark.parametrize("driver", [PREFLIGHT], indirect=True)
+def test_an_update_that_starts_at_the_autoscaled_maximum_is_counted_and_timed_from_it(driver):
+    """Issue 35 item 2: instance_count=2 max_instances=10. RetainAllVariantProperties keeps what autoscaling left, so
+    an update may start at 10: its timeout covers 10 batches (past 28800 s: the API's maximum, 28800) and the quota
+    10 serving + 1 new. Played at the maximum: create (quota 11) -> update with a quota of 10 refused -> rollback."""
+    sizes, rolling = _preflight_sizes(instance_count="2", max_instances="10", update_policy="rolling")
+    assert sizes == {"InstancesNeeded": "10", "UpdateInstances": "1"}
+    assert rolling["MaximumExecutionTimeoutInSeconds"] == 28800  # 10 x (300 + 2400 + 600), at most 28800
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 11
+    cfn = driver.cloudformation()
+    created = cfn.create(driver.properties(**sizes))
+    assert created.ok, created.reason
+    driver.quotas.applied["ml.g6.xlarge for endpoint usage"] = 10
+    failed = cfn.update(driver.properties(**sizes, MaxModelLen="16384"))
+    assert not failed.ok
+    assert "needs 11 instance(s) (10 serving + 1 for an update's new instances" in failed.message
+    rolled_back = cfn.rollback()
+    assert rolled_back.ok, rolled_back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE"
+    assert_well_behaved(cfn, created, failed, rolled_back)

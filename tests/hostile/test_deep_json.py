@@ -513,6 +513,16 @@ def summary_template(deep, tmp_path, monkeypatch, capsys):
     from llmops.summary import main
 
     (tmp_path / "LlmEndpoint.template.json").write_text(deep)
+    stack = {"type": "aws:cloudformation:stack", "properties": {"templateFile": "LlmEndpoint.template.json"}}
+    (tmp_path / "manifest.json").write_text(json.dumps({"artifacts": {"LlmEndpoint": stack}}))
+    assert main([str(tmp_path)]) == 1
+    return capsys.readouterr().err
+
+
+def summary_manifest(deep, tmp_path, monkeypatch, capsys):
+    from llmops.summary import main
+
+    (tmp_path / "manifest.json").write_text(deep)
     assert main([str(tmp_path)]) == 1
     return capsys.readouterr().err
 
@@ -565,6 +575,7 @@ READERS = {
     "price list cache": (price_cache, "cache"),
     "resolve_image context file": (resolve_image_context, "cdk.context.json"),
     "summary template": (summary_template, "LlmEndpoint.template.json"),
+    "summary manifest": (summary_manifest, "manifest.json"),
     "playground body": (playground_body, "the body"),
 }
 # Readers whose message is their own (a secret's text is never echoed; the Hub client's words are

@@ -207,38 +207,39 @@ def test_an_app_reads_only_its_own_stacks_not_another_apps_with_its_name_as_pref
         assert resolve(outputs, "coder", None) == ("legacy", None)
 
 
-def test_status_leaves_out_the_endpoints_another_apps_stacks_own():
+def test_status_leaves_out_the_endpoints_another_app_tagged():
     sagemaker = boto3.client("sagemaker", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
     tagging = boto3.client(
         "resourcegroupstaggingapi", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y"
     )
-    cfn = boto3.client("cloudformation", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
     when = datetime(2026, 12, 1, tzinfo=UTC)
+    names = ("LlmEndpoint-chat-Endpoint-1", "LlmEndpoint-prod-Endpoint-2", "LlmEndpoint-gone-Endpoint-3")
+    arn = {n: f"arn:aws:sagemaker:{REGION}:1:endpoint/{n.lower()}" for n in names}
     endpoints = [
         {
             "EndpointName": n,
-            "EndpointArn": f"arn:aws:sagemaker:{REGION}:1:endpoint/{n}",
+            "EndpointArn": arn[n],
             "CreationTime": when,
             "LastModifiedTime": when,
             "EndpointStatus": "InService",
         }
-        for n in ("LlmEndpoint-chat-Endpoint-1", "LlmEndpoint-prod-Endpoint-2", "LlmEndpoint-gone-Endpoint-3")
+        for n in names
     ]
-    other = stack("LlmEndpoint-prod", {APP_OUTPUT: "LlmEndpoint-prod", "EndpointName": "LlmEndpoint-prod-Endpoint-2"})
-    mine = stack("LlmEndpoint-chat", {APP_OUTPUT: "LlmEndpoint", "ChatEndpointName": "LlmEndpoint-chat-Endpoint-1"})
-    with Stubber(sagemaker) as sm, Stubber(tagging) as tg, Stubber(cfn) as cf:
-        sm.add_response("list_endpoints", {"Endpoints": endpoints}, {"NameContains": "LlmEndpoint"})
-        cf.add_response("describe_stacks", {"Stacks": [mine, other]}, {})
+    tags = {names[0]: "LlmEndpoint", names[1]: "LlmEndpoint-prod"}
+    with Stubber(sagemaker) as sm, Stubber(tagging) as tg:
+        sm.add_response("list_endpoints", {"Endpoints": endpoints}, {})
         tg.add_response(
             "get_resources",
-            {"ResourceTagMappingList": []},
             {
-                "TagFilters": [{"Key": "aws:cloudformation:stack-name", "Values": ["LlmEndpoint"]}],
-                "ResourceTypeFilters": ["sagemaker:endpoint"],
+                "ResourceTagMappingList": [
+                    {"ResourceARN": arn[n], "Tags": [{"Key": "llm-endpoint-app", "Value": app}]}
+                    for n, app in tags.items()
+                ]
             },
+            {"TagFilters": [{"Key": "llm-endpoint-app"}], "ResourceTypeFilters": ["sagemaker:endpoint"]},
         )
-        found = endpoint_names(sagemaker, tagging, "LlmEndpoint", [], cfn)
-    # The other app's endpoint is left out; one whose stack is gone is still listed (compute left, for --expect-none).
+        found = endpoint_names(sagemaker, tagging, "LlmEndpoint", [], [])
+    # The other app's endpoint is left out; an untagged one named like ours is still listed (for --expect-none).
     assert found == ["LlmEndpoint-chat-Endpoint-1", "LlmEndpoint-gone-Endpoint-3"]
 
 
@@ -272,12 +273,3 @@ def test_the_claimed_ids_cover_every_child_the_fleet_adds_to_a_stack():
     claims = {cid for cid, _, _ in claimed_ids(["chat", "medium"], {d.name: d.adapters for d in endpoint.deployments})}
     added = {c.node.id for c in stack.node.children if c.node.id.startswith(("Chat", "Medium", "Adapter"))}
     assert added and added <= claims, added - claims
-
-
-def test_status_without_describe_stacks_on_every_stack_decides_by_names_as_before():
-    from llmops.status import other_apps_endpoints
-
-    cfn = boto3.client("cloudformation", region_name=REGION, aws_access_key_id="x", aws_secret_access_key="y")
-    with Stubber(cfn) as stubber:
-        stubber.add_client_error("describe_stacks", "AccessDenied", "not authorized to perform DescribeStacks")
-        assert other_apps_endpoints(cfn, "LlmEndpoint") == set()

@@ -275,3 +275,26 @@ def test_the_token_can_come_from_secrets_manager_by_arn(env, monkeypatch, capsys
     out, err = capsys.readouterr()
     assert "cannot read the Hub token secret" in err
     assert TEST_TOKEN not in out + err
+
+
+def test_unpriced_types_are_listed_apart_not_ranked_as_cheaper_or_dearer(env, capsys):
+    assert plan("--model-id", "Qwen/Qwen3-8B", "--max-model-len", "8192") == 0
+    lines = capsys.readouterr().out.splitlines()
+    (apart,) = [i for i, line in enumerate(lines) if line.startswith("also fit, not ranked by price")]
+    assert "the " in lines[1] and " priced, cheapest first:" in lines[1]
+    ranked = [line.split() for line in lines[2:apart] if line.startswith("ml.")]
+    unranked = [line.split() for line in lines[apart:] if line.startswith("ml.")]
+    assert ranked and unranked
+    assert all(r[-1] != "lookup" for r in ranked)  # the ranked table holds priced types only
+    assert all(r[-2:] == ["lookup", "lookup"] for r in unranked)  # each says how to price it, in its legend
+    hint = next(line for line in lines[apart:] if line.startswith("lookup: "))
+    assert all(r[0] in hint for r in unranked) and hint.endswith(lookup_hint("us-east-1"))
+    prices = [float(r[-2]) for r in ranked]
+    assert prices == sorted(prices)
+
+
+def test_json_names_the_priced_ranking_and_the_unpriced_apart(env, capsys):
+    assert plan("--model-id", "Qwen/Qwen3-8B", "--max-model-len", "8192", "--json") == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ranked_by_price"][0] == "ml.g6.xlarge" and "ml.g6e.xlarge" in report["unpriced"]
+    assert set(report["ranked_by_price"]) | set(report["unpriced"]) == {c["instance_type"] for c in report["instances"]}

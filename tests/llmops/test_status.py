@@ -116,13 +116,79 @@ def run(aws: Aws, *argv: str) -> tuple[int, str]:
     return status.main(list(argv), clients=aws.clients, out=out, now=NOW), out.getvalue()
 
 
-def deployed(aws: Aws) -> None:
-    identity(aws)
+def stacks(aws: Aws, *stacks: tuple[str, str | None]) -> None:
+    """DescribeStacks without a name: every stack, each ``(name, app tag or None)``."""
     aws.add(
         "cloudformation",
         "describe_stacks",
-        {"Stacks": [{"StackName": STACK, "StackStatus": "CREATE_COMPLETE", "CreationTime": T}]},
-        {"StackName": STACK},
+        {
+            "Stacks": [
+                {
+                    "StackName": name,
+                    "StackStatus": "CREATE_COMPLETE",
+                    "CreationTime": T,
+                    "Tags": [{"Key": status.APP_TAG, "Value": app}] if app else [],
+                }
+                for name, app in stacks
+            ]
+        },
+        {},
+    )
+
+
+def resources(aws: Aws, stack: str, *items: tuple[str, str]) -> None:
+    aws.add(
+        "cloudformation",
+        "list_stack_resources",
+        {
+            "StackResourceSummaries": [
+                {
+                    "LogicalResourceId": f"R{i}",
+                    "PhysicalResourceId": physical,
+                    "ResourceType": kind,
+                    "LastUpdatedTimestamp": T,
+                    "ResourceStatus": "CREATE_COMPLETE",
+                }
+                for i, (kind, physical) in enumerate(items)
+            ]
+        },
+        {"StackName": stack},
+    )
+
+
+def tagged(aws: Aws, *arns: str, app: str = STACK) -> None:
+    aws.add(
+        "tagging",
+        "get_resources",
+        {"ResourceTagMappingList": [{"ResourceARN": a, "Tags": [{"Key": status.APP_TAG, "Value": app}]} for a in arns]},
+        {"TagFilters": [{"Key": status.APP_TAG}], "ResourceTypeFilters": ["sagemaker:endpoint"]},
+    )
+
+
+def listed(*names: str) -> dict[str, Any]:
+    return {
+        "Endpoints": [
+            {
+                "EndpointName": n,
+                "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{n.lower()}",
+                "CreationTime": T,
+                "LastModifiedTime": T,
+                "EndpointStatus": "InService",
+            }
+            for n in names
+        ]
+    }
+
+
+def deployed(aws: Aws) -> None:
+    identity(aws)
+    stacks(aws, (STACK, None))
+    resources(
+        aws,
+        STACK,
+        ("AWS::SageMaker::Model", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:model/model-1"),
+        ("AWS::SageMaker::EndpointConfig", f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/config-1"),
+        ("AWS::SageMaker::Endpoint", ENDPOINT_ARN),
     )
     aws.add(
         "sagemaker",
@@ -146,23 +212,10 @@ def deployed(aws: Aws) -> None:
                 },
             ]
         },
-        {"NameContains": STACK},
+        {},
     )
-    # A name matched: the stacks named <stack>-... of other apps say which endpoints are theirs (none here).
-    aws.add("cloudformation", "describe_stacks", {"Stacks": []}, {})
-    aws.add(
-        "tagging",
-        "get_resources",
-        {
-            "ResourceTagMappingList": [
-                {
-                    "ResourceARN": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/custom-gone",
-                    "Tags": [{"Key": status.STACK_TAG, "Value": STACK}],
-                }
-            ]
-        },
-        {"TagFilters": [{"Key": status.STACK_TAG, "Values": [STACK]}], "ResourceTypeFilters": ["sagemaker:endpoint"]},
-    )
+    # The tagged endpoint is already gone (not listed): the tagging index lags behind deletes.
+    tagged(aws, f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/custom-gone")
     aws.add(
         "sagemaker",
         "describe_endpoint",
@@ -223,8 +276,6 @@ def deployed(aws: Aws) -> None:
         },
         {"InferenceComponentName": "LlmEndpoint-Component-1"},
     )
-    # The tagged endpoint is already gone: the tagging index lags behind deletes.
-    aws.error("sagemaker", "describe_endpoint", "ValidationException", 'Could not find endpoint "custom-gone".')
 
 
 def job(name: str, target: str) -> dict[str, Any]:
@@ -302,6 +353,7 @@ def test_a_deployed_app_lists_its_compute_and_what_it_keeps(aws: Aws) -> None:
     assert "hfstage-99999999" not in out and "OtherLlmEndpoint" not in out and "custom-gone" not in out
     assert f"bucket {BUCKET}: 16.4 GB (as of 2026-11-30)" in out
     assert f"log group /aws/sagemaker/Endpoints/{ENDPOINT}: 2.0 kB (kept 30 days)" in out
+    assert "model model-1 (stack LlmEndpoint)" in out and "endpoint config config-1 (stack LlmEndpoint)" in out
 
 
 def test_expect_none_fails_while_compute_is_left(aws: Aws, capsys: pytest.CaptureFixture[str]) -> None:
@@ -320,8 +372,8 @@ def test_expect_none_fails_while_compute_is_left(aws: Aws, capsys: pytest.Captur
 
 def destroyed(aws: Aws) -> None:
     identity(aws)
-    aws.error("cloudformation", "describe_stacks", "ValidationError", f"Stack with id {STACK} does not exist")
-    aws.add("sagemaker", "list_endpoints", {"Endpoints": []}, {"NameContains": STACK})
+    stacks(aws, ("Other", None))
+    aws.add("sagemaker", "list_endpoints", {"Endpoints": []}, {})
     aws.add(
         "tagging",
         "get_resources",
@@ -356,7 +408,7 @@ def test_json_report(aws: Aws) -> None:
 
 def test_a_denied_call_is_named_with_exit_3(aws: Aws, capsys: pytest.CaptureFixture[str]) -> None:
     identity(aws)
-    aws.add("cloudformation", "describe_stacks", {"Stacks": []}, {"StackName": STACK})
+    stacks(aws)
     aws.error("sagemaker", "list_endpoints", "AccessDeniedException", "not authorized", status_code=400)
     code, _ = run(aws)
     assert code == status.EXIT_AWS
@@ -385,3 +437,222 @@ def test_llmops_status_is_a_subcommand() -> None:
     from llmops.__main__ import COMMANDS
 
     assert COMMANDS["status"] == "status"
+
+
+# -- a fleet, errors that are not "gone", instance pools ------------------------------------------------------
+
+FLEET_ENDPOINT = "LlmEndpointchat-Endpoint-1A2B3C"  # CloudFormation's generated name drops the stack's hyphen
+
+
+def endpoint_answers(
+    aws: Aws,
+    name: str,
+    variant: dict[str, Any] | None = None,
+    config: dict | None = None,
+    config_error: tuple[str, str, int] | None = None,
+) -> None:
+    aws.add(
+        "sagemaker",
+        "describe_endpoint",
+        {
+            "EndpointName": name,
+            "EndpointArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name.lower()}",
+            "EndpointConfigName": "Config-1",
+            "EndpointStatus": "InService",
+            "CreationTime": T,
+            "LastModifiedTime": T,
+            "ProductionVariants": [
+                variant or {"VariantName": "AllTraffic", "CurrentInstanceCount": 1, "DesiredInstanceCount": 1}
+            ],
+        },
+        {"EndpointName": name},
+    )
+    if config_error is not None:
+        code, message, http = config_error
+        aws.error("sagemaker", "describe_endpoint_config", code, message, status_code=http)
+        return
+    aws.add(
+        "sagemaker",
+        "describe_endpoint_config",
+        {
+            "EndpointConfigName": "Config-1",
+            "EndpointConfigArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/config-1",
+            "CreationTime": T,
+            "ProductionVariants": [
+                config or {"VariantName": "AllTraffic", "InstanceType": "ml.g6.xlarge", "InitialInstanceCount": 1}
+            ],
+        },
+        {"EndpointConfigName": "Config-1"},
+    )
+
+
+def fleet_found(aws: Aws) -> None:
+    identity(aws)
+    stacks(
+        aws,
+        (f"{STACK}-models", STACK),
+        (f"{STACK}-chat", STACK),
+        (f"{STACK}-prod", f"{STACK}-prod"),  # another app, named with this one's prefix: never read
+        (f"{STACK}-old", None),  # untagged: named like a fleet stack, not read without --stack
+    )
+    resources(aws, f"{STACK}-chat", ("AWS::SageMaker::Endpoint", listed(FLEET_ENDPOINT)["Endpoints"][0]["EndpointArn"]))
+    resources(aws, f"{STACK}-models")
+    aws.add("sagemaker", "list_endpoints", listed(FLEET_ENDPOINT, "LlmEndpointprod-Endpoint-9Z"), {})
+    tagged(aws)
+
+
+def test_a_fleets_endpoints_are_found_through_its_stacks_not_by_name(aws: Aws) -> None:
+    fleet_found(aws)
+    endpoint_answers(aws, FLEET_ENDPOINT)
+    aws.add("sagemaker", "list_inference_components", {"InferenceComponents": []}, {"EndpointNameEquals": ANY})
+    no_jobs(aws)
+    kept_bucket(aws)
+    log_groups(aws, [*PREFIXES, f"/aws/sagemaker/Endpoints/{FLEET_ENDPOINT}"], {})
+    code, out = run(aws, "--expect-none")
+    assert code == status.EXIT_LEFT
+    assert f"endpoint {FLEET_ENDPOINT}: InService" in out and "LlmEndpointprod" not in out
+    assert f"and stack {STACK}-chat: CREATE_COMPLETE" in out and f"{STACK}-prod:" not in out
+    assert f"stack {STACK}-old is named like this app's but carries no {status.APP_TAG} tag" in out
+
+
+def test_a_tagged_endpoint_is_found_without_its_stack(aws: Aws) -> None:
+    identity(aws)
+    stacks(aws)
+    aws.add("sagemaker", "list_endpoints", listed(FLEET_ENDPOINT), {})
+    tagged(aws, f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{FLEET_ENDPOINT.lower()}")
+    endpoint_answers(aws, FLEET_ENDPOINT)
+    aws.add("sagemaker", "list_inference_components", {"InferenceComponents": []}, {"EndpointNameEquals": ANY})
+    no_jobs(aws)
+    kept_bucket(aws)
+    log_groups(aws, [*PREFIXES, f"/aws/sagemaker/Endpoints/{FLEET_ENDPOINT}"], {})
+    code, out = run(aws, "--expect-none")
+    assert code == status.EXIT_LEFT and f"endpoint {FLEET_ENDPOINT}: InService" in out
+
+
+def one_component(aws: Aws) -> None:
+    aws.add(
+        "sagemaker",
+        "list_inference_components",
+        {
+            "InferenceComponents": [
+                {
+                    "InferenceComponentName": "C1",
+                    "InferenceComponentArn": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:inference-component/c1",
+                    "EndpointName": ENDPOINT,
+                    "EndpointArn": ENDPOINT_ARN,
+                    "VariantName": "AllTraffic",
+                    "InferenceComponentStatus": "InService",
+                    "CreationTime": T,
+                    "LastModifiedTime": T,
+                }
+            ]
+        },
+        {"EndpointNameEquals": ENDPOINT},
+    )
+
+
+NOT_GONE = [
+    ("ThrottlingException", "Rate exceeded", 400),
+    ("ThrottlingException", "Rate exceeded", 429),
+    ("AccessDeniedException", "not authorized to perform sagemaker:DescribeEndpoint", 400),
+    # A second kind of ValidationException: not "Could not find", so not gone.
+    ("ValidationException", "1 validation error detected: Value at 'endpointName' failed to satisfy constraint", 400),
+]
+
+
+@pytest.mark.parametrize(("code", "message", "http"), NOT_GONE)
+@pytest.mark.parametrize("call", ["describe_endpoint", "describe_endpoint_config", "describe_inference_component"])
+def test_an_error_other_than_not_found_is_an_error_never_gone(
+    aws: Aws, capsys: pytest.CaptureFixture[str], call: str, code: str, message: str, http: int
+) -> None:
+    identity(aws)
+    stacks(aws, (STACK, STACK))
+    resources(aws, STACK, ("AWS::SageMaker::Endpoint", ENDPOINT_ARN))
+    aws.add("sagemaker", "list_endpoints", listed(ENDPOINT), {})
+    tagged(aws)
+    if call == "describe_endpoint":
+        aws.error("sagemaker", call, code, message, status_code=http)
+    else:
+        endpoint_answers(
+            aws, ENDPOINT, config_error=(code, message, http) if call == "describe_endpoint_config" else None
+        )
+        if call == "describe_inference_component":
+            one_component(aws)
+            aws.error("sagemaker", call, code, message, status_code=http)
+    assert run(aws, "--expect-none")[0] == status.EXIT_AWS
+    assert f": {code} (see docs/guide/status.md" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("call", ["describe_endpoint", "describe_endpoint_config", "describe_inference_component"])
+def test_could_not_find_is_gone(aws: Aws, call: str) -> None:
+    identity(aws)
+    stacks(aws, (STACK, STACK))
+    resources(aws, STACK, ("AWS::SageMaker::Endpoint", ENDPOINT_ARN))
+    aws.add("sagemaker", "list_endpoints", listed(ENDPOINT), {})
+    tagged(aws)
+    gone = ("ValidationException", f'Could not find endpoint "{ENDPOINT_ARN}".')
+    if call == "describe_endpoint":
+        aws.error("sagemaker", call, *gone)
+    else:
+        missing = ("ValidationException", 'Could not find endpoint configuration "Config-1".', 400)
+        endpoint_answers(aws, ENDPOINT, config_error=missing if call == "describe_endpoint_config" else None)
+        if call == "describe_endpoint_config":
+            aws.add("sagemaker", "list_inference_components", {"InferenceComponents": []}, {"EndpointNameEquals": ANY})
+        else:
+            one_component(aws)
+            aws.error("sagemaker", call, "ValidationException", 'Could not find inference component "C1".')
+    no_jobs(aws)
+    kept_bucket(aws)
+    endpoints = [] if call == "describe_endpoint" else [f"/aws/sagemaker/Endpoints/{ENDPOINT}"]
+    log_groups(aws, [*PREFIXES, *endpoints], {})
+    code, out = run(aws)
+    assert code == 0
+    if call == "describe_endpoint":
+        assert "nothing: no endpoint" in out
+    elif call == "describe_endpoint_config":
+        assert "variant AllTraffic: instance type unknown x 1 of 1 instances" in out
+    else:
+        assert "inference component C1" not in out
+
+
+def test_instance_pools_give_the_instance_types_and_counts(aws: Aws) -> None:
+    identity(aws)
+    stacks(aws, (STACK, STACK))
+    resources(aws, STACK, ("AWS::SageMaker::Endpoint", ENDPOINT_ARN))
+    aws.add("sagemaker", "list_endpoints", listed(ENDPOINT), {})
+    tagged(aws)
+    endpoint_answers(
+        aws,
+        ENDPOINT,
+        variant={
+            "VariantName": "AllTraffic",
+            "CurrentInstanceCount": 1,
+            "DesiredInstanceCount": 1,
+            "InstancePools": [
+                {"InstanceType": "ml.g6e.2xlarge", "CurrentInstanceCount": 0},
+                {"InstanceType": "ml.g6.12xlarge", "CurrentInstanceCount": 1},
+            ],
+        },
+        config={
+            "VariantName": "AllTraffic",
+            "InitialInstanceCount": 1,
+            "InstancePools": [
+                {"InstanceType": "ml.g6.12xlarge", "Priority": 2},
+                {"InstanceType": "ml.g6e.2xlarge", "Priority": 1},
+            ],
+        },
+    )
+    aws.add("sagemaker", "list_inference_components", {"InferenceComponents": []}, {"EndpointNameEquals": ANY})
+    no_jobs(aws)
+    kept_bucket(aws)
+    log_groups(aws, [*PREFIXES, f"/aws/sagemaker/Endpoints/{ENDPOINT}"], {})
+    code, out = run(aws)
+    assert code == 0
+    assert "variant AllTraffic: ml.g6e.2xlarge or ml.g6.12xlarge x 1 of 1 instances" in out
+    assert "instance pools: ml.g6e.2xlarge x 0, ml.g6.12xlarge x 1" in out
+
+
+def test_the_app_tag_is_the_stacks() -> None:
+    from stacks.parsers import APP_TAG
+
+    assert status.APP_TAG == APP_TAG

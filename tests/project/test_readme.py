@@ -119,3 +119,18 @@ def test_every_llmops_line_names_a_command_and_options_it_has(command, capsys):
     usage = capsys.readouterr().out
     for option in (w for w in words[2:] if w.startswith("-")):
         assert re.search(rf"(?<![\w-]){re.escape(option)}\b", usage), f"{command}: {option} is not an option"
+
+
+def test_the_prerequisites_name_a_node_release_the_jsii_runtime_supports():
+    """jsii's runtime (the one the venv's jsii package embeds) lists each Node.js release with its end of life and
+    prints a banner on one past it: the README's minimum must be one it still supports, today."""
+    import datetime as dt
+    from importlib.resources import files
+
+    runtime = (files("jsii") / "_embedded" / "jsii" / "bin__jsii-runtime.js").read_text(encoding="utf-8")
+    releases = re.findall(r'new NodeRelease\((\d+),\{endOfLife:new Date\("([\d-]+)"\)([^}]*)\}', runtime)
+    today = dt.date.today().isoformat()
+    supported = {int(major) for major, end, rest in releases if end > today and "untested" not in rest}
+    assert supported, "no supported Node.js release found in the jsii runtime"
+    (named,) = re.findall(r"Node\.js (\d+)", README.read_text().split("## Two commands", 1)[1].split("```", 1)[0])
+    assert int(named) in supported, (named, sorted(supported))

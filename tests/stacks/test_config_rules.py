@@ -171,7 +171,8 @@ def test_an_engine_loading_timeout_beyond_the_health_check_is_refused_at_synth()
 
 def test_the_instance_count_is_the_initial_count_autoscaling_starts_from() -> None:
     assert problems_of(instance_count=3, max_instances=2) == [
-        "initial_instances=3 is outside min_instances=1 to max_instances=2; allowed: a value in that range "
+        # min_instances defaults to instance_count in standard mode, capped at max_instances (issue 35 item 3).
+        "initial_instances=3 is outside min_instances=2 to max_instances=2; allowed: a value in that range "
         "(autoscaling would move it there at once)."
     ]
     assert load(instance_count=2, max_instances=2).instance_count == 2

@@ -215,7 +215,9 @@ def test_every_packed_model_gets_alarms_and_a_rolling_update_policy(assembly):
     assert len(models) == 2
     for component in models:
         rolling = component["Properties"]["DeploymentConfig"]["RollingUpdatePolicy"]
-        assert rolling["MaximumBatchSize"]["Type"] == "COPY_COUNT"
+        # One copy each, update_policy unset: 50 % of the copies, rolled back by the same (issue 35 item 5).
+        assert rolling["MaximumBatchSize"] == {"Type": "CAPACITY_PERCENT", "Value": 50}
+        assert rolling["RollbackMaximumBatchSize"] == rolling["MaximumBatchSize"]
         alarms = component["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
         assert alarms
     names = [json.dumps(m["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]) for m in models]
@@ -245,3 +247,17 @@ def test_the_shared_endpoints_summary_counts_its_instances_once_and_labels_each_
     assert [line for line in single if line.strip().startswith("update policy")] == [
         line for line in single if line.strip().startswith("update policy:")
     ]
+
+
+def test_every_stack_and_sagemaker_resource_carries_the_apps_tag(assembly):
+    """``llmops status`` finds a fleet's stacks and endpoints by this tag: their names carry no usable prefix."""
+    from llmops.status import APP_TAG
+
+    manifest = json.loads((assembly / "manifest.json").read_text())
+    for stack in [*ENDPOINT_STACKS, f"{APP}-models"]:
+        assert manifest["artifacts"][stack]["properties"]["tags"] == {APP_TAG: APP}, stack
+        resources = template(assembly, stack)["Resources"].values()
+        sagemaker = [r for r in resources if r["Type"].startswith("AWS::SageMaker")]
+        for resource in sagemaker:
+            assert {"Key": APP_TAG, "Value": APP} in resource["Properties"]["Tags"], (stack, resource["Type"])
+    assert count(assembly, "AWS::SageMaker::Endpoint") == 3

@@ -76,7 +76,7 @@ def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
     with pytest.raises(
         ConfigError,
         match=r"update_timeout_s=900 must exceed what the update may wait \(all-at-once\): 1 x update_wait_s 300 "
-        r"\+ 2400 s",
+        r"\+ download_timeout_s \+ startup_timeout_s 2400",
     ):
         DeploymentConfig.from_context(context_with(update_timeout_s="900"))
     DeploymentConfig.from_context(context_with(update_timeout_s="2701"))
@@ -92,8 +92,9 @@ def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
     copies = {"deployment_mode": "inference-component", "initial_copies": "4", "max_copies": "4", "max_instances": "5"}
     with pytest.raises(
         ConfigError,
-        match=r"update_timeout_s=3700 must exceed what the update may wait \(rolling\): 4 batches x "
-        r"\(update_wait_s 300 \+ 2400 s for each batch's new copies to download the model and start .*\) "
+        match=r"update_timeout_s=3700 must exceed what the update may wait \(rolling\): 4 batches \(4 copies, "
+        r"update_step_size 1\) x \(update_wait_s 300 \+ download_timeout_s \+ startup_timeout_s 2400 for each "
+        r"batch's new copies\) "
         r"= 10800 s \(API "
         r"InferenceComponentRollingUpdatePolicy",
     ):
@@ -119,7 +120,8 @@ def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
         ),
         (
             {"instance_count": "2", "update_policy": "rolling", "capacity_reservation_instances": "2"},
-            r"update_policy=rolling runs 3 instances at once \(2 serving \+ 1 new\)",
+            r"update_policy=rolling runs 3 instances at once \(2 serving \+ 1 new: the larger of a batch and a "
+            r"rollback batch\)",
         ),
     ],
 )

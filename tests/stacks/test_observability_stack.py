@@ -99,7 +99,10 @@ def test_component_mode_has_the_rolling_policy_on_the_component(synthesized):
     assert "DeploymentConfig" not in the(t, "AWS::SageMaker::Endpoint")
     config = the(t, "AWS::SageMaker::InferenceComponent")["DeploymentConfig"]
     assert config["RollingUpdatePolicy"] == {
-        "MaximumBatchSize": {"Type": "COPY_COUNT", "Value": 1},
+        # Issue 35 item 5: one copy, update_policy unset: 50 % of the copies (inside the documented 5-50 %), and a
+        # rollback of the same batch, not 100 %.
+        "MaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
+        "RollbackMaximumBatchSize": {"Type": "CAPACITY_PERCENT", "Value": 50},
         "WaitIntervalInSeconds": 120,
         # Issue 28: explicit, 1 batch x (120 s bake + 1200 + 1200 s download and start-up + 600 s for an instance).
         "MaximumExecutionTimeoutInSeconds": 3120,
@@ -140,6 +143,8 @@ def test_a_standard_rolling_policy_updates_one_batch_of_instances():
         "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
         "WaitIntervalInSeconds": 300,
         "MaximumExecutionTimeoutInSeconds": 2 * (300 + 2400 + 600),
+        # Issue 35 item 1: a rollback brings the old fleet back one batch at a time (absent: 100 %).
+        "RollbackMaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1},
     }
     preflight = the(t, "Custom::DeploymentPreflight")
     assert (preflight["InstancesNeeded"], preflight["UpdateInstances"]) == ("2", "1")
@@ -170,9 +175,10 @@ def test_summary_prints_each_update_policy(synthesized):
     assert "  update policy: blue/green CANARY by 1 instance(s), bake 300 s, rolled back by 3 alarm(s)" in describe(
         synthesized["canary-email"]
     )
-    assert "  update policy: rolling by 1 copies, bake 120 s, rolled back by 4 alarm(s)" in describe(
-        synthesized["component"]
-    )
+    assert (
+        "  update policy: rolling by 50 % of the copies (rollback by 50 % of the copies), bake 120 s, rolled back by "
+        "4 alarm(s)"
+    ) in describe(synthesized["component"])
 
 
 def test_pools_and_enhanced_metrics_reach_the_dashboard_and_the_gpu_memory_alarm(synthesized):

