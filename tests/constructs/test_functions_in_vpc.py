@@ -47,6 +47,7 @@ def _functions(template: Template) -> dict[str, dict]:
     return template.find_resources("AWS::Lambda::Function")
 
 
+@pytest.mark.integration  # several synths (10-16 s): make test-integration, which CI runs
 def test_every_function_gets_the_subnets_and_the_group():
     template = Template.from_stack(_stack(private=True))
     functions = _functions(template)

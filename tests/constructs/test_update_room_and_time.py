@@ -111,6 +111,7 @@ def test_the_rolling_timeout_counts_the_autoscaled_maximum_not_instance_count():
     assert rolling["MaximumExecutionTimeoutInSeconds"] == 28800
 
 
+@pytest.mark.integration  # several synths (10-16 s): make test-integration, which CI runs
 def test_seven_to_ten_instances_at_three_per_batch_time_four_batches():
     t = stack_template(instance_count="7", max_instances="10", update_policy="rolling", update_step_size="3")
     rolling = _the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]["RollingUpdatePolicy"]

@@ -23,6 +23,9 @@ import pytest
 
 from tests.conftest import stack_template
 
+# Four whole apps synthesized: `make test-integration` (CI runs it), so `make test` stays under 5 minutes.
+pytestmark = pytest.mark.integration
+
 SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "iam-statements.json"
 KEY = "arn:aws:kms:us-east-1:123456789012:key/{n}234abcd-12ab-34cd-56ef-1234567890ab"
 GOVERNED = {
