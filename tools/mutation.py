@@ -253,15 +253,25 @@ def mutmut_config(suite: Suite, where: Path, *, watch_tests: bool = True) -> str
     listed = lambda values: "[" + ", ".join(json.dumps(v) for v in values) + "]"  # noqa: E731
     # mutmut runs the tests in its own copy (mutants/): everything else the tests import must be there too.
     # A folder holding a mutated file goes file by file, so the copy never overwrites the mutants.
+    # A folder holding a mutated file is walked down to the folders that hold none, which go whole (their data
+    # files too: constructs_lib/data/engines.json is read at import; mutmut copies a listed file only into a
+    # folder that already exists).
     mutated = {(where / s).resolve() for s in suite.sources}
     others: list[str] = []
-    for p in sorted(where.iterdir()):
-        if p.name.startswith(".") or p.name in ("mutants", "tests", "mutmut-run.log") or p.resolve() in mutated:
-            continue
-        if p.is_dir() and any(m.is_relative_to(p.resolve()) for m in mutated):
-            others += [str(f.relative_to(where)) for f in sorted(p.rglob("*.py")) if f.resolve() not in mutated]
-        else:
-            others.append(p.name + ("/" if p.is_dir() else ""))
+
+    def walk(folder: Path) -> None:
+        for p in sorted(folder.iterdir()):
+            top = folder == where
+            if p.resolve() in mutated or p.name == "__pycache__":
+                continue
+            if top and (p.name.startswith(".") or p.name in ("mutants", "tests") or p.name.startswith("mutmut-")):
+                continue
+            if p.is_dir() and any(m.is_relative_to(p.resolve()) for m in mutated):
+                walk(p)
+            elif p.is_dir() or p.is_file():
+                others.append(str(p.relative_to(where)) + ("/" if p.is_dir() else ""))
+
+    walk(where)
     return (
         "\n[tool.mutmut]\n"
         f"source_paths = {listed(suite.sources)}\n"
@@ -342,6 +352,10 @@ def run_mutmut(
         outcome.counts[status] = outcome.counts.get(status, 0) + 1
         if status not in (*DETECTED, "skipped"):
             outcome.survivors.append(f"{name}: {status}")
+    if run and outcome.counts and set(outcome.counts) == {"not checked"}:
+        # mutmut never ran a mutant (its copy of the tree could not import, or its clean run failed): say so,
+        # rather than print a 0 % that reads like a score
+        log(f"mutation: {suite.name}: no mutant was run; mutmut's log says why: {where}/mutmut-run.log")
     diffs = mutant_diffs(where, [s.rsplit(": ", 1)[0] for s in outcome.survivors], env)
     outcome.changes = {name: change_signature(name, diff) for name, diff in diffs.items()}
     return outcome

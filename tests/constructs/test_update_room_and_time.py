@@ -174,6 +174,7 @@ def test_a_larger_max_instances_scales_down_to_instance_count_not_one():
     ],
 )
 def test_each_term_of_a_rolling_need_counts_once_per_batch(terms, needed):
+    terms = dict(terms)  # the parameter is shared by every run of the test in one process (mutmut runs it twice)
     wait = terms.pop("wait_s")
     # 3 instances at 2 per batch: ceil(3 / 2) = 2 batches.
     assert UpdatePolicy("rolling", step_size=2, wait_s=wait).needed_s(instances=3, **terms) == needed
@@ -184,6 +185,7 @@ def test_each_term_of_a_rolling_need_counts_once_per_batch(terms, needed):
     [({"wait_s": 300}, 300), ({"wait_s": 0, "provisioning_s": 2400}, 2400), ({"wait_s": 0, "provision_s": 600}, 600)],
 )
 def test_each_term_of_a_blue_green_need_counts_once(terms, needed):
+    terms = dict(terms)  # the parameter is shared by every run of the test in one process (mutmut runs it twice)
     wait = terms.pop("wait_s")
     assert UpdatePolicy("all-at-once", wait_s=wait).needed_s(instances=7, **terms) == needed
 
