@@ -14,7 +14,8 @@ llmeter/callbacks/cost/providers/sagemaker.py) and ``regionCode``; a product cou
 in ``Host:<instance type>`` and its OnDemand term has one ``Hrs`` dimension priced in USD.
 
 The cache is checked as it is read: a file that is not an object for its region, or whose ``fetched`` time is
-unreadable or in the future, is refused whole (as if absent: refetched when credentials allow); one entry that is
+unreadable or in the future, or that is not JSON, is refused whole with a one-line warning (as if absent:
+refetched when credentials allow); one entry that is
 not an object with a finite positive ``usd_per_hour`` and printable ``date`` and ``source`` text is ignored with a
 one-line warning on stderr (the shipped table answers for that type). A region names a file, so it must be an AWS
 region name (botocore's partition ``regionRegex``), else it is refused before any path is built.
@@ -203,8 +204,13 @@ def read_cache(region: str, directory: Path | None = None, *, now: dt.datetime |
     """The cache for ``region`` with its bad entries dropped (one warning line each); None when absent or refused."""
     path = cache_path(region, directory)
     try:
-        data = safejson.loads(path.read_bytes(), source=str(path))
-    except (OSError, ValueError):
+        raw = path.read_bytes()
+    except OSError:  # absent (or unreadable): as if never fetched
+        return None
+    try:
+        data = safejson.loads(raw, source=str(path))
+    except ValueError as e:  # damaged: refused whole, and said once (safejson's message names the file)
+        _warn(f"{e}; the cache is refused")
         return None
     if not isinstance(data, dict) or data.get("region") != region or not isinstance(data.get("prices"), dict):
         return None
