@@ -194,3 +194,81 @@ def test_a_function_whose_role_is_not_a_construct_role_is_refused_by_name():
     encrypt_logs_and_functions(stack, environment_key=kms.Key.from_key_arn(stack, "Key", LAMBDA_KEY))
     with pytest.raises(RuntimeError, match=r"Lambda function S/Custom::S3AutoDeleteObjects.*/Handler: its execution"):
         app.synth()
+
+
+# -- the S3 and volume key grants, statement by statement (conditions too): a dropped condition is a defect ------
+
+
+def _grant_statements(grant) -> list[dict]:
+    """The role's policy statements after ``grant(stack, role, key)``, in a bare app (no cdk.json flags)."""
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Keys", env=cdk.Environment(account="123456789012", region="eu-west-3"))
+    role = iam.Role(stack, "Role", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    key = kms.Key.from_key_arn(stack, "Key", LOGS_KEY)
+    grant(stack, role, key)
+    (policy,) = Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    return policy["Properties"]["PolicyDocument"]["Statement"]
+
+
+def test_a_bucket_key_grant_is_through_s3_in_this_region_and_account_only():
+    from constructs_lib.keys import grant_bucket_key
+
+    actions = ("kms:GenerateDataKey", "kms:Decrypt", "kms:GenerateDataKey")  # unsorted, repeated: one of each
+    statements = _grant_statements(lambda stack, role, key: grant_bucket_key(role, key, scope=stack, actions=actions))
+    assert statements == [
+        {
+            "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+            "Condition": {
+                "StringEquals": {
+                    "kms:ViaService": {"Fn::Join": ["", ["s3.eu-west-3.", {"Ref": "AWS::URLSuffix"}]]},
+                    "kms:CallerAccount": "123456789012",
+                }
+            },
+            "Effect": "Allow",
+            "Resource": LOGS_KEY,
+        }
+    ]
+
+
+def test_a_bucket_key_grant_returns_its_grant():
+    from constructs_lib.keys import grant_bucket_key
+
+    grants = []
+    _grant_statements(lambda s, r, k: grants.append(grant_bucket_key(r, k, scope=s, actions=("kms:Decrypt",))))
+    (grant,) = grants
+    assert grant.success
+
+
+def test_a_volume_key_grant_is_this_accounts_and_its_grants_are_for_aws_resources_only():
+    from constructs_lib.keys import VOLUME, grant_volume_key
+
+    statements = _grant_statements(lambda stack, role, key: grant_volume_key(role, key, scope=stack))
+    assert statements == [
+        {
+            "Action": list(VOLUME),
+            "Condition": {"StringEquals": {"kms:CallerAccount": "123456789012"}},
+            "Effect": "Allow",
+            "Resource": LOGS_KEY,
+        },
+        {
+            "Action": "kms:CreateGrant",
+            "Condition": {
+                "Bool": {"kms:GrantIsForAWSResource": "true"},
+                "StringEquals": {"kms:CallerAccount": "123456789012"},
+            },
+            "Effect": "Allow",
+            "Resource": LOGS_KEY,
+        },
+    ]
+    assert VOLUME == (
+        "kms:Decrypt",
+        "kms:DescribeKey",
+        "kms:Encrypt",
+        "kms:GenerateDataKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:ReEncryptFrom",
+        "kms:ReEncryptTo",
+    )
