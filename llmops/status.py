@@ -149,8 +149,11 @@ def app_bucket_name(stack: str, account: str, region: str) -> str:
 
 
 def _error_of(error: Exception) -> tuple[str, str]:
+    """(code, message) of a failed call: botocore's ClientError carries ``response["Error"]``; an error raised
+    before any answer (NoCredentialsError, EndpointConnectionError) is named by its class."""
     response = getattr(error, "response", None)
-    err = response.get("Error", {}) if isinstance(response, dict) else {}
+    err = response.get("Error") if isinstance(response, dict) else None
+    err = err if isinstance(err, dict) else {}
     return str(err.get("Code") or type(error).__name__), str(err.get("Message") or "")
 
 
@@ -165,9 +168,7 @@ def _call(what: str, fn: Any, **kwargs: Any) -> Any:
     try:
         return fn(**kwargs)
     except Exception as error:  # botocore ClientError, NoCredentialsError, EndpointConnectionError, ...
-        response = getattr(error, "response", None)
-        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
-        raise AwsFailure(f"{what}: {code or type(error).__name__}") from None
+        raise AwsFailure(f"{what}: {_error_of(error)[0]}") from None
 
 
 def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[str, Any]]:
@@ -176,9 +177,7 @@ def _pages(client: Any, operation: str, key: str, **kwargs: Any) -> list[dict[st
         for page in client.get_paginator(operation).paginate(**kwargs):
             items.extend(page.get(key, []))
     except Exception as error:
-        response = getattr(error, "response", None)
-        code = response.get("Error", {}).get("Code") if isinstance(response, dict) else None
-        raise AwsFailure(f"{operation}: {code or type(error).__name__}") from None
+        raise AwsFailure(f"{operation}: {_error_of(error)[0]}") from None
     return items
 
 
@@ -330,11 +329,12 @@ def bucket_kept(s3: Any, cloudwatch: Any, bucket: str, account: str, now: dt.dat
     try:
         s3.head_bucket(Bucket=bucket, ExpectedBucketOwner=account)
     except Exception as error:
-        response = getattr(error, "response", None)
-        code = str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
+        code = _error_of(error)[0]
+        # HeadBucket has no body: a missing bucket is HTTP 404, which botocore reports as code "404" (S3 API
+        # reference, HeadBucket: "404 Not Found"); NoSuchBucket and NotFound are the same answer from other clients.
         if code in ("404", "NoSuchBucket", "NotFound"):
             return None
-        raise AwsFailure(f"HeadBucket {bucket}: {code or type(error).__name__}") from None
+        raise AwsFailure(f"HeadBucket {bucket}: {code}") from None
     # S3 reports BucketSizeBytes once a day per storage class (S3 User Guide, metrics-dimensions.html).
     answer = _call(
         f"GetMetricStatistics BucketSizeBytes {bucket}",
@@ -524,7 +524,7 @@ def main(
         print(f"llmops status: {type(error).__name__}: {error}", file=sys.stderr)
         return EXIT_AWS
     if args.json:
-        out.write(json.dumps({**asdict(report), "compute_left": report.compute}, indent=2, default=str) + "\n")
+        out.write(json.dumps({**asdict(report), "compute_left": report.compute}, indent=2) + "\n")
     else:
         render(report, out)
     if args.expect_none and report.compute:

@@ -656,3 +656,521 @@ def test_the_app_tag_is_the_stacks() -> None:
     from stacks.parsers import APP_TAG
 
     assert status.APP_TAG == APP_TAG
+
+
+# -- each step at its edges (mutation testing of llmops/status.py found these untested) ------------------------
+
+
+class Fake:
+    """A client whose methods answer (or raise) what a test gives, for answers a Stubber would not accept."""
+
+    def __init__(self, **methods: Any) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        for name, answer in methods.items():
+            setattr(self, name, self._method(name, answer))
+
+    def _method(self, name: str, answer: Any) -> Any:
+        def call(**kwargs: Any) -> Any:
+            self.calls.append((name, kwargs))
+            result = answer(**kwargs) if callable(answer) else answer
+            if isinstance(result, Exception):
+                raise result
+            return result
+
+        return call
+
+
+def client_error(code: str, message: str = "") -> Exception:
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": message}}, "Operation")
+
+
+def test_an_error_without_an_answer_is_named_by_its_class() -> None:
+    from botocore.exceptions import EndpointConnectionError, NoCredentialsError
+
+    assert status._error_of(client_error("Throttling", "Rate exceeded")) == ("Throttling", "Rate exceeded")
+    assert status._error_of(NoCredentialsError()) == ("NoCredentialsError", "")
+    assert status._error_of(client_error("", "")) == ("ClientError", "")
+    odd = RuntimeError("x")
+    odd.response = {"Error": "not a mapping"}  # type: ignore[attr-defined]
+    assert status._error_of(odd) == ("RuntimeError", "")
+    with pytest.raises(status.AwsFailure, match=r"^GetCallerIdentity: NoCredentialsError$"):
+        status._call("GetCallerIdentity", Fake(go=NoCredentialsError()).go)
+
+    class Paginated:
+        def get_paginator(self, operation: str) -> Any:
+            class Pages:
+                def paginate(self, **kwargs: Any) -> Any:
+                    raise EndpointConnectionError(endpoint_url="https://sagemaker.invalid")
+
+            return Pages()
+
+    with pytest.raises(status.AwsFailure, match=r"^list_endpoints: EndpointConnectionError$"):
+        status._pages(Paginated(), "list_endpoints", "Endpoints")
+
+
+def test_a_page_without_its_key_adds_nothing() -> None:
+    class Paginated:
+        def get_paginator(self, operation: str) -> Any:
+            class Pages:
+                def paginate(self, **kwargs: Any) -> Any:
+                    return iter([{"Endpoints": [{"EndpointName": "a"}]}, {}, {"Endpoints": [{"EndpointName": "b"}]}])
+
+            return Pages()
+
+    assert status._pages(Paginated(), "list_endpoints", "Endpoints") == [{"EndpointName": "a"}, {"EndpointName": "b"}]
+
+
+@pytest.mark.parametrize(
+    "app",
+    [
+        "-LlmEndpoint-",  # hyphens at either end go
+        "___",  # nothing left: "llm"
+        "A" * 27,  # exactly the app's share: kept whole
+        "A" * 28,  # one over: cut and hashed
+        "a" * 19 + "-" + "b" * 10,  # the cut ends in a hyphen, which goes
+    ],
+)
+def test_the_bucket_name_is_the_constructs_at_its_edges(app: str) -> None:
+    test_the_bucket_name_is_the_constructs(app)
+
+
+def test_the_bucket_name_edges_by_value() -> None:
+    assert status.app_bucket_name("___", ACCOUNT, REGION) == f"llm-models-{ACCOUNT}-{REGION}"
+    assert status.app_bucket_name("-Ab-", ACCOUNT, REGION) == f"ab-models-{ACCOUNT}-{REGION}"
+    assert status.app_bucket_name("A" * 27, ACCOUNT, REGION) == f"{'a' * 27}-models-{ACCOUNT}-{REGION}"
+    cut = status.app_bucket_name("a" * 19 + "-" + "b" * 10, ACCOUNT, REGION)
+    assert cut.startswith("a" * 19 + "-") and not cut.startswith("a" * 19 + "--") and len(cut.split("-")[1]) == 6
+
+
+def test_app_stacks_claims_its_own_and_names_only_untagged_lookalikes(aws: Aws) -> None:
+    stacks(
+        aws,
+        (STACK, None),  # untagged, its own name
+        ("Pinned", None),  # untagged, named by --stack
+        (f"{STACK}-fleet", STACK),  # tagged
+        (f"{STACK}-prod", "LlmEndpoint-prod"),  # another app's, named like ours: neither read nor named
+        ("Elsewhere", "OtherApp"),  # another app's
+        (f"{STACK}-old", None),  # untagged lookalike: named, not read
+        ("Unrelated", None),
+    )
+    mine, untagged = status.app_stacks(aws.clients["cloudformation"], STACK, ["Pinned"])
+    assert [s.name for s in mine] == [STACK, f"{STACK}-fleet", "Pinned"]
+    assert untagged == [f"{STACK}-old"]
+
+
+def test_stack_resources_skip_deleted_and_unnamed_ones_and_read_on(aws: Aws) -> None:
+    aws.add(
+        "cloudformation",
+        "list_stack_resources",
+        {
+            "StackResourceSummaries": [
+                {
+                    "LogicalResourceId": "Pending",  # no physical ID yet: skipped, the rest still read
+                    "ResourceType": "AWS::SageMaker::Endpoint",
+                    "LastUpdatedTimestamp": T,
+                    "ResourceStatus": "CREATE_IN_PROGRESS",
+                },
+                {
+                    "LogicalResourceId": "Old",  # deleted in an update: skipped
+                    "PhysicalResourceId": f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint-config/old",
+                    "ResourceType": "AWS::SageMaker::EndpointConfig",
+                    "LastUpdatedTimestamp": T,
+                    "ResourceStatus": "DELETE_COMPLETE",
+                },
+                {
+                    "LogicalResourceId": "Model",
+                    "PhysicalResourceId": "model-by-name",  # a bare name is its own name
+                    "ResourceType": "AWS::SageMaker::Model",
+                    "LastUpdatedTimestamp": T,
+                    "ResourceStatus": "UPDATE_COMPLETE",
+                },
+                {
+                    "LogicalResourceId": "Endpoint",
+                    "PhysicalResourceId": ENDPOINT_ARN,
+                    "ResourceType": "AWS::SageMaker::Endpoint",
+                    "LastUpdatedTimestamp": T,
+                    "ResourceStatus": "CREATE_COMPLETE",
+                },
+            ]
+        },
+        {"StackName": STACK},
+    )
+    endpoints, defined = status.stack_resources(aws.clients["cloudformation"], [status.StackInfo(STACK, "x")])
+    assert endpoints == [ENDPOINT_ARN]
+    assert defined == [status.Defined("model", "model-by-name", STACK)]
+
+
+def endpoint_names_of(aws: Aws, *, listed_names: list[str], tags: dict[str, str], from_stacks: list[str]) -> list[str]:
+    aws.add("sagemaker", "list_endpoints", listed(*listed_names), {})
+    aws.add(
+        "tagging",
+        "get_resources",
+        {
+            "ResourceTagMappingList": [
+                {"ResourceARN": arn, "Tags": [{"Key": status.APP_TAG, "Value": app}]} for arn, app in tags.items()
+            ]
+        },
+        {"TagFilters": [{"Key": status.APP_TAG}], "ResourceTypeFilters": ["sagemaker:endpoint"]},
+    )
+    return status.endpoint_names(aws.clients["sagemaker"], aws.clients["tagging"], STACK, ["Given"], from_stacks)
+
+
+def arn_of(name: str) -> str:
+    return f"arn:aws:sagemaker:{REGION}:{ACCOUNT}:endpoint/{name.lower()}"
+
+
+def test_an_endpoint_named_like_ours_but_tagged_for_another_app_is_left_out(aws: Aws) -> None:
+    theirs, ours = f"{STACK}-prod-Endpoint-1", f"{STACK}-Endpoint-2"
+    names = endpoint_names_of(
+        aws,
+        listed_names=[theirs, ours, "Unlisted-Ours"],
+        tags={arn_of(theirs): f"{STACK}-prod", arn_of(ours): STACK},
+        from_stacks=[],
+    )
+    assert names == ["Given", ours]
+
+
+def test_a_stack_may_name_its_endpoint_in_any_case(aws: Aws) -> None:
+    name = "LlmEndpointChat-Endpoint-1A2B3C"
+    found = endpoint_names_of(aws, listed_names=[name], tags={}, from_stacks=[name.lower()])
+    assert found == ["Given", name]
+
+
+def test_an_endpoint_without_variants_or_config_variants_is_shown_empty() -> None:
+    sagemaker = Fake(
+        describe_endpoint={"EndpointStatus": "Creating", "EndpointConfigName": "C"},
+        describe_endpoint_config={},
+    )
+    assert status.describe_endpoint(sagemaker, "E") == status.Endpoint("E", "Creating", [])
+    sagemaker = Fake(
+        describe_endpoint={
+            "EndpointStatus": "Updating",
+            "EndpointConfigName": "C",
+            "ProductionVariants": [{"VariantName": "AllTraffic"}],
+        },
+        describe_endpoint_config={},
+    )
+    (variant,) = status.describe_endpoint(sagemaker, "E").variants
+    assert variant == status.Variant("AllTraffic", None, None, None, {})
+
+
+def test_pools_without_a_priority_come_first() -> None:
+    pools = [{"InstanceType": "ml.b", "Priority": 1}, {"InstanceType": "ml.a"}]
+    assert status._instance_types({"InstancePools": pools}) == "ml.a or ml.b"
+    assert status._instance_types({"InstancePools": []}) is None
+    assert status._instance_types({"InstanceType": "ml.c", "InstancePools": pools}) == "ml.c"
+
+
+def test_components_gone_between_list_and_describe_are_skipped_and_the_rest_read() -> None:
+    class Sagemaker(Fake):
+        def get_paginator(self, operation: str) -> Any:
+            class Pages:
+                def paginate(self, **kwargs: Any) -> Any:
+                    return iter(
+                        [{"InferenceComponents": [{"InferenceComponentName": "Gone"}, {"InferenceComponentName": "C"}]}]
+                    )
+
+            return Pages()
+
+    def describe(InferenceComponentName: str) -> Any:
+        if InferenceComponentName == "Gone":
+            return client_error("ValidationException", 'Could not find inference component "Gone".')
+        return {"RuntimeConfig": {"DesiredCopyCount": 3, "CurrentCopyCount": 2}}
+
+    (component,) = status.components_on(Sagemaker(describe_inference_component=describe), "E")
+    assert component == status.Component("C", "E", "", 3, 2)  # no status listed: empty, not "None"
+
+
+class Jobs(Fake):
+    def __init__(self, listed: dict[str, list[str]], details: dict[str, Any]) -> None:
+        super().__init__(describe_processing_job=lambda ProcessingJobName: details[ProcessingJobName])
+        self.listed = listed
+
+    def get_paginator(self, operation: str) -> Any:
+        listed = self.listed
+
+        class Pages:
+            def paginate(self, **kwargs: Any) -> Any:
+                names = listed.get(kwargs["StatusEquals"], [])
+                return iter([{"ProcessingJobSummaries": [{"ProcessingJobName": n} for n in names]}])
+
+        return Pages()
+
+
+def test_staging_jobs_skip_lookalikes_and_other_apps_and_read_on() -> None:
+    mine = job("hfstage-1-mine", f"s3://{BUCKET}/models/x/")
+    sagemaker = Jobs(
+        {"InProgress": ["my-hfstage-1", "hfstage-0-other", "hfstage-2-untargeted", "hfstage-1-mine"]},
+        {
+            "hfstage-0-other": job("hfstage-0-other", "s3://someone-else/models/x/"),
+            "hfstage-2-untargeted": {**job("hfstage-2-untargeted", ""), "Environment": {}},
+            "hfstage-1-mine": mine,
+        },
+    )
+    (found,) = status.staging_jobs(sagemaker, BUCKET)
+    assert found == status.Job("hfstage-1-mine", "InProgress", "ml.m5.2xlarge", 2, f"s3://{BUCKET}/models/x/")
+    assert [c[1]["ProcessingJobName"] for c in sagemaker.calls] == [
+        "hfstage-0-other",
+        "hfstage-2-untargeted",
+        "hfstage-1-mine",
+    ]  # a name that only contains the family is never described
+
+
+def test_a_staging_job_that_cannot_be_described_is_named() -> None:
+    sagemaker = Jobs({"Stopping": ["hfstage-9"]}, {"hfstage-9": client_error("AccessDeniedException")})
+    with pytest.raises(status.AwsFailure, match=r"^DescribeProcessingJob hfstage-9: AccessDeniedException$"):
+        status.staging_jobs(sagemaker, BUCKET)
+
+
+@pytest.mark.parametrize("code", ["404", "NoSuchBucket", "NotFound"])
+def test_a_missing_bucket_is_not_kept(code: str) -> None:
+    s3 = Fake(head_bucket=client_error(code))
+    assert status.bucket_kept(s3, Fake(), BUCKET, ACCOUNT, NOW) is None
+
+
+@pytest.mark.parametrize(("error", "named"), [("403", "403"), ("AccessDenied", "AccessDenied"), (None, "RuntimeError")])
+def test_a_bucket_that_cannot_be_read_is_named(error: str | None, named: str) -> None:
+    s3 = Fake(head_bucket=client_error(error) if error else RuntimeError("boom"))
+    with pytest.raises(status.AwsFailure, match=rf"^HeadBucket {BUCKET}: {named}$"):
+        status.bucket_kept(s3, Fake(), BUCKET, ACCOUNT, NOW)
+
+
+def test_the_bucket_size_is_the_latest_days_and_a_failed_read_is_named() -> None:
+    points = [
+        {"Timestamp": T, "Average": 2e9},
+        {"Timestamp": T - dt.timedelta(days=1), "Average": 1e9},
+        {"Timestamp": T + dt.timedelta(hours=1), "Average": 3.7e9},
+    ]
+    kept = status.bucket_kept(
+        Fake(head_bucket={}), Fake(get_metric_statistics={"Datapoints": points}), BUCKET, ACCOUNT, NOW
+    )
+    assert kept == status.Kept("bucket", BUCKET, 3700000000, "as of 2026-11-30")
+    none = status.bucket_kept(Fake(head_bucket={}), Fake(get_metric_statistics={}), BUCKET, ACCOUNT, NOW)
+    assert none == status.Kept("bucket", BUCKET, None, "size not reported yet (S3 sends it once a day)")
+    failing = Fake(get_metric_statistics=client_error("Throttling"))
+    with pytest.raises(status.AwsFailure, match=rf"^GetMetricStatistics BucketSizeBytes {BUCKET}: Throttling$"):
+        status.bucket_kept(Fake(head_bucket={}), failing, BUCKET, ACCOUNT, NOW)
+
+
+def test_a_log_group_without_retention_is_kept_forever(aws: Aws) -> None:
+    for prefix in sorted({*PREFIXES}):
+        groups = [{"logGroupName": prefix + "a", "creationTime": 1}] if prefix == PREFIXES[0] else []
+        aws.add("logs", "describe_log_groups", {"logGroups": groups}, {"logGroupNamePrefix": prefix})
+    (kept,) = status.log_groups_kept(aws.clients["logs"], STACK, [])
+    assert kept == status.Kept("log group", PREFIXES[0] + "a", None, "kept forever")
+
+
+def test_who_am_i_failing_is_named(capsys: pytest.CaptureFixture[str]) -> None:
+    from botocore.exceptions import NoCredentialsError
+
+    clients = {"sts": Fake(get_caller_identity=NoCredentialsError())}
+    assert status.main([], clients=clients, out=io.StringIO()) == status.EXIT_AWS
+    assert capsys.readouterr().err == (
+        "llmops status: could not read GetCallerIdentity: NoCredentialsError (see docs/guide/status.md for the "
+        "read-only policy)\n"
+    )
+
+
+def test_collect_reads_on_past_a_gone_endpoint_and_takes_no_extras(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    identity(aws)
+    stacks(aws, ("Unrelated", None))  # untagged and not ours: compared with no extra names
+    aws.add("sagemaker", "list_endpoints", listed(f"{STACK}-A", f"{STACK}-B"), {})
+    tagged(aws)
+    aws.error("sagemaker", "describe_endpoint", "ValidationException", f'Could not find endpoint "{STACK}-A".')
+    endpoint_answers(aws, f"{STACK}-B")
+    aws.add("sagemaker", "list_inference_components", {"InferenceComponents": []}, {"EndpointNameEquals": f"{STACK}-B"})
+    no_jobs(aws)
+    seen: list[dt.datetime] = []
+    monkeypatch.setattr(status, "bucket_kept", lambda s3, cw, bucket, account, now: seen.append(now))
+    log_groups(aws, [*PREFIXES, f"/aws/sagemaker/Endpoints/{STACK}-B"], {})
+    report = status.collect(aws.clients, STACK)
+    assert [e.name for e in report.endpoints] == [f"{STACK}-B"]
+    (now,) = seen
+    assert now.tzinfo is dt.UTC and abs(dt.datetime.now(dt.UTC) - now) < dt.timedelta(minutes=1)
+
+
+def full_report() -> status.Report:
+    return status.Report(
+        stack=STACK,
+        account=ACCOUNT,
+        region=REGION,
+        stack_status="UPDATE_COMPLETE",
+        stacks=[status.StackInfo(STACK, "UPDATE_COMPLETE"), status.StackInfo(f"{STACK}-chat", "CREATE_COMPLETE")],
+        untagged=[f"{STACK}-old"],
+        endpoints=[
+            status.Endpoint(
+                "E1",
+                "InService",
+                [
+                    status.Variant("AllTraffic", "ml.a or ml.b", 1, 2, {"ml.a": 1, "ml.b": None}),
+                    status.Variant("Shadow", None, None, None),
+                ],
+            )
+        ],
+        defined=[status.Defined("model", "m-1", STACK)],
+        components=[status.Component("C1", "E1", "Creating", None, 1), status.Component("C2", "E9", "InService")],
+        jobs=[status.Job("hfstage-1", "Stopping", "ml.m5.xlarge", 1, "s3://b/models/x/")],
+        kept=[
+            status.Kept("bucket", "b", 999, "as of 2026-11-30"),
+            status.Kept("log group", "/aws/sagemaker/Endpoints/E1", 1000),
+        ],
+    )
+
+
+def test_the_report_reads_line_by_line() -> None:
+    out = io.StringIO()
+    status.render(full_report(), out)
+    assert out.getvalue() == (
+        f"{STACK} in account {ACCOUNT}, {REGION}: stack UPDATE_COMPLETE\n"
+        f"  and stack {STACK}-chat: CREATE_COMPLETE\n"
+        f"  stack {STACK}-old is named like this app's but carries no {status.APP_TAG} tag: not read "
+        f"(--stack {STACK}-old)\n"
+        "billing by the hour:\n"
+        "  endpoint E1: InService\n"
+        "    variant AllTraffic: ml.a or ml.b x 1 of 2 instances\n"
+        "      instance pools: ml.a x 1, ml.b x ?\n"
+        "    variant Shadow: instance type unknown x ? of ? instances\n"
+        "    inference component C1: Creating, copies 1 of ?\n"
+        "  staging job hfstage-1: Stopping, ml.m5.xlarge x 1, writing s3://b/models/x/\n"
+        "defined by the stacks, not billing (cdk destroy deletes them):\n"
+        f"  model m-1 (stack {STACK})\n"
+        "kept by design (not compute; delete by hand when no longer wanted):\n"
+        "  bucket b: 999 B (as of 2026-11-30)\n"
+        "  log group /aws/sagemaker/Endpoints/E1: 1.0 kB\n"
+    )
+
+
+def test_an_empty_report_says_nothing_is_left() -> None:
+    out = io.StringIO()
+    status.render(status.Report(STACK, ACCOUNT, REGION, None), out)
+    assert out.getvalue() == (
+        f"{STACK} in account {ACCOUNT}, {REGION}: stack not deployed (no such stack)\n"
+        "billing by the hour:\n"
+        "  nothing: no endpoint, inference component or staging job\n"
+        "kept by design (not compute; delete by hand when no longer wanted):\n"
+        "  nothing\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("size", "text"),
+    [
+        (None, "size unknown"),
+        (0, "0 B"),
+        (999, "999 B"),
+        (1000, "1.0 kB"),
+        (999_999, "1000.0 kB"),
+        (1_000_000, "1.0 MB"),
+        (1_000_000_000, "1.0 GB"),
+        (16_400_000_000, "16.4 GB"),
+        (1_000_000_000_000, "1.0 TB"),
+        (2_500_000_000_000_000, "2500.0 TB"),
+    ],
+)
+def test_sizes_at_each_units_edge(size: int | None, text: str) -> None:
+    assert status._size(size) == text
+
+
+def test_the_clients_are_the_seven_services_in_the_region_and_profile(monkeypatch, tmp_path) -> None:
+    config = tmp_path / "config"
+    config.write_text("[profile other]\nregion = ap-south-1\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    clients = status.make_clients("eu-west-3", None)
+    assert {k: c.meta.service_model.service_name for k, c in clients.items()} == {
+        "sts": "sts",
+        "cloudformation": "cloudformation",
+        "sagemaker": "sagemaker",
+        "s3": "s3",
+        "cloudwatch": "cloudwatch",
+        "logs": "logs",
+        "tagging": "resourcegroupstaggingapi",
+    }
+    assert {k: type(c).__name__ for k, c in clients.items()}["tagging"] == "ResourceGroupsTaggingAPI"
+    assert {c.meta.region_name for c in clients.values()} == {"eu-west-3"}
+    assert {c.meta.region_name for c in status.make_clients(None, "other").values()} == {"ap-south-1"}
+    assert {c.meta.region_name for c in status.make_clients("eu-west-3", "other").values()} == {"eu-west-3"}
+
+
+def test_the_options_reach_the_report(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[tuple[Any, Any]] = []
+    collected: list[dict[str, Any]] = []
+    monkeypatch.setattr(status, "make_clients", lambda region, profile: made.append((region, profile)) or {})
+
+    def collect(clients: Any, stack: str, **kwargs: Any) -> status.Report:
+        collected.append({"stack": stack, **kwargs})
+        return status.Report(stack, ACCOUNT, REGION, None)
+
+    monkeypatch.setattr(status, "collect", collect)
+    argv = ["--region", "eu-west-2", "--profile", "p", "--bucket", "b", "--stack-name", "App"]
+    argv += ["--endpoint", "e1", "--endpoint", "e2", "--stack", "s1", "--stack", "s2"]
+    assert status.main(argv, out=io.StringIO(), now=NOW) == 0
+    assert made == [("eu-west-2", "p")]
+    assert collected == [
+        {"stack": "App", "bucket": "b", "extra_endpoints": ["e1", "e2"], "extra_stacks": ["s1", "s2"], "now": NOW}
+    ]
+    collected.clear()
+    assert status.main([], clients={"given": None}, out=io.StringIO()) == 0
+    assert collected == [
+        {"stack": "LlmEndpoint", "bucket": None, "extra_endpoints": [], "extra_stacks": [], "now": None}
+    ]
+
+
+def test_help_names_every_option(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps at the terminal's width, and breaks words at hyphens
+    assert status.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: llmops status ")
+    flat = " ".join(out.split())
+    for text in (
+        "What this app has running and billing in an account and region, and what it keeps by design (read-only).",
+        "--stack-name STACK_NAME the app's stack (stack_name; default LlmEndpoint)",
+        "--region REGION AWS region (default: the session's, AWS_REGION)",
+        "--profile PROFILE AWS profile (default: the session's)",
+        "--bucket BUCKET the model bucket, when model_bucket named one (default: the app's bucket)",
+        "--endpoint ENDPOINT an endpoint of the app with a custom name (repeatable)",
+        f"--stack STACK a stack of the app deployed before it carried the {status.APP_TAG} tag, by its exact name "
+        "(repeatable)",
+        "--expect-none exit 1 when any endpoint, component or staging job is left",
+        "--json print the report as JSON",
+    ):
+        assert text in flat, text
+    assert status.main(["--no-such-option"]) == status.EXIT_USAGE
+
+
+def test_a_bad_stack_name_is_named_on_stderr_cut_to_200_characters(capsys: pytest.CaptureFixture[str]) -> None:
+    assert status.main(["--stack-name", "x;" + "y" * 300]) == status.EXIT_USAGE
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == f"llmops status: --stack-name {('x;' + 'y' * 198)!r} is not a CloudFormation stack name\n"
+
+
+def test_an_error_before_any_call_is_named_on_stderr(monkeypatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from botocore.exceptions import NoRegionError
+
+    def no_region(region: Any, profile: Any) -> Any:
+        raise NoRegionError()
+
+    monkeypatch.setattr(status, "make_clients", no_region)
+    assert status.main([]) == status.EXIT_AWS
+    out, err = capsys.readouterr()
+    assert out == "" and err == "llmops status: NoRegionError: You must specify a region.\n"
+
+
+def test_the_json_report_is_indented_by_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(status, "collect", lambda clients, stack, **_: full_report())
+    out = io.StringIO()
+    assert status.main(["--json"], clients={"given": None}, out=out) == 0
+    data = json.loads(out.getvalue())
+    assert out.getvalue() == json.dumps(data, indent=2) + "\n"
+    assert data["compute_left"] == [
+        "endpoint E1 (InService)",
+        "inference component C1 (Creating)",
+        "inference component C2 (InService)",
+        "staging job hfstage-1 (Stopping)",
+    ]
