@@ -329,7 +329,7 @@ def _configured_models(args: argparse.Namespace) -> list[tuple[str, str, str | N
 
 
 def _refresh(args: argparse.Namespace) -> int:
-    from llmops.hub import CONTEXT_TOKEN_HINT, HubError, read_token
+    from llmops.hub import HubError, read_token
 
     models = _configured_models(args)
     if isinstance(models, int):
@@ -342,8 +342,8 @@ def _refresh(args: argparse.Namespace) -> int:
     for repo_id, revision, secret_arn, gguf, gguf_file in models:
         try:
             token = read_token(secret_arn)
-            hint = CONTEXT_TOKEN_HINT  # refresh takes the context key, not plan's flag
-            facts = look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file, token_hint=hint)
+            # look_up's own hint names the context key (refresh takes it, not plan's flag)
+            facts = look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file)
         except HubError as e:
             print(f"error: {e}", file=sys.stderr)
             return 3

@@ -299,3 +299,110 @@ def test_plan_honours_preflight_skip_as_synth_does(env, tmp_path, capsys):
     assert plan_main([*pairs(**skipped), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["fits"] is True and report["candidate"]["margin"] == "skipped"
+
+
+# -- facts refresh and show, each branch (mutation testing of llmops/facts.py found these untested) --------------
+
+
+def test_refresh_reads_past_a_given_prefix_to_the_next_deployment(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    deployments = {
+        "given": {"model_s3_uri": "s3://my-bucket/models/x/", "instance_type": "ml.g6.xlarge"},  # first
+        "mistral": {"model_id": MISTRAL, "instance_type": "ml.g6e.12xlarge"},
+    }
+    argv = ["refresh", "-c", f"deployments_file={fleet_file(tmp_path, deployments)}", "--record", str(record)]
+    assert facts_main(argv) == 0
+    assert set(json.loads(record.read_text())["models"]) == {f"{MISTRAL}@main"}
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "deployments.given.model_s3_uri='s3://my-bucket/models/x/': the model is an S3 prefix, no Hub facts to record"
+    )
+
+
+def test_refresh_of_a_single_given_prefix_records_nothing_and_says_so(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    argv = ["refresh", "-c", "model_s3_uri=s3://my-bucket/models/x/", "--record", str(record)]
+    assert facts_main(argv) == 0
+    assert capsys.readouterr().out == (
+        "model_s3_uri='s3://my-bucket/models/x/': the model is an S3 prefix, no Hub facts to record\n"
+        f"recorded in {record}: commit it with the app\n"
+    )
+    assert json.loads(record.read_text())["models"] == {}
+
+
+def test_refresh_reads_the_context_file(env, tmp_path, capsys):
+    context = tmp_path / "context.json"
+    context.write_text(json.dumps({"model_id": MISTRAL, "instance_type": "ml.g6e.12xlarge"}))
+    record = tmp_path / "model-facts.json"
+    assert facts_main(["refresh", "--context-file", str(context), "--record", str(record)]) == 0
+    assert set(json.loads(record.read_text())["models"]) == {f"{MISTRAL}@main"}
+
+
+def test_refresh_uses_the_token_from_the_environment_or_the_named_secret(env, tmp_path, monkeypatch):
+    record = tmp_path / "model-facts.json"
+    monkeypatch.setenv("HF_TOKEN", env.token)  # the fake Hub's own token
+    assert facts_main(["refresh", "-c", f"model_id={GATED}", "--record", str(record)]) == 0  # gated: the token went
+    monkeypatch.delenv("HF_TOKEN")
+    import llmops.hub
+
+    asked: list[str | None] = []
+    monkeypatch.setattr(llmops.hub, "read_token", lambda arn: asked.append(arn) or env.token)
+    arn = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"
+    assert (
+        facts_main(["refresh", "-c", f"model_id={GATED}", "-c", f"hf_token_secret_arn={arn}", "--record", str(record)])
+        == 0
+    )
+    assert asked == [arn]
+
+
+def test_refresh_says_when_the_revision_moved(env, hub, tmp_path, capsys):
+    moving = "acme/moving-model"
+    config, shards = hub_models.MODELS[LLAMA]
+    hub.add_repo(moving, hub_models.repo_files(config, shards))
+    record = tmp_path / "model-facts.json"
+    argv = ["refresh", "-c", f"model_id={moving}", "-c", "instance_type=ml.g6e.12xlarge", "--record", str(record)]
+    assert facts_main(argv) == 0
+    first = json.loads(record.read_text())["models"][f"{moving}@main"]["sha"]
+    assert f"{moving}@main: commit {first}, " in capsys.readouterr().out  # first lookup: nothing moved
+    assert facts_main(argv) == 0
+    assert "(was" not in capsys.readouterr().out  # the same commit again
+    hub.add_repo(moving, {**hub_models.repo_files(config, shards), "NOTES.md": b"a new commit"})
+    assert facts_main(argv) == 0
+    second = json.loads(record.read_text())["models"][f"{moving}@main"]["sha"]
+    assert second != first
+    assert f"{moving}@main: commit {second} (was {first[:12]}), " in capsys.readouterr().out
+
+
+def test_refresh_over_a_damaged_record_starts_a_new_one(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    record.write_text("{not json")
+    assert facts_main(["refresh", "-c", f"model_id={MISTRAL}", "--record", str(record)]) == 0
+    out, err = capsys.readouterr()
+    (line,) = err.splitlines()
+    assert line.startswith("note: ") and line.endswith("; starting a new record") and str(record) in line
+    assert out.endswith(f"recorded in {record}: commit it with the app\n")
+    assert set(json.loads(record.read_text())["models"]) == {f"{MISTRAL}@main"}
+
+
+def test_show_a_damaged_record_is_an_error_and_an_empty_one_says_so(env, tmp_path, capsys):
+    record = tmp_path / "model-facts.json"
+    record.write_text("{not json")
+    assert facts_main(["show"]) == 2  # ./model-facts.json by default
+    out, err = capsys.readouterr()
+    assert out == "" and err.startswith("error: ") and "model-facts.json" in err and err.count("\n") == 1
+    FactsRecord(record).save()
+    assert facts_main(["show"]) == 0
+    assert capsys.readouterr().out == "model-facts.json: no model facts recorded\n"
+
+
+def test_the_facts_command_says_what_it_does(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps at the terminal's width
+    assert facts_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: python -m llmops.facts ")
+    flat = " ".join(out.split())
+    import llmops.facts
+
+    assert llmops.facts.__doc__.split("\n\n")[0].split("\n")[0] in out
+    assert "{refresh,show} refresh: look up and record; show: print" in flat
+    assert "--record RECORD the record. Default: ./model-facts.json" in flat
+    assert facts_main(["list"]) == 2  # not an action

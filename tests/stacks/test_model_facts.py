@@ -400,3 +400,32 @@ def test_vllms_long_context_variable_is_the_opt_in_in_synth_plan_and_the_preflig
     # "0" is not vLLM's true: still refused.
     off = json.dumps({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"})
     assert synth_problems(record, **context, container_env=off)
+
+
+def test_refresh_records_the_named_gguf_model_of_several(gguf_hub, tmp_path):
+    hub, body = gguf_hub
+    repo = "acme/two-ggufs"
+    hub.add_repo(repo, {"a-Q8_0.gguf": body, "b-Q4_K_M.gguf": body})
+    record = tmp_path / "model-facts.json"
+    context = {"engine": "llamacpp", "model_id": repo, "gguf_file": "b-Q4_K_M.gguf", "instance_type": "ml.g6.xlarge"}
+    argv = ["refresh", *(a for k, v in context.items() for a in ("-c", f"{k}={v}")), "--record", str(record)]
+    assert facts_main(argv) == 0
+    entry = json.loads(record.read_text())["models"][f"{repo}@main"]
+    assert entry["gguf"]["file"] == "b-Q4_K_M.gguf"
+    facts = FactsRecord.load(record).find(repo, "main")
+    assert facts.serves("b-Q4_K_M.gguf") and not facts.serves("a-Q8_0.gguf") and not facts.serves(None)
+    assert facts.serves("*Q4_K_M*")  # a pattern, as the serving adapter takes it
+
+
+def test_a_config_checkpoint_serves_no_gguf(env, tmp_path):
+    record = tmp_path / "model-facts.json"
+    facts = FactsSource(record).facts_for(MISTRAL, "main").facts
+    assert facts is not None and not facts.serves(None) and not facts.serves("x.gguf")
+
+
+def test_header_arrays_are_left_out_and_every_other_key_kept():
+    from llmops.facts import _json_safe
+
+    skipped = object()  # read_header's ArrayInfo for a long array: not JSON
+    metadata = {"a.vocab": skipped, "general.architecture": "qwen3", "b.vocab": skipped, "qwen3.block_count": 28}
+    assert _json_safe(metadata) == {"general.architecture": "qwen3", "qwen3.block_count": 28}
