@@ -352,6 +352,9 @@ def run_mutmut(
         outcome.counts[status] = outcome.counts.get(status, 0) + 1
         if status not in (*DETECTED, "skipped"):
             outcome.survivors.append(f"{name}: {status}")
+    if run and not outcome.counts:
+        # mutmut generated no mutant: its copy under mutants/ is stale (a run stopped while it was writing it)
+        log(f"mutation: {suite.name}: no mutants at all; delete {where} and run it again ({where}/mutmut-run.log)")
     if run and outcome.counts and set(outcome.counts) == {"not checked"}:
         # mutmut never ran a mutant (its copy of the tree could not import, or its clean run failed): say so,
         # rather than print a 0 % that reads like a score
@@ -556,7 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     (SCRATCH / "report.json").write_text(
         json.dumps([{**o.__dict__, "score": o.score} for o in outcomes], indent=2) + "\n"
     )
-    below = [o.suite for o in outcomes if o.score < GOAL]
+    below = [o.suite for o in outcomes if o.score < GOAL or not o.counts]  # no mutants: no measure
     if below:
         print(f"\nbelow the {GOAL:.0%} goal: {', '.join(below)}")
     return 1 if below else 0

@@ -256,3 +256,32 @@ def test_a_two_copy_component_keeps_a_batch_of_one_copy():
 def test_a_batch_percent_is_5_to_50(percent, ok):
     problems = UpdatePolicy("rolling", step_percent=percent).problems(component_mode=True, instances=0, copies=1)
     assert (problems == []) is ok
+
+
+@pytest.mark.parametrize(
+    ("instances", "step", "allowed"),
+    [
+        (10, 6, "1 to 5 instance(s)"),  # 10 % is exactly 1
+        (20, 1, "2 to 10 instance(s)"),  # 10 % of 20: 2, one step below refused
+        (3, 2, "1 to 1 instance(s)"),  # 0.3 rounds up to 1 and 1.5 down to 1: one size left
+        (25, 13, "3 to 12 instance(s)"),  # 2.5 up to 3, 12.5 down to 12
+        (1, 1, "none (at least 2 instances are needed)"),  # 0.1 to 0.5: no whole step
+    ],
+)
+def test_a_linear_step_outside_10_to_50_percent_names_the_whole_steps_allowed(instances, step, allowed):
+    (problem,) = UpdatePolicy("linear", step_size=step).problems(component_mode=False, instances=instances)
+    assert problem == (
+        f"update_policy=linear with update_step_size={step}: a linear step is 10-50% of the instance count "
+        f"({instances}); allowed here: {allowed}"
+    )
+
+
+def test_a_components_rolling_time_counts_its_copies_not_the_endpoints_instances():
+    # 10 copies one at a time on 1 instance: 10 batches x (3600 + 600) = 42,000 s, over the 28,800 s maximum.
+    (problem,) = UpdatePolicy("rolling", step_size=1, wait_s=3600).problems(
+        component_mode=True, instances=1, copies=10, provisioning_s=600
+    )
+    assert (
+        "10 batches (10 copies, update_step_size 1) x (update_wait_s 3600 + download_timeout_s + startup_timeout_s "
+        "600 for each batch's new copies) = 42000 s (API InferenceComponentRollingUpdatePolicy" in problem
+    )

@@ -411,7 +411,8 @@ def test_a_listed_price_names_its_type_and_region(auto_mode, monkeypatch):
     )
 
 
-def test_the_command_says_what_each_option_does(capsys):
+def test_the_command_says_what_each_option_does(monkeypatch, capsys):
+    monkeypatch.setenv("COLUMNS", "400")  # argparse wraps at the terminal's width
     assert price_list.main(["--help"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("usage: python -m llmops.price_list ")
@@ -420,9 +421,13 @@ def test_the_command_says_what_each_option_does(capsys):
         "On-demand SageMaker hosting prices from the AWS Price List API, cached on disk, else the shipped table."
         in flat
     )
-    assert "a region (repeatable). Default: every shipped region" in flat
-    assert "query the Price List API now and rewrite the cache" in flat
-    assert "print the prices as JSON" in flat
+    assert (
+        "--region REGION a region (repeatable). Default: every shipped region "
+        "--refresh query the Price List API now and rewrite the cache "
+        "--json print the prices as JSON"
+    ) in flat
+    assert flat.endswith("--json print the prices as JSON")
+    assert "look a price up here" not in flat  # the description is the docstring's first paragraph only
     assert price_list.main(["--no-such-option"]) == 2
 
 

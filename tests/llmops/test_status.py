@@ -1140,6 +1140,7 @@ def test_help_names_every_option(monkeypatch: pytest.MonkeyPatch, capsys: pytest
         "--json print the report as JSON",
     ):
         assert text in flat, text
+    assert "Billing compute:" not in out  # the description is the docstring's first paragraph only
     assert status.main(["--no-such-option"]) == status.EXIT_USAGE
 
 

@@ -429,3 +429,49 @@ def test_header_arrays_are_left_out_and_every_other_key_kept():
     skipped = object()  # read_header's ArrayInfo for a long array: not JSON
     metadata = {"a.vocab": skipped, "general.architecture": "qwen3", "b.vocab": skipped, "qwen3.block_count": 28}
     assert _json_safe(metadata) == {"general.architecture": "qwen3", "qwen3.block_count": 28}
+
+
+# -- the GGUF check's own branches (mutation testing of stacks/model_checks.py) -------------------------------
+
+
+def _qwen36_header(tmp_path, drop: tuple[str, ...] = ()):
+    import dataclasses
+
+    from preflight.gguf import read_header
+    from tests.preflight.test_gguf_header import qwen36_like
+
+    data = qwen36_like(tmp_path).read_bytes()
+    header = read_header(lambda offset, length: data[offset : offset + length])
+    metadata = {k: v for k, v in header.metadata.items() if k not in drop}
+    return dataclasses.replace(header, metadata=metadata), len(data)
+
+
+def _gguf_checked(tmp_path, *, drop=(), **context):
+    from stacks.config import DeploymentConfig
+    from stacks.model_checks import _gguf_check, resolve_instance
+
+    header, size = _qwen36_header(tmp_path, drop)
+    config = DeploymentConfig.from_context(context_with(**llamacpp(**{"max_model_len": None, **context})))
+    spec, _ = resolve_instance(config.instance_type)
+    return _gguf_check(header, size, spec, config)
+
+
+def test_without_max_model_len_the_gguf_check_takes_the_trained_context(tmp_path):
+    # max_model_len unset (null: the app's cdk.json sets 32768)
+    checked = _gguf_checked(tmp_path, preflight_sequences="8")  # 8 x 262,144 tokens: more than an L4 holds
+    (problem,) = checked.problems
+    assert problem[0] == "memory" and "max_num_seqs=8 sequences of 262,144 tokens" in problem[1]
+    assert checked.fit is not None and checked.warnings == checked.fit.warnings and checked.formats is None
+    fits = _gguf_checked(tmp_path, max_model_len="4096")
+    assert fits.problems == [] and fits.fit is not None
+
+
+def test_a_gguf_header_without_a_context_length_needs_max_model_len(tmp_path):
+    with pytest.raises(ValueError, match=r"^the GGUF header states no context_length: set max_model_len$"):
+        _gguf_checked(tmp_path, drop=("qwen35moe.context_length",))
+    assert _gguf_checked(tmp_path, drop=("qwen35moe.context_length",), max_model_len="4096").problems == []
+
+
+def test_skipping_memory_drops_the_gguf_refusal_but_keeps_the_estimate(tmp_path):
+    checked = _gguf_checked(tmp_path, preflight_sequences="8", preflight_skip='["memory"]')
+    assert checked.problems == [] and checked.fit is not None and checked.fit.problems
