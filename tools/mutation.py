@@ -144,7 +144,7 @@ SUITES = (
         ("safejson/__init__.py",),
         ("tests/hostile/test_deep_json.py",),
     ),
-    # Defined with their focused tests, not yet run (see docs/developing/tests-and-benchmarks.md).
+    # Issue 34's modules, each with its focused tests (figures in docs/developing/tests-and-benchmarks.md).
     Suite(
         "constructs_lib/update_policy.py",
         ("constructs_lib/update_policy.py",),

@@ -1082,15 +1082,7 @@ def test_the_clients_are_the_seven_services_in_the_region_and_profile(monkeypatc
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
     monkeypatch.delenv("AWS_REGION", raising=False)
     clients = status.make_clients("eu-west-3", None)
-    assert {k: c.meta.service_model.service_name for k, c in clients.items()} == {
-        "sts": "sts",
-        "cloudformation": "cloudformation",
-        "sagemaker": "sagemaker",
-        "s3": "s3",
-        "cloudwatch": "cloudwatch",
-        "logs": "logs",
-        "tagging": "resourcegroupstaggingapi",
-    }
+    assert {k: c.meta.service_model.service_name for k, c in clients.items()} == SERVICES
     assert {k: type(c).__name__ for k, c in clients.items()}["tagging"] == "ResourceGroupsTaggingAPI"
     assert {c.meta.region_name for c in clients.values()} == {"eu-west-3"}
     assert {c.meta.region_name for c in status.make_clients(None, "other").values()} == {"ap-south-1"}
