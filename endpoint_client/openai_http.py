@@ -14,18 +14,26 @@ the same decoders and caps, so timings and token counts mean the same over both 
 part of an error message or ``repr``, and it goes to the base URL's origin only: the opener follows no
 redirect (a 3xx is refused with a clear error, never resent elsewhere with the token, nor downgraded from
 https to http) and opens http(s) URLs only, as the Hub client (hfstage/hub.py) and the wait-handle signal do.
+
+Connections are kept and reused (:class:`ConnectionPool`): one request at a time on each, at most as many open
+as requests were ever in flight at once, all to the base URL's origin and to no other. A request never pays a
+TCP or TLS handshake that an earlier one already paid, so its time to first token is the endpoint's.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import select
+import ssl
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import urljoin, urlsplit
+from urllib.request import getproxies, proxy_bypass
 
 from .chat import Delta, MalformedResponse, excerpt, parse_completion
 from .errors import BODY_EXCERPT_BYTES, ErrorInfo, InvocationError, StreamLimitExceeded
@@ -37,6 +45,12 @@ READ_BYTES = 65536
 ERROR_BODY_BYTES = 4096  # of an error answer, read at most (its excerpt is shorter still)
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _SCHEMES = ("http", "https")
+# What is read of an answer the caller stopped reading (a stream after its [DONE], an error body past its excerpt)
+# so that its connection can carry the next request; more than that, or slower, and the connection is closed.
+DRAIN_BYTES = 65536
+DRAIN_TIMEOUT_S = 1.0
+MAX_IDLE_CONNECTIONS = 256
+USER_AGENT = "llmops-endpoint-client"
 
 
 def bearer_opener() -> urllib.request.OpenerDirector:
@@ -59,6 +73,201 @@ def bearer_opener() -> urllib.request.OpenerDirector:
     ):
         opener.add_handler(handler)
     return opener
+
+
+class OriginRefused(ValueError):
+    """A request for another origin than the pool's: never sent (the token goes to the base URL's origin only)."""
+
+
+class _PooledResponse:
+    """An ``http.client.HTTPResponse`` whose ``close`` hands its connection back to the pool when it can carry
+    another request (the answer was read to its end, and the server did not say it would close)."""
+
+    def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection, pool: Any):
+        self._response, self._connection, self._pool = response, connection, pool
+        self.status = self.code = response.status
+        self.headers = response.headers
+        self._released = False
+
+    def read1(self, size: int = -1) -> bytes:
+        return self._response.read1(size)
+
+    def read(self, size: int | None = None) -> bytes:
+        return self._response.read(size)
+
+    def getcode(self) -> int:
+        return self.status
+
+    @property
+    def closed(self) -> bool:  # urllib.response.addbase (an HTTPError's body) asks
+        return self._released
+
+    def info(self) -> Any:
+        return self.headers
+
+    def close(self) -> None:
+        if self._released:
+            return
+        self._released = True
+        response, connection = self._response, self._connection
+        reusable = not response.will_close
+        if reusable and not response.isclosed():
+            # The caller stopped before the end (an SSE stream's last chunk after [DONE], or an error body past
+            # its excerpt): read the rest, a little and quickly, or give the connection up.
+            try:
+                if connection.sock is not None:
+                    connection.sock.settimeout(DRAIN_TIMEOUT_S)
+                response.read(DRAIN_BYTES)
+            except (OSError, http.client.HTTPException):
+                reusable = False
+            reusable = reusable and response.isclosed()
+        response.close()
+        if reusable and connection.sock is not None:
+            self._pool.release(connection)
+        else:
+            connection.close()
+
+    def __enter__(self) -> _PooledResponse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConnectionPool:
+    """Persistent HTTP/1.1 connections to one origin, each carrying one request at a time.
+
+    ``open(request, timeout)`` answers as ``bearer_opener().open`` does (an ``HTTPError`` for any status outside
+    2xx, a 3xx included: no redirect is followed), so :class:`OpenAiEndpoint` reads both the same way. It refuses
+    a request for any other origin than the pool's (:class:`OriginRefused`), before anything is sent.
+
+    An idle connection the server has closed (its idle timeout) is noticed before it is used (it reads as
+    ready, EOF) and replaced. A request whose sending fails on a reused connection is sent once more on a new
+    one: the server closed that connection, so it never got the request whole. A request already sent whose
+    answer never came (``RemoteDisconnected``) is not sent again: a POST is not idempotent and the server may
+    have started on it (the rule urllib3 applies to POST: retry connection errors, not read errors).
+
+    Through an http(s) proxy from the environment the pool steps aside: each request goes through ``fallback``
+    (``bearer_opener()``, one connection per request), as before.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        fallback: urllib.request.OpenerDirector | None = None,
+        connection_factory: Callable[[str, str, int | None, float], http.client.HTTPConnection] | None = None,
+        max_idle: int = MAX_IDLE_CONNECTIONS,
+    ) -> None:
+        parts = urlsplit(base_url)
+        self.scheme, self.host, self.port = parts.scheme, parts.hostname or "", parts.port
+        self._fallback = fallback
+        self._factory = connection_factory or _new_connection
+        self._idle: list[http.client.HTTPConnection] = []
+        self._lock = threading.Lock()
+        self._max_idle = max_idle
+        self.opened = 0  # connections made, over the pool's life
+        self.reconnects = 0  # requests sent again on a new connection after the reused one had been closed
+
+    def _origin_of(self, url: str) -> tuple[str, str, int | None]:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname or "", parts.port
+
+    def _proxied(self) -> bool:
+        return self.scheme in getproxies() and not proxy_bypass(self.host)
+
+    def _take(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
+        """An idle connection still open (``True``: reused), else a new one, not yet connected."""
+        while True:
+            with self._lock:
+                connection = self._idle.pop() if self._idle else None
+            if connection is None:
+                break
+            if _still_open(connection):
+                connection.timeout = timeout
+                connection.sock.settimeout(timeout)
+                return connection, True
+            connection.close()
+        with self._lock:
+            self.opened += 1
+        return self._factory(self.scheme, self.host, self.port, timeout), False
+
+    def release(self, connection: http.client.HTTPConnection) -> None:
+        with self._lock:
+            if len(self._idle) < self._max_idle:
+                self._idle.append(connection)
+                return
+        connection.close()
+
+    def close(self) -> None:
+        """Close every idle connection (one in use closes when its answer is closed)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for connection in idle:
+            connection.close()
+
+    def open(self, request: urllib.request.Request, timeout: float) -> Any:
+        if self._origin_of(request.full_url) != (self.scheme, self.host, self.port):
+            raise OriginRefused(f"{_origin(request.full_url)} is not the base URL's origin {_origin(self.url)}")
+        if self._fallback is not None and self._proxied():
+            return self._fallback.open(request, timeout=timeout)
+        headers = {"User-Agent": USER_AGENT, **dict(request.header_items())}
+        for attempt in (1, 2):
+            connection, reused = self._take(timeout)
+            try:
+                if connection.sock is None:
+                    connection.connect()
+            except BaseException:
+                connection.close()
+                raise
+            try:
+                connection.request(request.get_method(), request.selector, body=request.data, headers=headers)
+            except (BrokenPipeError, ConnectionResetError, ConnectionAbortedError):
+                connection.close()
+                if reused and attempt == 1:
+                    with self._lock:
+                        self.reconnects += 1
+                    continue
+                raise
+            except BaseException:
+                connection.close()
+                raise
+            break
+        try:
+            response = connection.getresponse()
+        except BaseException:
+            connection.close()
+            raise
+        answer = _PooledResponse(response, connection, self)
+        if not 200 <= response.status < 300:
+            raise urllib.error.HTTPError(request.full_url, response.status, response.reason, response.headers, answer)
+        return answer
+
+    @property
+    def url(self) -> str:
+        return f"{self.scheme}://{self.host}" + (f":{self.port}" if self.port else "")
+
+
+def _new_connection(scheme: str, host: str, port: int | None, timeout: float) -> http.client.HTTPConnection:
+    if scheme == "https":
+        # The context urllib's HTTPSHandler uses by default: system CAs (and SSL_CERT_FILE), hostname checked.
+        return http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
+    return http.client.HTTPConnection(host, port, timeout=timeout)
+
+
+def _still_open(connection: http.client.HTTPConnection) -> bool:
+    """An idle connection is usable when nothing is waiting to be read: a server that closed it (its idle
+    timeout) makes it readable (EOF), and one that sent something unasked has broken the exchange."""
+    sock = connection.sock
+    if sock is None:
+        return False
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return False
+    if isinstance(sock, ssl.SSLSocket) and sock.pending():
+        return False
+    return not readable
 
 
 def _origin(url: str) -> str:
@@ -120,7 +329,17 @@ class OpenAiEndpoint:
         self.base_url = check_base_url(base_url)
         self._token = token
         self.timeout_s = timeout_s
-        self._opener = bearer_opener()
+        self._pool = ConnectionPool(self.base_url, fallback=bearer_opener())
+        self._opener: Any = self._pool
+
+    @property
+    def connections_opened(self) -> int:
+        """Connections made so far (reused ones counted once)."""
+        return self._pool.opened
+
+    def close(self) -> None:
+        """Close the idle connections this endpoint keeps."""
+        self._pool.close()
 
     def __repr__(self) -> str:  # never the token
         return f"OpenAiEndpoint({self.base_url!r})"
@@ -148,8 +367,11 @@ class OpenAiEndpoint:
                     raise InvocationError(_redirect_info(e.code, self.base_url, e.headers.get("Location"))) from None
                 raw = e.read(ERROR_BODY_BYTES) if e.fp is not None else b""
             raise InvocationError(_http_error_info(e.code, raw)) from None
-        except (urllib.error.URLError, OSError) as e:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
+            if isinstance(reason, TimeoutError):
+                info = ErrorInfo(code="TimeoutError", message=excerpt(str(reason) or "timed out"), transient=True)
+                raise InvocationError(info) from None
             raise InvocationError(
                 ErrorInfo(code="ConnectionError", message=excerpt(str(reason)), transient=True)
             ) from None
@@ -182,6 +404,8 @@ class OpenAiEndpoint:
                     answer.add(event.data)
             for event in decoder.close():
                 answer.add(event.data)
+            # The end of the answer, before its connection is read to the end and handed back to the pool.
+            latency_s = clock() - started
         except (InvocationError, KeyboardInterrupt):
             raise
         except StreamLimitExceeded as e:
@@ -197,7 +421,7 @@ class OpenAiEndpoint:
         finally:
             if response is not None:
                 response.close()
-        return answer.result(latency_s=clock() - started, done=decoder.done)
+        return answer.result(latency_s=latency_s, done=decoder.done)
 
     def invoke_chat(
         self, body: Mapping[str, Any], *, clock: Callable[[], float] = time.monotonic, max_bytes: int = MAX_ANSWER_BYTES

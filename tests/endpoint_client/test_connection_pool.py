@@ -1,0 +1,256 @@
+"""The OpenAI-compatible client keeps its connections (issue 39, item 6): counted at real local servers.
+
+Before, every request opened a connection of its own (urllib's ``Connection: close``), so each time to first
+token over https carried a TCP and a TLS handshake. Now N requests at concurrency C open at most C connections,
+an idle connection the server dropped is replaced before anything is sent on it, a request whose sending failed
+on a reused connection is sent once more, and a request the server may have received is never sent twice.
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import socket
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+
+from endpoint_client import InvocationError, OpenAiEndpoint, build_chat_request
+from endpoint_client.openai_http import ConnectionPool, OriginRefused
+from tests.fakes.fake_runtime import BEARER_TOKEN, FakeSageMaker, Reply
+from tests.fakes.serve_runtime import answer_text
+
+TOKEN = "pool-test-token"
+STREAM = b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\ndata: [DONE]\n\n'
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeSageMaker]:
+    with FakeSageMaker() as server:
+        yield server
+
+
+def _stream_all(endpoint: OpenAiEndpoint, requests: int, concurrency: int) -> list[str]:
+    """``requests`` streamed chats from ``concurrency`` threads at once; the answers."""
+    bodies = iter(range(requests))
+    lock, answers = threading.Lock(), []
+
+    def worker() -> None:
+        while True:
+            with lock:
+                if next(bodies, None) is None:
+                    return
+            result = endpoint.stream_chat(build_chat_request("hi", max_tokens=8, stream=True))
+            with lock:
+                answers.append(result.content)
+
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return answers
+
+
+@pytest.mark.parametrize(("requests", "concurrency"), [(1, 1), (12, 1), (12, 3), (16, 8)])
+def test_n_requests_at_concurrency_c_open_at_most_c_connections(fake, requests, concurrency):
+    fake.add_endpoint("pool", default=Reply(content=answer_text(5), token_delay_s=0.002))
+    endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/pool/openai/v1", BEARER_TOKEN, timeout_s=10)
+    before = fake.connections
+    answers = _stream_all(endpoint, requests, concurrency)
+    assert len(answers) == requests and all(a == answer_text(5) for a in answers)
+    opened = fake.connections - before
+    assert 1 <= opened <= concurrency, opened  # one per request (12, 16) before
+    assert endpoint.connections_opened == opened
+    endpoint.close()
+
+
+def test_whole_answers_and_error_answers_reuse_the_connection_too(fake):
+    fake.add_endpoint("mixed", Reply(), Reply.service_error("ThrottlingException"), Reply(), default=Reply())
+    endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/mixed/openai/v1", BEARER_TOKEN, timeout_s=10)
+    before = fake.connections
+    endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    with pytest.raises(InvocationError):  # a 400 whose body is read to its end: the connection stays usable
+        endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    endpoint.stream_chat(build_chat_request("hi", stream=True))
+    endpoint.invoke_chat(build_chat_request("hi", stream=False))
+    assert fake.connections - before == 1
+
+
+# ---- a keep-alive server scripted per request -------------------------------------------------------
+
+
+class KeepAlive(http.server.ThreadingHTTPServer):
+    """HTTP/1.1 with kept-alive connections; ``script`` says, per request, what to do after reading it:
+    ``"ok"`` answer a stream, ``"ok-then-drop"`` answer and close without saying so (an idle timeout),
+    ``"drop"`` close without answering, ``"redirect"`` a 307 with a body."""
+
+    daemon_threads = True
+
+    def __init__(self, script: list[str]) -> None:
+        self.script, self.requests, self.connections = list(script), [], 0
+        super().__init__(("127.0.0.1", 0), _KeepAliveHandler)
+        threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+
+    def process_request(self, request, client_address) -> None:
+        self.connections += 1
+        super().process_request(request, client_address)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def __enter__(self) -> KeepAlive:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+        self.server_close()
+
+
+class _KeepAliveHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: KeepAlive
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.server.requests.append(dict(self.headers))
+        action = self.server.script.pop(0) if self.server.script else "ok"
+        if action == "drop":
+            self.close_connection = True
+            return
+        if action == "redirect":
+            body = b"moved, with a body that must be drained"
+            self.send_response(307)
+            self.send_header("Location", "https://elsewhere.example/x")
+        else:
+            body = STREAM
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.wfile.flush()
+        if action == "ok-then-drop":
+            self.close_connection = True
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def _chat(endpoint: OpenAiEndpoint):
+    return endpoint.stream_chat(build_chat_request("hi", stream=True))
+
+
+def test_an_idle_connection_the_server_closed_is_replaced_before_anything_is_sent():
+    with KeepAlive(["ok-then-drop", "ok-then-drop", "ok"]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        for _ in range(3):
+            assert _chat(endpoint).content == "hi"
+            time.sleep(0.05)  # the server's FIN arrives while the connection is idle
+        assert len(server.requests) == 3 and server.connections == 3
+        assert endpoint._pool.reconnects == 0  # noticed before sending: nothing was sent twice
+
+
+def test_a_request_the_server_may_have_received_is_never_sent_again():
+    with KeepAlive(["ok", "drop"]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        _chat(endpoint)
+        with pytest.raises(InvocationError) as caught:
+            _chat(endpoint)  # sent on the reused connection, which closed without an answer
+        assert caught.value.transient
+        assert len(server.requests) == 2 and server.connections == 1  # the second request once, not resent
+        assert _chat(endpoint).content == "hi" and server.connections == 2
+
+
+class _FailingSend(http.client.HTTPConnection):
+    fail_next = False
+
+    def request(self, *args, **kwargs):
+        if self.fail_next:
+            self.fail_next = False
+            raise BrokenPipeError("the server closed it")
+        return super().request(*args, **kwargs)
+
+
+def _failing_factory(made: list[_FailingSend]):
+    def factory(scheme, host, port, timeout):
+        made.append(_FailingSend(host, port, timeout=timeout))
+        return made[-1]
+
+    return factory
+
+
+def test_a_send_that_fails_on_a_reused_connection_is_sent_once_more_on_a_new_one():
+    made: list[_FailingSend] = []
+    with KeepAlive([]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        endpoint._pool = endpoint._opener = ConnectionPool(endpoint.base_url, connection_factory=_failing_factory(made))
+        _chat(endpoint)
+        made[0].fail_next = True
+        assert _chat(endpoint).content == "hi"
+        assert len(made) == 2 and endpoint._pool.reconnects == 1
+        assert len(server.requests) == 2  # the failed send never reached it
+
+
+def test_a_send_that_fails_on_a_new_connection_is_not_tried_again():
+    made: list[_FailingSend] = []
+
+    def factory(scheme, host, port, timeout):
+        connection = _failing_factory(made)(scheme, host, port, timeout)
+        connection.fail_next = True
+        return connection
+
+    with KeepAlive([]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        endpoint._pool = endpoint._opener = ConnectionPool(endpoint.base_url, connection_factory=factory)
+        with pytest.raises(InvocationError) as caught:
+            _chat(endpoint)
+        assert caught.value.info.code == "ConnectionError" and "closed it" in str(caught.value)
+        assert len(made) == 1 and server.requests == []
+
+
+def test_a_redirect_is_refused_over_a_kept_connection_which_then_carries_the_next_request():
+    with KeepAlive(["redirect", "ok"]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        with pytest.raises(InvocationError, match=r"redirect to https://elsewhere\.example .*refused, not followed"):
+            _chat(endpoint)
+        assert _chat(endpoint).content == "hi"
+        assert server.connections == 1 and len(server.requests) == 2
+        assert all(r["Authorization"] == f"Bearer {TOKEN}" for r in server.requests)
+        assert all(r.get("Connection") != "close" for r in server.requests)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://127.0.0.1:1/v1/chat/completions",  # another port
+        "https://127.0.0.1:{port}/v1/chat/completions",  # another scheme
+        "http://localhost:{port}/v1/chat/completions",  # another host name for the same address
+    ],
+)
+def test_the_pool_sends_nothing_to_another_origin(url):
+    with KeepAlive([]) as server:
+        pool = ConnectionPool(server.base_url)
+        request = urllib.request.Request(url.format(port=server.server_address[1]), data=b"{}", method="POST")
+        request.add_header("Authorization", f"Bearer {TOKEN}")
+        with pytest.raises(OriginRefused, match="is not the base URL's origin"):
+            pool.open(request, timeout=5)
+        assert pool.opened == 0 and server.connections == 0
+
+
+def test_a_connection_with_unread_bytes_is_not_reused():
+    from endpoint_client.openai_http import _still_open
+
+    left, right = socket.socketpair()
+    connection = http.client.HTTPConnection("127.0.0.1", 1)
+    connection.sock = left
+    assert _still_open(connection)
+    right.sendall(b"HTTP/1.1 200 OK\r\n")  # something unasked: the exchange is broken
+    assert not _still_open(connection)
+    connection.sock = None
+    assert not _still_open(connection)
+    left.close(), right.close()
