@@ -48,7 +48,7 @@ _SCHEMES = ("http", "https")
 # What is read of an answer the caller stopped reading (a stream after its [DONE], an error body past its excerpt)
 # so that its connection can carry the next request; more than that, or slower, and the connection is closed.
 DRAIN_BYTES = 65536
-DRAIN_TIMEOUT_S = 1.0
+DRAIN_TIMEOUT_S = 0.25  # in all, not per read
 MAX_IDLE_CONNECTIONS = 256
 USER_AGENT = "llmops-endpoint-client"
 
@@ -106,26 +106,27 @@ class _PooledResponse:
         return self.headers
 
     def close(self) -> None:
+        """Done with the answer: its connection goes back to the pool if the rest of the answer (an SSE stream's
+        last chunk after [DONE], an error body past its excerpt) comes within DRAIN_BYTES and DRAIN_TIMEOUT_S."""
         if self._released:
             return
         self._released = True
         response, connection = self._response, self._connection
-        reusable = not response.will_close
+        reusable = not response.will_close and connection.sock is not None
         if reusable and not response.isclosed():
-            # The caller stopped before the end (an SSE stream's last chunk after [DONE], or an error body past
-            # its excerpt): read the rest, a little and quickly, or give the connection up.
-            try:
-                if connection.sock is not None:
-                    connection.sock.settimeout(DRAIN_TIMEOUT_S)
-                response.read(DRAIN_BYTES)
-            except (OSError, http.client.HTTPException):
-                reusable = False
-            reusable = reusable and response.isclosed()
+            reusable = _drain(response, connection.sock)
         response.close()
         if reusable and connection.sock is not None:
             self._pool.release(connection)
         else:
             connection.close()
+
+    def abandon(self) -> None:
+        """Done with the answer before its end (an error, a timeout, a stop): close the connection, unread."""
+        if not self._released:
+            self._released = True
+            self._response.close()
+            self._connection.close()
 
     def __enter__(self) -> _PooledResponse:
         return self
@@ -246,6 +247,29 @@ class ConnectionPool:
     @property
     def url(self) -> str:
         return f"{self.scheme}://{self.host}" + (f":{self.port}" if self.port else "")
+
+
+def _drain(response: http.client.HTTPResponse, sock: Any) -> bool:
+    """Read what is left of ``response`` within the drain budget; whether it ended (its connection is reusable)."""
+    deadline, left = time.monotonic() + DRAIN_TIMEOUT_S, DRAIN_BYTES
+    try:
+        while not response.isclosed():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or left <= 0:
+                return False
+            sock.settimeout(remaining)
+            if response.chunked:  # what has come, up to the last chunk, whose reading closes the response
+                chunk = response.read1(min(left, READ_BYTES))
+            elif response.length is not None and response.length <= left:  # exactly the rest, then closed
+                chunk = response.read(response.length)
+            else:
+                return False
+            if not chunk and not response.isclosed():
+                return False
+            left -= len(chunk)
+    except (OSError, http.client.HTTPException, ValueError):
+        return False
+    return True
 
 
 def _new_connection(scheme: str, host: str, port: int | None, timeout: float) -> http.client.HTTPConnection:
@@ -393,6 +417,7 @@ class OpenAiEndpoint:
         decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
         budget = ByteBudget(max_stream_bytes)
         response = None
+        read_whole = False
         try:
             response = self._open(body, "text/event-stream")
             while not decoder.done:
@@ -406,6 +431,7 @@ class OpenAiEndpoint:
                 answer.add(event.data)
             # The end of the answer, before its connection is read to the end and handed back to the pool.
             latency_s = clock() - started
+            read_whole = True
         except (InvocationError, KeyboardInterrupt):
             raise
         except StreamLimitExceeded as e:
@@ -420,7 +446,8 @@ class OpenAiEndpoint:
             raise InvocationError(ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=False)) from e
         finally:
             if response is not None:
-                response.close()
+                # An answer left midway (an error, a timeout, a stop) may go on for long: its connection is closed.
+                (response.close if read_whole else getattr(response, "abandon", response.close))()
         return answer.result(latency_s=latency_s, done=decoder.done)
 
     def invoke_chat(

@@ -41,6 +41,7 @@ class InvocationResult:
     done: bool = True  # a streamed answer ended properly: data: [DONE] (SSE), a complete last line (JSON Lines)
     finish_reason: str | None = None
     deltas: int = 0
+    prompt_tokens: int | None = None  # usage.prompt_tokens when the engine reports it: the input's tokens
 
     @classmethod
     def of_completion(cls, completion: Completion, latency_s: float) -> InvocationResult:
@@ -57,6 +58,7 @@ class InvocationResult:
             tokens=tokens,
             token_source=source,
             finish_reason=completion.finish_reason,
+            prompt_tokens=_count((completion.usage or {}).get("prompt_tokens")),
         )
 
     @property
@@ -141,12 +143,14 @@ class _Accumulator:
         self.reasoning: list[str] = []
         self.deltas = 0
         self.usage_tokens: int | None = None
+        self.prompt_tokens: int | None = None
         self.finish_reason: str | None = None
 
     def add(self, data: str) -> None:
         delta = parse_delta(data)
         if delta.usage is not None:
             self.usage_tokens = _usage_tokens(delta.usage, self.usage_tokens)
+            self.prompt_tokens = _count(delta.usage.get("prompt_tokens"), self.prompt_tokens)
         if delta.finish_reason:
             self.finish_reason = delta.finish_reason
         if not (delta.content or delta.reasoning):
@@ -173,6 +177,7 @@ class _Accumulator:
             done=done,
             finish_reason=self.finish_reason,
             deltas=self.deltas,
+            prompt_tokens=self.prompt_tokens,
         )
 
 
@@ -240,7 +245,11 @@ def _raise_stream_failure(event: Mapping[str, Any]) -> None:
 
 
 def _usage_tokens(usage: Mapping[str, Any], previous: int | None) -> int | None:
-    value = usage.get("completion_tokens")
+    return _count(usage.get("completion_tokens"), previous)
+
+
+def _count(value: Any, previous: int | None = None) -> int | None:
+    """A usage count (a whole number, 0 or more), else ``previous``."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return previous

@@ -9,12 +9,18 @@ to ``URL/chat/completions`` (the stack's OpenAiBaseUrl output) with the bearer t
 variable, and reports the same figures.
 
 At each concurrency C, C workers each send a request, wait for the whole streamed answer, and send the
-next one at once (a closed loop), until ``--requests`` requests have been sent at that level. Per level it
-reports time to first token, inter-token latency and end-to-end latency (p50, p90, p99), output tokens/s
-per request and in total, requests/s and errors by kind. Metric definitions follow vLLM's serving
-benchmark and NVIDIA GenAI-Perf (see the README). Exit status: 0 ran (errors are counted in the
-report), 1 no request succeeded, 2 bad arguments, 130 interrupted with Ctrl-C (the report covers what
-finished). Prompts and answers are never printed or written.
+next one at once (a closed loop), until ``--requests`` requests have been sent at that level (or
+``--duration`` seconds have passed). With ``--request-rate R`` requests arrive instead at R per second
+(Poisson arrivals by default, ``--arrival constant`` for even spacing: an open loop) and C caps how many are
+in flight. ``--warmup N`` sends N requests first that are not counted. Per level it reports time to first
+token, inter-token latency (AIPerf's: decode time over the output tokens after the first), inter-chunk
+latency and end-to-end latency (p50, p90, p99), output tokens/s per request and in total, requests/s, input
+tokens per request, errors by kind with a message, and the client's own figures: requests in flight on
+average (effective concurrency), the wait before a request starts, and the client's CPU, with a warning
+when the client looks like the bottleneck. Metric definitions follow AIPerf's (endpoint_client/load.py,
+the README). Exit status: 0 ran (errors are counted in the report), 1 no request succeeded, 2 bad
+arguments, 130 interrupted with Ctrl-C (the report covers what finished). Prompts and answers are never
+printed or written.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import threading
 import time
@@ -37,13 +44,24 @@ from typing import Any, TextIO
 
 import safejson
 from endpoint_client import Delta, InvocationError, OpenAiEndpoint, build_chat_request, stream_chat, token_from_env
+from endpoint_client.load import PERCENTILES, distribution, inter_token_latency_s, mean_in_flight, percentile
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-PERCENTILES = (50, 90, 99)
+TABLE_PERCENTILES = (50, 90, 99)
+__all__ = ["PERCENTILES", "distribution", "main", "percentile"]  # the shared figures, re-exported
+ERROR_MESSAGE_CHARS = 200  # of an error's message kept per request and shown beside its kind
+# The client looks like the bottleneck past these: most of one core busy in this process (Python threads share
+# one interpreter lock, so one core is the ceiling), or requests starting well after they were due.
+CLIENT_CPU_WARNING = 0.8
+QUEUE_WAIT_WARNING_MS = 10.0
+TIMEOUT_KIND = "timeout"
+# A request's time ran out: ours (--request-timeout over the whole answer) or a socket's (each read).
+TIMEOUT_CODES = frozenset({"RequestTimedOut", "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"})
+ARRIVALS = ("poisson", "constant")
 # Synthetic prompts: common English words, about one token each in the usual BPE vocabularies.
 _VOCABULARY_TEXT = (
     "the of and to in is was for on that with as it by at from his an were are which this be or has "
@@ -59,7 +77,7 @@ _VOCABULARY = tuple(_VOCABULARY_TEXT.split())
 
 @dataclass
 class Sample:
-    """One request: when it started (seconds since its level started) and how it went. No text."""
+    """One request: when it was due and started (seconds since its level started) and how it went. No text."""
 
     concurrency: int
     start_s: float
@@ -69,62 +87,115 @@ class Sample:
     token_source: str = ""
     gaps_s: list[float] = field(default_factory=list)  # between successive streamed deltas
     error: str | None = None
+    error_message: str | None = None  # at most ERROR_MESSAGE_CHARS, no token, signature or prompt
+    due_s: float | None = None  # when it should have started: its arrival (open loop) or its worker freed
+    end_s: float | None = None  # when it ended, failed or not
+    input_tokens: int | None = None
+    input_token_source: str = ""  # "usage" (the engine's prompt_tokens) or "estimate" (words of the prompt)
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.e2e_s is not None
 
     @property
-    def tpot_s(self) -> float | None:
-        """vLLM's TPOT, GenAI-Perf's inter-token latency: decode time over the tokens after the first."""
-        if not self.ok or self.ttft_s is None or self.tokens < 2:
+    def wait_s(self) -> float | None:
+        """The wait before it started: from when it was due to when it was sent."""
+        return None if self.due_s is None else max(0.0, self.start_s - self.due_s)
+
+    @property
+    def itl_s(self) -> float | None:
+        """AIPerf's inter-token latency (vLLM's TPOT): decode time over the tokens after the first."""
+        if not self.ok:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.tokens - 1)
+        return inter_token_latency_s(self.e2e_s, self.ttft_s, self.tokens)
+
+    tpot_s = itl_s  # the name this figure had (vLLM's)
 
     @property
     def tokens_per_s(self) -> float | None:
-        """GenAI-Perf's output token throughput per user: 1 / TPOT."""
-        tpot = self.tpot_s
-        return 1 / tpot if tpot else None
+        """AIPerf's output token throughput per user: 1 / ITL."""
+        itl = self.itl_s
+        return 1 / itl if itl else None
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between closest ranks (numpy's default, as vLLM uses)."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def _input_token_source(samples: Sequence[Sample]) -> str | None:
+    sources = sorted({s.input_token_source for s in samples if s.input_tokens is not None})
+    return " and ".join(sources) or None
 
 
-def distribution(values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
-    if not values:
-        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
-    scaled = [v * scale for v in values]
-    return {"mean": sum(scaled) / len(scaled), **{f"p{q}": percentile(scaled, q) for q in PERCENTILES}}
-
-
-def summarize(concurrency: int, samples: Sequence[Sample], duration_s: float, *, interrupted: bool = False) -> dict:
-    """One level's figures from its requests (definitions in the README's benchmark section)."""
+def summarize(
+    concurrency: int,
+    samples: Sequence[Sample],
+    duration_s: float,
+    *,
+    interrupted: bool = False,
+    cpu_s: float | None = None,
+    open_loop: bool = False,
+) -> dict:
+    """One level's figures from its requests (definitions in endpoint_client/load.py and the README)."""
     ok = [s for s in samples if s.ok]
     output_tokens = sum(s.tokens for s in ok)
-    return {
+    errors = Counter(s.error for s in samples if s.error)
+    messages: dict[str, str] = {}
+    for s in samples:
+        if s.error and s.error_message and s.error not in messages:
+            messages[s.error] = s.error_message
+    inter_chunk = distribution([g for s in ok for g in s.gaps_s], 1000)
+    itl = distribution([t for s in ok if (t := s.itl_s) is not None], 1000)
+    spans = [(s.start_s, s.end_s) for s in samples if s.end_s is not None]
+    level = {
         "concurrency": concurrency,
         "requests": len(samples),
         "completed": len(ok),
-        "errors": dict(sorted(Counter(s.error for s in samples if s.error).items())),
+        "errors": dict(sorted(errors.items())),
+        "error_messages": dict(sorted(messages.items())),
         "interrupted": interrupted,
         "duration_s": duration_s,
         "ttft_ms": distribution([s.ttft_s for s in ok if s.ttft_s is not None], 1000),
-        "itl_ms": distribution([g for s in ok for g in s.gaps_s], 1000),
-        "tpot_ms": distribution([t for s in ok if (t := s.tpot_s) is not None], 1000),
+        "inter_token_latency_ms": itl,  # AIPerf's ITL
+        "inter_chunk_latency_ms": inter_chunk,  # AIPerf's ICL
+        "itl_ms": inter_chunk,  # deprecated: the inter-chunk latency, under the name it had before
+        "tpot_ms": itl,  # vLLM's name for AIPerf's ITL
         "e2e_ms": distribution([s.e2e_s for s in ok], 1000),
         "output_tokens_per_s_per_request": distribution([t for s in ok if (t := s.tokens_per_s) is not None]),
         "output_tokens": output_tokens,
         "output_tokens_per_s": output_tokens / duration_s if duration_s > 0 else 0.0,
         "requests_per_s": len(ok) / duration_s if duration_s > 0 else 0.0,
+        "input_tokens": distribution([s.input_tokens for s in ok if s.input_tokens is not None]),
+        "input_token_source": _input_token_source(ok),
+        "effective_concurrency": mean_in_flight(spans, 0.0, duration_s),
+        "queue_wait_ms": distribution([w for s in samples if (w := s.wait_s) is not None], 1000),
+        "client_cpu_s": cpu_s,
+        "client_cpu_per_wall_s": cpu_s / duration_s if cpu_s is not None and duration_s > 0 else None,
     }
+    level["warnings"] = client_warnings(level, open_loop=open_loop)
+    return level
+
+
+def client_warnings(level: Mapping[str, Any], *, open_loop: bool = False) -> list[str]:
+    """Why the client, not the endpoint, may have set this level's figures (nothing when it did not)."""
+    warnings = []
+    concurrency = level["concurrency"]
+    cpu = level.get("client_cpu_per_wall_s")
+    if cpu is not None and cpu > CLIENT_CPU_WARNING:
+        warnings.append(
+            f"the client used {cpu:.0%} of one CPU core at concurrency {concurrency} (over "
+            f"{CLIENT_CPU_WARNING:.0%}): it may be the bottleneck; run fewer requests per process, or several processes"
+        )
+    wait = (level.get("queue_wait_ms") or {}).get("p95")
+    if wait is not None and wait > QUEUE_WAIT_WARNING_MS:
+        if open_loop:
+            why = (
+                f"all {concurrency} slots were busy or the client fell behind: raise --concurrency or lower "
+                "--request-rate"
+            )
+        else:
+            why = "the client was slow to send the next request (CPU, or the interpreter lock)"
+        warnings.append(
+            f"requests waited {wait:.1f} ms (p95) after they were due before they started at concurrency "
+            f"{concurrency} (over {QUEUE_WAIT_WARNING_MS:g} ms): {why}"
+        )
+    return warnings
 
 
 # --- prompts ----------------------------------------------------------------------------------------
@@ -172,20 +243,80 @@ class _Stopped(Exception):
     """Raised from the delta callback to abandon a request when the run is interrupted."""
 
 
+class RequestTimedOut(Exception):
+    """Raised from the delta callback when a request runs past ``--request-timeout``."""
+
+
 def error_kind(error: InvocationError) -> str:
     info = error.info
+    if info.code in TIMEOUT_CODES:
+        return TIMEOUT_KIND
     return f"{info.code}:{info.status}" if info.code == "ModelError" and info.status else info.code
+
+
+_SECRET_PATTERNS = (
+    (re.compile(r"(?i)(bearer\s+)\S+"), r"\1[redacted]"),
+    (re.compile(r"(?i)(X-Amz-(?:Signature|Security-Token|Credential)=)[^&\s]+"), r"\1[redacted]"),
+)
+
+
+def error_message(text: str, *, secrets: Sequence[str] = (), prompt: str = "") -> str:
+    """An error's message as kept in the report: one line, at most ERROR_MESSAGE_CHARS characters, with any
+    of ``secrets`` (the bearer token), a bearer token or a URL signature replaced, and withheld if it quotes
+    the prompt (a server may echo what it was sent)."""
+    text = " ".join(text.split())
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    quoted = " ".join(prompt.split())[:40]
+    if len(quoted) >= 16 and quoted in text:
+        text = "(message withheld: it quotes the prompt)"
+    return text if len(text) <= ERROR_MESSAGE_CHARS else text[: ERROR_MESSAGE_CHARS - 1] + "…"
+
+
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, Mapping)]
+    return " ".join(p for p in parts if isinstance(p, str))
+
+
+def estimate_input_tokens(body: Mapping[str, Any]) -> int:
+    """Words of the prompt's messages: the synthetic prompts' words are about one token each (an estimate)."""
+    return len(_prompt_text(body).split())
+
+
+def arrival_times(count: int, rate: float, arrival: str = "poisson", seed: int = 0) -> list[float]:
+    """When each of ``count`` requests is due (seconds from the start, the first at 0) at ``rate`` per second:
+    Poisson arrivals (exponential gaps of mean 1/rate, seeded) or ``constant`` gaps of 1/rate."""
+    rng = random.Random(seed)
+    times, now = [], 0.0
+    for _ in range(count):
+        times.append(now)
+        now += rng.expovariate(rate) if arrival == "poisson" else 1 / rate
+    return times
 
 
 class Level:
     """The requests of one concurrency level so far; ``duration_s`` runs until the level ends or stops."""
 
-    def __init__(self, concurrency: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+        *,
+        open_loop: bool = False,
+    ) -> None:
         self.concurrency = concurrency
         self.samples: list[Sample] = []
+        self.open_loop = open_loop
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._started = clock()
+        self._cpu_started = cpu_clock()
         self._ended: float | None = None
+        self._cpu_s: float | None = None
 
     def elapsed(self) -> float:
         return self._clock() - self._started
@@ -193,6 +324,7 @@ class Level:
     def end(self) -> None:
         if self._ended is None:
             self._ended = self._clock()
+            self._cpu_s = self._cpu_clock() - self._cpu_started  # this process, all threads
 
     @property
     def duration_s(self) -> float:
@@ -200,7 +332,12 @@ class Level:
 
     def summary(self, *, interrupted: bool = False) -> dict[str, Any]:
         return summarize(
-            self.concurrency, sorted(self.samples, key=lambda s: s.start_s), self.duration_s, interrupted=interrupted
+            self.concurrency,
+            sorted(self.samples, key=lambda s: s.start_s),
+            self.duration_s,
+            interrupted=interrupted,
+            cpu_s=self._cpu_s,
+            open_loop=self.open_loop,
         )
 
 
@@ -213,8 +350,19 @@ def run_level(
     stop: threading.Event,
     on_done: Callable[[Sample], None] = lambda sample: None,
     stream_format: str = "sse",
+    *,
+    arrivals: Sequence[float] | None = None,
+    duration_s: float | None = None,
+    request_timeout_s: float | None = None,
+    secrets: Sequence[str] = (),
 ) -> None:
-    """Send every body with ``level.concurrency`` workers in a closed loop, filling ``level.samples``.
+    """Send every body with ``level.concurrency`` workers, filling ``level.samples``.
+
+    Closed loop (``arrivals`` None): a worker sends its next request as soon as its last one ended, which is
+    when that request was due. Open loop: body ``i`` is due ``arrivals[i]`` seconds after the level started and
+    goes to the next free worker; when every worker is busy it waits (its queue wait). No request starts after
+    ``duration_s``; those in flight then finish and are counted. A request not finished within
+    ``request_timeout_s`` is an error of kind ``timeout``.
 
     ``stop`` abandons requests in flight (they are not counted) and sends no more. Called from the main
     thread, it returns when every worker has finished; a ``KeyboardInterrupt`` there sets ``stop``, waits
@@ -223,14 +371,18 @@ def run_level(
     lock = threading.Lock()
     next_index = iter(range(len(bodies)))
 
-    def one(body: Mapping[str, Any]) -> Sample | None:
-        sample = Sample(concurrency=level.concurrency, start_s=level.elapsed())
+    def one(body: Mapping[str, Any], due_s: float) -> Sample | None:
+        sample = Sample(concurrency=level.concurrency, start_s=level.elapsed(), due_s=due_s)
         times: list[float] = []
+        deadline = time.monotonic() + request_timeout_s if request_timeout_s else None
 
         def on_delta(delta: Delta) -> None:
             if stop.is_set():
                 raise _Stopped
-            times.append(time.monotonic())
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                raise RequestTimedOut(f"no complete answer within --request-timeout {request_timeout_s:g} s")
+            times.append(now)
 
         try:
             if isinstance(client, OpenAiEndpoint):
@@ -245,28 +397,53 @@ def run_level(
                     stream_format=stream_format,
                 )
         except InvocationError as e:
+            sample.end_s = level.elapsed()
             if stop.is_set():
                 return None
             sample.error = error_kind(e)
+            sample.error_message = error_message(str(e), secrets=secrets, prompt=_prompt_text(body))
             return sample
+        sample.end_s = level.elapsed()
         if stop.is_set():
             return None
         sample.e2e_s, sample.ttft_s = result.latency_s, result.time_to_first_token_s
         sample.tokens, sample.token_source = result.tokens, result.token_source
         sample.gaps_s = [b - a for a, b in itertools.pairwise(times)]
-        if not result.content and not result.reasoning:
-            sample.error = "EmptyAnswer"
+        if result.prompt_tokens is not None:
+            sample.input_tokens, sample.input_token_source = result.prompt_tokens, "usage"
+        else:
+            sample.input_tokens, sample.input_token_source = estimate_input_tokens(body), "estimate"
+        if request_timeout_s and result.latency_s > request_timeout_s:
+            sample.error = TIMEOUT_KIND
+            sample.error_message = (
+                f"answered in {result.latency_s:.3f} s, past --request-timeout {request_timeout_s:g} s"
+            )
+        elif not result.content and not result.reasoning:
+            sample.error, sample.error_message = "EmptyAnswer", "the stream carried no content or reasoning"
         elif not result.done:
-            sample.error = "StreamWithoutDone"
+            sample.error, sample.error_message = "StreamWithoutDone", "the stream ended before its last event"
         return sample
 
     def worker() -> None:
+        free_at = level.elapsed()
         while not stop.is_set():
             with lock:
                 index = next(next_index, None)
             if index is None:
                 return
-            sample = one(bodies[index])
+            if arrivals is not None:
+                due = arrivals[index]
+                if duration_s is not None and due >= duration_s:
+                    return
+                delay = due - level.elapsed()
+                if delay > 0 and stop.wait(delay):
+                    return
+            else:
+                due = free_at
+            if duration_s is not None and level.elapsed() >= duration_s:
+                return
+            sample = one(bodies[index], due)
+            free_at = level.elapsed()
             if sample is not None and not stop.is_set():
                 with lock:
                     level.samples.append(sample)
@@ -297,11 +474,11 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 
 def _triple(dist: Mapping[str, float | None], digits: int = 0) -> str:
-    return "/".join(_fmt(dist[f"p{q}"], digits) for q in PERCENTILES)
+    return "/".join(_fmt(dist[f"p{q}"], digits) for q in TABLE_PERCENTILES)
 
 
 def table(levels: Sequence[Mapping[str, Any]]) -> str:
-    """The per-level table, then a line per level with errors."""
+    """The per-level table, then per level the client's own figures, its errors and its warnings."""
     header = (
         "concurrency",
         "ok/sent",
@@ -310,6 +487,7 @@ def table(levels: Sequence[Mapping[str, Any]]) -> str:
         "tok/s/req p50",
         "TTFT ms p50/p90/p99",
         "ITL ms p50/p90/p99",
+        "inter-chunk ms p50/p90/p99",
         "E2E s p50/p90/p99",
     )
     rows = [header]
@@ -323,18 +501,43 @@ def table(levels: Sequence[Mapping[str, Any]]) -> str:
                 _fmt(level["output_tokens_per_s"], 1),
                 _fmt(level["output_tokens_per_s_per_request"]["p50"], 1),
                 _triple(level["ttft_ms"]),
-                _triple(level["itl_ms"], 1),
+                _triple(level["inter_token_latency_ms"], 1),
+                _triple(level["inter_chunk_latency_ms"], 1),
                 _triple(e2e_s, 2),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append(
+        "ITL: (E2E - TTFT) / (output tokens - 1) per request, as AIPerf's inter token latency; "
+        "inter-chunk: every gap between streamed chunks (AIPerf's ICL)"
+    )
     for level in levels:
+        lines.append(client_line(level))
         if level["errors"]:
-            kinds = ", ".join(f"{kind} {count}" for kind, count in level["errors"].items())
+            messages = level.get("error_messages") or {}
+            kinds = ", ".join(
+                f"{kind} {count}" + (f" ({messages[kind]})" if messages.get(kind) else "")
+                for kind, count in level["errors"].items()
+            )
             lines.append(f"errors at concurrency {level['concurrency']}: {kinds}")
+        lines.extend(f"warning: {warning}" for warning in level.get("warnings") or ())
     return "\n".join(lines)
+
+
+def client_line(level: Mapping[str, Any]) -> str:
+    """The client's side of a level: requests in flight, the wait before starting, its CPU, input tokens."""
+    wait = level["queue_wait_ms"]
+    cpu = level.get("client_cpu_per_wall_s")
+    source = level.get("input_token_source")
+    label = {"usage": "from usage", "estimate": "estimated: words of the prompt"}.get(source or "", source)
+    inputs = f"input tokens p50 {_fmt(level['input_tokens']['p50'])} ({label})" if source else "input tokens -"
+    return (
+        f"client at concurrency {level['concurrency']}: {_fmt(level['effective_concurrency'], 2)} in flight on "
+        f"average, wait before start p50/p95 {_fmt(wait['p50'], 1)}/{_fmt(wait['p95'], 1)} ms, "
+        f"CPU {'-' if cpu is None else f'{cpu:.0%}'} of one core, {inputs}"
+    )
 
 
 def plot(levels: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
@@ -349,7 +552,7 @@ def plot(levels: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     figure, (latency, throughput) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for key, label, style in (
         ("ttft_ms", "TTFT", "o-"),
-        ("itl_ms", "ITL", "s-"),
+        ("inter_token_latency_ms", "ITL", "s-"),
         ("e2e_ms", "E2E latency", "^-"),
     ):
         p50 = [level[key]["p50"] for level in levels]
@@ -391,7 +594,30 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
     parser.add_argument("--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16")
-    parser.add_argument("--requests", type=int, default=64, help="requests at each level (default: 64)")
+    parser.add_argument(
+        "--requests", type=int, default=64, help="requests at each level, at most (default: 64; see --duration)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=0, metavar="N", help="requests sent first and not counted (default: 0)"
+    )
+    parser.add_argument(
+        "--request-rate",
+        type=float,
+        metavar="R",
+        help="open loop: requests arrive at R per second (Poisson, see --arrival); --concurrency caps those in flight",
+    )
+    parser.add_argument(
+        "--arrival", choices=ARRIVALS, help="with --request-rate: poisson (default, seeded) or constant gaps of 1/R"
+    )
+    parser.add_argument(
+        "--duration", type=float, metavar="S", help="stop issuing requests S seconds into each level (default: none)"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="S",
+        help="a request not answered whole within S seconds is an error of kind timeout (default: 300 s per read)",
+    )
     parser.add_argument("--input-tokens", type=int, default=512, help="words per synthetic prompt (default: 512)")
     parser.add_argument("--output-tokens", type=int, default=256, help="max_tokens of each request (default: 256)")
     parser.add_argument("--prompts", type=Path, help='JSON Lines file of {"prompt": ...} or {"messages": [...]}')
@@ -422,6 +648,56 @@ def add_openai_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Each numeric option's range: (lowest, whether the lowest itself is allowed, highest, unit). The highest values
+# keep one run to what a person means (a day, an hour per request, 10,000 requests a second).
+OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
+    "requests": (1, True, 1_000_000, "requests"),
+    "input_tokens": (1, True, 1_000_000, "words"),
+    "output_tokens": (1, True, 1_000_000, "tokens"),
+    "warmup": (0, True, 10_000, "requests"),
+    "request_rate": (0, False, 10_000, "requests per second"),
+    "duration": (0, False, 86_400, "seconds"),
+    "request_timeout": (0, False, 3_600, "seconds"),
+}
+
+
+def _number(value: float) -> str:
+    return f"{value:.15g}"
+
+
+def option_problems(args: argparse.Namespace) -> list[str]:
+    """Every option outside its range, each naming the option, its value and what is allowed."""
+    problems = []
+    for name, (low, low_allowed, high, unit) in OPTION_RANGES.items():
+        value = getattr(args, name)
+        if value is None:
+            continue
+        option, shown = f"--{name.replace('_', '-')}", _number(value)
+        allowed = f"allowed: {'' if low_allowed else 'more than '}{_number(low)} to {_number(high)} {unit}"
+        if not math.isfinite(value):
+            problems.append(f"{option} {shown} must be a finite number ({allowed})")
+        elif value < low or (value == low and not low_allowed):
+            rule = "at least" if low_allowed else "more than"
+            problems.append(f"{option} {shown} must be {rule} {_number(low)} ({allowed})")
+        elif value > high:
+            problems.append(f"{option} {shown} must be at most {_number(high)} ({allowed})")
+    if args.arrival and args.request_rate is None:
+        problems.append(f"--arrival {args.arrival} needs --request-rate (the closed loop has no arrivals)")
+    return problems
+
+
+def runtime_pool_warning(client: Any, concurrency: int) -> str | None:
+    """A warning when a boto3 client keeps fewer connections than requests in flight (they would queue)."""
+    config = getattr(getattr(client, "meta", None), "config", None)
+    pool = getattr(config, "max_pool_connections", None)
+    if isinstance(pool, int) and pool < concurrency:
+        return (
+            f"the runtime client keeps at most {pool} connections (botocore max_pool_connections) for concurrency "
+            f"{concurrency}: requests beyond {pool} wait for a connection"
+        )
+    return None
+
+
 def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> OpenAiEndpoint:
     """The OpenAI-path client of ``--openai-base-url``; ``ValueError`` for a bad URL, a missing token or a
     conflicting target (the URL names the endpoint and component already)."""
@@ -429,17 +705,20 @@ def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> Ope
         raise ValueError(
             "--openai-base-url names the endpoint (and component) itself: not with --endpoint, --ic or --deployment"
         )
-    return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env))
+    timeout = getattr(args, "request_timeout", None) or 300.0
+    return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env), timeout_s=timeout)
 
 
-def _runtime_client(region: str | None, pool: int) -> Any:
+def _runtime_client(region: str | None, pool: int, timeout_s: float | None = None) -> Any:
     import boto3
     from botocore.config import Config
 
     # One attempt per request: a retried throttle would hide the error and inflate the latency.
+    # max_pool_connections defaults to 10 (botocore/config.py, "the default value of 10 is used";
+    # endpoint.py MAX_POOL_CONNECTIONS = 10): below the concurrency, requests would queue for a connection.
     config = Config(
-        connect_timeout=10,
-        read_timeout=300,
+        connect_timeout=min(10, timeout_s) if timeout_s else 10,
+        read_timeout=timeout_s or 300,
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=pool,
     )
@@ -468,9 +747,9 @@ def main(
         print(f"error: {message}", file=stderr)
         return code
 
-    for name in ("requests", "input_tokens", "output_tokens"):
-        if getattr(args, name) < 1:
-            return fail(EXIT_USAGE, f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1")
+    problems = option_problems(args)
+    if problems:
+        return fail(EXIT_USAGE, "; ".join(problems))
     try:
         extra = safejson.loads(args.extra, source="--extra") if args.extra else None
     except json.JSONDecodeError as e:
@@ -480,12 +759,16 @@ def main(
     try:
         # Each level gets prompts of its own: a prompt sent again at the next level would hit the engine's
         # prefix cache (on by default in vLLM V1) and understate that level's time to first token.
+        # The warm-up's prompts come after the measured ones, so the measured prompts stay those of the seed.
         sent = args.requests * len(args.concurrency)
         if args.prompts:
             entries = load_prompts(args.prompts)
         else:
-            entries = [{"prompt": p} for p in synthetic_prompts(sent, args.input_tokens, args.seed)]
-        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent)]
+            entries = [{"prompt": p} for p in synthetic_prompts(sent + args.warmup, args.input_tokens, args.seed)]
+        everything = [
+            request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent + args.warmup)
+        ]
+        bodies, warmup_bodies = everything[:sent], everything[sent:]
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
     if args.plot:
@@ -494,11 +777,13 @@ def main(
         except ImportError:
             return fail(EXIT_USAGE, "--plot needs matplotlib (pip install -r requirements-dev.txt)")
 
+    secrets: tuple[str, ...] = ()
     if args.openai_base_url:
         try:
             runtime_client = openai_endpoint(args, environ)
         except ValueError as e:
             return fail(EXIT_USAGE, str(e))
+        secrets = (runtime_client._token,)
     else:
         try:
             apply_target(args, cloudformation_client)
@@ -508,17 +793,53 @@ def main(
         from botocore.exceptions import NoRegionError
 
         try:
-            runtime_client = _runtime_client(args.region, max(args.concurrency) + 2)
+            runtime_client = _runtime_client(args.region, max(args.concurrency) + 2, args.request_timeout)
         except NoRegionError:
             return fail(EXIT_USAGE, "no AWS region: pass --region or set AWS_REGION")
+    notes = [w for w in [runtime_pool_warning(runtime_client, max(args.concurrency))] if w]
+    for note in notes:
+        print(f"warning: {note}", file=stderr)
 
     stop = threading.Event()
     levels: list[dict[str, Any]] = []
     samples: list[Sample] = []
     interrupted = False
+    stream_format = stream_formats()[args.engine]
+    common = {"stream_format": stream_format, "request_timeout_s": args.request_timeout, "secrets": secrets}
+    warmup: dict[str, Any] | None = None
+    if warmup_bodies:
+        level = Level(args.concurrency[0])
+        bar = _progress(len(warmup_bodies), args.concurrency[0], stderr, disabled=args.no_progress, desc="warm-up")
+        try:
+            run_level(
+                runtime_client,
+                args.endpoint,
+                args.inference_component,
+                level,
+                warmup_bodies,
+                stop,
+                lambda sample, bar=bar: bar.update(1),
+                **common,
+            )
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            bar.close()
+        done = level.summary(interrupted=interrupted)
+        warmup = {key: done[key] for key in ("concurrency", "requests", "completed", "errors", "error_messages")}
+        print(f"warm-up: {done['completed']}/{done['requests']} requests, not counted", file=stderr)
     for number, concurrency in enumerate(args.concurrency):
-        level = Level(concurrency)
+        if interrupted:
+            print("interrupted: the report covers the requests that finished", file=stderr)
+            break
+        open_loop = args.request_rate is not None
+        level = Level(concurrency, open_loop=open_loop)
         level_bodies = bodies[number * args.requests : (number + 1) * args.requests]
+        arrivals = (
+            arrival_times(len(level_bodies), args.request_rate, args.arrival or "poisson", args.seed + number)
+            if open_loop
+            else None
+        )
         bar = _progress(args.requests, concurrency, stderr, disabled=args.no_progress)
         failed: Counter[str] = Counter()
 
@@ -537,7 +858,9 @@ def main(
                 level_bodies,
                 stop,
                 on_done,
-                stream_format=stream_formats()[args.engine],
+                arrivals=arrivals,
+                duration_s=args.duration,
+                **common,
             )
         except KeyboardInterrupt:
             interrupted = True
@@ -561,11 +884,21 @@ def main(
             "output_tokens": args.output_tokens,
             "prompts": str(args.prompts) if args.prompts else f"synthetic, seed {args.seed}",
             "extra": extra,
+            "warmup": args.warmup,
+            "request_rate": args.request_rate,
+            "arrival": (args.arrival or "poisson") if args.request_rate is not None else None,
+            "duration_s": args.duration,
+            "request_timeout_s": args.request_timeout,
         },
         "interrupted": interrupted,
+        "warmup": warmup,
+        "warnings": notes,
+        "connections_opened": getattr(runtime_client, "connections_opened", None),
         "levels": levels,
         "samples": [asdict(sample) for sample in samples],
     }
+    if isinstance(runtime_client, OpenAiEndpoint):
+        runtime_client.close()
     print(table(levels), file=stdout)
     stdout.flush()
     if args.json:
@@ -580,10 +913,11 @@ def main(
     return 0 if any(level["completed"] for level in levels) else EXIT_FAILED
 
 
-def _progress(total: int, concurrency: int, stream: TextIO, *, disabled: bool) -> Any:
+def _progress(total: int, concurrency: int, stream: TextIO, *, disabled: bool, desc: str = "") -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"concurrency {concurrency}", unit="req", file=stream, disable=disabled, leave=True)
+    desc = desc or f"concurrency {concurrency}"
+    return tqdm(total=total, desc=desc, unit="req", file=stream, disable=disabled, leave=True)
 
 
 if __name__ == "__main__":

@@ -254,3 +254,55 @@ def test_a_connection_with_unread_bytes_is_not_reused():
     connection.sock = None
     assert not _still_open(connection)
     left.close(), right.close()
+
+
+def test_a_stream_left_midway_closes_its_connection_at_once_and_the_next_request_opens_another(fake):
+    fake.add_endpoint("slow", default=Reply(content=answer_text(40), token_delay_s=0.05))
+    endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/slow/openai/v1", BEARER_TOKEN, timeout_s=10)
+
+    def give_up(delta):
+        raise RuntimeError("enough")
+
+    before = fake.connections
+    started = time.monotonic()
+    with pytest.raises(InvocationError, match="enough"):
+        endpoint.stream_chat(build_chat_request("hi", stream=True), on_delta=give_up)
+    assert time.monotonic() - started < 1.0  # not drained through the 2 s the answer still had to go
+    fake.add_endpoint("slow", default=Reply(content=answer_text(2)))
+    endpoint.stream_chat(build_chat_request("hi", stream=True))
+    assert fake.connections - before == 2 and endpoint._pool._idle  # the second one is kept
+
+
+def test_a_stream_that_goes_on_after_its_end_is_not_waited_for():
+    """[DONE], then more: the rest is read for at most DRAIN_TIMEOUT_S, then the connection is given up."""
+    from endpoint_client import openai_http
+
+    class Trailing(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (STREAM, *[b": still here\n\n"] * 20):
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                self.wfile.flush()
+                time.sleep(0.05)
+            self.wfile.write(b"0\r\n\r\n")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Trailing)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoint = OpenAiEndpoint(f"http://127.0.0.1:{server.server_address[1]}/v1", TOKEN, timeout_s=10)
+        started = time.monotonic()
+        assert _chat(endpoint).content == "hi"
+        assert time.monotonic() - started < 0.05 * 2 + openai_http.DRAIN_TIMEOUT_S + 0.3
+        assert endpoint._pool._idle == []  # given up, not kept half-read
+    finally:
+        server.shutdown()
+        server.server_close()
