@@ -167,15 +167,14 @@ class ConnectionPool:
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle
+        # Read once, as urllib's ProxyHandler reads the environment once when the opener is built.
+        self._proxied = fallback is not None and self.scheme in getproxies() and not proxy_bypass(self.host)
         self.opened = 0  # connections made, over the pool's life
         self.reconnects = 0  # requests sent again on a new connection after the reused one had been closed
 
     def _origin_of(self, url: str) -> tuple[str, str, int | None]:
         parts = urlsplit(url)
         return parts.scheme, parts.hostname or "", parts.port
-
-    def _proxied(self) -> bool:
-        return self.scheme in getproxies() and not proxy_bypass(self.host)
 
     def _take(self, timeout: float) -> tuple[http.client.HTTPConnection, bool]:
         """An idle connection still open (``True``: reused), else a new one, not yet connected."""
@@ -210,7 +209,7 @@ class ConnectionPool:
     def open(self, request: urllib.request.Request, timeout: float) -> Any:
         if self._origin_of(request.full_url) != (self.scheme, self.host, self.port):
             raise OriginRefused(f"{_origin(request.full_url)} is not the base URL's origin {_origin(self.url)}")
-        if self._fallback is not None and self._proxied():
+        if self._proxied:
             return self._fallback.open(request, timeout=timeout)
         headers = {"User-Agent": USER_AGENT, **dict(request.header_items())}
         for attempt in (1, 2):

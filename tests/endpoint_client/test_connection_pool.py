@@ -306,3 +306,27 @@ def test_a_stream_that_goes_on_after_its_end_is_not_waited_for():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_through_a_proxy_from_the_environment_each_request_goes_through_the_old_opener(monkeypatch):
+    from endpoint_client import openai_http
+
+    class Opener:
+        def __init__(self):
+            self.urls = []
+
+        def open(self, request, timeout=None):
+            self.urls.append(request.full_url)
+            raise OSError("proxy unreachable")
+
+    monkeypatch.setattr(openai_http, "getproxies", lambda: {"https": "http://proxy:3128"})
+    monkeypatch.setattr(openai_http, "proxy_bypass", lambda host: host == "bypassed.example")
+    opener = Opener()
+    pool = ConnectionPool("https://runtime.example/v1", fallback=opener)
+    request = urllib.request.Request("https://runtime.example/v1/chat/completions", data=b"{}", method="POST")
+    with pytest.raises(OSError, match="proxy unreachable"):
+        pool.open(request, timeout=5)
+    assert opener.urls == ["https://runtime.example/v1/chat/completions"] and pool.opened == 0
+    assert not ConnectionPool("https://bypassed.example/v1", fallback=opener)._proxied  # no_proxy: pooled
+    assert not ConnectionPool("http://127.0.0.1:9/v1", fallback=opener)._proxied  # no http proxy set
+    assert not ConnectionPool("https://runtime.example/v1")._proxied  # no fallback: always pooled
