@@ -163,7 +163,8 @@ class ConnectionPool:
         parts = urlsplit(base_url)
         self.scheme, self.host, self.port = parts.scheme, parts.hostname or "", parts.port
         self._fallback = fallback
-        self._factory = connection_factory or _new_connection
+        self._factory = connection_factory or self._new_connection
+        self._tls: ssl.SSLContext | None = None  # made with the first https connection (loading CAs costs ms)
         self._idle: list[http.client.HTTPConnection] = []
         self._lock = threading.Lock()
         self._max_idle = max_idle
@@ -247,6 +248,15 @@ class ConnectionPool:
     def url(self) -> str:
         return f"{self.scheme}://{self.host}" + (f":{self.port}" if self.port else "")
 
+    def _new_connection(self, scheme: str, host: str, port: int | None, timeout: float) -> http.client.HTTPConnection:
+        if scheme == "https":
+            # The context urllib's HTTPSHandler uses by default: system CAs (and SSL_CERT_FILE), hostname checked.
+            with self._lock:
+                if self._tls is None:
+                    self._tls = ssl.create_default_context()
+            return http.client.HTTPSConnection(host, port, timeout=timeout, context=self._tls)
+        return http.client.HTTPConnection(host, port, timeout=timeout)
+
 
 def _drain(response: http.client.HTTPResponse, sock: Any) -> bool:
     """Read what is left of ``response`` within the drain budget; whether it ended (its connection is reusable)."""
@@ -269,13 +279,6 @@ def _drain(response: http.client.HTTPResponse, sock: Any) -> bool:
     except (OSError, http.client.HTTPException, ValueError):
         return False
     return True
-
-
-def _new_connection(scheme: str, host: str, port: int | None, timeout: float) -> http.client.HTTPConnection:
-    if scheme == "https":
-        # The context urllib's HTTPSHandler uses by default: system CAs (and SSL_CERT_FILE), hostname checked.
-        return http.client.HTTPSConnection(host, port, timeout=timeout, context=ssl.create_default_context())
-    return http.client.HTTPConnection(host, port, timeout=timeout)
 
 
 def _still_open(connection: http.client.HTTPConnection) -> bool:

@@ -783,7 +783,7 @@ def main(
             runtime_client = openai_endpoint(args, environ)
         except ValueError as e:
             return fail(EXIT_USAGE, str(e))
-        secrets = (runtime_client._token,)
+        secrets = (token_from_env(environ, args.bearer_token_env),)  # kept out of every error message
     else:
         try:
             apply_target(args, cloudformation_client)

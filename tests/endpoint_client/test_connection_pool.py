@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import http.server
 import socket
+import ssl
 import threading
 import time
 import urllib.request
@@ -90,9 +91,15 @@ class KeepAlive(http.server.ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, script: list[str]) -> None:
+    def __init__(self, script: list[str], tls=None) -> None:
         self.script, self.requests, self.connections = list(script), [], 0
         super().__init__(("127.0.0.1", 0), _KeepAliveHandler)
+        self.scheme = "http"
+        if tls is not None:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(*tls)
+            self.socket = context.wrap_socket(self.socket, server_side=True)
+            self.scheme = "https"
         threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
 
     def process_request(self, request, client_address) -> None:
@@ -101,7 +108,7 @@ class KeepAlive(http.server.ThreadingHTTPServer):
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}/v1"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}/v1"
 
     def __enter__(self) -> KeepAlive:
         return self
@@ -153,6 +160,17 @@ def test_an_idle_connection_the_server_closed_is_replaced_before_anything_is_sen
             time.sleep(0.05)  # the server's FIN arrives while the connection is idle
         assert len(server.requests) == 3 and server.connections == 3
         assert endpoint._pool.reconnects == 0  # noticed before sending: nothing was sent twice
+
+
+def test_over_https_one_tls_handshake_serves_every_request(tmp_path, monkeypatch):
+    from tests.hostile.test_staging_names import _self_signed
+
+    cert, key = _self_signed(tmp_path)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # OpenSSL's default verify paths read it
+    with KeepAlive([], tls=(cert, key)) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        assert [_chat(endpoint).content for _ in range(5)] == ["hi"] * 5
+        assert server.connections == 1 and len(server.requests) == 5  # one handshake, not five
 
 
 def test_a_request_the_server_may_have_received_is_never_sent_again():
