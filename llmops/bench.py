@@ -255,7 +255,8 @@ def error_kind(error: InvocationError) -> str:
 
 
 _SECRET_PATTERNS = (
-    (re.compile(r"(?i)(bearer\s+)\S+"), r"\1[redacted]"),
+    # A credential after "Bearer" (RFC 6750's b64token characters), not the words "bearer token" of a message.
+    (re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1[redacted]"),
     (re.compile(r"(?i)(X-Amz-(?:Signature|Security-Token|Credential)=)[^&\s]+"), r"\1[redacted]"),
 )
 

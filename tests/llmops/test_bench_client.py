@@ -127,6 +127,13 @@ def test_an_error_message_never_carries_a_token_or_signature(text, secret, gone)
     assert gone not in message and "[redacted]" in message
 
 
+def test_a_message_about_the_bearer_token_is_kept_whole():
+    from endpoint_client.openai_http import _http_error_info
+
+    message = _http_error_info(403, b"").describe()
+    assert bench.error_message(message) == message and "bearer token was refused" in message
+
+
 def test_an_error_message_that_quotes_the_prompt_is_withheld():
     prompt = "the of and to in is was for on that with as it by at from his"
     assert bench.error_message(f"bad request: {prompt}", prompt=prompt) == "(message withheld: it quotes the prompt)"
@@ -186,8 +193,8 @@ def test_a_closed_loop_reports_its_requests_in_flight_wait_and_cpu(fake, tmp_pat
     report, out, _ = run(fake, tmp_path, "loop", "--concurrency", "1,3", "--requests", "9")
     one, three = report["levels"]
     assert 0.8 <= one["effective_concurrency"] <= 1.0 and 2.0 <= three["effective_concurrency"] <= 3.0
-    for level in (one, three):
-        assert level["queue_wait_ms"]["p95"] < 10 and 0 <= level["client_cpu_per_wall_s"] < 2
+    for level in (one, three):  # a wait of bookkeeping only (a loaded 2-core machine can stall a thread a little)
+        assert level["queue_wait_ms"]["p95"] < 50 and 0 <= level["client_cpu_per_wall_s"] < 2
     assert "client at concurrency 3: " in out and " in flight on average, wait before start p50/p95 " in out
 
 
@@ -214,6 +221,8 @@ EDGES = [
     ("--request-timeout", "3601", "--request-timeout 3601 must be at most 3600"),
     ("--requests", "1000000", None),
     ("--requests", "1000001", "--requests 1000001 must be at most 1000000"),
+    ("--input-tokens", "0", "--input-tokens 0 must be at least 1 (allowed: 1 to 1000000 words)"),
+    ("--output-tokens", "1000001", "--output-tokens 1000001 must be at most 1000000 (allowed: 1 to 1000000 tokens)"),
 ]
 
 
@@ -268,7 +277,7 @@ def test_an_open_loop_sends_at_the_rate_and_its_cap_makes_requests_wait(fake, tm
     starts = [s for s in report["samples"] if s["concurrency"] == 8]
     assert [s["due_s"] for s in starts] == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2, 0.25])
     assert all(s["start_s"] >= s["due_s"] for s in report["samples"])
-    assert free["queue_wait_ms"]["p95"] < 10 and free["effective_concurrency"] > 1.5
+    assert free["queue_wait_ms"]["p95"] < 50 and free["effective_concurrency"] > 1.5
     # One slot for requests arriving every 50 ms that take 150 ms: they queue, and the report says so.
     assert capped["queue_wait_ms"]["p95"] > 200 and capped["effective_concurrency"] > 0.8
     assert "raise --concurrency or lower --request-rate" in out
@@ -279,7 +288,7 @@ def test_duration_stops_issuing_requests(fake, tmp_path):
     fake.add_endpoint("timed", default=Reply(content=answer_text(3), first_token_delay_s=0.1))
     report, _, _ = run(fake, tmp_path, "timed", "--concurrency", "1", "--requests", "100", "--duration", "0.35")
     (level,) = report["levels"]
-    assert 2 <= level["requests"] <= 5 and level["requests"] == level["completed"]
+    assert 1 <= level["requests"] <= 5 and level["requests"] == level["completed"]  # not 100
     assert all(s["start_s"] < 0.35 for s in report["samples"])
     assert len(fake.invocations("timed")) == level["requests"]
 
