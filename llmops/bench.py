@@ -1,4 +1,4 @@
-"""Load-test a deployed endpoint: closed-loop streamed chat requests at each concurrency, with latency percentiles.
+"""Load-test a deployed endpoint: streamed chat requests at each concurrency, closed or open loop, with percentiles.
 
     python -m llmops.bench --endpoint NAME [--ic COMPONENT] --concurrency 1,4,16 --requests 64 \\
         --input-tokens 512 --output-tokens 256 [--json out.json] [--plot out.png]
