@@ -331,7 +331,10 @@ def test_input_tokens_come_from_usage_or_are_an_estimate_labelled_as_such(fake, 
 # --- connections ------------------------------------------------------------------------------------------
 
 
-def test_the_openai_path_reuses_its_connections_across_levels(fake, tmp_path):
+def test_the_openai_path_reuses_its_connections_across_levels(fake, tmp_path, monkeypatch):
+    from endpoint_client import openai_http
+
+    monkeypatch.setattr(openai_http, "DRAIN_TIMEOUT_S", 5.0)  # a loaded machine must not make this count vary
     fake.reset()
     fake.add_endpoint("reuse", default=Reply(content=answer_text(4), token_delay_s=0.002))
     before = fake.connections
