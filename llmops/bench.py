@@ -806,26 +806,42 @@ def main(
     samples: list[Sample] = []
     interrupted = False
     stream_format = stream_formats()[args.engine]
-    common = {"stream_format": stream_format, "request_timeout_s": args.request_timeout, "secrets": secrets}
-    warmup: dict[str, Any] | None = None
-    if warmup_bodies:
-        level = Level(args.concurrency[0])
-        bar = _progress(len(warmup_bodies), args.concurrency[0], stderr, disabled=args.no_progress, desc="warm-up")
+
+    def measure(level: Level, level_bodies: Sequence[Mapping[str, Any]], desc: str = "", **load: Any) -> bool:
+        """One level's requests with a progress bar; whether Ctrl-C stopped them."""
+        bar = _progress(len(level_bodies), level.concurrency, stderr, disabled=args.no_progress, desc=desc)
+        failed: Counter[str] = Counter()
+
+        def on_done(sample: Sample) -> None:
+            if sample.error:
+                failed[sample.error] += 1
+                bar.set_postfix(errors=sum(failed.values()), refresh=False)
+            bar.update(1)
+
         try:
             run_level(
                 runtime_client,
                 args.endpoint,
                 args.inference_component,
                 level,
-                warmup_bodies,
+                level_bodies,
                 stop,
-                lambda sample, bar=bar: bar.update(1),
-                **common,
+                on_done,
+                stream_format=stream_format,
+                request_timeout_s=args.request_timeout,
+                secrets=secrets,
+                **load,
             )
         except KeyboardInterrupt:
-            interrupted = True
+            return True
         finally:
             bar.close()
+        return False
+
+    warmup: dict[str, Any] | None = None
+    if warmup_bodies:
+        level = Level(args.concurrency[0])
+        interrupted = measure(level, warmup_bodies, desc="warm-up")
         done = level.summary(interrupted=interrupted)
         warmup = {key: done[key] for key in ("concurrency", "requests", "completed", "errors", "error_messages")}
         print(f"warm-up: {done['completed']}/{done['requests']} requests, not counted", file=stderr)
@@ -841,32 +857,7 @@ def main(
             if open_loop
             else None
         )
-        bar = _progress(args.requests, concurrency, stderr, disabled=args.no_progress)
-        failed: Counter[str] = Counter()
-
-        def on_done(sample: Sample, bar: Any = bar, failed: Counter[str] = failed) -> None:
-            if sample.error:
-                failed[sample.error] += 1
-                bar.set_postfix(errors=sum(failed.values()), refresh=False)
-            bar.update(1)
-
-        try:
-            run_level(
-                runtime_client,
-                args.endpoint,
-                args.inference_component,
-                level,
-                level_bodies,
-                stop,
-                on_done,
-                arrivals=arrivals,
-                duration_s=args.duration,
-                **common,
-            )
-        except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            bar.close()
+        interrupted = measure(level, level_bodies, arrivals=arrivals, duration_s=args.duration)
         if level.samples or not interrupted:
             levels.append(level.summary(interrupted=interrupted))
             samples.extend(sorted(level.samples, key=lambda s: s.start_s))
