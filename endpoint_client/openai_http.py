@@ -15,9 +15,10 @@ part of an error message or ``repr``, and it goes to the base URL's origin only:
 redirect (a 3xx is refused with a clear error, never resent elsewhere with the token, nor downgraded from
 https to http) and opens http(s) URLs only, as the Hub client (hfstage/hub.py) and the wait-handle signal do.
 
-Connections are kept and reused (:class:`ConnectionPool`): one request at a time on each, at most as many open
-as requests were ever in flight at once, all to the base URL's origin and to no other. A request never pays a
-TCP or TLS handshake that an earlier one already paid, so its time to first token is the endpoint's.
+Connections are kept and reused (:class:`ConnectionPool`): one request at a time on each, as many open as
+requests were ever in flight at once (more only when the server closed some, or an answer left midway or slow
+to end made one unusable), all to the base URL's origin and to no other. A request on a kept connection pays
+no TCP or TLS handshake, so its time to first token is the endpoint's.
 """
 
 from __future__ import annotations
