@@ -26,7 +26,9 @@ from __future__ import annotations
 import http.client
 import json
 import select
+import selectors
 import ssl
+import sys
 import threading
 import time
 import urllib.error
@@ -50,6 +52,12 @@ _SCHEMES = ("http", "https")
 # so that its connection can carry the next request; more than that, or slower, and the connection is closed.
 DRAIN_BYTES = 65536
 DRAIN_TIMEOUT_S = 0.25  # in all, not per read
+# An idle connection older than this is closed rather than reused: a server that closes it at its own idle
+# timeout may do so just after the check that it is still open, and the request sent on it would then fail
+# after it was sent (not resendable). 5 s is both httpx's default keepalive_expiry (httpx/_config.py,
+# DEFAULT_LIMITS = Limits(..., keepalive_expiry=5.0)) and uvicorn's default --timeout-keep-alive (5 s,
+# uvicorn/config.py), which vLLM's and SGLang's OpenAI servers run under; a conservative bound for others.
+KEEPALIVE_EXPIRY_S = 5.0
 MAX_IDLE_CONNECTIONS = 256
 USER_AGENT = "llmops-endpoint-client"
 
@@ -132,8 +140,15 @@ class _PooledResponse:
     def __enter__(self) -> _PooledResponse:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def set_read_timeout(self, seconds: float) -> None:
+        """The socket timeout of the reads still to come (a request's deadline may be nearer than the timeout)."""
+        sock = self._connection.sock
+        if sock is not None:
+            sock.settimeout(max(seconds, 0.001))
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        # Left by an exception (an answer over its cap, an interrupted read): the rest is not waited for.
+        (self.close if exc_type is None else self.abandon)()
 
 
 class ConnectionPool:
@@ -160,15 +175,19 @@ class ConnectionPool:
         fallback: urllib.request.OpenerDirector | None = None,
         connection_factory: Callable[[str, str, int | None, float], http.client.HTTPConnection] | None = None,
         max_idle: int = MAX_IDLE_CONNECTIONS,
+        keepalive_expiry_s: float = KEEPALIVE_EXPIRY_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         parts = urlsplit(base_url)
         self.scheme, self.host, self.port = parts.scheme, parts.hostname or "", parts.port
         self._fallback = fallback
         self._factory = connection_factory or self._new_connection
         self._tls: ssl.SSLContext | None = None  # made with the first https connection (loading CAs costs ms)
-        self._idle: list[http.client.HTTPConnection] = []
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []  # and when each went idle
         self._lock = threading.Lock()
         self._max_idle = max_idle
+        self._keepalive_expiry_s = keepalive_expiry_s
+        self._clock = clock
         # Read once, as urllib's ProxyHandler reads the environment once when the opener is built.
         self._proxied = fallback is not None and self.scheme in getproxies() and not proxy_bypass(self.host)
         self.opened = 0  # connections made, over the pool's life
@@ -182,10 +201,11 @@ class ConnectionPool:
         """An idle connection still open (``True``: reused), else a new one, not yet connected."""
         while True:
             with self._lock:
-                connection = self._idle.pop() if self._idle else None
+                connection, idle_since = self._idle.pop() if self._idle else (None, 0.0)
             if connection is None:
                 break
-            if _still_open(connection):
+            fresh = self._clock() - idle_since < self._keepalive_expiry_s
+            if fresh and _still_open(connection):
                 connection.timeout = timeout
                 connection.sock.settimeout(timeout)
                 return connection, True
@@ -197,7 +217,7 @@ class ConnectionPool:
     def release(self, connection: http.client.HTTPConnection) -> None:
         with self._lock:
             if len(self._idle) < self._max_idle:
-                self._idle.append(connection)
+                self._idle.append((connection, self._clock()))
                 return
         connection.close()
 
@@ -205,7 +225,7 @@ class ConnectionPool:
         """Close every idle connection (one in use closes when its answer is closed)."""
         with self._lock:
             idle, self._idle = self._idle, []
-        for connection in idle:
+        for connection, _ in idle:
             connection.close()
 
     def open(self, request: urllib.request.Request, timeout: float) -> Any:
@@ -289,12 +309,25 @@ def _still_open(connection: http.client.HTTPConnection) -> bool:
     if sock is None:
         return False
     try:
-        readable, _, _ = select.select([sock], [], [], 0)
+        readable = _readable(sock)
     except (OSError, ValueError):
         return False
     if isinstance(sock, ssl.SSLSocket) and sock.pending():
         return False
     return not readable
+
+
+def _readable(sock: Any) -> bool:
+    """Whether ``sock`` has something to read (or EOF, or an error) now. ``select.select`` refuses a file
+    descriptor of 1024 or more (FD_SETSIZE: ValueError), which a process with many files open reaches; poll
+    has no such limit (Python docs, library/select)."""
+    if hasattr(select, "poll"):
+        poller = select.poll()
+        poller.register(sock, select.POLLIN | select.POLLPRI)
+        return bool(poller.poll(0))
+    with selectors.DefaultSelector() as selector:
+        selector.register(sock, selectors.EVENT_READ)
+        return bool(selector.select(0))
 
 
 def _origin(url: str) -> str:
@@ -375,7 +408,7 @@ class OpenAiEndpoint:
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
 
-    def _open(self, body: Mapping[str, Any], accept: str) -> http.client.HTTPResponse:
+    def _open(self, body: Mapping[str, Any], accept: str, timeout_s: float | None = None) -> http.client.HTTPResponse:
         request = urllib.request.Request(
             self.url,
             data=json.dumps(body).encode("utf-8"),
@@ -387,13 +420,14 @@ class OpenAiEndpoint:
             },
         )
         try:
-            return self._opener.open(request, timeout=self.timeout_s)
+            return self._opener.open(request, timeout=self.timeout_s if timeout_s is None else timeout_s)
         except urllib.error.HTTPError as e:
             with e:
                 if 300 <= e.code < 400:
                     raise InvocationError(_redirect_info(e.code, self.base_url, e.headers.get("Location"))) from None
                 raw = e.read(ERROR_BODY_BYTES) if e.fp is not None else b""
-            raise InvocationError(_http_error_info(e.code, raw)) from None
+            # The token out of the body before its excerpt is cut: a token across the cut would leave its start.
+            raise InvocationError(_http_error_info(e.code, redact(raw, self._token))) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             reason = getattr(e, "reason", e)
             if isinstance(reason, TimeoutError):
@@ -413,36 +447,68 @@ class OpenAiEndpoint:
         max_line_bytes: int = MAX_LINE_BYTES,
         max_event_bytes: int = MAX_EVENT_BYTES,
         max_stream_bytes: int = MAX_STREAM_BYTES,
+        deadline: float | None = None,
     ) -> InvocationResult:
-        """As :func:`endpoint_client.runtime.stream_chat`, over ``<base>/chat/completions`` (``stream: true``)."""
+        """As :func:`endpoint_client.runtime.stream_chat`, over ``<base>/chat/completions`` (``stream: true``).
+
+        ``deadline`` (a time on ``clock``): the whole answer is due by then, else an :class:`InvocationError`
+        of code ``RequestTimedOut``. It is checked after every read and every event, whatever the event (a
+        usage-only, role-only or comment event counts), and each read waits at most until it (and at most
+        ``timeout_s``): the call ends within about the deadline plus one event's parsing.
+        """
         started = clock()
         answer = _Accumulator(started, clock, on_delta)
         decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
         budget = ByteBudget(max_stream_bytes)
         response = None
         read_whole = False
+
+        def time_left() -> float | None:
+            """Seconds to the deadline, or None without one; RequestTimedOut once it has passed."""
+            if deadline is None:
+                return None
+            left = deadline - clock()
+            if left <= 0:
+                raise _DeadlinePassed
+            return left
+
+        def read_timeout() -> float:
+            left = time_left()
+            return self.timeout_s if left is None else min(self.timeout_s, left)
+
         try:
-            response = self._open(body, "text/event-stream")
+            response = self._open(body, "text/event-stream", timeout_s=read_timeout())
+            set_timeout = getattr(response, "set_read_timeout", None)
             while not decoder.done:
+                if set_timeout is not None and deadline is not None:
+                    set_timeout(read_timeout())
                 chunk = response.read1(READ_BYTES)
                 if not chunk:
                     break
                 budget.take(len(chunk))
                 for event in decoder.feed(chunk):
                     answer.add(event.data)
+                    time_left()
+                time_left()
             for event in decoder.close():
                 answer.add(event.data)
             # The end of the answer, before its connection is read to the end and handed back to the pool.
             latency_s = clock() - started
             read_whole = True
         except (InvocationError, KeyboardInterrupt):
+            if deadline is not None and clock() >= deadline and _is_timeout(sys.exc_info()[1]):
+                raise InvocationError(_deadline_info(clock() - started)) from None
             raise
+        except _DeadlinePassed:
+            raise InvocationError(_deadline_info(clock() - started)) from None
         except StreamLimitExceeded as e:
             raise InvocationError(ErrorInfo(code="StreamLimitExceeded", message=str(e), transient=False)) from None
         except MalformedResponse as e:
             info = ErrorInfo(code="MalformedResponse", message=str(e), transient=False, body=e.excerpt)
             raise InvocationError(info) from None
         except (TimeoutError, OSError, http.client.HTTPException) as e:
+            if deadline is not None and clock() >= deadline and isinstance(e, TimeoutError):
+                raise InvocationError(_deadline_info(clock() - started)) from None
             info = ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=True)
             raise InvocationError(info) from None
         except Exception as e:
@@ -472,6 +538,33 @@ class OpenAiEndpoint:
         except (OSError, http.client.HTTPException) as e:
             raise InvocationError(ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=True)) from None
         return InvocationResult.of_completion(completion, clock() - started)
+
+
+class _DeadlinePassed(Exception):
+    """A request's deadline passed while its answer was still coming."""
+
+
+def _deadline_info(elapsed_s: float) -> ErrorInfo:
+    return ErrorInfo(
+        code="RequestTimedOut", message=f"no complete answer by the deadline ({elapsed_s:.3f} s)", transient=True
+    )
+
+
+def _is_timeout(error: BaseException | None) -> bool:
+    return isinstance(error, InvocationError) and error.info.code == "TimeoutError"
+
+
+def redact(raw: bytes, secret: str) -> bytes:
+    """``raw`` with every ``secret`` replaced, and with a start of it at the very end (a body read up to a
+    limit may end inside it) replaced too."""
+    if not secret:
+        return raw
+    token = secret.encode("utf-8")
+    raw = raw.replace(token, b"[redacted]")
+    for size in range(len(token) - 1, 3, -1):
+        if raw.endswith(token[:size]):
+            return raw[:-size] + b"[redacted]"
+    return raw
 
 
 def token_from_env(environ: Mapping[str, str], name: str) -> str:

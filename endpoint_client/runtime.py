@@ -193,6 +193,7 @@ def stream_chat(
     max_line_bytes: int = MAX_LINE_BYTES,
     max_event_bytes: int = MAX_EVENT_BYTES,
     max_stream_bytes: int = MAX_STREAM_BYTES,
+    deadline: float | None = None,
 ) -> InvocationResult:
     """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
 
@@ -202,8 +203,20 @@ def stream_chat(
     is ``StreamLimitExceeded`` (permanent), and so does a stream whose bytes pass ``max_stream_bytes`` in all
     (64 MiB by default). The stream is closed however this ends (an exception, or ``KeyboardInterrupt`` in the
     callback).
+
+    ``deadline`` (a time on ``clock``): the whole answer is due by then, else an :class:`InvocationError` of
+    code ``RequestTimedOut``. It is checked after every event-stream message and every decoded event, whatever
+    it carries (usage only, a role, a comment); a read itself waits up to the client's ``read_timeout``
+    (botocore Config), so the call ends within about the deadline plus one read. ``latency_s`` ends when the
+    answer is complete, before the stream is closed.
     """
     started = clock()
+
+    def check_deadline() -> None:
+        if deadline is not None and clock() >= deadline:
+            message = f"no complete answer by the deadline ({clock() - started:.3f} s)"
+            raise InvocationError(ErrorInfo(code="RequestTimedOut", message=message, transient=True))
+
     answer = _Accumulator(started, clock, on_delta)
     decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
     budget = ByteBudget(max_stream_bytes)
@@ -221,10 +234,13 @@ def stream_chat(
             budget.take(len(part))
             for sse in decoder.feed(part):
                 answer.add(sse.data)
+                check_deadline()
             if decoder.done:
                 break
+            check_deadline()
         for sse in decoder.close():
             answer.add(sse.data)
+        latency_s = clock() - started  # closing the stream (reading its end for the connection) is not latency
     except (InvocationError, KeyboardInterrupt):
         raise
     except Exception as e:
@@ -232,7 +248,7 @@ def stream_chat(
     finally:
         if stream is not None:
             stream.close()
-    return answer.result(latency_s=clock() - started, done=decoder.done)
+    return answer.result(latency_s=latency_s, done=decoder.done)
 
 
 def _raise_stream_failure(event: Mapping[str, Any]) -> None:

@@ -102,6 +102,7 @@ class KeepAlive(http.server.ThreadingHTTPServer):
 
     def __init__(self, script: list[str], tls=None) -> None:
         self.script, self.requests, self.connections = list(script), [], 0
+        self.closed = threading.Semaphore(0)  # released each time the server has closed a connection
         super().__init__(("127.0.0.1", 0), _KeepAliveHandler)
         self.scheme = "http"
         if tls is not None:
@@ -114,6 +115,10 @@ class KeepAlive(http.server.ThreadingHTTPServer):
     def process_request(self, request, client_address) -> None:
         self.connections += 1
         super().process_request(request, client_address)
+
+    def shutdown_request(self, request) -> None:
+        super().shutdown_request(request)
+        self.closed.release()
 
     @property
     def base_url(self) -> str:
@@ -161,12 +166,25 @@ def _chat(endpoint: OpenAiEndpoint):
     return endpoint.stream_chat(build_chat_request("hi", stream=True))
 
 
+def _wait_until_idle_connections_read_eof(endpoint: OpenAiEndpoint, timeout_s: float = 10.0) -> None:
+    """Until every idle connection of ``endpoint`` reads as closed by the server (its FIN has arrived)."""
+    from endpoint_client.openai_http import _readable
+
+    deadline = time.monotonic() + timeout_s
+    for connection, _ in endpoint._pool._idle:
+        while not _readable(connection.sock):
+            assert time.monotonic() < deadline, "the server's FIN never reached the client"
+            time.sleep(0.005)
+
+
 def test_an_idle_connection_the_server_closed_is_replaced_before_anything_is_sent():
     with KeepAlive(["ok-then-drop", "ok-then-drop", "ok"]) as server:
         endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
-        for _ in range(3):
+        for number in range(3):
             assert _chat(endpoint).content == "hi"
-            time.sleep(0.05)  # the server's FIN arrives while the connection is idle
+            if number < 2:  # the server closes the connection while it is idle: wait until the client sees it
+                assert server.closed.acquire(timeout=10)
+                _wait_until_idle_connections_read_eof(endpoint)
         assert len(server.requests) == 3 and server.connections == 3
         assert endpoint._pool.reconnects == 0  # noticed before sending: nothing was sent twice
 
@@ -240,7 +258,7 @@ def test_a_send_that_fails_on_a_new_connection_is_not_tried_again():
         assert len(made) == 1 and server.requests == []
 
 
-def test_a_redirect_is_refused_over_a_kept_connection_which_then_carries_the_next_request():
+def test_a_redirect_is_refused_over_a_kept_connection_which_then_carries_the_next_request(patient_drain):
     with KeepAlive(["redirect", "ok"]) as server:
         endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
         with pytest.raises(InvocationError, match=r"redirect to https://elsewhere\.example .*refused, not followed"):
@@ -283,7 +301,7 @@ def test_a_connection_with_unread_bytes_is_not_reused():
     left.close(), right.close()
 
 
-def test_a_stream_left_midway_closes_its_connection_at_once_and_the_next_request_opens_another(fake):
+def test_a_stream_left_midway_closes_its_connection_at_once_and_the_next_request_opens_another(fake, patient_drain):
     fake.add_endpoint("slow", default=Reply(content=answer_text(40), token_delay_s=0.05))
     endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/slow/openai/v1", BEARER_TOKEN, timeout_s=10)
 
@@ -357,3 +375,195 @@ def test_through_a_proxy_from_the_environment_each_request_goes_through_the_old_
     assert not ConnectionPool("https://bypassed.example/v1", fallback=opener)._proxied  # no_proxy: pooled
     assert not ConnectionPool("http://127.0.0.1:9/v1", fallback=opener)._proxied  # no http proxy set
     assert not ConnectionPool("https://runtime.example/v1")._proxied  # no fallback: always pooled
+
+
+# ---- review of 42bb138..3072d4d ----------------------------------------------------------------------
+
+
+def test_an_idle_connection_past_the_keepalive_expiry_is_closed_not_reused():
+    """A server closing at its idle timeout just after the is-it-open check would fail the request after it was
+    sent: a connection idle for KEEPALIVE_EXPIRY_S (5 s) or more is never used again. A fake clock, no sleep."""
+    from endpoint_client import openai_http
+
+    now = [100.0]
+    with KeepAlive([]) as server:
+        endpoint = OpenAiEndpoint(server.base_url, TOKEN, timeout_s=10)
+        endpoint._pool = endpoint._opener = ConnectionPool(endpoint.base_url, clock=lambda: now[0])
+        _chat(endpoint)
+        ((kept, _),) = endpoint._pool._idle
+        now[0] += openai_http.KEEPALIVE_EXPIRY_S - 0.01  # still fresh: reused
+        _chat(endpoint)
+        assert server.connections == 1 and endpoint._pool.opened == 1
+        now[0] += openai_http.KEEPALIVE_EXPIRY_S  # idle that long: the server may be closing it now
+        _chat(endpoint)
+        assert server.connections == 2 and endpoint._pool.opened == 2 and endpoint._pool.reconnects == 0
+        assert kept.sock is None  # closed by us, not left open
+    assert openai_http.KEEPALIVE_EXPIRY_S == 5.0
+
+
+def test_a_connection_on_a_file_descriptor_past_1024_is_still_checked(monkeypatch):
+    """select.select refuses fd >= 1024 (ValueError), which silently made every such connection look closed."""
+    import os
+    import resource
+
+    from endpoint_client.openai_http import _still_open
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 1600:
+        if hard != resource.RLIM_INFINITY and hard < 1600:
+            pytest.skip("cannot open a file descriptor past 1024 here")
+        resource.setrlimit(resource.RLIMIT_NOFILE, (1600, hard))
+    left, right = socket.socketpair()
+    high = socket.socket(fileno=os.dup2(left.fileno(), 1500))
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", 1)
+        connection.sock = high
+        assert high.fileno() >= 1024 and _still_open(connection)
+        right.sendall(b"x")
+        assert not _still_open(connection)
+    finally:
+        connection.sock = None
+        high.close(), left.close(), right.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_an_answer_left_by_an_exception_is_abandoned_not_drained(fake, patient_drain):
+    """``with pool.open(...)`` left by an exception (an answer over its cap) closes the connection at once: the
+    rest of a slow answer (2 s here) is not read, with a drain budget of 5 s that would allow it."""
+    from endpoint_client.errors import StreamLimitExceeded
+
+    fake.add_endpoint("slowexit", default=Reply(content=answer_text(40), token_delay_s=0.05))
+    endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/slowexit/openai/v1", BEARER_TOKEN, timeout_s=10)
+    request = urllib.request.Request(
+        endpoint.url,
+        data=b'{"messages": [{"role": "user", "content": "hi"}], "stream": true}',
+        method="POST",
+        headers={"Authorization": f"Bearer {BEARER_TOKEN}", "Content-Type": "application/json"},
+    )
+    started = time.monotonic()
+    with pytest.raises(StreamLimitExceeded), endpoint._pool.open(request, timeout=10) as response:
+        response.read1(10)
+        raise StreamLimitExceeded("answer", 10, "max_bytes")
+    assert time.monotonic() - started < 1.0 and endpoint._pool._idle == []
+
+
+class _Trickle(http.server.BaseHTTPRequestHandler):
+    """A 200 stream of events that carry no content (role-only, usage-only, comments) every 0.25 s for 2 s, or
+    (path /silent) headers and then nothing for 2 s."""
+
+    protocol_version = "HTTP/1.1"
+    EVENTS = (b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n', b": comment\n\n", b'data: {"usage":{}}\n\n')
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.wfile.flush()
+        try:
+            for number in range(8):
+                time.sleep(0.25)
+                if not self.path.endswith("/silent/chat/completions"):
+                    piece = self.EVENTS[number % 3]
+                    self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+                    self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        except OSError:
+            pass
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def trickle() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Trickle)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize(("path", "timeout_s"), [("/v1", 0.3), ("/silent/v1", 10.0)], ids=["no-content", "silent"])
+def test_a_deadline_bounds_the_whole_answer_over_the_openai_path(trickle, path, timeout_s):
+    """Events without content every 0.25 s (each within the socket timeout) or a silence under a long socket
+    timeout: the request still ends at its deadline (0.3 s) plus about one read, not after the 2 s stream."""
+    endpoint = OpenAiEndpoint(trickle + path, TOKEN, timeout_s=timeout_s)
+    started = time.monotonic()
+    with pytest.raises(InvocationError) as caught:
+        endpoint.stream_chat(build_chat_request("hi", stream=True), deadline=started + 0.3)
+    assert caught.value.info.code == "RequestTimedOut" and caught.value.transient
+    assert time.monotonic() - started < 0.3 + 0.25 + 0.3, time.monotonic() - started
+    assert endpoint._pool._idle == []  # left midway: closed
+
+
+class _SlowStream:
+    """A boto3 EventStream stand-in: one event every ``every_s`` seconds; closing it takes ``close_s``."""
+
+    def __init__(self, events: list[bytes], every_s: float = 0.0, close_s: float = 0.0) -> None:
+        self.events, self.every_s, self.close_s, self.closed = events, every_s, close_s, False
+
+    def __iter__(self):
+        for event in self.events:
+            time.sleep(self.every_s)
+            yield {"PayloadPart": {"Bytes": event}}
+
+    def close(self) -> None:
+        time.sleep(self.close_s)
+        self.closed = True
+
+
+class _StreamingClient:
+    def __init__(self, stream: _SlowStream) -> None:
+        self.stream = stream
+
+    def invoke_endpoint_with_response_stream(self, **request):
+        return {"Body": self.stream}
+
+
+def test_a_deadline_bounds_the_whole_answer_over_the_runtime_path():
+    from endpoint_client import stream_chat
+
+    events = [b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n', b": comment\n\n"] * 4
+    stream = _SlowStream(events, every_s=0.25)
+    started = time.monotonic()
+    with pytest.raises(InvocationError) as caught:
+        stream_chat(_StreamingClient(stream), "e", build_chat_request("hi", stream=True), deadline=started + 0.3)
+    assert caught.value.info.code == "RequestTimedOut" and stream.closed
+    assert time.monotonic() - started < 0.3 + 0.25 + 0.3
+
+
+def test_closing_the_runtime_stream_is_not_part_of_its_latency():
+    from endpoint_client import stream_chat
+
+    events = [b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', b"data: [DONE]\n\n"]
+    stream = _SlowStream(events, close_s=0.3)
+    result = stream_chat(_StreamingClient(stream), "e", build_chat_request("hi", stream=True))
+    assert result.content == "hi" and stream.closed and result.latency_s < 0.2
+
+
+def test_the_token_is_redacted_before_the_error_excerpt_is_cut(fake):
+    """A body echoing the token across the excerpt's end (500 bytes) must not leave the token's start."""
+    from endpoint_client.errors import BODY_EXCERPT_BYTES
+
+    for offset in range(BODY_EXCERPT_BYTES - 40, BODY_EXCERPT_BYTES, 2):  # the JSON around it adds a few bytes
+        message = "x" * offset + BEARER_TOKEN + " tail"
+        fake.add_endpoint("echo", default=Reply.service_error("ValidationError", message=message))
+        endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/echo/openai/v1", BEARER_TOKEN, timeout_s=10)
+        with pytest.raises(InvocationError) as caught:
+            endpoint.stream_chat(build_chat_request("hi", stream=True))
+        text = str(caught.value) + repr(caught.value.info)
+        assert BEARER_TOKEN[:6] not in text, (offset, text[-80:])
+
+
+def test_redact_replaces_a_token_cut_at_the_end_of_what_was_read():
+    from endpoint_client.openai_http import redact
+
+    assert redact(b"a secret-token b", "secret-token") == b"a [redacted] b"
+    assert redact(b"read up to secret-to", "secret-token") == b"read up to [redacted]"
+    assert redact(b"ends in secr", "secret-token") == b"ends in [redacted]"
+    assert redact(b"ends in sec", "secret-token") == b"ends in sec"  # three characters or fewer: not a token's start
+    assert redact(b"nothing", "") == b"nothing"
