@@ -37,7 +37,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -62,6 +62,14 @@ TIMEOUT_KIND = "timeout"
 # A request's time ran out: ours (--request-timeout over the whole answer) or a socket's (each read).
 TIMEOUT_CODES = frozenset({"RequestTimedOut", "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"})
 ARRIVALS = ("poisson", "constant")
+DEFAULT_REQUESTS = 64  # per level, without --duration
+# With --duration and no --requests a level is bounded by its duration only, and by this (a safety cap).
+DURATION_REQUESTS_CAP = 1_000_000
+MAX_CONCURRENCY = 1024
+# Prompt words in flight at once (the highest --concurrency x --input-tokens): about 100 MB of prompt text.
+MAX_WORDS_IN_FLIGHT = 16_000_000
+# An error message is withheld when it holds this many characters in a row of any message's text.
+ECHO_WINDOW_CHARS = 24
 # Synthetic prompts: common English words, about one token each in the usual BPE vocabularies.
 _VOCABULARY_TEXT = (
     "the of and to in is was for on that with as it by at from his an were are which this be or has "
@@ -131,8 +139,12 @@ def summarize(
     interrupted: bool = False,
     cpu_s: float | None = None,
     open_loop: bool = False,
+    not_started_waits_s: Sequence[float] = (),
 ) -> dict:
-    """One level's figures from its requests (definitions in endpoint_client/load.py and the README)."""
+    """One level's figures from its requests (definitions in endpoint_client/load.py and the README).
+
+    ``not_started_waits_s``: open loop with a duration, for each arrival due before the duration ended that
+    never got a slot, how long it had waited by then; they count as ``not_started`` and in the queue wait."""
     ok = [s for s in samples if s.ok]
     output_tokens = sum(s.tokens for s in ok)
     errors = Counter(s.error for s in samples if s.error)
@@ -164,7 +176,10 @@ def summarize(
         "input_tokens": distribution([s.input_tokens for s in ok if s.input_tokens is not None]),
         "input_token_source": _input_token_source(ok),
         "effective_concurrency": mean_in_flight(spans, 0.0, duration_s),
-        "queue_wait_ms": distribution([w for s in samples if (w := s.wait_s) is not None], 1000),
+        "not_started": len(not_started_waits_s),
+        "queue_wait_ms": distribution(
+            [w for s in samples if (w := s.wait_s) is not None] + [max(0.0, w) for w in not_started_waits_s], 1000
+        ),
         "client_cpu_s": cpu_s,
         "client_cpu_per_wall_s": cpu_s / duration_s if cpu_s is not None and duration_s > 0 else None,
     }
@@ -176,6 +191,13 @@ def client_warnings(level: Mapping[str, Any], *, open_loop: bool = False) -> lis
     """Why the client, not the endpoint, may have set this level's figures (nothing when it did not)."""
     warnings = []
     concurrency = level["concurrency"]
+    not_started = level.get("not_started") or 0
+    if not_started:
+        warnings.append(
+            f"{not_started} requests due before --duration ended never started at concurrency {concurrency} (every "
+            "slot was busy): the endpoint did not keep up with --request-rate; their waits up to the end are in "
+            "the wait before start"
+        )
     cpu = level.get("client_cpu_per_wall_s")
     if cpu is not None and cpu > CLIENT_CPU_WARNING:
         warnings.append(
@@ -201,10 +223,33 @@ def client_warnings(level: Mapping[str, Any], *, open_loop: bool = False) -> lis
 # --- prompts ----------------------------------------------------------------------------------------
 
 
+def synthetic_prompt(index: int, input_tokens: int, seed: int = 0) -> str:
+    """Prompt ``index`` of the seed: ``input_tokens`` words, made on its own (no earlier prompt needed)."""
+    rng = random.Random(f"{seed}:{index}")
+    return " ".join(rng.choice(_VOCABULARY) for _ in range(input_tokens))
+
+
 def synthetic_prompts(count: int, input_tokens: int, seed: int = 0) -> list[str]:
     """``count`` different prompts of ``input_tokens`` words each, the same for a given seed."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(_VOCABULARY) for _ in range(input_tokens)) for _ in range(count)]
+    return [synthetic_prompt(i, input_tokens, seed) for i in range(count)]
+
+
+class Bodies(Sequence):
+    """``count`` request bodies made when asked for (``make(start + i)``), so that a long run (a duration and no
+    request count) holds no more prompts than it has in flight."""
+
+    def __init__(self, make: Callable[[int], dict[str, Any]], count: int, start: int = 0) -> None:
+        self._make, self._count, self._start = make, count, start
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._make(self._start + index % self._count)
 
 
 def load_prompts(path: Path) -> list[dict[str, Any]]:
@@ -261,25 +306,66 @@ _SECRET_PATTERNS = (
 )
 
 
-def error_message(text: str, *, secrets: Sequence[str] = (), prompt: str = "") -> str:
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def _json_unescaped(text: str) -> str:
+    return _JSON_ESCAPE.sub(lambda m: json.loads(f'"{m.group(0)}"'), text)
+
+
+def quotes_prompt(text: str, prompts: str | Sequence[str]) -> bool:
+    """Whether ``text`` holds ECHO_WINDOW_CHARS (24) characters in a row of any of ``prompts`` (whitespace
+    runs as one space), as it is or with JSON string escapes undone (up to three levels: a container's JSON
+    error inside SageMaker's JSON message). A prompt shorter than that counts when quoted whole (16 or more)."""
+    candidates = [" ".join(text.split())]
+    for _ in range(3):
+        unescaped = " ".join(_json_unescaped(candidates[-1]).split())
+        if unescaped == candidates[-1]:
+            break
+        candidates.append(unescaped)
+    width = ECHO_WINDOW_CHARS
+    windows = {c[i : i + width] for c in candidates for i in range(max(0, len(c) - width + 1))}
+    for prompt in [prompts] if isinstance(prompts, str) else prompts:
+        flat = " ".join(prompt.split())
+        if len(flat) < width:
+            if len(flat) >= 16 and any(flat in c for c in candidates):
+                return True
+            continue
+        if any(flat[i : i + width] in windows for i in range(len(flat) - width + 1)):
+            return True
+    return False
+
+
+def error_message(text: str, *, secrets: Sequence[str] = (), prompt: str | Sequence[str] = "") -> str:
     """An error's message as kept in the report: one line, at most ERROR_MESSAGE_CHARS characters, with any
     of ``secrets`` (the bearer token), a bearer token or a URL signature replaced, and withheld if it quotes
-    the prompt (a server may echo what it was sent)."""
+    the prompt (a server may echo what it was sent): ``prompt`` is the text of each message, see
+    :func:`quotes_prompt`."""
     text = " ".join(text.split())
     for secret in secrets:
         if secret:
             text = text.replace(secret, "[redacted]")
     for pattern, replacement in _SECRET_PATTERNS:
         text = pattern.sub(replacement, text)
-    quoted = " ".join(prompt.split())[:40]
-    if len(quoted) >= 16 and quoted in text:
+    if quotes_prompt(text, prompt):
         text = "(message withheld: it quotes the prompt)"
     return text if len(text) <= ERROR_MESSAGE_CHARS else text[: ERROR_MESSAGE_CHARS - 1] + "…"
 
 
+def _message_texts(body: Mapping[str, Any]) -> list[str]:
+    """The text of each message: a string content, or the ``text`` of each part of a list content."""
+    texts = []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return texts
+
+
 def _prompt_text(body: Mapping[str, Any]) -> str:
-    parts = [m.get("content") for m in body.get("messages") or () if isinstance(m, Mapping)]
-    return " ".join(p for p in parts if isinstance(p, str))
+    return " ".join(_message_texts(body))
 
 
 def estimate_input_tokens(body: Mapping[str, Any]) -> int:
@@ -290,12 +376,16 @@ def estimate_input_tokens(body: Mapping[str, Any]) -> int:
 def arrival_times(count: int, rate: float, arrival: str = "poisson", seed: int = 0) -> list[float]:
     """When each of ``count`` requests is due (seconds from the start, the first at 0) at ``rate`` per second:
     Poisson arrivals (exponential gaps of mean 1/rate, seeded) or ``constant`` gaps of 1/rate."""
+    return list(itertools.islice(iter_arrival_times(rate, arrival, seed), count))
+
+
+def iter_arrival_times(rate: float, arrival: str = "poisson", seed: int = 0) -> Iterator[float]:
+    """:func:`arrival_times` without an end, made as they are needed."""
     rng = random.Random(seed)
-    times, now = [], 0.0
-    for _ in range(count):
-        times.append(now)
+    now = 0.0
+    while True:
+        yield now
         now += rng.expovariate(rate) if arrival == "poisson" else 1 / rate
-    return times
 
 
 class Level:
@@ -318,6 +408,7 @@ class Level:
         self._cpu_started = cpu_clock()
         self._ended: float | None = None
         self._cpu_s: float | None = None
+        self.not_started_waits_s: list[float] = []  # open loop with a duration: arrivals that never got a slot
 
     def elapsed(self) -> float:
         return self._clock() - self._started
@@ -339,6 +430,7 @@ class Level:
             interrupted=interrupted,
             cpu_s=self._cpu_s,
             open_loop=self.open_loop,
+            not_started_waits_s=self.not_started_waits_s,
         )
 
 
@@ -352,18 +444,21 @@ def run_level(
     on_done: Callable[[Sample], None] = lambda sample: None,
     stream_format: str = "sse",
     *,
-    arrivals: Sequence[float] | None = None,
+    arrivals: Iterable[float] | None = None,
     duration_s: float | None = None,
     request_timeout_s: float | None = None,
     secrets: Sequence[str] = (),
 ) -> None:
     """Send every body with ``level.concurrency`` workers, filling ``level.samples``.
 
-    Closed loop (``arrivals`` None): a worker sends its next request as soon as its last one ended, which is
-    when that request was due. Open loop: body ``i`` is due ``arrivals[i]`` seconds after the level started and
-    goes to the next free worker; when every worker is busy it waits (its queue wait). No request starts after
-    ``duration_s``; those in flight then finish and are counted. A request not finished within
-    ``request_timeout_s`` is an error of kind ``timeout``.
+    Closed loop (``arrivals`` None): a worker sends its next request as soon as its last answer was complete,
+    which is when that request was due (reading the rest of the last answer off its connection counts as the
+    wait). Open loop: body ``i`` is due ``arrivals[i]`` seconds after the level started (``arrivals`` may be
+    an endless iterator) and goes to the next free worker; when every worker is busy it waits (its queue
+    wait). No request starts after ``duration_s``; those in flight then finish and are counted, and arrivals
+    due before it that never got a worker go to ``level.not_started_waits_s`` (their wait up to
+    ``duration_s``). A request not finished within ``request_timeout_s`` is an error of kind ``timeout``: its
+    deadline goes into the stream call, which checks it after every event and read.
 
     ``stop`` abandons requests in flight (they are not counted) and sends no more. Called from the main
     thread, it returns when every worker has finished; a ``KeyboardInterrupt`` there sets ``stop``, waits
@@ -371,6 +466,7 @@ def run_level(
     """
     lock = threading.Lock()
     next_index = iter(range(len(bodies)))
+    due_times = iter(arrivals) if arrivals is not None else None
 
     def one(body: Mapping[str, Any], due_s: float) -> Sample | None:
         sample = Sample(concurrency=level.concurrency, start_s=level.elapsed(), due_s=due_s)
@@ -387,7 +483,7 @@ def run_level(
 
         try:
             if isinstance(client, OpenAiEndpoint):
-                result = client.stream_chat(body, on_delta=on_delta, stream_format=stream_format)
+                result = client.stream_chat(body, on_delta=on_delta, stream_format=stream_format, deadline=deadline)
             else:
                 result = stream_chat(
                     client,
@@ -396,15 +492,20 @@ def run_level(
                     inference_component_name=component,
                     on_delta=on_delta,
                     stream_format=stream_format,
+                    deadline=deadline,
                 )
         except InvocationError as e:
             sample.end_s = level.elapsed()
             if stop.is_set():
                 return None
             sample.error = error_kind(e)
-            sample.error_message = error_message(str(e), secrets=secrets, prompt=_prompt_text(body))
+            if e.info.code == "RequestTimedOut" and request_timeout_s:
+                sample.error_message = f"no complete answer within --request-timeout {request_timeout_s:g} s"
+            else:
+                sample.error_message = error_message(str(e), secrets=secrets, prompt=_message_texts(body))
             return sample
-        sample.end_s = level.elapsed()
+        # In flight until the answer was complete: reading the rest off the connection afterwards is not.
+        sample.end_s = min(level.elapsed(), sample.start_s + result.latency_s)
         if stop.is_set():
             return None
         sample.e2e_s, sample.ttft_s = result.latency_s, result.time_to_first_token_s
@@ -425,16 +526,20 @@ def run_level(
             sample.error, sample.error_message = "StreamWithoutDone", "the stream ended before its last event"
         return sample
 
+    def not_started(due: float) -> None:
+        with lock:
+            level.not_started_waits_s.append(duration_s - due)
+
     def worker() -> None:
         free_at = level.elapsed()
         while not stop.is_set():
             with lock:
                 index = next(next_index, None)
+                due = next(due_times, None) if due_times is not None and index is not None else None
             if index is None:
                 return
-            if arrivals is not None:
-                due = arrivals[index]
-                if duration_s is not None and due >= duration_s:
+            if due_times is not None:
+                if due is None or (duration_s is not None and due >= duration_s):
                     return
                 delay = due - level.elapsed()
                 if delay > 0 and stop.wait(delay):
@@ -442,9 +547,11 @@ def run_level(
             else:
                 due = free_at
             if duration_s is not None and level.elapsed() >= duration_s:
+                if due_times is not None and not stop.is_set():
+                    not_started(due)
                 return
             sample = one(bodies[index], due)
-            free_at = level.elapsed()
+            free_at = level.elapsed() if sample is None or sample.end_s is None else sample.end_s
             if sample is not None and not stop.is_set():
                 with lock:
                     level.samples.append(sample)
@@ -465,6 +572,13 @@ def run_level(
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         raise
     level.end()
+    if due_times is not None and duration_s is not None and not stop.is_set():
+        # Arrivals due before the end that no worker ever took: they waited from their arrival to the end.
+        for _ in next_index:
+            due = next(due_times, None)
+            if due is None or due >= duration_s:
+                break
+            not_started(due)
 
 
 # --- report -----------------------------------------------------------------------------------------
@@ -537,7 +651,8 @@ def client_line(level: Mapping[str, Any]) -> str:
     return (
         f"client at concurrency {level['concurrency']}: {_fmt(level['effective_concurrency'], 2)} in flight on "
         f"average, wait before start p50/p95 {_fmt(wait['p50'], 1)}/{_fmt(wait['p95'], 1)} ms, "
-        f"CPU {'-' if cpu is None else f'{cpu:.0%}'} of one core, {inputs}"
+        f"CPU {'-' if cpu is None else f'{cpu:.0%}'} of one core, {inputs}, "
+        f"not started {level.get('not_started') or 0}"
     )
 
 
@@ -596,7 +711,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
     parser.add_argument("--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16")
     parser.add_argument(
-        "--requests", type=int, default=64, help="requests at each level, at most (default: 64; see --duration)"
+        "--requests",
+        type=int,
+        help=f"requests at each level, at most (default: {DEFAULT_REQUESTS}; with --duration: as many as the duration "
+        f"allows, at most {DURATION_REQUESTS_CAP:,})",
     )
     parser.add_argument(
         "--warmup", type=int, default=0, metavar="N", help="requests sent first and not counted (default: 0)"
@@ -652,6 +770,7 @@ def add_openai_options(parser: argparse.ArgumentParser) -> None:
 # Each numeric option's range: (lowest, whether the lowest itself is allowed, highest, unit). The highest values
 # keep one run to what a person means (a day, an hour per request, 10,000 requests a second).
 OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
+    "concurrency": (1, True, MAX_CONCURRENCY, "requests in flight"),  # each level of the list
     "requests": (1, True, 1_000_000, "requests"),
     "input_tokens": (1, True, 1_000_000, "words"),
     "output_tokens": (1, True, 1_000_000, "tokens"),
@@ -670,18 +789,27 @@ def option_problems(args: argparse.Namespace) -> list[str]:
     """Every option outside its range, each naming the option, its value and what is allowed."""
     problems = []
     for name, (low, low_allowed, high, unit) in OPTION_RANGES.items():
-        value = getattr(args, name)
-        if value is None:
-            continue
-        option, shown = f"--{name.replace('_', '-')}", _number(value)
+        given = getattr(args, name)
+        option = f"--{name.replace('_', '-')}"
         allowed = f"allowed: {'' if low_allowed else 'more than '}{_number(low)} to {_number(high)} {unit}"
-        if not math.isfinite(value):
-            problems.append(f"{option} {shown} must be a finite number ({allowed})")
-        elif value < low or (value == low and not low_allowed):
-            rule = "at least" if low_allowed else "more than"
-            problems.append(f"{option} {shown} must be {rule} {_number(low)} ({allowed})")
-        elif value > high:
-            problems.append(f"{option} {shown} must be at most {_number(high)} ({allowed})")
+        for value in given if isinstance(given, list) else [given]:
+            if value is None:
+                continue
+            shown = _number(value)
+            if not math.isfinite(value):
+                problems.append(f"{option} {shown} must be a finite number ({allowed})")
+            elif value < low or (value == low and not low_allowed):
+                rule = "at least" if low_allowed else "more than"
+                problems.append(f"{option} {shown} must be {rule} {_number(low)} ({allowed})")
+            elif value > high:
+                problems.append(f"{option} {shown} must be at most {_number(high)} ({allowed})")
+                break
+    words = max(args.concurrency) * args.input_tokens
+    if not args.prompts and words > MAX_WORDS_IN_FLIGHT and max(args.concurrency) <= MAX_CONCURRENCY:
+        problems.append(
+            f"--input-tokens {args.input_tokens} at --concurrency {max(args.concurrency)} puts {words:,} prompt words "
+            f"in flight at once (allowed: at most {MAX_WORDS_IN_FLIGHT:,}): lower one of them"
+        )
     if args.arrival and args.request_rate is None:
         problems.append(f"--arrival {args.arrival} needs --request-rate (the closed loop has no arrivals)")
     return problems
@@ -757,19 +885,26 @@ def main(
         return fail(EXIT_USAGE, f"--extra is not JSON ({e.msg} at column {e.colno})")
     if extra is not None and not isinstance(extra, dict):
         return fail(EXIT_USAGE, "--extra must be a JSON object")
+    # --duration without --requests: the duration bounds each level (and DURATION_REQUESTS_CAP, a safety cap).
+    unbounded = args.requests is None and args.duration is not None
+    per_level = args.requests or (DURATION_REQUESTS_CAP if unbounded else DEFAULT_REQUESTS)
     try:
         # Each level gets prompts of its own: a prompt sent again at the next level would hit the engine's
         # prefix cache (on by default in vLLM V1) and understate that level's time to first token.
         # The warm-up's prompts come after the measured ones, so the measured prompts stay those of the seed.
-        sent = args.requests * len(args.concurrency)
-        if args.prompts:
-            entries = load_prompts(args.prompts)
-        else:
-            entries = [{"prompt": p} for p in synthetic_prompts(sent + args.warmup, args.input_tokens, args.seed)]
-        everything = [
-            request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent + args.warmup)
-        ]
-        bodies, warmup_bodies = everything[:sent], everything[sent:]
+        # Bodies are made as they are sent: a long run holds no more prompts than it has in flight.
+        sent = per_level * len(args.concurrency)
+        entries = load_prompts(args.prompts) if args.prompts else None
+
+        def make_body(index: int) -> dict[str, Any]:
+            if entries is not None:
+                return request_body(entries[index % len(entries)], args.output_tokens, extra)
+            prompt = synthetic_prompt(index, args.input_tokens, args.seed)
+            return request_body({"prompt": prompt}, args.output_tokens, extra)
+
+        for index in range(len(entries) if entries is not None else 1):  # every entry's problems, before any request
+            make_body(index)
+        warmup_bodies = Bodies(make_body, args.warmup, start=sent)
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
     if args.plot:
@@ -809,7 +944,8 @@ def main(
 
     def measure(level: Level, level_bodies: Sequence[Mapping[str, Any]], desc: str = "", **load: Any) -> bool:
         """One level's requests with a progress bar; whether Ctrl-C stopped them."""
-        bar = _progress(len(level_bodies), level.concurrency, stderr, disabled=args.no_progress, desc=desc)
+        total = None if unbounded and level_bodies is not warmup_bodies else len(level_bodies)
+        bar = _progress(total, level.concurrency, stderr, disabled=args.no_progress, desc=desc)
         failed: Counter[str] = Counter()
 
         def on_done(sample: Sample) -> None:
@@ -840,7 +976,9 @@ def main(
 
     warmup: dict[str, Any] | None = None
     if warmup_bodies:
-        level = Level(args.concurrency[0])
+        # At the run's highest concurrency: every later level then finds its connections open (given at least
+        # that many warm-up requests), and the endpoint has seen that many requests at once.
+        level = Level(max(args.concurrency))
         interrupted = measure(level, warmup_bodies, desc="warm-up")
         done = level.summary(interrupted=interrupted)
         warmup = {key: done[key] for key in ("concurrency", "requests", "completed", "errors", "error_messages")}
@@ -851,11 +989,9 @@ def main(
             break
         open_loop = args.request_rate is not None
         level = Level(concurrency, open_loop=open_loop)
-        level_bodies = bodies[number * args.requests : (number + 1) * args.requests]
+        level_bodies = Bodies(make_body, per_level, start=number * per_level)
         arrivals = (
-            arrival_times(len(level_bodies), args.request_rate, args.arrival or "poisson", args.seed + number)
-            if open_loop
-            else None
+            iter_arrival_times(args.request_rate, args.arrival or "poisson", args.seed + number) if open_loop else None
         )
         interrupted = measure(level, level_bodies, arrivals=arrivals, duration_s=args.duration)
         if level.samples or not interrupted:
@@ -871,7 +1007,8 @@ def main(
         "inference_component": args.inference_component,
         "settings": {
             "concurrency": args.concurrency,
-            "requests": args.requests,
+            "requests": per_level,
+            "requests_bounded_by": "duration" if unbounded else "requests",
             "input_tokens": None if args.prompts else args.input_tokens,
             "output_tokens": args.output_tokens,
             "prompts": str(args.prompts) if args.prompts else f"synthetic, seed {args.seed}",
@@ -905,7 +1042,7 @@ def main(
     return 0 if any(level["completed"] for level in levels) else EXIT_FAILED
 
 
-def _progress(total: int, concurrency: int, stream: TextIO, *, disabled: bool, desc: str = "") -> Any:
+def _progress(total: int | None, concurrency: int, stream: TextIO, *, disabled: bool, desc: str = "") -> Any:
     from tqdm import tqdm
 
     desc = desc or f"concurrency {concurrency}"

@@ -143,15 +143,21 @@ def test_an_error_message_that_quotes_the_prompt_is_withheld():
 @pytest.mark.parametrize("openai", [False, True])
 def test_errors_are_counted_by_kind_and_shown_with_their_message(fake, tmp_path, openai):
     fake.reset()
-    fake.add_endpoint("errs", default=Reply(content=answer_text(4)), inject={"ThrottlingException": 2})
+    # The third answer echoes the token (a server quoting the request's headers): as "Bearer <token>", and on
+    # the OpenAI path, where bench knows the token, bare too.
+    echo = f"echo: Authorization: Bearer {BEARER_TOKEN}" + (f" token={BEARER_TOKEN}" if openai else "")
+    echoing = Reply.service_error("ValidationError", message=echo)
+    answer = Reply(content=answer_text(4))
+    fake.add_endpoint("errs", answer, echoing, default=answer, inject={"ThrottlingException": 2})
     report, out, _ = run(fake, tmp_path, "errs", "--concurrency", "1", "--requests", "4", openai=openai)
     (level,) = report["levels"]
     kind = "HTTP400" if openai else "ThrottlingException"
-    assert level["errors"] == {kind: 2}
+    assert level["errors"] == ({kind: 3} if openai else {kind: 2, "ValidationError": 1})
+    assert "[redacted]" in json.dumps(report)
     assert "ThrottlingException (injected)" in level["error_messages"][kind]
-    assert f"errors at concurrency 1: {kind} 2 (" in out and "ThrottlingException (injected)" in out
+    assert f"errors at concurrency 1: {kind} {level['errors'][kind]} (" in out and "ThrottlingException (injected)" in out
     failed = [s for s in report["samples"] if s["error"]]
-    assert len(failed) == 2 and all(s["error_message"] for s in failed)
+    assert len(failed) == 3 and all(s["error_message"] for s in failed)
     assert BEARER_TOKEN not in json.dumps(report) + out
 
 
@@ -223,6 +229,9 @@ EDGES = [
     ("--requests", "1000001", "--requests 1000001 must be at most 1000000"),
     ("--input-tokens", "0", "--input-tokens 0 must be at least 1 (allowed: 1 to 1000000 words)"),
     ("--output-tokens", "1000001", "--output-tokens 1000001 must be at most 1000000 (allowed: 1 to 1000000 tokens)"),
+    ("--concurrency", "1,1024", None),
+    ("--concurrency", "1,1025", "--concurrency 1025 must be at most 1024 (allowed: 1 to 1024 requests in flight)"),
+    ("--concurrency", "2000,1025", "--concurrency 2000 must be at most 1024"),  # named once, not per level
 ]
 
 
@@ -357,3 +366,139 @@ def test_a_runtime_client_with_fewer_connections_than_requests_in_flight_is_warn
     assert (warning is not None) is warned
     if warned:
         assert f"at most {pool} connections (botocore max_pool_connections) for concurrency {concurrency}" in warning
+
+
+# --- review of 42bb138..3072d4d ---------------------------------------------------------------------------
+
+
+def test_an_open_loop_with_a_duration_counts_the_arrivals_that_never_started(fake, tmp_path):
+    """1 slot, 0.2 s a request, 20 arriving a second for 1 s: 20 are due, about 5 start; the rest are reported
+    as not started (table, JSON, a warning) and their waits up to the end are in the wait before start."""
+    fake.reset()
+    fake.add_endpoint("backlog", default=Reply(content=answer_text(2), first_token_delay_s=0.2))
+    args = ("--concurrency", "1", "--request-rate", "20", "--arrival", "constant", "--duration", "1")
+    report, out, _ = run(fake, tmp_path, "backlog", *args)
+    (level,) = report["levels"]
+    assert level["requests"] + level["not_started"] == 20 and level["not_started"] >= 10, level
+    assert level["queue_wait_ms"]["p50"] > 200  # the not-started waits count: 50 to 700 ms each
+    assert f"not started {level['not_started']}" in out
+    assert f"{level['not_started']} requests due before --duration ended never started" in out
+
+
+def test_a_closed_loop_has_no_not_started_requests(fake, tmp_path):
+    fake.reset()
+    fake.add_endpoint("closed", default=Reply(content=answer_text(2)))
+    report, out, _ = run(fake, tmp_path, "closed", "--concurrency", "1", "--requests", "2", "--duration", "5")
+    assert report["levels"][0]["not_started"] == 0 and "not started 0" in out
+
+
+def test_duration_without_requests_is_bounded_by_the_duration_only(fake, tmp_path):
+    """The README's open-loop example gives --duration alone: the default 64 requests must not cut it short."""
+    fake.reset()
+    fake.add_endpoint("long", default=Reply(content=answer_text(1), keep_alive=False))
+    report, _, _ = run(fake, tmp_path, "long", "--concurrency", "4", "--duration", "1.5")
+    (level,) = report["levels"]
+    assert level["requests"] > bench.DEFAULT_REQUESTS, level["requests"]
+    assert report["settings"]["requests_bounded_by"] == "duration"
+    assert report["settings"]["requests"] == bench.DURATION_REQUESTS_CAP
+    report, _, _ = run(fake, tmp_path, "long", "--concurrency", "1", "--requests", "3", "--duration", "60")
+    assert report["levels"][0]["requests"] == 3 and report["settings"]["requests_bounded_by"] == "requests"
+
+
+def test_bodies_are_made_when_sent_not_up_front():
+    made = []
+    bodies = bench.Bodies(lambda i: made.append(i) or {"i": i}, 1_000_000, start=10)
+    assert len(bodies) == 1_000_000 and made == []
+    assert bodies[0] == {"i": 10} and bodies[-1] == {"i": 1_000_009} and made == [10, 1_000_009]
+    with pytest.raises(IndexError):
+        bodies[1_000_000]
+
+
+def test_prompt_words_in_flight_are_capped_with_a_usage_error():
+    args = bench._parser().parse_args(["--endpoint", "x", "--concurrency", "16", "--input-tokens", "1000000"])
+    assert bench.option_problems(args) == []  # 16 million words: the most
+    args = bench._parser().parse_args(["--endpoint", "x", "--concurrency", "17", "--input-tokens", "1000000"])
+    (problem,) = bench.option_problems(args)
+    assert "--input-tokens 1000000 at --concurrency 17 puts 17,000,000 prompt words in flight" in problem
+
+
+class _Events:
+    """A boto3 EventStream stand-in: ``events`` one every ``every_s``; closing it takes ``close_s``."""
+
+    def __init__(self, events, every_s=0.0, close_s=0.0):
+        self.events, self.every_s, self.close_s = events, every_s, close_s
+
+    def __iter__(self):
+        import time
+
+        for event in self.events:
+            time.sleep(self.every_s)
+            yield {"PayloadPart": {"Bytes": event}}
+
+    def close(self):
+        import time
+
+        time.sleep(self.close_s)
+
+
+class _Runtime:
+    def __init__(self, **stream):
+        self.stream = stream
+
+    def invoke_endpoint_with_response_stream(self, **request):
+        return {"Body": _Events(**self.stream)}
+
+
+def _bench_with(runtime, tmp_path, *args, code=0):
+    path = tmp_path / "stub.json"
+    argv = ["--endpoint", "stub", "--json", str(path), "--no-progress", "--input-tokens", "4", *args]
+    out, err = io.StringIO(), io.StringIO()
+    assert bench.main(argv, runtime_client=runtime, stdout=out, stderr=err, environ={}) == code, err.getvalue()
+    return json.loads(path.read_text()), out.getvalue()
+
+
+def test_request_timeout_bounds_a_stream_of_events_without_content(tmp_path):
+    """Role-only and comment events every 0.25 s for 2 s: --request-timeout 0.3 ends each request at about
+    0.3 s plus one event, not when the stream ends."""
+    events = [b'data: {"choices":[{"delta":{"role":"assistant"}}]}\n\n', b": comment\n\n"] * 4
+    report, out = _bench_with(
+        _Runtime(events=events, every_s=0.25),
+        tmp_path,
+        "--concurrency",
+        "1",
+        "--requests",
+        "1",
+        "--request-timeout",
+        "0.3",
+        code=1,
+    )
+    (level,) = report["levels"]
+    assert level["errors"] == {"timeout": 1}
+    assert "no complete answer within --request-timeout 0.3 s" in out
+    (sample,) = report["samples"]
+    assert sample["end_s"] - sample["start_s"] < 0.3 + 0.25 + 0.3
+
+
+def test_a_request_is_in_flight_until_its_answer_is_complete_not_while_its_stream_closes(tmp_path):
+    events = [b'data: {"choices":[{"delta":{"content":"hi"}}]}\n\n', b"data: [DONE]\n\n"]
+    report, _ = _bench_with(_Runtime(events=events, close_s=0.3), tmp_path, "--concurrency", "1", "--requests", "2")
+    first, second = report["samples"]
+    assert first["e2e_s"] < 0.2 and first["end_s"] - first["start_s"] < 0.2  # not the 0.3 s close
+    assert second["start_s"] - second["due_s"] >= 0.25  # the close delays the next request: a wait, counted
+
+
+def test_an_error_that_echoes_any_part_of_the_prompt_is_withheld():
+    prompt = 'say "the of and to in is" then \u00e9t\u00e9 was for on that with as it by at from his had not but'
+    middle = prompt[31:55]  # 24 characters from the middle, not the start the old check compared
+    assert bench.error_message(f"bad: {middle}", prompt=[prompt]) == "(message withheld: it quotes the prompt)"
+    nested = json.dumps({"message": json.dumps({"error": f"cannot parse {prompt[20:60]}"})})  # escaped twice
+    assert prompt[20:60] not in nested
+    assert bench.error_message(nested, prompt=["short", prompt]) == "(message withheld: it quotes the prompt)"
+    assert bench.error_message(f"bad:{middle[:23]}", prompt=[prompt]) == f"bad:{middle[:23]}"  # 23 in a row: kept
+
+
+def test_the_warmup_runs_at_the_highest_concurrency(fake, tmp_path):
+    fake.reset()
+    fake.add_endpoint("warmmax", default=Reply(content=answer_text(2)))
+    report, _, _ = run(fake, tmp_path, "warmmax", "--concurrency", "1,3", "--requests", "2", "--warmup", "3")
+    assert report["warmup"]["concurrency"] == 3 and report["warmup"]["completed"] == 3
