@@ -17,8 +17,9 @@ https to http) and opens http(s) URLs only, as the Hub client (hfstage/hub.py) a
 
 Connections are kept and reused (:class:`ConnectionPool`): one request at a time on each, as many open as
 requests were ever in flight at once (more only when the server closed some, or an answer left midway or slow
-to end made one unusable), all to the base URL's origin and to no other. A request on a kept connection pays
-no TCP or TLS handshake, so its time to first token is the endpoint's.
+to end made one unusable, or one stayed idle past KEEPALIVE_EXPIRY_S), all to the base URL's origin and to
+no other. A request on a kept connection pays no TCP or TLS handshake, so its time to first token is the
+endpoint's.
 """
 
 from __future__ import annotations

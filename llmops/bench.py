@@ -10,9 +10,11 @@ variable, and reports the same figures.
 
 At each concurrency C, C workers each send a request, wait for the whole streamed answer, and send the
 next one at once (a closed loop), until ``--requests`` requests have been sent at that level (or
-``--duration`` seconds have passed). With ``--request-rate R`` requests arrive instead at R per second
-(Poisson arrivals by default, ``--arrival constant`` for even spacing: an open loop) and C caps how many are
-in flight. ``--warmup N`` sends N requests first that are not counted. Per level it reports time to first
+``--duration`` seconds have passed; ``--duration`` alone bounds a level by time only, up to 1,000,000
+requests). With ``--request-rate R`` requests arrive instead at R per second (Poisson arrivals by default,
+``--arrival constant`` for even spacing: an open loop) and C caps how many are in flight; arrivals due before
+``--duration`` ended that never got a slot are reported as not started. ``--warmup N`` sends N requests
+first, at the highest concurrency, that are not counted. Per level it reports time to first
 token, inter-token latency (AIPerf's: decode time over the output tokens after the first), inter-chunk
 latency and end-to-end latency (p50, p90, p99), output tokens/s per request and in total, requests/s, input
 tokens per request, errors by kind with a message, and the client's own figures: requests in flight on
@@ -709,7 +711,9 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
-    parser.add_argument("--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16")
+    parser.add_argument(
+        "--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16 (each 1 to 1024)"
+    )
     parser.add_argument(
         "--requests",
         type=int,
