@@ -405,6 +405,14 @@ class OpenAiEndpoint:
     def __repr__(self) -> str:  # never the token
         return f"OpenAiEndpoint({self.base_url!r})"
 
+    def _scrub(self, text: str | None) -> str | None:
+        """``text`` (an excerpt of what the server sent, perhaps cut with "…") without the token, whole or cut."""
+        if not text:
+            return text
+        tail = "…" if text.endswith("…") else ""
+        core = text[: -len(tail)] if tail else text
+        return redact(core.encode("utf-8"), self._token).decode("utf-8", errors="replace") + tail
+
     @property
     def url(self) -> str:
         return f"{self.base_url}/chat/completions"
@@ -505,7 +513,12 @@ class OpenAiEndpoint:
         except StreamLimitExceeded as e:
             raise InvocationError(ErrorInfo(code="StreamLimitExceeded", message=str(e), transient=False)) from None
         except MalformedResponse as e:
-            info = ErrorInfo(code="MalformedResponse", message=str(e), transient=False, body=e.excerpt)
+            info = ErrorInfo(
+                code="MalformedResponse",
+                message=self._scrub(str(e)),
+                transient=False,
+                body=self._scrub(e.excerpt),
+            )
             raise InvocationError(info) from None
         except (TimeoutError, OSError, http.client.HTTPException) as e:
             if deadline is not None and clock() >= deadline and isinstance(e, TimeoutError):
@@ -513,7 +526,8 @@ class OpenAiEndpoint:
             info = ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=True)
             raise InvocationError(info) from None
         except Exception as e:
-            raise InvocationError(ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=False)) from e
+            info = ErrorInfo(code=type(e).__name__, message=self._scrub(excerpt(str(e))), transient=False)
+            raise InvocationError(info) from e
         finally:
             if response is not None:
                 # An answer left midway (an error, a timeout, a stop) may go on for long: its connection is closed.
@@ -534,7 +548,12 @@ class OpenAiEndpoint:
         except StreamLimitExceeded as e:
             raise InvocationError(ErrorInfo(code="StreamLimitExceeded", message=str(e), transient=False)) from None
         except MalformedResponse as e:
-            info = ErrorInfo(code="MalformedResponse", message=str(e), transient=False, body=e.excerpt)
+            info = ErrorInfo(
+                code="MalformedResponse",
+                message=self._scrub(str(e)),
+                transient=False,
+                body=self._scrub(e.excerpt),
+            )
             raise InvocationError(info) from None
         except (OSError, http.client.HTTPException) as e:
             raise InvocationError(ErrorInfo(code=type(e).__name__, message=excerpt(str(e)), transient=True)) from None

@@ -567,3 +567,18 @@ def test_redact_replaces_a_token_cut_at_the_end_of_what_was_read():
     assert redact(b"ends in secr", "secret-token") == b"ends in [redacted]"
     assert redact(b"ends in sec", "secret-token") == b"ends in sec"  # three characters or fewer: not a token's start
     assert redact(b"nothing", "") == b"nothing"
+
+
+def test_a_malformed_stream_that_echoes_the_token_does_not_carry_it_into_the_error(fake):
+    """The stream's excerpt in a MalformedResponse is cut too: the token goes, whole or cut at its end."""
+    seen = set()
+    for offset in range(0, 320, 7):
+        junk = b"data: {not json " + b"x" * offset + BEARER_TOKEN.encode() + b" tail}\n\n"
+        fake.add_endpoint("junkecho", default=Reply(raw_stream=junk))
+        endpoint = OpenAiEndpoint(f"{fake.url}/endpoints/junkecho/openai/v1", BEARER_TOKEN, timeout_s=10)
+        with pytest.raises(InvocationError) as caught:
+            endpoint.stream_chat(build_chat_request("hi", stream=True))
+        seen.add(caught.value.info.code)
+        text = str(caught.value) + repr(caught.value.info)
+        assert BEARER_TOKEN[:6] not in text, (offset, text[-120:])
+    assert seen == {"MalformedResponse"}
