@@ -41,6 +41,7 @@ class InvocationResult:
     done: bool = True  # a streamed answer ended properly: data: [DONE] (SSE), a complete last line (JSON Lines)
     finish_reason: str | None = None
     deltas: int = 0
+    prompt_tokens: int | None = None  # usage.prompt_tokens when the engine reports it: the input's tokens
 
     @classmethod
     def of_completion(cls, completion: Completion, latency_s: float) -> InvocationResult:
@@ -57,6 +58,7 @@ class InvocationResult:
             tokens=tokens,
             token_source=source,
             finish_reason=completion.finish_reason,
+            prompt_tokens=_count((completion.usage or {}).get("prompt_tokens")),
         )
 
     @property
@@ -141,12 +143,14 @@ class _Accumulator:
         self.reasoning: list[str] = []
         self.deltas = 0
         self.usage_tokens: int | None = None
+        self.prompt_tokens: int | None = None
         self.finish_reason: str | None = None
 
     def add(self, data: str) -> None:
         delta = parse_delta(data)
         if delta.usage is not None:
             self.usage_tokens = _usage_tokens(delta.usage, self.usage_tokens)
+            self.prompt_tokens = _count(delta.usage.get("prompt_tokens"), self.prompt_tokens)
         if delta.finish_reason:
             self.finish_reason = delta.finish_reason
         if not (delta.content or delta.reasoning):
@@ -173,6 +177,7 @@ class _Accumulator:
             done=done,
             finish_reason=self.finish_reason,
             deltas=self.deltas,
+            prompt_tokens=self.prompt_tokens,
         )
 
 
@@ -188,6 +193,7 @@ def stream_chat(
     max_line_bytes: int = MAX_LINE_BYTES,
     max_event_bytes: int = MAX_EVENT_BYTES,
     max_stream_bytes: int = MAX_STREAM_BYTES,
+    deadline: float | None = None,
 ) -> InvocationResult:
     """One streamed chat completion; ``on_delta`` sees each content or reasoning delta as it arrives.
 
@@ -197,8 +203,20 @@ def stream_chat(
     is ``StreamLimitExceeded`` (permanent), and so does a stream whose bytes pass ``max_stream_bytes`` in all
     (64 MiB by default). The stream is closed however this ends (an exception, or ``KeyboardInterrupt`` in the
     callback).
+
+    ``deadline`` (a time on ``clock``): the whole answer is due by then, else an :class:`InvocationError` of
+    code ``RequestTimedOut``. It is checked after every event-stream message and every decoded event, whatever
+    it carries (usage only, a role, a comment); a read itself waits up to the client's ``read_timeout``
+    (botocore Config), so the call ends within about the deadline plus one read. ``latency_s`` ends when the
+    answer is complete, before the stream is closed.
     """
     started = clock()
+
+    def check_deadline() -> None:
+        if deadline is not None and clock() >= deadline:
+            message = f"no complete answer by the deadline ({clock() - started:.3f} s)"
+            raise InvocationError(ErrorInfo(code="RequestTimedOut", message=message, transient=True))
+
     answer = _Accumulator(started, clock, on_delta)
     decoder = new_decoder(stream_format, max_line_bytes=max_line_bytes, max_event_bytes=max_event_bytes)
     budget = ByteBudget(max_stream_bytes)
@@ -216,10 +234,13 @@ def stream_chat(
             budget.take(len(part))
             for sse in decoder.feed(part):
                 answer.add(sse.data)
+                check_deadline()
             if decoder.done:
                 break
+            check_deadline()
         for sse in decoder.close():
             answer.add(sse.data)
+        latency_s = clock() - started  # closing the stream (reading its end for the connection) is not latency
     except (InvocationError, KeyboardInterrupt):
         raise
     except Exception as e:
@@ -227,7 +248,7 @@ def stream_chat(
     finally:
         if stream is not None:
             stream.close()
-    return answer.result(latency_s=clock() - started, done=decoder.done)
+    return answer.result(latency_s=latency_s, done=decoder.done)
 
 
 def _raise_stream_failure(event: Mapping[str, Any]) -> None:
@@ -240,7 +261,11 @@ def _raise_stream_failure(event: Mapping[str, Any]) -> None:
 
 
 def _usage_tokens(usage: Mapping[str, Any], previous: int | None) -> int | None:
-    value = usage.get("completion_tokens")
+    return _count(usage.get("completion_tokens"), previous)
+
+
+def _count(value: Any, previous: int | None = None) -> int | None:
+    """A usage count (a whole number, 0 or more), else ``previous``."""
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
         return value
     return previous

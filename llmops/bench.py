@@ -1,4 +1,4 @@
-"""Load-test a deployed endpoint: closed-loop streamed chat requests at each concurrency, with latency percentiles.
+"""Load-test a deployed endpoint: streamed chat requests at each concurrency, closed or open loop, with percentiles.
 
     python -m llmops.bench --endpoint NAME [--ic COMPONENT] --concurrency 1,4,16 --requests 64 \\
         --input-tokens 512 --output-tokens 256 [--json out.json] [--plot out.png]
@@ -9,12 +9,20 @@ to ``URL/chat/completions`` (the stack's OpenAiBaseUrl output) with the bearer t
 variable, and reports the same figures.
 
 At each concurrency C, C workers each send a request, wait for the whole streamed answer, and send the
-next one at once (a closed loop), until ``--requests`` requests have been sent at that level. Per level it
-reports time to first token, inter-token latency and end-to-end latency (p50, p90, p99), output tokens/s
-per request and in total, requests/s and errors by kind. Metric definitions follow vLLM's serving
-benchmark and NVIDIA GenAI-Perf (see the README). Exit status: 0 ran (errors are counted in the
-report), 1 no request succeeded, 2 bad arguments, 130 interrupted with Ctrl-C (the report covers what
-finished). Prompts and answers are never printed or written.
+next one at once (a closed loop), until ``--requests`` requests have been sent at that level (or
+``--duration`` seconds have passed; ``--duration`` alone bounds a level by time only, up to 1,000,000
+requests). With ``--request-rate R`` requests arrive instead at R per second (Poisson arrivals by default,
+``--arrival constant`` for even spacing: an open loop) and C caps how many are in flight; arrivals due before
+``--duration`` ended that never got a slot are reported as not started. ``--warmup N`` sends N requests
+first, at the highest concurrency, that are not counted. Per level it reports time to first
+token, inter-token latency (AIPerf's: decode time over the output tokens after the first), inter-chunk
+latency and end-to-end latency (p50, p90, p99), output tokens/s per request and in total, requests/s, input
+tokens per request, errors by kind with a message, and the client's own figures: requests in flight on
+average (effective concurrency), the wait before a request starts, and the client's CPU, with a warning
+when the client looks like the bottleneck. Metric definitions follow AIPerf's (endpoint_client/load.py,
+the README). Exit status: 0 ran (errors are counted in the report), 1 no request succeeded, 2 bad
+arguments, 130 interrupted with Ctrl-C (the report covers what finished). Prompts and answers are never
+printed or written.
 """
 
 from __future__ import annotations
@@ -26,24 +34,44 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import safejson
 from endpoint_client import Delta, InvocationError, OpenAiEndpoint, build_chat_request, stream_chat, token_from_env
+from endpoint_client.load import PERCENTILES, distribution, inter_token_latency_s, mean_in_flight, percentile
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-PERCENTILES = (50, 90, 99)
+TABLE_PERCENTILES = (50, 90, 99)
+__all__ = ["PERCENTILES", "distribution", "main", "percentile"]  # the shared figures, re-exported
+ERROR_MESSAGE_CHARS = 200  # of an error's message kept per request and shown beside its kind
+# The client looks like the bottleneck past these: most of one core busy in this process (Python threads share
+# one interpreter lock, so one core is the ceiling), or requests starting well after they were due.
+CLIENT_CPU_WARNING = 0.8
+QUEUE_WAIT_WARNING_MS = 10.0
+TIMEOUT_KIND = "timeout"
+# A request's time ran out: ours (--request-timeout over the whole answer) or a socket's (each read).
+TIMEOUT_CODES = frozenset({"RequestTimedOut", "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"})
+ARRIVALS = ("poisson", "constant")
+DEFAULT_REQUESTS = 64  # per level, without --duration
+# With --duration and no --requests a level is bounded by its duration only, and by this (a safety cap).
+DURATION_REQUESTS_CAP = 1_000_000
+MAX_CONCURRENCY = 1024
+# Prompt words in flight at once (the highest --concurrency x --input-tokens): about 100 MB of prompt text.
+MAX_WORDS_IN_FLIGHT = 16_000_000
+# An error message is withheld when it holds this many characters in a row of any message's text.
+ECHO_WINDOW_CHARS = 24
 # Synthetic prompts: common English words, about one token each in the usual BPE vocabularies.
 _VOCABULARY_TEXT = (
     "the of and to in is was for on that with as it by at from his an were are which this be or has "
@@ -59,7 +87,7 @@ _VOCABULARY = tuple(_VOCABULARY_TEXT.split())
 
 @dataclass
 class Sample:
-    """One request: when it started (seconds since its level started) and how it went. No text."""
+    """One request: when it was due and started (seconds since its level started) and how it went. No text."""
 
     concurrency: int
     start_s: float
@@ -69,71 +97,161 @@ class Sample:
     token_source: str = ""
     gaps_s: list[float] = field(default_factory=list)  # between successive streamed deltas
     error: str | None = None
+    error_message: str | None = None  # at most ERROR_MESSAGE_CHARS, no token, signature or prompt
+    due_s: float | None = None  # when it should have started: its arrival (open loop) or its worker freed
+    end_s: float | None = None  # when it ended, failed or not
+    input_tokens: int | None = None
+    input_token_source: str = ""  # "usage" (the engine's prompt_tokens) or "estimate" (words of the prompt)
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.e2e_s is not None
 
     @property
-    def tpot_s(self) -> float | None:
-        """vLLM's TPOT, GenAI-Perf's inter-token latency: decode time over the tokens after the first."""
-        if not self.ok or self.ttft_s is None or self.tokens < 2:
+    def wait_s(self) -> float | None:
+        """The wait before it started: from when it was due to when it was sent."""
+        return None if self.due_s is None else max(0.0, self.start_s - self.due_s)
+
+    @property
+    def itl_s(self) -> float | None:
+        """AIPerf's inter-token latency (vLLM's TPOT): decode time over the tokens after the first."""
+        if not self.ok:
             return None
-        return (self.e2e_s - self.ttft_s) / (self.tokens - 1)
+        return inter_token_latency_s(self.e2e_s, self.ttft_s, self.tokens)
+
+    tpot_s = itl_s  # the name this figure had (vLLM's)
 
     @property
     def tokens_per_s(self) -> float | None:
-        """GenAI-Perf's output token throughput per user: 1 / TPOT."""
-        tpot = self.tpot_s
-        return 1 / tpot if tpot else None
+        """AIPerf's output token throughput per user: 1 / ITL."""
+        itl = self.itl_s
+        return 1 / itl if itl else None
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile with linear interpolation between closest ranks (numpy's default, as vLLM uses)."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    rank = (len(ordered) - 1) * q / 100
-    low, high = math.floor(rank), math.ceil(rank)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+def _input_token_source(samples: Sequence[Sample]) -> str | None:
+    sources = sorted({s.input_token_source for s in samples if s.input_tokens is not None})
+    return " and ".join(sources) or None
 
 
-def distribution(values: Sequence[float], scale: float = 1.0) -> dict[str, float | None]:
-    if not values:
-        return {"mean": None, **{f"p{q}": None for q in PERCENTILES}}
-    scaled = [v * scale for v in values]
-    return {"mean": sum(scaled) / len(scaled), **{f"p{q}": percentile(scaled, q) for q in PERCENTILES}}
+def summarize(
+    concurrency: int,
+    samples: Sequence[Sample],
+    duration_s: float,
+    *,
+    interrupted: bool = False,
+    cpu_s: float | None = None,
+    open_loop: bool = False,
+    not_started_waits_s: Sequence[float] = (),
+) -> dict:
+    """One level's figures from its requests (definitions in endpoint_client/load.py and the README).
 
-
-def summarize(concurrency: int, samples: Sequence[Sample], duration_s: float, *, interrupted: bool = False) -> dict:
-    """One level's figures from its requests (definitions in the README's benchmark section)."""
+    ``not_started_waits_s``: open loop with a duration, for each arrival due before the duration ended that
+    never got a slot, how long it had waited by then; they count as ``not_started`` and in the queue wait."""
     ok = [s for s in samples if s.ok]
     output_tokens = sum(s.tokens for s in ok)
-    return {
+    errors = Counter(s.error for s in samples if s.error)
+    messages: dict[str, str] = {}
+    for s in samples:
+        if s.error and s.error_message and s.error not in messages:
+            messages[s.error] = s.error_message
+    inter_chunk = distribution([g for s in ok for g in s.gaps_s], 1000)
+    itl = distribution([t for s in ok if (t := s.itl_s) is not None], 1000)
+    spans = [(s.start_s, s.end_s) for s in samples if s.end_s is not None]
+    level = {
         "concurrency": concurrency,
         "requests": len(samples),
         "completed": len(ok),
-        "errors": dict(sorted(Counter(s.error for s in samples if s.error).items())),
+        "errors": dict(sorted(errors.items())),
+        "error_messages": dict(sorted(messages.items())),
         "interrupted": interrupted,
         "duration_s": duration_s,
         "ttft_ms": distribution([s.ttft_s for s in ok if s.ttft_s is not None], 1000),
-        "itl_ms": distribution([g for s in ok for g in s.gaps_s], 1000),
-        "tpot_ms": distribution([t for s in ok if (t := s.tpot_s) is not None], 1000),
+        "inter_token_latency_ms": itl,  # AIPerf's ITL
+        "inter_chunk_latency_ms": inter_chunk,  # AIPerf's ICL
+        "itl_ms": inter_chunk,  # deprecated: the inter-chunk latency, under the name it had before
+        "tpot_ms": itl,  # vLLM's name for AIPerf's ITL
         "e2e_ms": distribution([s.e2e_s for s in ok], 1000),
         "output_tokens_per_s_per_request": distribution([t for s in ok if (t := s.tokens_per_s) is not None]),
         "output_tokens": output_tokens,
         "output_tokens_per_s": output_tokens / duration_s if duration_s > 0 else 0.0,
         "requests_per_s": len(ok) / duration_s if duration_s > 0 else 0.0,
+        "input_tokens": distribution([s.input_tokens for s in ok if s.input_tokens is not None]),
+        "input_token_source": _input_token_source(ok),
+        "effective_concurrency": mean_in_flight(spans, 0.0, duration_s),
+        "not_started": len(not_started_waits_s),
+        "queue_wait_ms": distribution(
+            [w for s in samples if (w := s.wait_s) is not None] + [max(0.0, w) for w in not_started_waits_s], 1000
+        ),
+        "client_cpu_s": cpu_s,
+        "client_cpu_per_wall_s": cpu_s / duration_s if cpu_s is not None and duration_s > 0 else None,
     }
+    level["warnings"] = client_warnings(level, open_loop=open_loop)
+    return level
+
+
+def client_warnings(level: Mapping[str, Any], *, open_loop: bool = False) -> list[str]:
+    """Why the client, not the endpoint, may have set this level's figures (nothing when it did not)."""
+    warnings = []
+    concurrency = level["concurrency"]
+    not_started = level.get("not_started") or 0
+    if not_started:
+        warnings.append(
+            f"{not_started} requests due before --duration ended never started at concurrency {concurrency} (every "
+            "slot was busy): the endpoint did not keep up with --request-rate; their waits up to the end are in "
+            "the wait before start"
+        )
+    cpu = level.get("client_cpu_per_wall_s")
+    if cpu is not None and cpu > CLIENT_CPU_WARNING:
+        warnings.append(
+            f"the client used {cpu:.0%} of one CPU core at concurrency {concurrency} (over "
+            f"{CLIENT_CPU_WARNING:.0%}): it may be the bottleneck; run fewer requests per process, or several processes"
+        )
+    wait = (level.get("queue_wait_ms") or {}).get("p95")
+    if wait is not None and wait > QUEUE_WAIT_WARNING_MS:
+        if open_loop:
+            why = (
+                f"all {concurrency} slots were busy or the client fell behind: raise --concurrency or lower "
+                "--request-rate"
+            )
+        else:
+            why = "the client was slow to send the next request (CPU, or the interpreter lock)"
+        warnings.append(
+            f"requests waited {wait:.1f} ms (p95) after they were due before they started at concurrency "
+            f"{concurrency} (over {QUEUE_WAIT_WARNING_MS:g} ms): {why}"
+        )
+    return warnings
 
 
 # --- prompts ----------------------------------------------------------------------------------------
 
 
+def synthetic_prompt(index: int, input_tokens: int, seed: int = 0) -> str:
+    """Prompt ``index`` of the seed: ``input_tokens`` words, made on its own (no earlier prompt needed)."""
+    rng = random.Random(f"{seed}:{index}")
+    return " ".join(rng.choice(_VOCABULARY) for _ in range(input_tokens))
+
+
 def synthetic_prompts(count: int, input_tokens: int, seed: int = 0) -> list[str]:
     """``count`` different prompts of ``input_tokens`` words each, the same for a given seed."""
-    rng = random.Random(seed)
-    return [" ".join(rng.choice(_VOCABULARY) for _ in range(input_tokens)) for _ in range(count)]
+    return [synthetic_prompt(i, input_tokens, seed) for i in range(count)]
+
+
+class Bodies(Sequence):
+    """``count`` request bodies made when asked for (``make(start + i)``), so that a long run (a duration and no
+    request count) holds no more prompts than it has in flight."""
+
+    def __init__(self, make: Callable[[int], dict[str, Any]], count: int, start: int = 0) -> None:
+        self._make, self._count, self._start = make, count, start
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._count))]
+        if not -self._count <= index < self._count:
+            raise IndexError(index)
+        return self._make(self._start + index % self._count)
 
 
 def load_prompts(path: Path) -> list[dict[str, Any]]:
@@ -172,20 +290,127 @@ class _Stopped(Exception):
     """Raised from the delta callback to abandon a request when the run is interrupted."""
 
 
+class RequestTimedOut(Exception):
+    """Raised from the delta callback when a request runs past ``--request-timeout``."""
+
+
 def error_kind(error: InvocationError) -> str:
     info = error.info
+    if info.code in TIMEOUT_CODES:
+        return TIMEOUT_KIND
     return f"{info.code}:{info.status}" if info.code == "ModelError" and info.status else info.code
+
+
+_SECRET_PATTERNS = (
+    # A credential after "Bearer" (RFC 6750's b64token characters), not the words "bearer token" of a message.
+    (re.compile(r"\b(Bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1[redacted]"),
+    (re.compile(r"(?i)(X-Amz-(?:Signature|Security-Token|Credential)=)[^&\s]+"), r"\1[redacted]"),
+)
+
+
+_JSON_ESCAPE = re.compile(r'\\(?:u[0-9a-fA-F]{4}|["\\/bfnrt])')
+
+
+def _json_unescaped(text: str) -> str:
+    return _JSON_ESCAPE.sub(lambda m: json.loads(f'"{m.group(0)}"'), text)
+
+
+def quotes_prompt(text: str, prompts: str | Sequence[str]) -> bool:
+    """Whether ``text`` holds ECHO_WINDOW_CHARS (24) characters in a row of any of ``prompts`` (whitespace
+    runs as one space), as it is or with JSON string escapes undone (up to three levels: a container's JSON
+    error inside SageMaker's JSON message). A prompt shorter than that counts when quoted whole (16 or more)."""
+    candidates = [" ".join(text.split())]
+    for _ in range(3):
+        unescaped = " ".join(_json_unescaped(candidates[-1]).split())
+        if unescaped == candidates[-1]:
+            break
+        candidates.append(unescaped)
+    width = ECHO_WINDOW_CHARS
+    windows = {c[i : i + width] for c in candidates for i in range(max(0, len(c) - width + 1))}
+    for prompt in [prompts] if isinstance(prompts, str) else prompts:
+        flat = " ".join(prompt.split())
+        if len(flat) < width:
+            if len(flat) >= 16 and any(flat in c for c in candidates):
+                return True
+            continue
+        if any(flat[i : i + width] in windows for i in range(len(flat) - width + 1)):
+            return True
+    return False
+
+
+def error_message(text: str, *, secrets: Sequence[str] = (), prompt: str | Sequence[str] = "") -> str:
+    """An error's message as kept in the report: one line, at most ERROR_MESSAGE_CHARS characters, with any
+    of ``secrets`` (the bearer token), a bearer token or a URL signature replaced, and withheld if it quotes
+    the prompt (a server may echo what it was sent): ``prompt`` is the text of each message, see
+    :func:`quotes_prompt`."""
+    text = " ".join(text.split())
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    if quotes_prompt(text, prompt):
+        text = "(message withheld: it quotes the prompt)"
+    return text if len(text) <= ERROR_MESSAGE_CHARS else text[: ERROR_MESSAGE_CHARS - 1] + "…"
+
+
+def _message_texts(body: Mapping[str, Any]) -> list[str]:
+    """The text of each message: a string content, or the ``text`` of each part of a list content."""
+    texts = []
+    for message in body.get("messages") or ():
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if isinstance(content, str):
+            texts.append(content)
+        elif isinstance(content, list):
+            texts.extend(p["text"] for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return texts
+
+
+def _prompt_text(body: Mapping[str, Any]) -> str:
+    return " ".join(_message_texts(body))
+
+
+def estimate_input_tokens(body: Mapping[str, Any]) -> int:
+    """Words of the prompt's messages: the synthetic prompts' words are about one token each (an estimate)."""
+    return len(_prompt_text(body).split())
+
+
+def arrival_times(count: int, rate: float, arrival: str = "poisson", seed: int = 0) -> list[float]:
+    """When each of ``count`` requests is due (seconds from the start, the first at 0) at ``rate`` per second:
+    Poisson arrivals (exponential gaps of mean 1/rate, seeded) or ``constant`` gaps of 1/rate."""
+    return list(itertools.islice(iter_arrival_times(rate, arrival, seed), count))
+
+
+def iter_arrival_times(rate: float, arrival: str = "poisson", seed: int = 0) -> Iterator[float]:
+    """:func:`arrival_times` without an end, made as they are needed."""
+    rng = random.Random(seed)
+    now = 0.0
+    while True:
+        yield now
+        now += rng.expovariate(rate) if arrival == "poisson" else 1 / rate
 
 
 class Level:
     """The requests of one concurrency level so far; ``duration_s`` runs until the level ends or stops."""
 
-    def __init__(self, concurrency: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        concurrency: int,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_clock: Callable[[], float] = time.process_time,
+        *,
+        open_loop: bool = False,
+    ) -> None:
         self.concurrency = concurrency
         self.samples: list[Sample] = []
+        self.open_loop = open_loop
         self._clock = clock
+        self._cpu_clock = cpu_clock
         self._started = clock()
+        self._cpu_started = cpu_clock()
         self._ended: float | None = None
+        self._cpu_s: float | None = None
+        self.not_started_waits_s: list[float] = []  # open loop with a duration: arrivals that never got a slot
 
     def elapsed(self) -> float:
         return self._clock() - self._started
@@ -193,6 +418,7 @@ class Level:
     def end(self) -> None:
         if self._ended is None:
             self._ended = self._clock()
+            self._cpu_s = self._cpu_clock() - self._cpu_started  # this process, all threads
 
     @property
     def duration_s(self) -> float:
@@ -200,7 +426,13 @@ class Level:
 
     def summary(self, *, interrupted: bool = False) -> dict[str, Any]:
         return summarize(
-            self.concurrency, sorted(self.samples, key=lambda s: s.start_s), self.duration_s, interrupted=interrupted
+            self.concurrency,
+            sorted(self.samples, key=lambda s: s.start_s),
+            self.duration_s,
+            interrupted=interrupted,
+            cpu_s=self._cpu_s,
+            open_loop=self.open_loop,
+            not_started_waits_s=self.not_started_waits_s,
         )
 
 
@@ -213,8 +445,22 @@ def run_level(
     stop: threading.Event,
     on_done: Callable[[Sample], None] = lambda sample: None,
     stream_format: str = "sse",
+    *,
+    arrivals: Iterable[float] | None = None,
+    duration_s: float | None = None,
+    request_timeout_s: float | None = None,
+    secrets: Sequence[str] = (),
 ) -> None:
-    """Send every body with ``level.concurrency`` workers in a closed loop, filling ``level.samples``.
+    """Send every body with ``level.concurrency`` workers, filling ``level.samples``.
+
+    Closed loop (``arrivals`` None): a worker sends its next request as soon as its last answer was complete,
+    which is when that request was due (reading the rest of the last answer off its connection counts as the
+    wait). Open loop: body ``i`` is due ``arrivals[i]`` seconds after the level started (``arrivals`` may be
+    an endless iterator) and goes to the next free worker; when every worker is busy it waits (its queue
+    wait). No request starts after ``duration_s``; those in flight then finish and are counted, and arrivals
+    due before it that never got a worker go to ``level.not_started_waits_s`` (their wait up to
+    ``duration_s``). A request not finished within ``request_timeout_s`` is an error of kind ``timeout``: its
+    deadline goes into the stream call, which checks it after every event and read.
 
     ``stop`` abandons requests in flight (they are not counted) and sends no more. Called from the main
     thread, it returns when every worker has finished; a ``KeyboardInterrupt`` there sets ``stop``, waits
@@ -222,19 +468,24 @@ def run_level(
     """
     lock = threading.Lock()
     next_index = iter(range(len(bodies)))
+    due_times = iter(arrivals) if arrivals is not None else None
 
-    def one(body: Mapping[str, Any]) -> Sample | None:
-        sample = Sample(concurrency=level.concurrency, start_s=level.elapsed())
+    def one(body: Mapping[str, Any], due_s: float) -> Sample | None:
+        sample = Sample(concurrency=level.concurrency, start_s=level.elapsed(), due_s=due_s)
         times: list[float] = []
+        deadline = time.monotonic() + request_timeout_s if request_timeout_s else None
 
         def on_delta(delta: Delta) -> None:
             if stop.is_set():
                 raise _Stopped
-            times.append(time.monotonic())
+            now = time.monotonic()
+            if deadline is not None and now > deadline:
+                raise RequestTimedOut(f"no complete answer within --request-timeout {request_timeout_s:g} s")
+            times.append(now)
 
         try:
             if isinstance(client, OpenAiEndpoint):
-                result = client.stream_chat(body, on_delta=on_delta, stream_format=stream_format)
+                result = client.stream_chat(body, on_delta=on_delta, stream_format=stream_format, deadline=deadline)
             else:
                 result = stream_chat(
                     client,
@@ -243,30 +494,66 @@ def run_level(
                     inference_component_name=component,
                     on_delta=on_delta,
                     stream_format=stream_format,
+                    deadline=deadline,
                 )
         except InvocationError as e:
+            sample.end_s = level.elapsed()
             if stop.is_set():
                 return None
             sample.error = error_kind(e)
+            if e.info.code == "RequestTimedOut" and request_timeout_s:
+                sample.error_message = f"no complete answer within --request-timeout {request_timeout_s:g} s"
+            else:
+                sample.error_message = error_message(str(e), secrets=secrets, prompt=_message_texts(body))
             return sample
+        # In flight until the answer was complete: reading the rest off the connection afterwards is not.
+        sample.end_s = min(level.elapsed(), sample.start_s + result.latency_s)
         if stop.is_set():
             return None
         sample.e2e_s, sample.ttft_s = result.latency_s, result.time_to_first_token_s
         sample.tokens, sample.token_source = result.tokens, result.token_source
         sample.gaps_s = [b - a for a, b in itertools.pairwise(times)]
-        if not result.content and not result.reasoning:
-            sample.error = "EmptyAnswer"
+        if result.prompt_tokens is not None:
+            sample.input_tokens, sample.input_token_source = result.prompt_tokens, "usage"
+        else:
+            sample.input_tokens, sample.input_token_source = estimate_input_tokens(body), "estimate"
+        if request_timeout_s and result.latency_s > request_timeout_s:
+            sample.error = TIMEOUT_KIND
+            sample.error_message = (
+                f"answered in {result.latency_s:.3f} s, past --request-timeout {request_timeout_s:g} s"
+            )
+        elif not result.content and not result.reasoning:
+            sample.error, sample.error_message = "EmptyAnswer", "the stream carried no content or reasoning"
         elif not result.done:
-            sample.error = "StreamWithoutDone"
+            sample.error, sample.error_message = "StreamWithoutDone", "the stream ended before its last event"
         return sample
 
+    def not_started(due: float) -> None:
+        with lock:
+            level.not_started_waits_s.append(duration_s - due)
+
     def worker() -> None:
+        free_at = level.elapsed()
         while not stop.is_set():
             with lock:
                 index = next(next_index, None)
+                due = next(due_times, None) if due_times is not None and index is not None else None
             if index is None:
                 return
-            sample = one(bodies[index])
+            if due_times is not None:
+                if due is None or (duration_s is not None and due >= duration_s):
+                    return
+                delay = due - level.elapsed()
+                if delay > 0 and stop.wait(delay):
+                    return
+            else:
+                due = free_at
+            if duration_s is not None and level.elapsed() >= duration_s:
+                if due_times is not None and not stop.is_set():
+                    not_started(due)
+                return
+            sample = one(bodies[index], due)
+            free_at = level.elapsed() if sample is None or sample.end_s is None else sample.end_s
             if sample is not None and not stop.is_set():
                 with lock:
                     level.samples.append(sample)
@@ -287,6 +574,13 @@ def run_level(
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         raise
     level.end()
+    if due_times is not None and duration_s is not None and not stop.is_set():
+        # Arrivals due before the end that no worker ever took: they waited from their arrival to the end.
+        for _ in next_index:
+            due = next(due_times, None)
+            if due is None or due >= duration_s:
+                break
+            not_started(due)
 
 
 # --- report -----------------------------------------------------------------------------------------
@@ -297,11 +591,11 @@ def _fmt(value: float | None, digits: int = 0) -> str:
 
 
 def _triple(dist: Mapping[str, float | None], digits: int = 0) -> str:
-    return "/".join(_fmt(dist[f"p{q}"], digits) for q in PERCENTILES)
+    return "/".join(_fmt(dist[f"p{q}"], digits) for q in TABLE_PERCENTILES)
 
 
 def table(levels: Sequence[Mapping[str, Any]]) -> str:
-    """The per-level table, then a line per level with errors."""
+    """The per-level table, then per level the client's own figures, its errors and its warnings."""
     header = (
         "concurrency",
         "ok/sent",
@@ -310,6 +604,7 @@ def table(levels: Sequence[Mapping[str, Any]]) -> str:
         "tok/s/req p50",
         "TTFT ms p50/p90/p99",
         "ITL ms p50/p90/p99",
+        "inter-chunk ms p50/p90/p99",
         "E2E s p50/p90/p99",
     )
     rows = [header]
@@ -323,18 +618,44 @@ def table(levels: Sequence[Mapping[str, Any]]) -> str:
                 _fmt(level["output_tokens_per_s"], 1),
                 _fmt(level["output_tokens_per_s_per_request"]["p50"], 1),
                 _triple(level["ttft_ms"]),
-                _triple(level["itl_ms"], 1),
+                _triple(level["inter_token_latency_ms"], 1),
+                _triple(level["inter_chunk_latency_ms"], 1),
                 _triple(e2e_s, 2),
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
+    lines.append(
+        "ITL: (E2E - TTFT) / (output tokens - 1) per request, as AIPerf's inter token latency; "
+        "inter-chunk: every gap between streamed chunks (AIPerf's ICL)"
+    )
     for level in levels:
+        lines.append(client_line(level))
         if level["errors"]:
-            kinds = ", ".join(f"{kind} {count}" for kind, count in level["errors"].items())
+            messages = level.get("error_messages") or {}
+            kinds = ", ".join(
+                f"{kind} {count}" + (f" ({messages[kind]})" if messages.get(kind) else "")
+                for kind, count in level["errors"].items()
+            )
             lines.append(f"errors at concurrency {level['concurrency']}: {kinds}")
+        lines.extend(f"warning: {warning}" for warning in level.get("warnings") or ())
     return "\n".join(lines)
+
+
+def client_line(level: Mapping[str, Any]) -> str:
+    """The client's side of a level: requests in flight, the wait before starting, its CPU, input tokens."""
+    wait = level["queue_wait_ms"]
+    cpu = level.get("client_cpu_per_wall_s")
+    source = level.get("input_token_source")
+    label = {"usage": "from usage", "estimate": "estimated: words of the prompt"}.get(source or "", source)
+    inputs = f"input tokens p50 {_fmt(level['input_tokens']['p50'])} ({label})" if source else "input tokens -"
+    return (
+        f"client at concurrency {level['concurrency']}: {_fmt(level['effective_concurrency'], 2)} in flight on "
+        f"average, wait before start p50/p95 {_fmt(wait['p50'], 1)}/{_fmt(wait['p95'], 1)} ms, "
+        f"CPU {'-' if cpu is None else f'{cpu:.0%}'} of one core, {inputs}, "
+        f"not started {level.get('not_started') or 0}"
+    )
 
 
 def plot(levels: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
@@ -349,7 +670,7 @@ def plot(levels: Sequence[Mapping[str, Any]], path: Path, title: str) -> None:
     figure, (latency, throughput) = plt.subplots(1, 2, figsize=(11, 4.2), layout="constrained")
     for key, label, style in (
         ("ttft_ms", "TTFT", "o-"),
-        ("itl_ms", "ITL", "s-"),
+        ("inter_token_latency_ms", "ITL", "s-"),
         ("e2e_ms", "E2E latency", "^-"),
     ):
         p50 = [level[key]["p50"] for level in levels]
@@ -390,8 +711,36 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m llmops.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--endpoint", help="SageMaker endpoint name (the stack's EndpointName output)")
     parser.add_argument("--ic", "--inference-component", dest="inference_component", help="inference component")
-    parser.add_argument("--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16")
-    parser.add_argument("--requests", type=int, default=64, help="requests at each level (default: 64)")
+    parser.add_argument(
+        "--concurrency", type=_concurrencies, default=[1, 4, 16], help="levels, e.g. 1,4,16 (each 1 to 1024)"
+    )
+    parser.add_argument(
+        "--requests",
+        type=int,
+        help=f"requests at each level, at most (default: {DEFAULT_REQUESTS}; with --duration: as many as the duration "
+        f"allows, at most {DURATION_REQUESTS_CAP:,})",
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=0, metavar="N", help="requests sent first and not counted (default: 0)"
+    )
+    parser.add_argument(
+        "--request-rate",
+        type=float,
+        metavar="R",
+        help="open loop: requests arrive at R per second (Poisson, see --arrival); --concurrency caps those in flight",
+    )
+    parser.add_argument(
+        "--arrival", choices=ARRIVALS, help="with --request-rate: poisson (default, seeded) or constant gaps of 1/R"
+    )
+    parser.add_argument(
+        "--duration", type=float, metavar="S", help="stop issuing requests S seconds into each level (default: none)"
+    )
+    parser.add_argument(
+        "--request-timeout",
+        type=float,
+        metavar="S",
+        help="a request not answered whole within S seconds is an error of kind timeout (default: 300 s per read)",
+    )
     parser.add_argument("--input-tokens", type=int, default=512, help="words per synthetic prompt (default: 512)")
     parser.add_argument("--output-tokens", type=int, default=256, help="max_tokens of each request (default: 256)")
     parser.add_argument("--prompts", type=Path, help='JSON Lines file of {"prompt": ...} or {"messages": [...]}')
@@ -422,6 +771,66 @@ def add_openai_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Each numeric option's range: (lowest, whether the lowest itself is allowed, highest, unit). The highest values
+# keep one run to what a person means (a day, an hour per request, 10,000 requests a second).
+OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
+    "concurrency": (1, True, MAX_CONCURRENCY, "requests in flight"),  # each level of the list
+    "requests": (1, True, 1_000_000, "requests"),
+    "input_tokens": (1, True, 1_000_000, "words"),
+    "output_tokens": (1, True, 1_000_000, "tokens"),
+    "warmup": (0, True, 10_000, "requests"),
+    "request_rate": (0, False, 10_000, "requests per second"),
+    "duration": (0, False, 86_400, "seconds"),
+    "request_timeout": (0, False, 3_600, "seconds"),
+}
+
+
+def _number(value: float) -> str:
+    return f"{value:.15g}"
+
+
+def option_problems(args: argparse.Namespace) -> list[str]:
+    """Every option outside its range, each naming the option, its value and what is allowed."""
+    problems = []
+    for name, (low, low_allowed, high, unit) in OPTION_RANGES.items():
+        given = getattr(args, name)
+        option = f"--{name.replace('_', '-')}"
+        allowed = f"allowed: {'' if low_allowed else 'more than '}{_number(low)} to {_number(high)} {unit}"
+        for value in given if isinstance(given, list) else [given]:
+            if value is None:
+                continue
+            shown = _number(value)
+            if not math.isfinite(value):
+                problems.append(f"{option} {shown} must be a finite number ({allowed})")
+            elif value < low or (value == low and not low_allowed):
+                rule = "at least" if low_allowed else "more than"
+                problems.append(f"{option} {shown} must be {rule} {_number(low)} ({allowed})")
+            elif value > high:
+                problems.append(f"{option} {shown} must be at most {_number(high)} ({allowed})")
+                break
+    words = max(args.concurrency) * args.input_tokens
+    if not args.prompts and words > MAX_WORDS_IN_FLIGHT and max(args.concurrency) <= MAX_CONCURRENCY:
+        problems.append(
+            f"--input-tokens {args.input_tokens} at --concurrency {max(args.concurrency)} puts {words:,} prompt words "
+            f"in flight at once (allowed: at most {MAX_WORDS_IN_FLIGHT:,}): lower one of them"
+        )
+    if args.arrival and args.request_rate is None:
+        problems.append(f"--arrival {args.arrival} needs --request-rate (the closed loop has no arrivals)")
+    return problems
+
+
+def runtime_pool_warning(client: Any, concurrency: int) -> str | None:
+    """A warning when a boto3 client keeps fewer connections than requests in flight (they would queue)."""
+    config = getattr(getattr(client, "meta", None), "config", None)
+    pool = getattr(config, "max_pool_connections", None)
+    if isinstance(pool, int) and pool < concurrency:
+        return (
+            f"the runtime client keeps at most {pool} connections (botocore max_pool_connections) for concurrency "
+            f"{concurrency}: requests beyond {pool} wait for a connection"
+        )
+    return None
+
+
 def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> OpenAiEndpoint:
     """The OpenAI-path client of ``--openai-base-url``; ``ValueError`` for a bad URL, a missing token or a
     conflicting target (the URL names the endpoint and component already)."""
@@ -429,17 +838,20 @@ def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> Ope
         raise ValueError(
             "--openai-base-url names the endpoint (and component) itself: not with --endpoint, --ic or --deployment"
         )
-    return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env))
+    timeout = getattr(args, "request_timeout", None) or 300.0
+    return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env), timeout_s=timeout)
 
 
-def _runtime_client(region: str | None, pool: int) -> Any:
+def _runtime_client(region: str | None, pool: int, timeout_s: float | None = None) -> Any:
     import boto3
     from botocore.config import Config
 
     # One attempt per request: a retried throttle would hide the error and inflate the latency.
+    # max_pool_connections defaults to 10 (botocore/config.py, "the default value of 10 is used";
+    # endpoint.py MAX_POOL_CONNECTIONS = 10): below the concurrency, requests would queue for a connection.
     config = Config(
-        connect_timeout=10,
-        read_timeout=300,
+        connect_timeout=min(10, timeout_s) if timeout_s else 10,
+        read_timeout=timeout_s or 300,
         retries={"mode": "standard", "total_max_attempts": 1},
         max_pool_connections=pool,
     )
@@ -468,24 +880,35 @@ def main(
         print(f"error: {message}", file=stderr)
         return code
 
-    for name in ("requests", "input_tokens", "output_tokens"):
-        if getattr(args, name) < 1:
-            return fail(EXIT_USAGE, f"--{name.replace('_', '-')} {getattr(args, name)} must be at least 1")
+    problems = option_problems(args)
+    if problems:
+        return fail(EXIT_USAGE, "; ".join(problems))
     try:
         extra = safejson.loads(args.extra, source="--extra") if args.extra else None
     except json.JSONDecodeError as e:
         return fail(EXIT_USAGE, f"--extra is not JSON ({e.msg} at column {e.colno})")
     if extra is not None and not isinstance(extra, dict):
         return fail(EXIT_USAGE, "--extra must be a JSON object")
+    # --duration without --requests: the duration bounds each level (and DURATION_REQUESTS_CAP, a safety cap).
+    unbounded = args.requests is None and args.duration is not None
+    per_level = args.requests or (DURATION_REQUESTS_CAP if unbounded else DEFAULT_REQUESTS)
     try:
         # Each level gets prompts of its own: a prompt sent again at the next level would hit the engine's
         # prefix cache (on by default in vLLM V1) and understate that level's time to first token.
-        sent = args.requests * len(args.concurrency)
-        if args.prompts:
-            entries = load_prompts(args.prompts)
-        else:
-            entries = [{"prompt": p} for p in synthetic_prompts(sent, args.input_tokens, args.seed)]
-        bodies = [request_body(entries[i % len(entries)], args.output_tokens, extra) for i in range(sent)]
+        # The warm-up's prompts come after the measured ones, so the measured prompts stay those of the seed.
+        # Bodies are made as they are sent: a long run holds no more prompts than it has in flight.
+        sent = per_level * len(args.concurrency)
+        entries = load_prompts(args.prompts) if args.prompts else None
+
+        def make_body(index: int) -> dict[str, Any]:
+            if entries is not None:
+                return request_body(entries[index % len(entries)], args.output_tokens, extra)
+            prompt = synthetic_prompt(index, args.input_tokens, args.seed)
+            return request_body({"prompt": prompt}, args.output_tokens, extra)
+
+        for index in range(len(entries) if entries is not None else 1):  # every entry's problems, before any request
+            make_body(index)
+        warmup_bodies = Bodies(make_body, args.warmup, start=sent)
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
     if args.plot:
@@ -494,11 +917,13 @@ def main(
         except ImportError:
             return fail(EXIT_USAGE, "--plot needs matplotlib (pip install -r requirements-dev.txt)")
 
+    secrets: tuple[str, ...] = ()
     if args.openai_base_url:
         try:
             runtime_client = openai_endpoint(args, environ)
         except ValueError as e:
             return fail(EXIT_USAGE, str(e))
+        secrets = (token_from_env(environ, args.bearer_token_env),)  # kept out of every error message
     else:
         try:
             apply_target(args, cloudformation_client)
@@ -508,21 +933,26 @@ def main(
         from botocore.exceptions import NoRegionError
 
         try:
-            runtime_client = _runtime_client(args.region, max(args.concurrency) + 2)
+            runtime_client = _runtime_client(args.region, max(args.concurrency) + 2, args.request_timeout)
         except NoRegionError:
             return fail(EXIT_USAGE, "no AWS region: pass --region or set AWS_REGION")
+    notes = [w for w in [runtime_pool_warning(runtime_client, max(args.concurrency))] if w]
+    for note in notes:
+        print(f"warning: {note}", file=stderr)
 
     stop = threading.Event()
     levels: list[dict[str, Any]] = []
     samples: list[Sample] = []
     interrupted = False
-    for number, concurrency in enumerate(args.concurrency):
-        level = Level(concurrency)
-        level_bodies = bodies[number * args.requests : (number + 1) * args.requests]
-        bar = _progress(args.requests, concurrency, stderr, disabled=args.no_progress)
+    stream_format = stream_formats()[args.engine]
+
+    def measure(level: Level, level_bodies: Sequence[Mapping[str, Any]], desc: str = "", **load: Any) -> bool:
+        """One level's requests with a progress bar; whether Ctrl-C stopped them."""
+        total = None if unbounded and level_bodies is not warmup_bodies else len(level_bodies)
+        bar = _progress(total, level.concurrency, stderr, disabled=args.no_progress, desc=desc)
         failed: Counter[str] = Counter()
 
-        def on_done(sample: Sample, bar: Any = bar, failed: Counter[str] = failed) -> None:
+        def on_done(sample: Sample) -> None:
             if sample.error:
                 failed[sample.error] += 1
                 bar.set_postfix(errors=sum(failed.values()), refresh=False)
@@ -537,12 +967,37 @@ def main(
                 level_bodies,
                 stop,
                 on_done,
-                stream_format=stream_formats()[args.engine],
+                stream_format=stream_format,
+                request_timeout_s=args.request_timeout,
+                secrets=secrets,
+                **load,
             )
         except KeyboardInterrupt:
-            interrupted = True
+            return True
         finally:
             bar.close()
+        return False
+
+    warmup: dict[str, Any] | None = None
+    if warmup_bodies:
+        # At the run's highest concurrency: every later level then finds its connections open (given at least
+        # that many warm-up requests), and the endpoint has seen that many requests at once.
+        level = Level(max(args.concurrency))
+        interrupted = measure(level, warmup_bodies, desc="warm-up")
+        done = level.summary(interrupted=interrupted)
+        warmup = {key: done[key] for key in ("concurrency", "requests", "completed", "errors", "error_messages")}
+        print(f"warm-up: {done['completed']}/{done['requests']} requests, not counted", file=stderr)
+    for number, concurrency in enumerate(args.concurrency):
+        if interrupted:
+            print("interrupted: the report covers the requests that finished", file=stderr)
+            break
+        open_loop = args.request_rate is not None
+        level = Level(concurrency, open_loop=open_loop)
+        level_bodies = Bodies(make_body, per_level, start=number * per_level)
+        arrivals = (
+            iter_arrival_times(args.request_rate, args.arrival or "poisson", args.seed + number) if open_loop else None
+        )
+        interrupted = measure(level, level_bodies, arrivals=arrivals, duration_s=args.duration)
         if level.samples or not interrupted:
             levels.append(level.summary(interrupted=interrupted))
             samples.extend(sorted(level.samples, key=lambda s: s.start_s))
@@ -556,16 +1011,27 @@ def main(
         "inference_component": args.inference_component,
         "settings": {
             "concurrency": args.concurrency,
-            "requests": args.requests,
+            "requests": per_level,
+            "requests_bounded_by": "duration" if unbounded else "requests",
             "input_tokens": None if args.prompts else args.input_tokens,
             "output_tokens": args.output_tokens,
             "prompts": str(args.prompts) if args.prompts else f"synthetic, seed {args.seed}",
             "extra": extra,
+            "warmup": args.warmup,
+            "request_rate": args.request_rate,
+            "arrival": (args.arrival or "poisson") if args.request_rate is not None else None,
+            "duration_s": args.duration,
+            "request_timeout_s": args.request_timeout,
         },
         "interrupted": interrupted,
+        "warmup": warmup,
+        "warnings": notes,
+        "connections_opened": getattr(runtime_client, "connections_opened", None),
         "levels": levels,
         "samples": [asdict(sample) for sample in samples],
     }
+    if isinstance(runtime_client, OpenAiEndpoint):
+        runtime_client.close()
     print(table(levels), file=stdout)
     stdout.flush()
     if args.json:
@@ -580,10 +1046,11 @@ def main(
     return 0 if any(level["completed"] for level in levels) else EXIT_FAILED
 
 
-def _progress(total: int, concurrency: int, stream: TextIO, *, disabled: bool) -> Any:
+def _progress(total: int | None, concurrency: int, stream: TextIO, *, disabled: bool, desc: str = "") -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, desc=f"concurrency {concurrency}", unit="req", file=stream, disable=disabled, leave=True)
+    desc = desc or f"concurrency {concurrency}"
+    return tqdm(total=total, desc=desc, unit="req", file=stream, disable=disabled, leave=True)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,7 @@ SUITES = (
             "tests/hostile/test_openai_redirects.py",
             "tests/hostile/test_answer_caps.py",
             "tests/llmops/test_bench_openai.py",
+            "tests/endpoint_client/test_connection_pool.py",
         ),
         # A mutant that turns the read loop's end into `continue` spins forever: end it after 30 s (a kill), not
         # after mutmut's 15 x (its tests' time + 10 s). The bench's percentile comparison measures wall-clock
@@ -157,6 +158,12 @@ SUITES = (
         ("tests/constructs/test_serving_features.py",),
     ),
     Suite("llmops/status.py", ("llmops/status.py",), ("tests/llmops/test_status.py",)),
+    Suite(
+        # The figures of a load run, shared by llmops bench and the smoke test's load step.
+        "endpoint_client/load.py",
+        ("endpoint_client/load.py",),
+        ("tests/llmops/test_bench_client.py", "tests/llmops/test_bench.py"),
+    ),
     Suite(
         "llmops/price_list.py",
         ("llmops/price_list.py",),

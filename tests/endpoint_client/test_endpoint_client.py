@@ -243,6 +243,7 @@ def test_stream_timing_tokens_and_deltas_from_the_engine_usage():
         done=True,
         finish_reason="stop",
         deltas=3,
+        prompt_tokens=3,  # the input's tokens, as the engine counted them (kept by a later usage without them)
     )
     assert [(d.content, d.reasoning) for d in seen] == [("", "think "), ("Buck", ""), ("ets", "")]
 

@@ -226,6 +226,11 @@ class FakeSageMaker:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
+    @property
+    def connections(self) -> int:
+        """TCP connections accepted so far (not reset by :meth:`reset`: compare before and after)."""
+        return self._server.connections
+
     def reset(self) -> None:
         with self._lock:
             self.endpoints.clear()
@@ -261,6 +266,11 @@ class FakeSageMaker:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    connections = 0  # accepted TCP connections (a kept-alive one carries many requests)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        self.connections += 1  # serve_forever's one thread accepts: no lock needed
+        super().process_request(request, client_address)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):
