@@ -607,20 +607,16 @@ def plan_layout(members: list[Member], prefix: str) -> Layout:
             )
         )
     named = [m for m in members if m.name]
-    tops = {m.name.split("/", 1)[0] for m in named}
+    tops = {m.name.partition("/")[0] for m in named}
     root_files = [m for m in named if m.kind == "file" and "/" not in m.name]
     layout = Layout()
-    strip = ""
     if len(tops) == 1 and not root_files:
+        # One top folder and no file beside it: unpacked from inside it. Every name is then that folder ("") or
+        # under it ("<top>/...").
         layout.stripped = next(iter(tops))
-        strip = layout.stripped + "/"
     folders = set()
     for m in named:
-        path = (
-            m.name[len(strip) :]
-            if strip and m.name.startswith(strip)
-            else ("" if m.name == layout.stripped else m.name)
-        )
+        path = m.name if layout.stripped is None else m.name[len(layout.stripped) + 1 :]
         if m.kind == "folder":
             if path:
                 folders.add(path)

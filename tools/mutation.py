@@ -344,6 +344,23 @@ def run_mutmut(
         with open(where / ("mutmut-recheck.log" if recheck else "mutmut-run.log"), "w") as out:
             command = [*mutmut, "run", "--max-children", str(children), *again]
             subprocess.run(command, cwd=where, env=env, stdout=out, stderr=out)
+            if recheck:
+                # mutmut resets the verdicts of every function whose code changed since the last run
+                # (create_mutants_for_file: "func in changed"): run those too, or they would count as unchecked.
+                reset = [
+                    name.strip()
+                    for name, _, status in (
+                        line.rpartition(": ")
+                        for line in subprocess.run(
+                            [*mutmut, "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True
+                        ).stdout.splitlines()
+                    )
+                    if status == "not checked"
+                ]
+                if reset:
+                    log(f"mutation: {suite.name}: {len(reset)} mutant(s) of changed code, run as well")
+                    command = [*mutmut, "run", "--max-children", str(children), *reset]
+                    subprocess.run(command, cwd=where, env=env, stdout=out, stderr=out)
     listing = subprocess.run(
         [*mutmut, "results", "--all", "true"], cwd=where, env=env, capture_output=True, text=True
     ).stdout

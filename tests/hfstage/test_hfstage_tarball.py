@@ -468,3 +468,184 @@ def test_malformed_pax_records_are_refused_naming_the_byte(data: bytes, why: str
     with pytest.raises(_Refused) as refused:
         _pax_records(data)
     assert str(refused.value) == why
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"12 path=abc\nXX", "a pax header record at byte 12 has no valid length"),  # only NULs are padding
+        (b"000006x", "a pax header record at byte 0 has no valid length"),  # no space at all: no length
+        # a length field of 20 digits: longer than any record could need (19 digits hold 2**63)
+        (b"00000000000000000027 a=bcd\n", "a pax header record at byte 0 has no valid length"),
+    ],
+)
+def test_pax_lengths_and_padding_at_their_edges(data: bytes, why: str) -> None:
+    from hfstage.tarball import _pax_records, _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _pax_records(data)
+    assert str(refused.value) == why
+    assert _pax_records(b"0000000000000000026 a=bcd\n") == {"a": "bcd"}  # 19 digits: read
+
+
+# ---- the layout of an archive's members under the prefix ---------------------------------------------------
+
+
+def _layout(*members: tuple[str, str], prefix: str = "models/x/"):
+    from hfstage.tarball import Member, plan_layout
+
+    return plan_layout([Member(name, kind, size=len(name), sha256=f"s-{name}") for name, kind in members], prefix)
+
+
+def test_one_top_folder_is_unpacked_from_inside() -> None:
+    layout = _layout(("model", "folder"), ("model/a.json", "file"), ("model/sub", "folder"), ("model/sub/b", "file"))
+    assert layout.stripped == "model"
+    assert [f.path for f in layout.files] == ["a.json", "sub/b"]
+    assert layout.source_names == {"model/a.json": "a.json", "model/sub/b": "sub/b"}
+    assert [(f.size, f.sha256, f.blob_id) for f in layout.files] == [
+        (12, "s-model/a.json", "s-model/a.json"),
+        (11, "s-model/sub/b", "s-model/sub/b"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "members",
+    [
+        (("model", "folder"), ("model/a.json", "file"), ("README.md", "file")),  # a file beside the folder
+        (("model/a.json", "file"), ("other/b.json", "file")),  # two top folders
+    ],
+)
+def test_names_are_kept_whole_without_a_single_top_folder(members) -> None:
+    layout = _layout(*members)
+    assert layout.stripped is None
+    assert [f.path for f in layout.files] == [name for name, kind in members if kind == "file"]
+
+
+def test_a_file_that_is_also_a_folder_and_an_empty_archive_are_refused() -> None:
+    from hfstage.tarball import _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _layout(("a", "file"), ("a", "folder"), ("b", "file"), ("c", "folder"))
+    assert str(refused.value) == (
+        "1 of the 4 members has a name that cannot be staged safely: 'a' (both a file and a folder); "
+        "repack the archive without them"
+    )
+    with pytest.raises(_Refused) as refused:
+        _layout(("model", "folder"), ("model/empty", "folder"))
+    assert str(refused.value) == "the archive holds no regular file"
+
+
+def test_a_member_too_long_for_a_key_under_the_prefix_is_refused() -> None:
+    from hfstage.names import MAX_KEY_BYTES
+    from hfstage.tarball import _Refused
+
+    prefix = "models/" + "/".join(["p" * 100] * 8) + "/"  # 815 bytes of folders, each under 255
+    fits = "f" * (MAX_KEY_BYTES - len(prefix))
+    assert [f.path for f in _layout((fits, "file"), prefix=prefix).files] == [fits]
+    with pytest.raises(_Refused) as refused:
+        _layout((fits + "g", "file"), ("ok", "file"), prefix=prefix)
+    assert str(refused.value).startswith("1 of the 2 members has a name that cannot be staged safely: ")
+    assert str(refused.value).endswith("; repack the archive without them")
+
+
+def test_unsafe_kinds_are_counted_among_all_members() -> None:
+    from hfstage.tarball import _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _layout(("a", "file"), ("l", "a symbolic link"), ("d", "a device"))
+    assert str(refused.value) == (
+        "2 of the 3 members have names that cannot be staged safely: 'l' (a symbolic link), 'd' (a device); "
+        "repack the archive without them"
+    )
+
+
+def test_member_bytes_are_read_to_the_last_one_and_a_stop_is_a_transfer_failure() -> None:
+    import threading
+
+    from hfstage.tarball import _bytes
+    from hfstage.worker import EXIT_TRANSFER, Failure
+
+    assert list(_bytes(io.BytesIO(b"x"), 1, threading.Event())) == [b"x"]  # a one-byte member
+    assert list(_bytes(io.BytesIO(b""), 0, threading.Event())) == []
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Failure) as failed:
+        list(_bytes(io.BytesIO(b"xy"), 2, stop))
+    assert failed.value.code == EXIT_TRANSFER and str(failed.value) == "stopped before the archive was read"
+
+
+def test_each_file_written_is_logged_with_its_size_and_time(unpack, s3: S3Env) -> None:  # noqa: F811
+    result = unpack(archive(files(FILES)))
+    assert result.code == 0, result.message
+    done = [
+        dict(part.split("=", 1) for part in line.split(" "))
+        for line in result.out.splitlines()
+        if " event=done " in line
+    ]
+    assert sorted((e["path"], int(e["size"])) for e in done) == sorted((n, len(d)) for n, d in FILES.items())
+    assert all(0 <= float(e["seconds"]) < 120 for e in done)
+
+
+def test_a_part_s3_refuses_fails_the_run_naming_the_part_and_leaves_no_upload(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """A member is streamed once per pass, so a part is not written again by the worker (botocore's standard
+    retries answer a 5xx response); an error raised before any answer ends the run, named, with nothing left."""
+    from botocore.exceptions import ClientError
+
+    from hfstage.worker import EXIT_TRANSFER, main
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    client, _ = s3.worker_client()
+
+    def fail_part_2(params: dict, **_: object) -> None:
+        if params.get("PartNumber") == 2:
+            raise ClientError(
+                {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "UploadPart"
+            )
+
+    client.meta.events.register("before-parameter-build.s3.UploadPart", fail_part_2)
+    message = tmp_path / "message"
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    code = main([*argv, "--part-size-mib=5", "--retry-base-s=0.01", f"--failure-file={message}"], s3_client=client)
+    assert code == EXIT_TRANSFER
+    where = f"s3://{s3.bucket}/{staged_prefix(s3)}model.safetensors"
+    assert message.read_text() == (
+        f"unpacking s3://{s3.bucket}/{SOURCE_KEY} failed: writing part 2 of {where}: InternalError\n"
+    )
+    assert s3.open_uploads() == [] and not [k for k in written(s3) if k.endswith(MANIFEST_NAME)]
+
+
+@pytest.mark.parametrize(
+    ("entries", "why"),
+    [
+        ([("a.bin", 5)], "a.bin: 5 bytes on the second read, 4 on the first"),
+        ([("a.bin", 4), ("a.bin", 4)], "a.bin: 4 bytes on the second read, 4 on the first"),  # listed twice now
+        ([("b.bin", 4)], "1 of its files were not in it on the second read"),
+    ],
+)
+def test_a_second_read_that_disagrees_with_the_first_writes_nothing_more(
+    monkeypatch: pytest.MonkeyPatch, entries, why
+) -> None:
+    """Every GET is pinned to the ETag, so S3 serves the same bytes; should a second read still differ (a store
+    that ignored If-Match), nothing past the first disagreement is written and the run says which file."""
+    from hfstage.tarball import EXIT_SOURCE, Entry, HubFile, Layout, TarballRun
+    from hfstage.worker import Failure
+
+    run = object.__new__(TarballRun)
+    run.source_uri = "s3://b/model.tar.gz"
+    uploaded: list[str] = []
+    monkeypatch.setattr(
+        run, "_entries", lambda reader: (None, iter(Entry(n, "file", s) for n, s in entries)), raising=False
+    )
+    monkeypatch.setattr(run, "_upload", lambda stream, file, prefix: uploaded.append(file.path), raising=False)
+    layout = Layout(
+        files=[HubFile(path="a.bin", size=4, blob_id="x", sha256="x")],
+        source_names={"a.bin": "a.bin", "b.bin": "b.bin"},
+    )
+    with pytest.raises(Failure) as failed:
+        run._write(layout, "models/p/", {"a.bin"})
+    assert failed.value.code == EXIT_SOURCE
+    assert str(failed.value) == f"s3://b/model.tar.gz changed between the two reads ({why}); rerun to stage it again"
+    assert uploaded == (["a.bin"] if len(entries) == 2 else [])
