@@ -495,7 +495,7 @@ class SourceReader:
 
     def read(self, size: int = -1) -> bytes:
         run = self.run
-        if self.position >= run.source_size:
+        if self.position >= run.source_size or size == 0:  # read(0) is b"", as for any file object (io docs)
             return b""
         size = READ_CHUNK if size is None or size < 0 else min(size, READ_CHUNK)
         for attempt in range(1, run.max_attempts + 1):
@@ -553,7 +553,10 @@ def _describe(error: Exception) -> str:
     response = getattr(error, "response", None)
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code") or response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
-    return type(error).__name__
+    # No S3 answer (a reset, a read timeout, a stream that ended early): its class, and its first line, cut, which
+    # says where it happened ("the stream ended at byte ...").
+    said = str(error).strip().splitlines()[0][:200] if str(error).strip() else ""
+    return f"{type(error).__name__}: {said}" if said else type(error).__name__
 
 
 @dataclass

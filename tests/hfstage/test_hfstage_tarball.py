@@ -407,7 +407,7 @@ class _S3Error(Exception):
         ({"Error": {"Code": "SlowDown"}}, None, "SlowDown"),
         ({"Error": {}, "ResponseMetadata": {"HTTPStatusCode": 0}}, None, "0"),
         ({}, None, "None"),
-        ("not a dict", None, "_S3Error"),
+        ("not a dict", None, "_S3Error: s3 error"),
     ],
 )
 def test_s3_errors_are_read_by_their_code_then_their_status(response, status, described) -> None:
@@ -422,7 +422,10 @@ def test_errors_without_a_response_are_named_by_their_type() -> None:
     from hfstage.tarball import _describe, _status
 
     assert _status(ConnectionResetError("reset")) is None
-    assert _describe(ConnectionResetError("reset")) == "ConnectionResetError"
+    assert _describe(ConnectionResetError("reset")) == "ConnectionResetError: reset"
+    assert _describe(ConnectionResetError()) == "ConnectionResetError"
+    assert _describe(TimeoutError("read timed out\n  at offset 7" + "x" * 300)) == "TimeoutError: read timed out"
+    assert len(_describe(OSError("y" * 500))) == len("OSError: ") + 200
 
 
 # ---- pax records, one by one -----------------------------------------------------------------------------
@@ -649,3 +652,107 @@ def test_a_second_read_that_disagrees_with_the_first_writes_nothing_more(
     assert failed.value.code == EXIT_SOURCE
     assert str(failed.value) == f"s3://b/model.tar.gz changed between the two reads ({why}); rerun to stage it again"
     assert uploaded == (["a.bin"] if len(entries) == 2 else [])
+
+
+# ---- the archive reader's retries, each rule at its edge -----------------------------------------------------
+
+
+def _reader(answers: list[object], *, size: int = 10, max_attempts: int = 3, stopped: bool = False):
+    """A SourceReader over a client whose GETs answer ``answers`` in turn (bytes: a body; an exception: raised)."""
+    import threading
+    from types import SimpleNamespace
+
+    from hfstage.events import EventLog
+    from hfstage.tarball import SourceReader
+
+    asked: list[dict] = []
+
+    class Client:
+        def get_object(self, **request: object) -> dict:
+            asked.append(request)
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return {"Body": io.BytesIO(answer)}
+
+    stop = threading.Event()
+    if stopped:
+        stop.set()
+    run = SimpleNamespace(
+        s3=Client(),
+        source_bucket="b",
+        source_key="k.tar.gz",
+        source_uri="s3://b/k.tar.gz",
+        etag="e" * 32,
+        source_size=size,
+        max_attempts=max_attempts,
+        retry_base_s=0.0,
+        stop=stop,
+        log=EventLog(io.StringIO()),
+    )
+    return SourceReader(run), asked  # type: ignore[arg-type]
+
+
+def _s3_error(status: int, code: str = "Error"):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, "GetObject")
+
+
+def test_a_read_of_no_size_reads_a_chunk_and_of_zero_reads_nothing() -> None:
+    reader, asked = _reader([b"0123456789"])
+    assert reader.read(0) == b"" and asked == []
+    assert reader.read(None) == b"0123456789"  # type: ignore[arg-type]
+    assert asked == [{"Bucket": "b", "Key": "k.tar.gz", "IfMatch": '"' + "e" * 32 + '"'}]
+    assert reader.read(-1) == b""  # at the end: nothing more, nothing asked
+    assert len(asked) == 1
+
+
+@pytest.mark.parametrize("attempts", [1, 3])
+def test_errors_are_retried_up_to_the_attempts_and_the_last_one_named(attempts: int) -> None:
+    from hfstage.worker import EXIT_TRANSFER, Failure
+
+    reader, asked = _reader([_s3_error(500, "InternalError")] * attempts, max_attempts=attempts)
+    with pytest.raises(Failure) as failed:
+        reader.read(4)
+    assert failed.value.code == EXIT_TRANSFER
+    assert str(failed.value) == "reading s3://b/k.tar.gz at byte 0: InternalError"
+    assert len(asked) == attempts
+    reader, asked = _reader([*[_s3_error(503, "SlowDown")] * (attempts - 1), b"0123"], max_attempts=attempts)
+    assert reader.read(4) == b"0123" and len(asked) == attempts  # the last attempt may still succeed
+
+
+@pytest.mark.parametrize(("status", "retried"), [(403, False), (404, False), (405, True), (500, True)])
+def test_access_denied_and_not_found_are_not_retried(status: int, retried: bool) -> None:
+    from hfstage.worker import Failure
+
+    reader, asked = _reader([_s3_error(status, "X"), b"0123"])
+    if retried:
+        assert reader.read(4) == b"0123" and len(asked) == 2
+    else:
+        with pytest.raises(Failure, match=r"^reading s3://b/k.tar.gz at byte 0: X$"):
+            reader.read(4)
+        assert len(asked) == 1
+
+
+def test_a_stream_that_ends_early_is_resumed_and_said_when_it_keeps_ending() -> None:
+    from hfstage.worker import Failure
+
+    reader, asked = _reader([b"0123", b"", b"456789"])
+    assert reader.read(4) == b"0123"
+    assert reader.read(6) == b"456789"  # the short stream was reopened from byte 4
+    assert [a.get("Range") for a in asked] == [None, "bytes=4-", "bytes=4-"]
+    reader, _ = _reader([b"", b"", b""])
+    with pytest.raises(Failure) as failed:
+        reader.read(4)
+    assert str(failed.value) == "reading s3://b/k.tar.gz at byte 0: ConnectionError: the stream ended at byte 0 of 10"
+
+
+def test_a_stop_ends_the_read_before_any_request() -> None:
+    from hfstage.worker import EXIT_TRANSFER, Failure
+
+    reader, asked = _reader([b"0123"], stopped=True)
+    with pytest.raises(Failure) as failed:
+        reader.read(4)
+    assert (failed.value.code, str(failed.value)) == (EXIT_TRANSFER, "stopped before the archive was read")
+    assert asked == []
