@@ -65,6 +65,7 @@ from .serving_features import (
     metrics_problems,
     prefix_routing_problems,
 )
+from .load_gate import LoadGate, load_gate_problems
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
@@ -105,6 +106,7 @@ __all__ = [
     "GpuEndpoint",
     "InferenceComponent",
     "InstanceSpec",
+    "LoadGate",
     "ModelBucket",
     "ModelSource",
     "MonitoredComponent",
@@ -134,6 +136,7 @@ __all__ = [
     "job_source_problem",
     "known_ami_versions",
     "known_instance_types",
+    "load_gate_problems",
     "logs_key_policy_statement",
     "looks_secret",
     "lookup_instance",
