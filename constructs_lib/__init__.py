@@ -65,6 +65,14 @@ from .serving_features import (
     metrics_problems,
     prefix_routing_problems,
 )
+from .load_gate import CONCURRENCY_RANGE as LOAD_CONCURRENCY_RANGE
+from .load_gate import CONTEXT_KEYS as LOAD_CONTEXT_KEYS
+from .load_gate import ERROR_RATE_RANGE as LOAD_ERROR_RATE_RANGE
+from .load_gate import ITL_P95_RANGE_MS as LOAD_ITL_P95_RANGE_MS
+from .load_gate import MAX_TOKENS_RANGE as LOAD_MAX_TOKENS_RANGE
+from .load_gate import OUTPUT_TOKENS_PER_S_RANGE as LOAD_OUTPUT_TOKENS_PER_S_RANGE
+from .load_gate import REQUESTS_RANGE as LOAD_REQUESTS_RANGE
+from .load_gate import TTFT_P95_RANGE_MS as LOAD_TTFT_P95_RANGE_MS
 from .load_gate import LoadGate, load_gate_problems
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
@@ -83,6 +91,14 @@ __all__ = [
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "LOAD_CONCURRENCY_RANGE",
+    "LOAD_CONTEXT_KEYS",
+    "LOAD_ERROR_RATE_RANGE",
+    "LOAD_ITL_P95_RANGE_MS",
+    "LOAD_MAX_TOKENS_RANGE",
+    "LOAD_OUTPUT_TOKENS_PER_S_RANGE",
+    "LOAD_REQUESTS_RANGE",
+    "LOAD_TTFT_P95_RANGE_MS",
     "MAX_TAGS",
     "PREFIX_LENGTH_RANGE",
     "ROUTING_STRATEGIES",

@@ -107,7 +107,8 @@ def burst_window_s(gate: LoadGate) -> float:
     else:
         itl_s = STAND_IN_ITL_MS / 1000
     waves = math.ceil(gate.requests / max(gate.concurrency, 1))
-    return float(math.ceil(HEADROOM * waves * (ttft_s + (gate.max_tokens - 1) * itl_s)))
+    window = HEADROOM * waves * (ttft_s + (gate.max_tokens - 1) * itl_s)
+    return float(math.ceil(window)) if math.isfinite(window) else math.inf  # 1 / a tiny rate: no burst fits
 
 
 def _range_problem(name: str, value: object, low: float, high: float, *, whole: bool, open_floor: bool) -> str | None:
