@@ -36,6 +36,15 @@ from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
 from .instance_pools import pool_problems, reservation_pools_problem
 from .keys import encrypt_logs_and_functions, logs_key_policy_statement
+from .load_gate import CONCURRENCY_RANGE as LOAD_CONCURRENCY_RANGE
+from .load_gate import CONTEXT_KEYS as LOAD_CONTEXT_KEYS
+from .load_gate import ERROR_RATE_RANGE as LOAD_ERROR_RATE_RANGE
+from .load_gate import ITL_P95_RANGE_MS as LOAD_ITL_P95_RANGE_MS
+from .load_gate import MAX_TOKENS_RANGE as LOAD_MAX_TOKENS_RANGE
+from .load_gate import OUTPUT_TOKENS_PER_S_RANGE as LOAD_OUTPUT_TOKENS_PER_S_RANGE
+from .load_gate import REQUESTS_RANGE as LOAD_REQUESTS_RANGE
+from .load_gate import TTFT_P95_RANGE_MS as LOAD_TTFT_P95_RANGE_MS
+from .load_gate import LoadGate, load_gate_problems
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import (
     BUCKET_RULE,
@@ -65,15 +74,6 @@ from .serving_features import (
     metrics_problems,
     prefix_routing_problems,
 )
-from .load_gate import CONCURRENCY_RANGE as LOAD_CONCURRENCY_RANGE
-from .load_gate import CONTEXT_KEYS as LOAD_CONTEXT_KEYS
-from .load_gate import ERROR_RATE_RANGE as LOAD_ERROR_RATE_RANGE
-from .load_gate import ITL_P95_RANGE_MS as LOAD_ITL_P95_RANGE_MS
-from .load_gate import MAX_TOKENS_RANGE as LOAD_MAX_TOKENS_RANGE
-from .load_gate import OUTPUT_TOKENS_PER_S_RANGE as LOAD_OUTPUT_TOKENS_PER_S_RANGE
-from .load_gate import REQUESTS_RANGE as LOAD_REQUESTS_RANGE
-from .load_gate import TTFT_P95_RANGE_MS as LOAD_TTFT_P95_RANGE_MS
-from .load_gate import LoadGate, load_gate_problems
 from .smoke_test import EndpointSmokeTest
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE

@@ -108,14 +108,18 @@ def burst_window_s(gate: LoadGate) -> float:
         itl_s = STAND_IN_ITL_MS / 1000
     waves = math.ceil(gate.requests / max(gate.concurrency, 1))
     window = HEADROOM * waves * (ttft_s + (gate.max_tokens - 1) * itl_s)
-    return float(math.ceil(window)) if math.isfinite(window) else math.inf  # 1 / a tiny rate: no burst fits
+    # Rounded first: 16 x 11.000000000000002 s is 176 s, not 177. 1 / a tiny rate is infinite: no burst fits.
+    return float(math.ceil(round(window, 6))) if math.isfinite(window) else math.inf
 
 
 def _range_problem(name: str, value: object, low: float, high: float, *, whole: bool, open_floor: bool) -> str | None:
+    # A NaN or an infinity cannot cross into jsii (JSON has neither): refused before Token.is_unresolved sees it.
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{name}={value!r}: expected a number from {low} to {high}"
     if cdk.Token.is_unresolved(value):
         return None
     kind_ok = isinstance(value, int) if whole else isinstance(value, int | float)
-    if isinstance(value, bool) or not kind_ok or (not whole and not math.isfinite(value)):  # type: ignore[arg-type]
+    if isinstance(value, bool) or not kind_ok:
         return f"{name}={value!r}: expected {'a whole number' if whole else 'a number'} from {low} to {high}"
     inside = (low < value <= high) if open_floor else (low <= value <= high)  # type: ignore[operator]
     if not inside:

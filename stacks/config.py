@@ -108,7 +108,9 @@ def _load_gate_problems(values: Mapping[str, Any]) -> list[str]:
         return []
     if values.get("smoke_test") is False:
         given = ", ".join(key for key in SLO_KEYS if values.get(key) is not None)
-        return [f"{given}: the load gate runs in the smoke test, and smoke_test=false leaves it out; set both or neither"]
+        return [
+            f"{given}: the load gate runs in the smoke test, and smoke_test=false leaves it out; set both or neither"
+        ]
     return load_gate_problems(gate, values["smoke_budget_s"], names=LOAD_CONTEXT_KEYS, own_ranges=False)
 
 

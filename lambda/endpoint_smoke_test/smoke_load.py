@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 WINDOW_KIND = "window"  # cut off by the burst's window, or never started within it
 MESSAGE_CHARS = 300  # of the first failure's message, in the reason
 NOT_MEASURED = "n/a"
+RATE_PAIR = ("LoadOutputTokensPerSecondP5", "LoadOutputTokensPerSecondP50")
 
 
 class _WindowEnded(Exception):
@@ -229,8 +230,13 @@ def missed(settings: Settings, measured: Mapping[str, float | None]) -> list[str
     for label, name, target, most, show in (
         ("TTFT p95", "LoadTtftP95Ms", settings.target_ttft_p95_ms, True, _ms),
         ("ITL p95", "LoadItlP95Ms", settings.target_itl_p95_ms, True, _ms),
-        ("output tokens/s per request p5", "LoadOutputTokensPerSecondP5", settings.target_min_output_tokens_per_s,
-         False, _rate),
+        (
+            "output tokens/s per request p5",
+            "LoadOutputTokensPerSecondP5",
+            settings.target_min_output_tokens_per_s,
+            False,
+            _rate,
+        ),
     ):
         if target is None:
             continue
@@ -263,7 +269,7 @@ def summary(burst: Burst, measured: Mapping[str, float | None]) -> str:
         f"TTFT p50/p95 {pair('LoadTtftP50Ms', 'LoadTtftP95Ms', _ms)}, "
         f"ITL p50/p95 {pair('LoadItlP50Ms', 'LoadItlP95Ms', _ms)}, "
         f"end-to-end p50/p95 {pair('LoadE2eP50Ms', 'LoadE2eP95Ms', _ms)}, "
-        f"output tokens/s per request p5/p50 {pair('LoadOutputTokensPerSecondP5', 'LoadOutputTokensPerSecondP50', _rate)}, "
+        f"output tokens/s per request p5/p50 {pair(*RATE_PAIR, _rate)}, "
         f"errors {errors}"
     )
 

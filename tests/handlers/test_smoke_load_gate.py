@@ -23,19 +23,13 @@ from handler_kit.resources import LOAD_FIGURES, SMOKE_METRIC_NAMESPACE
 from tests.conftest import default_context
 from tests.fakes.fake_runtime import Reply, client
 from tests.handlers import test_failure_paths as paths
+from tests.handlers import test_smoke_handler as smoke
 from tests.handlers.test_failure_paths import ENDPOINT_ARN, SMOKE_ENDPOINT, SmokeDriver, assert_well_behaved
-from tests.handlers.test_smoke_handler import (  # noqa: F401  (fixtures)
-    CONFIG,
-    ENDPOINT,
-    Clock,
-    describe,
-    event,
-    fake,
-    handler,
-    sagemaker,
-)
+from tests.handlers.test_smoke_handler import ENDPOINT, Clock, describe, event
 
-clock, fake_sagemaker = paths.clock, paths.fake_sagemaker  # the harness's fixtures
+# The harness's fixtures, and the smoke handler tests' (the fake runtime, a fresh handler, a stubbed control plane).
+clock, fake_sagemaker = paths.clock, paths.fake_sagemaker
+fake, handler, sagemaker = smoke.fake, smoke.handler, smoke.sagemaker
 
 FAST = Reply(first_token_delay_s=0.02, token_delay_s=0.002)
 SLOW_FIRST_TOKEN = Reply(first_token_delay_s=0.4, token_delay_s=0.002)
