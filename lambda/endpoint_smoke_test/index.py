@@ -90,8 +90,9 @@ CALL_TIMEOUT_S = 90
 ATTEMPT_RESERVE_S = 2 * CALL_TIMEOUT_S + 20
 FIRST_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 30.0
-# The load burst must start with this much of the handler's run left beyond its window: publishing and answering.
-LOAD_SLACK_S = 30
+# The load burst must start with this much of the handler's run left beyond its window: the last requests' join
+# (5 s), publishing (at most 2 x (3 + 10) s, CLOUDWATCH below) and answering.
+LOAD_SLACK_S = 45
 # A burst's requests in flight at once, at most (constructs_lib/load_gate.py CONCURRENCY_RANGE): the runtime
 # client's connection pool holds that many, so no request waits for a connection (botocore's default is 10).
 MAX_LOAD_CONCURRENCY = 64
@@ -109,7 +110,12 @@ RUNTIME = boto3.client(
     ),
 )
 # The load gate's figures (PutMetricData); the gate's statement allows its one namespace only.
-CLOUDWATCH = boto3.client("cloudwatch", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
+# Short timeouts: in subnets without a route to CloudWatch (no NAT, no monitoring endpoint) publishing gives up in
+# seconds, and the deploy does not wait on it (smoke_load.publish logs and goes on).
+CLOUDWATCH = boto3.client(
+    "cloudwatch",
+    config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 2}),
+)
 CLOUDFORMATION = boto3.client("cloudformation", config=Config(retries={"mode": "standard", "total_max_attempts": 5}))
 # The attributes a deploy publishes (metrics()); a rollback keeps every key, since the restored template's
 # Fn::GetAtt reads them. CloudFormation does not send the previous values, so they read ROLLBACK_VALUE.

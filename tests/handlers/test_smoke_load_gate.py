@@ -196,7 +196,7 @@ def test_short_of_lambda_time_for_the_window_it_hands_back_to_the_waiter(handler
     fake.add_endpoint(ENDPOINT, default=FAST)
     clock = Clock()
     describe(sagemaker)
-    # The checks pass at once (they read the time left only to back off); the window (120 s + 30) does not fit.
+    # The checks pass at once (they read the time left only to back off); the window (120 s + 45) does not fit.
     result = handler.complete(
         event(started=clock(), **GATE),
         sagemaker=sagemaker,
