@@ -3,7 +3,9 @@
 After the answer check passes (index.py), ``run_burst`` sends ``LoadRequests`` streamed chat completions with at
 most ``LoadConcurrency`` in flight (a closed loop, as ``llmops bench`` runs one level), through the same client
 (``endpoint_client.stream_chat``), and ``figures`` computes what ``llmops bench`` reports, with the one percentile
-function both use (``endpoint_client.load``). The endpoint serves the burst at its own scale: nothing here asks for
+function both use (``endpoint_client.load``). First, one uncounted warm-up request per worker (one output token)
+opens the connections, so that no counted TTFT includes a TCP and TLS handshake (``llmops bench --warmup`` does the
+same); its time comes out of the window. The endpoint serves the burst at its own scale: nothing here asks for
 instances or copies. A request fails as bench counts failures: an invocation error, an empty answer, a stream that
 did not end; and here also one the window (``LoadWindowSeconds``) cut off or never started.
 
@@ -68,10 +70,40 @@ class Burst:
     duration_s: float
 
 
-def request_body(settings: Settings, index: int) -> dict[str, Any]:
+def request_body(settings: Settings, index: int, *, max_tokens: int | None = None) -> dict[str, Any]:
     """The smoke prompt, numbered, so that an engine's prefix cache cannot serve every request from the first."""
     prompt = f"Request {index + 1}. {settings.prompt}"
-    return build_chat_request(prompt, max_tokens=settings.load_max_tokens, extra=settings.extra_body, stream=True)
+    tokens = max_tokens or settings.load_max_tokens
+    return build_chat_request(prompt, max_tokens=tokens, extra=settings.extra_body, stream=True)
+
+
+def warm_up(settings: Settings, runtime: Any, workers: int, *, deadline: Callable[[], bool]) -> int:
+    """One one-token request per worker, at once, not counted: the connections the burst then reuses. Returns how
+    many failed (a failure here is not the burst's: its own requests will say)."""
+    failed = [0]
+    lock = threading.Lock()
+
+    def one(worker: int) -> None:
+        if deadline():
+            return
+        try:
+            stream_chat(
+                runtime,
+                settings.endpoint_name,
+                request_body(settings, -1 - worker, max_tokens=1),
+                inference_component_name=settings.inference_component_name,
+                stream_format=settings.stream_format,
+            )
+        except InvocationError:
+            with lock:
+                failed[0] += 1
+
+    threads = [threading.Thread(target=one, args=(w,), daemon=True, name=f"warm-{w}") for w in range(workers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return failed[0]
 
 
 def run_burst(
@@ -80,6 +112,9 @@ def run_burst(
     """Send the burst and wait for it; requests still running when ``window_s`` ends are abandoned (and fail)."""
     planned = int(settings.load_requests or 0)
     concurrency = max(1, min(int(settings.load_concurrency or 1), planned or 1))
+    opened = clock()
+    warm_up(settings, runtime, concurrency, deadline=lambda: clock() - opened > window_s)
+    window_s -= clock() - opened  # the warm-up's time comes out of the window
     started = clock()
     lock = threading.Lock()
     indexes = iter(range(planned))

@@ -107,12 +107,14 @@ def test_targets_met_the_create_passes_with_every_figure_as_an_attribute_and_a_m
     assert 20 <= float(data["LoadTtftP95Ms"]) < 250
     assert float(data["LoadOutputTokensPerSecondP5"]) > 5
     assert len(json.dumps(data)) < 4096
-    # The checks' two calls, then the burst: 12 streamed requests, each its own numbered prompt, LoadMaxTokens.
+    # The checks' two calls, one uncounted one-token warm-up per worker (the connections), then the burst: 12
+    # streamed requests, each its own numbered prompt, LoadMaxTokens.
     calls = fake.invocations(ENDPOINT)
-    burst = calls[2:]
+    warm, burst = calls[2:6], calls[6:]
+    assert {c.body["max_tokens"] for c in warm} == {1} and len(warm) == 4
     assert len(burst) == 12 and all(c.kind == "invocations-response-stream" for c in burst)
     assert {c.body["max_tokens"] for c in burst} == {32}
-    assert len({c.body["messages"][0]["content"] for c in burst}) == 12
+    assert len({c.body["messages"][0]["content"] for c in calls[2:]}) == 16
     # One PutMetricData: every figure, in the fixed namespace, with the deployment's dimension.
     (put,) = cloudwatch.calls
     assert put["Namespace"] == SMOKE_METRIC_NAMESPACE == "LlmEndpoint/SmokeTest"
@@ -152,7 +154,8 @@ def test_each_target_is_checked(handler, sagemaker, runtime, fake):
 
 def test_failed_requests_count_against_the_error_rate_with_their_message(handler, sagemaker, runtime, fake):
     endpoint = fake.add_endpoint(ENDPOINT, default=FAST)
-    endpoint.inject = {"ModelError:500": 5}  # every 5th invocation: 2 of the burst's 12 (invocations 5, 10)
+    # Every 5th invocation fails: after the checks (1, 2) and the warm-ups (3-6), 2 of the burst's 12 (10 and 15).
+    endpoint.inject = {"ModelError:500": 5}
     reason = gate_failure(handler, sagemaker, runtime, CloudWatch(), TargetMaxErrorRate="0.1")
     assert "error rate 16.7%, target at most 10.0%" in reason
     assert "errors ModelError x2 (first: ModelError: HTTP 500 from the model container" in reason, reason
@@ -207,7 +210,7 @@ def test_short_of_lambda_time_for_the_window_it_hands_back_to_the_waiter(handler
         remaining_s=lambda: 100.0,
     )
     assert result == {"IsComplete": False}
-    assert len(fake.invocations(ENDPOINT)) == 2  # no burst
+    assert len(fake.invocations(ENDPOINT)) == 2  # no warm-up, no burst
 
 
 @pytest.mark.parametrize(
