@@ -163,11 +163,6 @@ class Settings(EndpointSmokeTestProperties):
         return settings
 
     @property
-    def load_keys(self) -> tuple[str, ...]:
-        """The attributes this resource publishes: the checks' and, with a gate, the burst's figures."""
-        return METRIC_KEYS + (tuple(LOAD_FIGURES) if self.load_gate else ())
-
-    @property
     def log_groups(self) -> list[str]:
         groups = [ENDPOINT_LOG_GROUP.format(self.endpoint_name)]
         if self.inference_component_name:
