@@ -442,5 +442,5 @@ class EndpointSmokeTest(Construct):
                 "(CloudFormation waits at most one hour for a custom resource)"
             )
         if load is not None:
-            problems += load_gate_problems(load, seconds, names={**_LOAD_PROP_NAMES})
+            problems += load_gate_problems(load, seconds, names=_LOAD_PROP_NAMES)
         refuse(construct_subject("EndpointSmokeTest", self), problems)

@@ -403,7 +403,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "checks",
         "load gate: requests in flight at once during the smoke test's burst (4 when another `slo_*` key is set); "
-        "any `slo_*` key turns the gate on ([load gate](guide/smoke-test.md#load-gate)); served at the endpoint's own scale",
+        "any `slo_*` key turns the gate on ([load gate](guide/smoke-test.md#load-gate)); served at the endpoint's "
+        "own scale",
     ),
     ContextKey(
         "slo_requests",
