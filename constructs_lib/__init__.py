@@ -36,6 +36,15 @@ from .images import ServingImage, known_ami_versions, recorded_tag_key
 from .inference_component import ComponentEndpoint, InferenceComponent
 from .instance_pools import pool_problems, reservation_pools_problem
 from .keys import encrypt_logs_and_functions, logs_key_policy_statement
+from .load_gate import CONCURRENCY_RANGE as LOAD_CONCURRENCY_RANGE
+from .load_gate import CONTEXT_KEYS as LOAD_CONTEXT_KEYS
+from .load_gate import ERROR_RATE_RANGE as LOAD_ERROR_RATE_RANGE
+from .load_gate import ITL_P95_RANGE_MS as LOAD_ITL_P95_RANGE_MS
+from .load_gate import MAX_TOKENS_RANGE as LOAD_MAX_TOKENS_RANGE
+from .load_gate import OUTPUT_TOKENS_PER_S_RANGE as LOAD_OUTPUT_TOKENS_PER_S_RANGE
+from .load_gate import REQUESTS_RANGE as LOAD_REQUESTS_RANGE
+from .load_gate import TTFT_P95_RANGE_MS as LOAD_TTFT_P95_RANGE_MS
+from .load_gate import LoadGate, load_gate_problems
 from .model_bucket import ModelBucket, app_bucket_name
 from .model_data import (
     BUCKET_RULE,
@@ -82,6 +91,14 @@ __all__ = [
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "LOAD_CONCURRENCY_RANGE",
+    "LOAD_CONTEXT_KEYS",
+    "LOAD_ERROR_RATE_RANGE",
+    "LOAD_ITL_P95_RANGE_MS",
+    "LOAD_MAX_TOKENS_RANGE",
+    "LOAD_OUTPUT_TOKENS_PER_S_RANGE",
+    "LOAD_REQUESTS_RANGE",
+    "LOAD_TTFT_P95_RANGE_MS",
     "MAX_TAGS",
     "PREFIX_LENGTH_RANGE",
     "ROUTING_STRATEGIES",
@@ -105,6 +122,7 @@ __all__ = [
     "GpuEndpoint",
     "InferenceComponent",
     "InstanceSpec",
+    "LoadGate",
     "ModelBucket",
     "ModelSource",
     "MonitoredComponent",
@@ -134,6 +152,7 @@ __all__ = [
     "job_source_problem",
     "known_ami_versions",
     "known_instance_types",
+    "load_gate_problems",
     "logs_key_policy_statement",
     "looks_secret",
     "lookup_instance",

@@ -236,6 +236,7 @@ FUNCTION_ENDPOINTS = {
     "lambda": "lambda",
     "states": "states",
     "logs": "logs",
+    "cloudwatch": "monitoring",  # PutMetricData: com.amazonaws.<region>.monitoring (CloudWatch VPC endpoints)
 }
 
 

@@ -10,6 +10,11 @@ update returns to the last configuration that passed.
 It runs again whenever one of its properties changes, and ``fingerprint`` makes the model's, the
 endpoint config's and the component's CloudFormation properties part of them, so a new image, instance
 type or environment re-runs it even when no name changes.
+
+With ``load`` (a :class:`~constructs_lib.load_gate.LoadGate`), the answer check is followed by a burst of streamed
+requests whose latency and throughput must meet the gate's targets; the figures are the resource's attributes
+(``load_figure``) and CloudWatch metrics (namespace ``LlmEndpoint/SmokeTest``, dimension ``Deployment``). Without
+it, the template is what it was before the gate existed.
 """
 
 from __future__ import annotations
@@ -23,11 +28,19 @@ from typing import TYPE_CHECKING, Any
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
 from constructs import Construct, IConstruct, IDependable
 
 from endpoint_client.streams import STREAM_FORMATS
-from handler_kit.resources import EndpointSmokeTestProperties
+from handler_kit.resources import (
+    LOAD_FIGURES,
+    SMOKE_METRIC_DIMENSION,
+    SMOKE_METRIC_NAMESPACE,
+    EndpointSmokeTestProperties,
+)
 
+from .load_gate import GATE_HANDLER_TIMEOUT, LoadGate, load_gate_problems
+from .nag import acknowledge_wildcard
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider
 
@@ -51,6 +64,13 @@ TOTAL_TIMEOUT = cdk.Duration.minutes(MAX_BUDGET.to_minutes() + HANDLER_TIMEOUT.t
 # CloudFormation's own limit for this resource: the budget, one more handler run past it, a poll.
 SERVICE_TIMEOUT_MARGIN = cdk.Duration.minutes(8)
 RESERVED_BODY_KEYS = ("messages", "stream")
+# How the construct's refusals name the gate's fields: load.<field>, and the budget prop.
+_LOAD_PROP_NAMES = {
+    **{f: f"load.{f}" for f in ("concurrency", "requests", "max_tokens", "ttft_p95_ms", "itl_p95_ms")},
+    "min_output_tokens_per_s": "load.min_output_tokens_per_s",
+    "max_error_rate": "load.max_error_rate",
+    "budget": "budget",
+}
 
 
 def _endpoint_props(endpoint: Any) -> dict[str, str]:
@@ -137,6 +157,8 @@ class EndpointSmokeTest(Construct):
         stream_format: str = _DEFAULT.stream_format,
         fingerprint: Sequence[Any] = (),
         depends_on: Sequence[IDependable] = (),
+        load: LoadGate | None = None,
+        metric_deployment: str | None = None,
     ) -> None:
         """
         :param endpoint_name: the endpoint to invoke.
@@ -165,6 +187,13 @@ class EndpointSmokeTest(Construct):
             here if they matter (most replace the model or config, whose new name re-runs the test anyway).
             Default: none.
         :param depends_on: what must be deployed first. Default: nothing beyond what the tokens imply.
+        :param load: after the answer check, a burst of streamed requests whose figures must meet these targets
+            (constructs_lib/load_gate.py, with the budget rule); the figures become attributes and CloudWatch
+            metrics, and the handler's role may put metrics in the namespace ``LlmEndpoint/SmokeTest`` only.
+            Default: no burst, no metrics (the template has none of it).
+        :param metric_deployment: with ``load``, the value of the metrics' ``Deployment`` dimension, what a
+            dashboard plots each deploy's figures by. Default: this construct's path (``<stack>/<id>...``), stable
+            from one deploy to the next.
         """
         super().__init__(scope, id)
         budget = budget or cdk.Duration.seconds(_DEFAULT.budget_s)
@@ -180,7 +209,10 @@ class EndpointSmokeTest(Construct):
             expected_pattern=expected_pattern,
             budget=budget,
             stream_format=stream_format,
+            load=load,
         )
+        self.load = load
+        self.metric_deployment = metric_deployment or self.node.path
         self.provider = HandlerProvider.of(
             self,
             PROVIDER_ID,
@@ -211,6 +243,9 @@ class EndpointSmokeTest(Construct):
                     actions=["sagemaker:DescribeInferenceComponent"], resources=[inference_component_arn]
                 )
             )
+        window_s = load.window_s if load is not None else 0.0
+        if load is not None:
+            self._enable_load_gate()
 
         # The handler reads these with the same class (handler_kit/resources.py): names and defaults defined once.
         properties = EndpointSmokeTestProperties(
@@ -226,6 +261,7 @@ class EndpointSmokeTest(Construct):
             stream=stream,
             stream_format=stream_format,  # left out while it is SSE, so the SSE engines' templates stay as they were
             fingerprint=cdk.Lazy.string(_Fingerprint(self, fingerprint)),
+            **(self._load_properties(load, window_s) if load is not None else {}),
         ).to_properties()
         self.resource = cdk.CustomResource(
             self,
@@ -233,7 +269,8 @@ class EndpointSmokeTest(Construct):
             service_token=self.provider.service_token,
             resource_type=RESOURCE_TYPE,
             properties=properties,
-            service_timeout=budget.plus(SERVICE_TIMEOUT_MARGIN),
+            # With a gate, the burst's window on top (the budget rule in load_gate.py keeps the sum within 3600 s).
+            service_timeout=budget.plus(SERVICE_TIMEOUT_MARGIN).plus(cdk.Duration.seconds(window_s)),
         )
         # The handler's permissions must be in place before it runs.
         self.resource.node.add_dependency(role)
@@ -241,6 +278,64 @@ class EndpointSmokeTest(Construct):
             self.resource.node.add_dependency(dependency)
         self.node.default_child = self.resource
         self.budget = budget
+
+    def _enable_load_gate(self) -> None:
+        """What the burst needs of the stack's one provider: a longer run, and PutMetricData in one namespace."""
+        function = self.provider.is_complete_function
+        assert function is not None  # the smoke test's provider always has is_complete
+        cfn_function = function.node.default_child
+        assert isinstance(cfn_function, lambda_.CfnFunction)
+        # The checks' attempt and the burst in one run (Lambda's longest timeout, 900 s: Lambda quotas).
+        cfn_function.timeout = int(GATE_HANDLER_TIMEOUT.to_seconds())
+        role = self.provider.role
+        # PutMetricData supports no resource types, only the cloudwatch:namespace condition key (Service
+        # Authorization Reference, "Actions, resources, and condition keys for Amazon CloudWatch":
+        # docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html; CloudWatch user
+        # guide iam-cw-condition-keys-namespace.html). Added once per provider: several gates share the statement.
+        if not getattr(self.provider, "_smoke_metrics_granted", False):
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["cloudwatch:PutMetricData"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"cloudwatch:namespace": SMOKE_METRIC_NAMESPACE}},
+                )
+            )
+            self.provider._smoke_metrics_granted = True  # type: ignore[attr-defined]
+            acknowledge_wildcard(
+                role,
+                resource="*",
+                reason="cloudwatch:PutMetricData supports no resource types (Service Authorization Reference for "
+                f"CloudWatch); the statement's cloudwatch:namespace condition allows the {SMOKE_METRIC_NAMESPACE} "
+                "namespace only, where the smoke test's load gate publishes its figures.",
+            )
+
+    def _load_properties(self, load: LoadGate, window_s: float) -> dict[str, Any]:
+        return {
+            "load_concurrency": load.concurrency,
+            "load_requests": load.requests,
+            "load_max_tokens": load.max_tokens,
+            "load_window_s": window_s,
+            "target_ttft_p95_ms": load.ttft_p95_ms,
+            "target_itl_p95_ms": load.itl_p95_ms,
+            "target_min_output_tokens_per_s": load.min_output_tokens_per_s,
+            # The handler reads "not given" as none allowed; written out so the template says what is checked.
+            "target_max_error_rate": load.max_error_rate if load.max_error_rate is not None else 0.0,
+            "metric_deployment": self.metric_deployment,
+        }
+
+    def load_figure(self, name: str) -> str:
+        """One figure of the load burst (a key of ``handler_kit.resources.LOAD_FIGURES``, e.g. ``LoadTtftP95Ms``)
+        as a token: the resource's attribute, ``n/a`` when nothing measured it. Only with ``load``."""
+        if self.load is None:
+            raise ValueError(f"EndpointSmokeTest {self.node.path} has no load gate: no {name} figure")
+        if name not in LOAD_FIGURES:
+            raise ValueError(f"{name!r} is not a load figure; allowed: {', '.join(LOAD_FIGURES)}")
+        return self.resource.get_att_string(name)
+
+    @property
+    def metric_dimensions(self) -> dict[str, str]:
+        """The dimensions of this smoke test's load metrics (namespace ``LlmEndpoint/SmokeTest``)."""
+        return {SMOKE_METRIC_DIMENSION: self.metric_deployment}
 
     @classmethod
     def for_endpoint(
@@ -321,6 +416,7 @@ class EndpointSmokeTest(Construct):
         expected_pattern: str | None,
         budget: cdk.Duration,
         stream_format: str = "sse",
+        load: LoadGate | None = None,
     ) -> None:
         problems: list[str] = []
         for name, value in (
@@ -345,4 +441,6 @@ class EndpointSmokeTest(Construct):
                 f"budget={seconds:.0f} s is outside {MIN_BUDGET.to_seconds():.0f}-{MAX_BUDGET.to_seconds():.0f} s "
                 "(CloudFormation waits at most one hour for a custom resource)"
             )
+        if load is not None:
+            problems += load_gate_problems(load, seconds, names=_LOAD_PROP_NAMES)
         refuse(construct_subject("EndpointSmokeTest", self), problems)

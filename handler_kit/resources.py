@@ -354,6 +354,42 @@ class EndpointSmokeTestProperties(ResourceProperties):
     stream: bool = prop("Stream", FLAG, True)
     stream_format: str = prop("StreamFormat", TEXT, "sse", omit_default=True)  # engines.json stream_format
     fingerprint: str | None = prop("Fingerprint")
+    # The load gate (constructs_lib/load_gate.py), left out without one: LoadRequests set turns it on. Targets not
+    # given are not checked, except the error rate (none allowed).
+    load_concurrency: int | None = prop("LoadConcurrency", WHOLE)
+    load_requests: int | None = prop("LoadRequests", WHOLE)
+    load_max_tokens: int | None = prop("LoadMaxTokens", WHOLE)
+    load_window_s: float | None = prop("LoadWindowSeconds", NUMBER)
+    target_ttft_p95_ms: float | None = prop("TargetTtftP95Ms", NUMBER)
+    target_itl_p95_ms: float | None = prop("TargetItlP95Ms", NUMBER)
+    target_min_output_tokens_per_s: float | None = prop("TargetMinOutputTokensPerSecond", NUMBER)
+    target_max_error_rate: float | None = prop("TargetMaxErrorRate", NUMBER)
+    metric_deployment: str | None = prop("MetricDeployment")  # the metrics' Deployment dimension
+
+    @property
+    def load_gate(self) -> bool:
+        return self.load_requests is not None
+
+
+# The load gate's figures: the resource's attributes (Fn::GetAtt) and, under the same names, one CloudWatch metric
+# each in SMOKE_METRIC_NAMESPACE with the dimension Deployment. Attribute -> CloudWatch unit (PutMetricData
+# MetricDatum.Unit). The handler writes them, the construct reads them and grants PutMetricData in that namespace.
+SMOKE_METRIC_NAMESPACE = "LlmEndpoint/SmokeTest"
+SMOKE_METRIC_DIMENSION = "Deployment"
+LOAD_FIGURES: dict[str, str] = {
+    "LoadTtftP50Ms": "Milliseconds",
+    "LoadTtftP95Ms": "Milliseconds",
+    "LoadItlP50Ms": "Milliseconds",
+    "LoadItlP95Ms": "Milliseconds",
+    "LoadE2eP50Ms": "Milliseconds",
+    "LoadE2eP95Ms": "Milliseconds",
+    "LoadOutputTokensPerSecondP5": "Count/Second",
+    "LoadOutputTokensPerSecondP50": "Count/Second",
+    "LoadErrorRate": "None",
+    "LoadRequests": "Count",
+    "LoadEffectiveConcurrency": "None",
+    "LoadDurationSeconds": "Seconds",
+}
 
 
 def processing_network(settings: StagedCheckpointProperties) -> dict[str, Any]:

@@ -16,8 +16,10 @@ from typing import Any
 from constructs_lib import (
     GGUF_FILE_DESCRIPTION,
     INFERENCE_COMPONENT,
+    LOAD_CONTEXT_KEYS,
     SECRET_HINT,
     EngineSpec,
+    LoadGate,
     Refusal,
     ServingImage,
     default_image,
@@ -25,6 +27,7 @@ from constructs_lib import (
     get_engine,
     is_model_archive,
     job_source_problem,
+    load_gate_problems,
     looks_secret,
     parse_s3_uri,
     plan_endpoint,
@@ -85,6 +88,30 @@ class ConfigError(Refusal):
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__(self.SUBJECT, problems)
+
+
+SLO_KEYS = tuple(f"slo_{field}" for field in LOAD_CONTEXT_KEYS if field != "budget")
+
+
+def _load_gate(values: Mapping[str, Any]) -> LoadGate | None:
+    given = {key.removeprefix("slo_"): values[key] for key in SLO_KEYS if values.get(key) is not None}
+    return LoadGate(**given) if given else None
+
+
+def _load_gate_problems(values: Mapping[str, Any]) -> list[str]:
+    """The construct's rules for the gate (constructs_lib/load_gate.py), named by their context keys; the ranges
+    are the parsers' (a bad value is reported there, and the gate is not checked further)."""
+    if not all(key in values for key in (*SLO_KEYS, "smoke_budget_s")):
+        return []
+    gate = _load_gate(values)
+    if gate is None:
+        return []
+    if values.get("smoke_test") is False:
+        given = ", ".join(key for key in SLO_KEYS if values.get(key) is not None)
+        return [
+            f"{given}: the load gate runs in the smoke test, and smoke_test=false leaves it out; set both or neither"
+        ]
+    return load_gate_problems(gate, values["smoke_budget_s"], names=LOAD_CONTEXT_KEYS, own_ranges=False)
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
@@ -206,6 +233,13 @@ class DeploymentConfig:
     smoke_inputs: dict[str, Any]
     smoke_expected_pattern: str | None
     smoke_budget_s: int
+    slo_concurrency: int | None
+    slo_requests: int | None
+    slo_max_tokens: int | None
+    slo_ttft_p95_ms: float | None
+    slo_itl_p95_ms: float | None
+    slo_min_output_tokens_per_s: float | None
+    slo_max_error_rate: float | None
     engine: str
     image: str | None
     instance_type: str
@@ -459,10 +493,16 @@ class DeploymentConfig:
             body_key="smoke_inputs",
             pattern_key="smoke_expected_pattern",
         )
+        problems += _load_gate_problems(values)
         problems += observability_problems(values)
         if problems:
             raise ConfigError(problems)
         return cls(**values, serving_image=image, image_source=image_source)
+
+    @property
+    def load_gate(self) -> LoadGate | None:
+        """The smoke test's load gate: on when any ``slo_*`` key is set, the others at the gate's defaults."""
+        return _load_gate(vars(self))
 
     @property
     def engine_spec(self) -> EngineSpec:

@@ -17,6 +17,13 @@ from constructs_lib import (
     DEPLOYMENT_MODES,
     GGUF_FILE,
     GGUF_FILE_DESCRIPTION,
+    LOAD_CONCURRENCY_RANGE,
+    LOAD_ERROR_RATE_RANGE,
+    LOAD_ITL_P95_RANGE_MS,
+    LOAD_MAX_TOKENS_RANGE,
+    LOAD_OUTPUT_TOKENS_PER_S_RANGE,
+    LOAD_REQUESTS_RANGE,
+    LOAD_TTFT_P95_RANGE_MS,
     PREFIX_LENGTH_RANGE,
     ROUTING_STRATEGIES,
     STAGING_MAX_INSTANCES_RANGE,
@@ -64,6 +71,7 @@ from .parsers import (
     _pattern,
     _patterns,
     _prompt,
+    _share,
     _tags,
     _text,
 )
@@ -388,6 +396,59 @@ KEYS: tuple[ContextKey, ...] = (
         600,
         "checks",
         "60-2700: how long transient errors are retried",
+    ),
+    ContextKey(
+        "slo_concurrency",
+        _optional(_integer(*LOAD_CONCURRENCY_RANGE)),
+        None,
+        "checks",
+        "load gate: requests in flight at once during the smoke test's burst (4 when another `slo_*` key is set); "
+        "any `slo_*` key turns the gate on ([load gate](guide/smoke-test.md#load-gate)); served at the endpoint's "
+        "own scale",
+    ),
+    ContextKey(
+        "slo_requests",
+        _optional(_integer(*LOAD_REQUESTS_RANGE)),
+        None,
+        "checks",
+        "load gate: requests in the burst, at least `slo_concurrency` (40 when another `slo_*` key is set)",
+    ),
+    ContextKey(
+        "slo_max_tokens",
+        _optional(_integer(*LOAD_MAX_TOKENS_RANGE)),
+        None,
+        "checks",
+        "load gate: most output tokens per request (128 when another `slo_*` key is set)",
+    ),
+    ContextKey(
+        "slo_ttft_p95_ms",
+        _optional(_number(*LOAD_TTFT_P95_RANGE_MS)),
+        None,
+        "checks",
+        "load gate target: time to first token, p95 (ms); null: not checked",
+    ),
+    ContextKey(
+        "slo_itl_p95_ms",
+        _optional(_number(*LOAD_ITL_P95_RANGE_MS)),
+        None,
+        "checks",
+        "load gate target: inter-token latency as AIPerf defines it, (end-to-end - TTFT) / (output tokens - 1), "
+        "p95 (ms); null: not checked",
+    ),
+    ContextKey(
+        "slo_min_output_tokens_per_s",
+        _optional(_number(*LOAD_OUTPUT_TOKENS_PER_S_RANGE)),
+        None,
+        "checks",
+        "load gate target: output tokens per second of one request (1 / ITL), at least this for 95 % of the "
+        "requests (their p5); null: not checked",
+    ),
+    ContextKey(
+        "slo_max_error_rate",
+        _optional(_share(*LOAD_ERROR_RATE_RANGE)),
+        None,
+        "checks",
+        "load gate target: share of the burst's requests that may fail; null with the gate on: 0, none",
     ),
     ContextKey(
         "engine",

@@ -42,6 +42,15 @@ from .model_checks import FactsStatus
 from .observability import add_observability, update_batch_copies, update_policy_of
 from .parsers import APP_TAG
 
+# The load gate's figures a stack shows as outputs (every figure is an attribute and a metric: handler_kit.resources).
+LOAD_OUTPUTS = {
+    "LoadTtftP95Ms": "time to first token, p95 (ms)",
+    "LoadItlP95Ms": "inter-token latency (AIPerf's), p95 (ms)",
+    "LoadOutputTokensPerSecondP5": "output tokens per second of one request, p5",
+    "LoadE2eP95Ms": "end-to-end latency, p95 (ms)",
+    "LoadErrorRate": "share of the burst's requests that failed",
+}
+
 
 class LlmEndpointStack(cdk.Stack):
     def __init__(
@@ -162,6 +171,14 @@ class LlmEndpointStack(cdk.Stack):
                 value=self.smoke_test.latency_ms,
                 description="Smoke test after this deploy: milliseconds for the whole non-streamed answer",
             )
+            if self.smoke_test.load is not None:
+                for figure, description in LOAD_OUTPUTS.items():
+                    cdk.CfnOutput(
+                        self,
+                        f"Smoke{figure}",
+                        value=self.smoke_test.load_figure(figure),
+                        description=f"Load gate after this deploy: {description}",
+                    )
         body = '{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":64}'
         cdk.CfnOutput(
             self,
@@ -402,6 +419,8 @@ class LlmEndpointStack(cdk.Stack):
             "budget": cdk.Duration.seconds(config.smoke_budget_s),
             "stream_format": get_engine(config.engine).stream_format,
         }
+        if config.load_gate is not None:  # left out without one: the construct's default, no gate
+            options["load"] = config.load_gate
         component = component or self.component
         if component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)

@@ -135,6 +135,23 @@ def _number(low: float, high: float) -> Callable[[Any], float]:
     return _bound(_parse_number, f"number {low}-{high}", low, high)  # pragma: no mutate
 
 
+def _parse_share(low: float, high: float, raw: Any) -> float:
+    try:
+        value = float(raw) if not isinstance(raw, bool) else None
+    except (TypeError, ValueError):
+        value = None
+    if value is None or value != value:  # NaN is no share
+        raise ValueError(f"expected a number from {low} to {high}")
+    if not low <= value <= high:
+        raise ValueError(f"out of range; allowed: {low} to {high}")
+    return value
+
+
+def _share(low: float, high: float) -> Callable[[Any], float]:
+    """A number closed at both ends (a share such as an error rate, where 0 means none)."""
+    return _bound(_parse_share, f"number {low}-{high} (both included)", low, high)  # pragma: no mutate
+
+
 def _boolean(raw: Any) -> bool:
     """true | false"""
     if isinstance(raw, bool):

@@ -20,6 +20,10 @@ a reason a person can act on. The checks, in order:
    response, which is what clients rely on. A stream without a single delta fails. ``StreamFormat``
    names the engine's framing: ``sse`` (the default) or ``jsonlines`` (LMI: one chunk a line, no
    ``[DONE]``; a last line cut off mid-way counts as a stream that did not end).
+5. With a load gate (``LoadRequests`` set), a burst of streamed requests (smoke_load.py): its figures become the
+   resource's attributes and one CloudWatch metric each, then every target must be met. A missed target fails
+   the create or the update (which CloudFormation then rolls back) with each figure beside its target. The
+   burst runs after the checks pass, in the same handler run, within ``LoadWindowSeconds``.
 
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
@@ -60,6 +64,8 @@ from smoke_checks import (
     failure_reason,
     metrics,
 )
+from smoke_load import attributes, figures, missed, publish, run_burst
+from smoke_load import failure_reason as load_failure_reason
 
 import handler_kit
 import handler_kit.resources
@@ -72,7 +78,7 @@ from endpoint_client import (
     stream_chat,
 )
 from handler_kit import update_rolling_back
-from handler_kit.resources import EndpointSmokeTestProperties
+from handler_kit.resources import LOAD_FIGURES, EndpointSmokeTestProperties
 
 PHYSICAL_ID_PREFIX = "smoke-"
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
@@ -84,13 +90,31 @@ CALL_TIMEOUT_S = 90
 ATTEMPT_RESERVE_S = 2 * CALL_TIMEOUT_S + 20
 FIRST_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 30.0
+# The load burst must start with this much of the handler's run left beyond its window: the last requests' join
+# (5 s), publishing (at most 2 x (3 + 10) s, CLOUDWATCH below) and answering.
+LOAD_SLACK_S = 45
+# A burst's requests in flight at once, at most (constructs_lib/load_gate.py CONCURRENCY_RANGE): the runtime
+# client's connection pool holds that many, so no request waits for a connection (botocore's default is 10).
+MAX_LOAD_CONCURRENCY = 64
 
 
 # Our own retry loop decides about retries: botocore makes exactly one attempt per model call.
 SAGEMAKER = boto3.client("sagemaker", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
 RUNTIME = boto3.client(
     "sagemaker-runtime",
-    config=Config(connect_timeout=10, read_timeout=CALL_TIMEOUT_S, retries={"total_max_attempts": 1}),
+    config=Config(
+        connect_timeout=10,
+        read_timeout=CALL_TIMEOUT_S,
+        retries={"total_max_attempts": 1},
+        max_pool_connections=MAX_LOAD_CONCURRENCY,
+    ),
+)
+# The load gate's figures (PutMetricData); the gate's statement allows its one namespace only.
+# Short timeouts: in subnets without a route to CloudWatch (no NAT, no monitoring endpoint) publishing gives up in
+# seconds, and the deploy does not wait on it (smoke_load.publish logs and goes on).
+CLOUDWATCH = boto3.client(
+    "cloudwatch",
+    config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 2}),
 )
 CLOUDFORMATION = boto3.client("cloudformation", config=Config(retries={"mode": "standard", "total_max_attempts": 5}))
 # The attributes a deploy publishes (metrics()); a rollback keeps every key, since the restored template's
@@ -132,6 +156,8 @@ class Settings(EndpointSmokeTestProperties):
             build_chat_request("", extra=settings.extra_body)
         except ValueError as e:
             problems.append(f"ExtraBody: {e}")
+        if settings.load_gate:
+            problems += _load_problems(settings, props)
         if problems:
             raise SettingsError(handler_kit.resources.refusal(f"{cls.RESOURCE} properties", problems))
         return settings
@@ -148,6 +174,30 @@ class Settings(EndpointSmokeTestProperties):
         if self.inference_component_name:
             return f"endpoint {self.endpoint_name} (inference component {self.inference_component_name})"
         return f"endpoint {self.endpoint_name}"
+
+
+def _load_problems(settings: Settings, props: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for name, key, low in (
+        ("load_requests", "LoadRequests", 1),
+        ("load_concurrency", "LoadConcurrency", 1),
+        ("load_max_tokens", "LoadMaxTokens", 2),
+    ):
+        value = getattr(settings, name)
+        if value is None or value < low:
+            problems.append(f"{key}={props.get(key)!r} must be a whole number of at least {low} with LoadRequests")
+    if not (settings.load_window_s and settings.load_window_s > 0 and math.isfinite(settings.load_window_s)):
+        problems.append(f"LoadWindowSeconds={props.get('LoadWindowSeconds')!r} must be positive with LoadRequests")
+    for name, key in (
+        ("target_ttft_p95_ms", "TargetTtftP95Ms"),
+        ("target_itl_p95_ms", "TargetItlP95Ms"),
+        ("target_min_output_tokens_per_s", "TargetMinOutputTokensPerSecond"),
+        ("target_max_error_rate", "TargetMaxErrorRate"),
+    ):
+        value = getattr(settings, name)
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            problems.append(f"{key}={props.get(key)!r} must be a number of at least 0")
+    return problems
 
 
 # --- checks (pure) ----------------------------------------------------------------------------------
@@ -232,8 +282,12 @@ def run_with_retries(
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
+    reserve_s: float = ATTEMPT_RESERVE_S,
 ) -> dict[str, str] | None:
-    """The checks' data; ``None`` to be called again later; :class:`SmokeTestFailed` when it is over."""
+    """The checks' data; ``None`` to be called again later; :class:`SmokeTestFailed` when it is over.
+
+    ``reserve_s``: the handler's run left for one more attempt (and, with a gate, its burst) after a back-off.
+    """
     delay = FIRST_BACKOFF_S
     attempt = 0
     while True:
@@ -258,7 +312,7 @@ def run_with_retries(
                 reason = failure_reason(failure, settings, elapsed_s=elapsed, budget_spent=failure.transient)
                 raise SmokeTestFailed(reason) from None
             wait = min(delay, left)
-            if remaining_s() - wait < ATTEMPT_RESERVE_S:
+            if remaining_s() - wait < reserve_s:
                 log("waiting", endpoint=settings.endpoint_name, elapsed_s=round(elapsed), next_poll="waiter")
                 return None
             sleep(wait)
@@ -303,7 +357,10 @@ def on_event(
         and rolling_back(event.get("StackId", ""), cloudformation or CLOUDFORMATION)
     ):
         log("rollback", physical_id=event["PhysicalResourceId"], checks="skipped")
-        data = {**dict.fromkeys(METRIC_KEYS, ROLLBACK_VALUE), "StartedAt": f"{clock():.3f}", "RolledBack": "true"}
+        # The restored template reads the attributes of its own properties: with a gate, the burst's figures too.
+        gated = EndpointSmokeTestProperties.from_properties(event.get("ResourceProperties") or {}, []).load_gate
+        keys = METRIC_KEYS + (tuple(LOAD_FIGURES) if gated else ())
+        data = {**dict.fromkeys(keys, ROLLBACK_VALUE), "StartedAt": f"{clock():.3f}", "RolledBack": "true"}
         return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": data}
     settings = Settings.from_properties(event["ResourceProperties"])
     log(
@@ -313,6 +370,8 @@ def on_event(
         component=settings.inference_component_name,
         budget_s=round(settings.budget_s),
         stream=str(settings.stream).lower(),
+        load_requests=settings.load_requests,
+        load_concurrency=settings.load_concurrency,
     )
     return {"PhysicalResourceId": physical_id(event, settings), "Data": {"StartedAt": f"{clock():.3f}"}}
 
@@ -322,6 +381,7 @@ def complete(
     *,
     sagemaker: Any = None,
     runtime: Any = None,
+    cloudwatch: Any = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
@@ -331,6 +391,7 @@ def complete(
     settings = Settings.from_properties(event["ResourceProperties"])
     started_raw = (event.get("Data") or {}).get("StartedAt")
     started_at = float(started_raw) if started_raw else clock()
+    window = settings.load_window_s or 0.0
     data = run_with_retries(
         settings,
         started_at,
@@ -339,10 +400,41 @@ def complete(
         clock=clock,
         sleep=sleep,
         remaining_s=remaining_s,
+        reserve_s=ATTEMPT_RESERVE_S + (window + LOAD_SLACK_S if settings.load_gate else 0),
     )
     if data is None:
         return {"IsComplete": False}
+    if settings.load_gate:
+        if remaining_s() < window + LOAD_SLACK_S:
+            # The checks passed late in this run: the next poll starts a fresh one, checks again, then loads.
+            log("waiting", endpoint=settings.endpoint_name, next_poll="waiter", reason="load_window")
+            return {"IsComplete": False}
+        data = {**data, **run_load_gate(settings, runtime=runtime or RUNTIME, cloudwatch=cloudwatch or CLOUDWATCH)}
     return {"IsComplete": True, "Data": data}
+
+
+def run_load_gate(settings: Settings, *, runtime: Any, cloudwatch: Any) -> dict[str, str]:
+    """The burst, its figures published, then its targets: the figures as attributes, or SmokeTestFailed."""
+    log(
+        "load_started",
+        endpoint=settings.endpoint_name,
+        requests=settings.load_requests,
+        concurrency=settings.load_concurrency,
+        window_s=round(settings.load_window_s or 0),
+    )
+    burst = run_burst(settings, runtime, window_s=float(settings.load_window_s or 0))
+    measured = figures(burst)
+    published = publish(cloudwatch, measured, settings.metric_deployment or settings.endpoint_name, log)
+    misses = missed(settings, measured)
+    log(
+        "load_failed" if misses else "load_passed",
+        endpoint=settings.endpoint_name,
+        published=str(published).lower(),
+        **{_snake(k): v for k, v in attributes(measured).items()},
+    )
+    if misses:
+        raise SmokeTestFailed(load_failure_reason(settings, burst, measured, misses))
+    return attributes(measured)
 
 
 def is_complete(event: dict, context: Any = None) -> dict:

@@ -287,6 +287,8 @@ def templates() -> dict[str, dict]:
         "standard": stack_template(**common).to_json(),
         "inference-component": stack_template(deployment_mode="inference-component", **common).to_json(),
         "private-network": stack_template(deployment_mode="inference-component", **common, **private).to_json(),
+        # The smoke test's load gate on: its PutMetricData (only_in_mode "load-gate" in tests/data/iam_calls.json).
+        "load-gate": stack_template(slo_ttft_p95_ms="500", **common).to_json(),
     }
 
 

@@ -95,6 +95,8 @@ WITH_SECRET = {
 COMPONENT_MODE = {
     "EndpointSmokeTestProviderRole": {"sagemaker:DescribeInferenceComponent": "the component runs this model"},
 }
+# The smoke test's load gate publishes its figures (lambda/endpoint_smoke_test/smoke_load.py), in one namespace only.
+LOAD_GATE = {"EndpointSmokeTestProviderRole": {"cloudwatch:PutMetricData": "the load gate's figures, one namespace"}}
 
 DECRYPT = {"kms:Decrypt": "read SSE-KMS objects of the given bucket (KMS docs: GetObject needs Decrypt)"}
 WITH_BUCKET_KEY = {
@@ -162,6 +164,7 @@ VARIANTS = {
     "default": ({}, {}),
     "token-secret": ({"hf_token_secret_arn": SECRET_ARN}, WITH_SECRET),
     "component-scale-to-zero": ({"deployment_mode": "inference-component", "scale_to_zero": True}, COMPONENT_MODE),
+    "load-gate": ({"slo_ttft_p95_ms": "500", "slo_itl_p95_ms": "50"}, LOAD_GATE),
     "given-bucket-with-key": ({"model_bucket": "my-models-bucket", "model_kms_key_arn": KEY_ARN}, WITH_BUCKET_KEY),
     "private-network-with-keys": (
         {
@@ -317,3 +320,26 @@ def test_the_alarm_topic_admits_only_this_accounts_alarms(variant) -> None:
         "ArnLike": {"aws:SourceArn": "arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:*"},
         "StringEquals": {"aws:SourceAccount": "<AWS::AccountId>"},
     }
+
+
+def test_the_load_gate_metric_statement_is_whole_with_its_namespace_condition():
+    """PutMetricData supports no resource types; the cloudwatch:namespace condition key is what scopes it (Service
+    Authorization Reference, Amazon CloudWatch). Without the gate, no CloudWatch statement at all."""
+    for overrides, expected in (({}, []), ({"slo_ttft_p95_ms": "500"}, [METRICS_STATEMENT])):
+        template = stack_template(**overrides)
+        found = [
+            statement
+            for policy in template.find_resources("AWS::IAM::Policy").values()
+            if "EndpointSmokeTestProviderRole" in json.dumps(policy["Properties"]["Roles"])
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+            if "cloudwatch" in json.dumps(statement["Action"])
+        ]
+        assert found == expected, overrides
+
+
+METRICS_STATEMENT = {
+    "Action": "cloudwatch:PutMetricData",
+    "Condition": {"StringEquals": {"cloudwatch:namespace": "LlmEndpoint/SmokeTest"}},
+    "Effect": "Allow",
+    "Resource": "*",
+}

@@ -3,8 +3,9 @@
 ``test_iam_exact`` checks each role's actions; ``test_iam_calls`` that every boto3 call has a grant. Neither sees a
 statement that keeps its actions and loses a condition (``kms:ViaService``, ``aws:SecureTransport``,
 ``sagemaker:VpcSubnets``, an ``iam:PassedToService``): that is a wider grant with the same action list. This file
-holds every statement of four variants (the default, component mode with scale-to-zero, and a governed account's
-private deployment in each mode: subnets, customer keys, tags) against a reviewed snapshot,
+holds every statement of five variants (the default, component mode with scale-to-zero, a governed account's
+private deployment in each mode: subnets, customer keys, tags, and the smoke test's load gate) against a reviewed
+snapshot,
 ``tests/snapshots/iam-statements.json``.
 
 After an intended change, regenerate and review the diff like code (a new condition-free statement is a finding):
@@ -23,7 +24,7 @@ import pytest
 
 from tests.conftest import stack_template
 
-# Four whole apps synthesized: `make test-integration` (CI runs it), so `make test` stays under 5 minutes.
+# Five whole apps synthesized: `make test-integration` (CI runs it), so `make test` stays under 5 minutes.
 pytestmark = pytest.mark.integration
 
 SNAPSHOT = Path(__file__).resolve().parents[1] / "snapshots" / "iam-statements.json"
@@ -45,6 +46,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "component-scale-to-zero": {"deployment_mode": "inference-component", "scale_to_zero": True, "min_instances": 0},
     "private-standard": {**GOVERNED, "vpc_security_group_ids": json.dumps(["sg-0123456789abcdef0"])},
     "private-component": {**GOVERNED, "vpc_id": "vpc-0123456789abcdef0", "deployment_mode": "inference-component"},
+    # The smoke test's load gate: one PutMetricData statement, Resource "*" scoped by cloudwatch:namespace.
+    "load-gate": {"slo_ttft_p95_ms": "500", "slo_itl_p95_ms": "50"},
 }
 # Where statements live, by resource type: the property path to the policy documents.
 DOCUMENTS = {
@@ -101,5 +104,11 @@ def test_every_statement_matches_the_reviewed_snapshot(current: dict[str, Any], 
 def test_the_snapshot_holds_conditions_a_dropped_one_would_change() -> None:
     # The tripwire is only as good as what it holds: the conditions the product relies on are in it.
     text = SNAPSHOT.read_text()
-    for condition in ("aws:SecureTransport", "kms:ViaService", "iam:PassedToService", "kms:CallerAccount"):
+    for condition in (
+        "aws:SecureTransport",
+        "kms:ViaService",
+        "iam:PassedToService",
+        "kms:CallerAccount",
+        "cloudwatch:namespace",
+    ):
         assert condition in text, condition

@@ -10,6 +10,8 @@ layer (``DeploymentConfig.from_context``), as a user meets it:
   with a message that names the key, the value and the range;
 - numbers (an open floor, a closed ceiling): just above the floor and the ceiling itself are accepted; the floor
   and one step above the ceiling are refused, naming the key;
+- shares (closed at both ends, ``_share``: an error rate where 0 means none): both ends are accepted, one step
+  below the floor and one above the ceiling are refused, naming the key;
 - choices: every allowed value is accepted; a value one letter off is refused, naming the key and the choices;
 - id lists (subnets, security groups): the most ids allowed is accepted, one more is refused.
 """
@@ -47,6 +49,8 @@ COMPANIONS: dict[str, Callable[[Any], dict[str, Any]]] = {
     "max_copies": lambda v: {**COMPONENT, "initial_copies": 1 if v >= 1 else 0},
     "accelerators_per_copy": lambda v: COMPONENT,
     "min_memory_mb": lambda v: COMPONENT,
+    # the load gate's burst needs at least as many requests as it keeps in flight
+    "slo_requests": lambda v: {"slo_concurrency": 1},
 }
 
 
@@ -67,6 +71,7 @@ def _kind(key: ContextKey) -> tuple[str, tuple[Any, ...]] | None:
     kinds = {
         parsers._parse_integer: "integer",
         parsers._parse_number: "number",
+        parsers._parse_share: "share",
         parsers._parse_choice: "choice",
         parsers._parse_ids: "ids",
     }
@@ -77,6 +82,7 @@ def _kind(key: ContextKey) -> tuple[str, tuple[Any, ...]] | None:
 RANGED = {key.name: kind for key in KEYS if (kind := _kind(key)) is not None}
 INTEGERS = sorted(name for name, (kind, _) in RANGED.items() if kind == "integer")
 NUMBERS = sorted(name for name, (kind, _) in RANGED.items() if kind == "number")
+SHARES = sorted(name for name, (kind, _) in RANGED.items() if kind == "share")
 CHOICES = sorted(name for name, (kind, _) in RANGED.items() if kind == "choice")
 ID_LISTS = sorted(name for name, (kind, _) in RANGED.items() if kind == "ids")
 # What the parsers say when they refuse a value (stacks/parsers.py); a cross-key rule says something else.
@@ -101,6 +107,7 @@ def _own_refusals(key: str, problems: list[str]) -> list[str]:
 def test_the_registry_has_the_ranges_this_module_tests() -> None:
     # A change to how parsers are bound (no more functools.partial) would make every case below vanish.
     assert len(INTEGERS) >= 25 and len(NUMBERS) >= 5 and len(CHOICES) >= 5 and len(ID_LISTS) == 2
+    assert SHARES == ["slo_max_error_rate"]
 
 
 @pytest.mark.parametrize("key", INTEGERS)
@@ -131,6 +138,21 @@ def test_number_key_accepts_just_above_its_floor_and_its_ceiling(key: str) -> No
 def test_number_key_refuses_its_floor_and_above_its_ceiling(key: str) -> None:
     low, high = RANGED[key][1]
     for value in (low, math.nextafter(float(high), math.inf), "nan", "inf"):
+        problems = _problems(key, value)
+        assert _own_refusals(key, problems), (key, value, problems)
+
+
+@pytest.mark.parametrize("key", SHARES)
+def test_share_key_accepts_both_ends(key: str) -> None:
+    low, high = RANGED[key][1]
+    for value in (low, high, str(low), str(high)):
+        assert _own_refusals(key, _problems(key, value)) == [], (key, value)
+
+
+@pytest.mark.parametrize("key", SHARES)
+def test_share_key_refuses_one_step_outside_either_end(key: str) -> None:
+    low, high = RANGED[key][1]
+    for value in (math.nextafter(float(low), -math.inf), math.nextafter(float(high), math.inf), "nan"):
         problems = _problems(key, value)
         assert _own_refusals(key, problems), (key, value, problems)
 
