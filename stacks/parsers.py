@@ -119,13 +119,19 @@ def _integer(low: int, high: int) -> Callable[[Any], int]:
     return _bound(_parse_integer, f"integer {low}-{high}", low, high)  # pragma: no mutate
 
 
-def _parse_number(low: float, high: float, raw: Any) -> float:
+def _as_number(low: float, high: float, raw: Any) -> float:
+    """``raw`` as a float (text as ``-c`` gives it too); never a bool."""
     try:
         value = float(raw) if not isinstance(raw, bool) else None
     except (TypeError, ValueError):
         value = None
     if value is None:
         raise ValueError(f"expected a number from {low} to {high}")
+    return value
+
+
+def _parse_number(low: float, high: float, raw: Any) -> float:
+    value = _as_number(low, high, raw)
     if not low < value <= high:
         raise ValueError(f"out of range; allowed: more than {low}, at most {high}")
     return value
@@ -136,11 +142,8 @@ def _number(low: float, high: float) -> Callable[[Any], float]:
 
 
 def _parse_share(low: float, high: float, raw: Any) -> float:
-    try:
-        value = float(raw) if not isinstance(raw, bool) else None
-    except (TypeError, ValueError):
-        value = None
-    if value is None or value != value:  # NaN is no share
+    value = _as_number(low, high, raw)
+    if value != value:  # NaN is no share
         raise ValueError(f"expected a number from {low} to {high}")
     if not low <= value <= high:
         raise ValueError(f"out of range; allowed: {low} to {high}")
