@@ -582,3 +582,124 @@ def test_a_malformed_stream_that_echoes_the_token_does_not_carry_it_into_the_err
         text = str(caught.value) + repr(caught.value.info)
         assert BEARER_TOKEN[:6] not in text, (offset, text[-120:])
     assert seen == {"MalformedResponse"}
+
+
+# -- the pool's parts at their edges (mutation testing of openai_http.py after the pool) ------------------------
+
+
+class _Answer:
+    """What _drain reads: an HTTPResponse's rest, as chunks (chunked) or one length, closing after the last."""
+
+    def __init__(self, chunks: list[bytes] | None = None, *, length: int | None = None, fail: bool = False) -> None:
+        self.chunked = chunks is not None
+        self.chunks = list(chunks or [])
+        self.length = length
+        self.fail = fail
+        self.closed = False
+
+    def isclosed(self) -> bool:
+        return self.closed
+
+    def read1(self, n: int) -> bytes:
+        if self.fail:
+            raise ConnectionResetError("reset")
+        chunk = self.chunks.pop(0) if self.chunks else b""
+        assert len(chunk) <= n
+        self.closed = not self.chunks
+        return chunk
+
+    def read(self, n: int | None = None) -> bytes:
+        assert n == self.length
+        self.closed = True
+        return b"x" * (self.length or 0)
+
+
+class _Sock:
+    def __init__(self) -> None:
+        self.timeouts: list[float | None] = []
+
+    def settimeout(self, value: float | None) -> None:
+        self.timeouts.append(value)
+
+
+@pytest.mark.parametrize(
+    ("answer", "reusable"),
+    [
+        (lambda d: _Answer(length=d), True),  # exactly the most it reads: read, and reusable
+        (lambda d: _Answer(length=d + 1), False),  # one byte more: given up
+        (lambda d: _Answer(length=None), False),  # neither chunked nor of known length: given up
+        (lambda d: _Answer([b"a" * (d - 1), b"b"]), True),  # chunks to exactly the most
+        (lambda d: _Answer([b"a" * (d - 1), b"b", b"c"]), False),  # one byte more: given up
+        (lambda d: _Answer([b"a" * 64] * (d // 64 + 2)), False),  # many small chunks add up
+        (lambda d: _Answer([b"", b"x"]), False),  # nothing came and the answer is not over
+        (lambda d: _Answer([b"x"], fail=True), False),  # the connection broke
+    ],
+)
+def test_the_rest_of_an_answer_is_drained_within_its_bytes_or_the_connection_given_up(answer, reusable) -> None:
+    from endpoint_client.openai_http import DRAIN_BYTES, DRAIN_TIMEOUT_S, _drain
+
+    sock = _Sock()
+    assert _drain(answer(DRAIN_BYTES), sock) is reusable
+    assert sock.timeouts and all(t is not None and 0 < t <= DRAIN_TIMEOUT_S for t in sock.timeouts)
+
+
+def test_a_finished_answer_needs_no_drain() -> None:
+    from endpoint_client.openai_http import _drain
+
+    done = _Answer(length=0)
+    done.closed = True
+    sock = _Sock()
+    assert _drain(done, sock) is True and sock.timeouts == []
+
+
+def test_the_drain_budget_is_time_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    import endpoint_client.openai_http as openai_http
+
+    monkeypatch.setattr(openai_http, "DRAIN_TIMEOUT_S", -1.0)
+    assert openai_http._drain(_Answer(length=10), _Sock()) is False
+
+
+@pytest.mark.parametrize("with_poll", [True, False])
+def test_a_socket_is_readable_when_data_or_its_end_is_waiting(monkeypatch: pytest.MonkeyPatch, with_poll) -> None:
+    import select
+
+    from endpoint_client.openai_http import _readable
+
+    if not with_poll:  # a platform without poll: the selectors module
+        monkeypatch.delattr(select, "poll")
+    left, right = socket.socketpair()
+    try:
+        assert _readable(left) is False
+        right.sendall(b"x")
+        deadline = time.monotonic() + 5
+        while not _readable(left) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _readable(left) is True
+        assert left.recv(1) == b"x" and _readable(left) is False
+        right.close()
+        while not _readable(left) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _readable(left) is True  # EOF
+    finally:
+        left.close()
+        right.close()
+
+
+def test_new_connections_carry_the_timeout_and_one_tls_context() -> None:
+    pool = ConnectionPool("https://example.com")
+    first = pool._new_connection("https", "example.com", None, 7.5)
+    second = pool._new_connection("https", "example.com", 8443, 3.0)
+    assert isinstance(first, http.client.HTTPSConnection) and first.timeout == 7.5 and second.timeout == 3.0
+    assert first._context is second._context and isinstance(first._context, ssl.SSLContext)  # loaded once
+    assert first._context.check_hostname and first._context.verify_mode == ssl.CERT_REQUIRED
+    plain = pool._new_connection("http", "127.0.0.1", 8080, 2.0)
+    assert type(plain) is http.client.HTTPConnection and plain.timeout == 2.0 and plain.port == 8080
+
+
+def test_a_token_is_scrubbed_from_an_excerpt_whole_or_cut() -> None:
+    endpoint = OpenAiEndpoint("http://127.0.0.1:9/v1", TOKEN)
+    assert endpoint._scrub(f"denied for {TOKEN}, sorry") == "denied for [redacted], sorry"
+    assert endpoint._scrub(f"denied for {TOKEN}…") == "denied for [redacted]…"  # the cut mark kept after it
+    assert endpoint._scrub(f"denied for {TOKEN[:6]}…") == "denied for [redacted]…"  # a token cut at the end
+    assert endpoint._scrub("nothing secret…") == "nothing secret…"
+    assert endpoint._scrub("") == "" and endpoint._scrub(None) is None
