@@ -703,3 +703,57 @@ def test_a_token_is_scrubbed_from_an_excerpt_whole_or_cut() -> None:
     assert endpoint._scrub(f"denied for {TOKEN[:6]}…") == "denied for [redacted]…"  # a token cut at the end
     assert endpoint._scrub("nothing secret…") == "nothing secret…"
     assert endpoint._scrub("") == "" and endpoint._scrub(None) is None
+
+
+class _Opener:
+    def __init__(self, error: BaseException) -> None:
+        self.error, self.timeouts = error, []
+
+    def open(self, request: urllib.request.Request, timeout: float | None = None) -> object:
+        self.timeouts.append(timeout)
+        raise self.error
+
+
+@pytest.mark.parametrize(
+    ("error", "message"),
+    [
+        (TimeoutError("The read operation timed out"), "The read operation timed out"),
+        (TimeoutError(), "timed out"),  # no words of its own
+        (urllib.error.URLError(TimeoutError("connect timed out")), "connect timed out"),  # urllib wraps it
+    ],
+)
+def test_a_request_that_times_out_is_a_transient_timeout_error(error, message) -> None:
+    endpoint = OpenAiEndpoint("http://127.0.0.1:9/v1", TOKEN, timeout_s=12.5)
+    opener = _Opener(error)
+    endpoint._opener = opener
+    with pytest.raises(InvocationError) as failed:
+        endpoint._open({"messages": []}, "application/json")
+    info = failed.value.info
+    assert (info.code, info.message, info.transient) == ("TimeoutError", message, True)
+    with pytest.raises(InvocationError):
+        endpoint._open({"messages": []}, "application/json", timeout_s=0.5)
+    assert opener.timeouts == [12.5, 0.5]  # the endpoint's own, else the one asked for
+
+
+def test_a_request_that_cannot_connect_is_a_transient_connection_error() -> None:
+    endpoint = OpenAiEndpoint("http://127.0.0.1:9/v1", TOKEN)
+    endpoint._opener = _Opener(urllib.error.URLError(ConnectionRefusedError(111, "Connection refused")))
+    with pytest.raises(InvocationError) as failed:
+        endpoint._open({"messages": []}, "application/json")
+    info = failed.value.info
+    assert (info.code, info.message, info.transient) == ("ConnectionError", "[Errno 111] Connection refused", True)
+
+
+def test_only_a_timeout_error_reads_as_a_timeout_and_the_deadline_names_its_time() -> None:
+    from endpoint_client.errors import ErrorInfo
+    from endpoint_client.openai_http import _deadline_info, _is_timeout
+
+    assert _is_timeout(InvocationError(ErrorInfo(code="TimeoutError", message="timed out", transient=True)))
+    assert not _is_timeout(InvocationError(ErrorInfo(code="ConnectionError", message="reset", transient=True)))
+    assert not _is_timeout(TimeoutError("not wrapped")) and not _is_timeout(None)
+    info = _deadline_info(1.23456)
+    assert (info.code, info.message, info.transient) == (
+        "RequestTimedOut",
+        "no complete answer by the deadline (1.235 s)",
+        True,
+    )
