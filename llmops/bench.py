@@ -752,6 +752,15 @@ def _parser() -> argparse.ArgumentParser:
     add_openai_options(parser)
     engine_option(parser)
     add_fleet_options(parser)
+    parser.add_argument(
+        "--suggest-slo",
+        type=float,
+        nargs="?",
+        const=SLO_HEADROOM,
+        metavar="HEADROOM",
+        help=f"after the run, print load-gate context keys (slo_*) from the most concurrent level, its latencies "
+        f"times HEADROOM (default {SLO_HEADROOM:g}, 1 to 10)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     return parser
 
@@ -782,11 +791,60 @@ OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
     "request_rate": (0, False, 10_000, "requests per second"),
     "duration": (0, False, 86_400, "seconds"),
     "request_timeout": (0, False, 3_600, "seconds"),
+    "suggest_slo": (1, True, 10, "x the measured latencies"),
 }
 
 
 def _number(value: float) -> str:
     return f"{value:.15g}"
+
+
+# --suggest-slo: targets this much looser than what was measured (a p95 moves between runs: the gate should fail
+# on a slower deployment, not on noise). A smoke test's own budget when none is given: the smoke_budget_s default.
+SLO_HEADROOM = 1.5
+SMOKE_BUDGET_S = 600
+
+
+def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO_HEADROOM) -> tuple[list[str], str]:
+    """Load-gate context keys (``slo_*``) from one level's figures, and a line saying where they come from.
+
+    The burst is the level's concurrency and requests (capped to the gate's ranges, constructs_lib.load_gate) and
+    ``max_tokens``; TTFT and ITL p95 targets are the measured p95s times ``headroom``, rounded up to a whole ms;
+    the per-request throughput target is 1 / the ITL target (the gate reads its p5, which is 1 / ITL's p95); the
+    error rate allowed is the one measured, rounded up to a percent (0 when none failed). When that burst would not
+    fit the gate's budget rule, the requests are lowered until it does (never below the concurrency)."""
+    from constructs_lib.load_gate import (
+        CONCURRENCY_RANGE,
+        MAX_TOKENS_RANGE,
+        REQUESTS_RANGE,
+        LoadGate,
+        load_gate_problems,
+    )
+
+    ttft, itl = level["ttft_ms"].get("p95"), level["inter_token_latency_ms"].get("p95")
+    if ttft is None or itl is None:
+        return [], f"no load-gate targets: concurrency {level['concurrency']} has no completed request of 2 tokens"
+    concurrency = min(max(int(level["concurrency"]), CONCURRENCY_RANGE[0]), CONCURRENCY_RANGE[1])
+    requests = min(max(int(level["requests"]), concurrency), REQUESTS_RANGE[1])
+    tokens = min(max(max_tokens, MAX_TOKENS_RANGE[0]), MAX_TOKENS_RANGE[1])
+    ttft_target = math.ceil(ttft * headroom)
+    itl_target = max(1, math.ceil(itl * headroom))
+    failed = level["requests"] - level["completed"]
+    error_rate = math.ceil(100 * failed / level["requests"]) / 100 if level["requests"] and failed else 0
+    gate = LoadGate(concurrency, requests, tokens, ttft_target, itl_target, round(1000 / itl_target, 2), error_rate)
+    while load_gate_problems(gate, SMOKE_BUDGET_S) and gate.requests > gate.concurrency:
+        gate = LoadGate(**{**asdict(gate), "requests": max(gate.concurrency, gate.requests // 2)})
+    keys = [f"slo_{name}={_number(value)}" for name, value in asdict(gate).items()]
+    said = (
+        f"load-gate targets from concurrency {level['concurrency']} ({level['completed']} of {level['requests']} "
+        f"requests completed): TTFT p95 {ttft:.0f} ms and ITL p95 {itl:.1f} ms x {headroom:g}"
+    )
+    if gate.requests < requests:
+        said += f"; slo_requests lowered to {gate.requests} so the burst fits the smoke test's budget"
+    problems = load_gate_problems(gate, SMOKE_BUDGET_S)
+    if problems:
+        said += f"; even so it does not fit: {problems[0]}"
+    return keys, said
 
 
 def option_problems(args: argparse.Namespace) -> list[str]:
@@ -1033,6 +1091,13 @@ def main(
     if isinstance(runtime_client, OpenAiEndpoint):
         runtime_client.close()
     print(table(levels), file=stdout)
+    if args.suggest_slo is not None and levels:
+        busiest = max(levels, key=lambda done: done["concurrency"])
+        keys, said = suggest_slo(busiest, args.output_tokens, args.suggest_slo)
+        print(said, file=stdout)
+        if keys:
+            print("  " + " ".join(f"-c {key}" for key in keys), file=stdout)
+        report["suggested_slo"] = keys
     stdout.flush()
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")

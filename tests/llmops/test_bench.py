@@ -270,3 +270,84 @@ def test_the_standalone_fake_refuses_a_bad_injection():
     for bad in ("ThrottlingException", "ThrottlingException=0", "=3"):
         with pytest.raises(argparse.ArgumentTypeError, match="KIND=N"):
             _inject(bad)
+
+
+# --- --suggest-slo: load-gate targets from a measured run ---------------------------------------------------
+
+
+def _measured(concurrency=4, requests=40, completed=40, ttft=412.3, itl=21.04) -> dict:
+    return {
+        "concurrency": concurrency,
+        "requests": requests,
+        "completed": completed,
+        "ttft_ms": {"p95": ttft},
+        "inter_token_latency_ms": {"p95": itl},
+    }
+
+
+def _gate_context(keys: list[str]) -> dict:
+    return dict(key.split("=", 1) for key in keys)
+
+
+def test_suggested_targets_are_the_p95s_times_the_headroom_and_synth_takes_them():
+    from stacks.config import DeploymentConfig
+    from tests.conftest import context_with
+
+    keys, said = bench.suggest_slo(_measured(), 128)
+    assert keys == [
+        "slo_concurrency=4",
+        "slo_requests=40",
+        "slo_max_tokens=128",
+        "slo_ttft_p95_ms=619",  # 412.3 x 1.5 = 618.45, up to a whole ms
+        "slo_itl_p95_ms=32",  # 21.04 x 1.5 = 31.56
+        "slo_min_output_tokens_per_s=31.25",  # 1000 / 32
+        "slo_max_error_rate=0",
+    ]
+    assert said.startswith("load-gate targets from concurrency 4 (40 of 40 requests completed): TTFT p95 412 ms")
+    config = DeploymentConfig.from_context(context_with(**_gate_context(keys)))  # what synth would do with them
+    assert config.load_gate is not None and config.load_gate.ttft_p95_ms == 619
+
+
+def test_a_headroom_of_one_is_the_measured_figures_and_failures_set_the_error_rate():
+    keys, _ = bench.suggest_slo(_measured(requests=33, completed=32, ttft=100.0, itl=10.0), 64, headroom=1)
+    context = _gate_context(keys)
+    assert (context["slo_ttft_p95_ms"], context["slo_itl_p95_ms"]) == ("100", "10")
+    assert context["slo_max_error_rate"] == "0.04"  # 1 of 33 is 3.03 %, up to 4 %
+
+
+def test_a_burst_over_the_gates_ranges_is_capped_and_one_that_would_not_fit_its_budget_is_shortened():
+    keys, said = bench.suggest_slo(_measured(concurrency=128, requests=5000, ttft=900.0, itl=40.0), 9000)
+    context = _gate_context(keys)
+    assert context["slo_concurrency"] == "64" and context["slo_max_tokens"] == "4096"
+    assert int(context["slo_requests"]) < 1000 and "slo_requests lowered to" in said
+    from constructs_lib.load_gate import LoadGate, load_gate_problems
+
+    gate = LoadGate(64, int(context["slo_requests"]), 4096, 1350, 60, 16.67, 0)
+    assert load_gate_problems(gate, bench.SMOKE_BUDGET_S) == [] or "does not fit" in said
+
+
+def test_no_targets_without_a_completed_request():
+    keys, said = bench.suggest_slo({**_measured(completed=0), "ttft_ms": {"p95": None}}, 128)
+    assert keys == [] and said == "no load-gate targets: concurrency 4 has no completed request of 2 tokens"
+
+
+@pytest.mark.parametrize(("given", "ok"), [("1", True), ("10", True), ("0.99", False), ("10.5", False)])
+def test_the_headroom_is_1_to_10(given: str, ok: bool):
+    err = io.StringIO()
+    code = bench.main(["--endpoint", "x", "--suggest-slo", given, "--requests", "0"], stdout=io.StringIO(), stderr=err)
+    assert code == 2
+    assert ("--suggest-slo" in err.getvalue()) is not ok
+
+
+def test_the_run_prints_the_suggested_keys(fake, tmp_path):
+    fake.reset()
+    fake.add_endpoint("slo", default=Reply(content=answer_text(TOKENS), first_token_delay_s=0.05, token_delay_s=0.005))
+    out, report_path = io.StringIO(), tmp_path / "report.json"
+    args = ["--endpoint", "slo", "--concurrency", "2,1", "--requests", "4", "--input-tokens", "8", "--output-tokens"]
+    args += ["16", "--no-progress", "--suggest-slo", "--json", str(report_path)]
+    assert bench.main(args, runtime_client=client("sagemaker-runtime", fake.url), stdout=out, stderr=io.StringIO()) == 0
+    text = out.getvalue()
+    assert "load-gate targets from concurrency 2 (4 of 4 requests completed)" in text  # the most concurrent level
+    line = next(line for line in text.splitlines() if line.startswith("  -c slo_concurrency=2 "))
+    assert "-c slo_requests=4 -c slo_max_tokens=16 -c slo_ttft_p95_ms=" in line
+    assert json.loads(report_path.read_text())["suggested_slo"] == line.split()[1::2]
