@@ -66,7 +66,17 @@ ENDPOINT_KEYS = (
     "logs_kms_key_arn",
     "lambda_kms_key_arn",
 )
-ADAPTER_KEYS = ("model_s3_uri", "model_id", "revision", "include")
+# An adapter's own load-gate targets (issue 39, item 4): the slo_* keys, over its deployment's.
+ADAPTER_SLO_KEYS = (
+    "slo_concurrency",
+    "slo_requests",
+    "slo_max_tokens",
+    "slo_ttft_p95_ms",
+    "slo_itl_p95_ms",
+    "slo_min_output_tokens_per_s",
+    "slo_max_error_rate",
+)
+ADAPTER_KEYS = ("model_s3_uri", "model_id", "revision", "include", *ADAPTER_SLO_KEYS)
 # A deployment's (or shared endpoint's) name becomes part of a stack name and of construct ids.
 NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
 NAME_RULE = "1-40 letters, digits and hyphens, starting and ending with a letter or digit"
@@ -87,6 +97,14 @@ class Adapter:
     model_id: str | None = None
     revision: str = "main"
     include: tuple[str, ...] = ADAPTER_INCLUDE
+    # Its own load-gate keys (slo_*), parsed; the deployment's answer for those it does not give.
+    slo: tuple[tuple[str, Any], ...] = ()
+
+    def load_gate(self, config: DeploymentConfig) -> Any:
+        """The load gate of this adapter's smoke test: its ``slo_*`` keys over its deployment's (None: no gate)."""
+        from .config import _load_gate
+
+        return _load_gate({**vars(config), **dict(self.slo)})
 
 
 @dataclass(frozen=True)
@@ -356,11 +374,16 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
             continue
         for unknown in sorted(set(entry) - set(ADAPTER_KEYS)):
             problems.append(f"{key}.{unknown}: unknown adapter key; allowed: {', '.join(ADAPTER_KEYS)}")
+        slo, found = _adapter_slo(key, entry, config)
+        if found:
+            problems += found
+            continue
+        entry = {k: v for k, v in entry.items() if k not in ADAPTER_SLO_KEYS}
         if "model_id" in entry:
             hub, found = _hub_adapter(key, name, entry)
             problems += found
             if hub is not None:
-                adapters.append(hub)
+                adapters.append(dataclasses.replace(hub, slo=slo))
             continue
         if "revision" in entry or "include" in entry:
             problems.append(f"{key}: revision and include apply to an adapter from the Hub (model_id)")
@@ -372,8 +395,36 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
         found = adapter_artifact_problems(f"{key}.model_s3_uri", uri)
         problems += found
         if not found:
-            adapters.append(Adapter(name=name, artifact_url=uri))
+            adapters.append(Adapter(name=name, artifact_url=uri, slo=slo))
     return tuple(adapters), problems
+
+
+def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
+    """An adapter's own slo_* keys, each parsed as the top-level key is (stacks/context_keys.py), and the gate
+    they make over the deployment's checked by the construct's rules, each problem named ``<key>.<slo key>``."""
+    from constructs_lib.load_gate import CONTEXT_KEYS, load_gate_problems
+
+    from .context_keys import KEYS
+
+    parsed, problems = [], []
+    for slo_key in ADAPTER_SLO_KEYS:
+        if slo_key not in entry:
+            continue
+        try:
+            value = next(k for k in KEYS if k.name == slo_key).parse(entry[slo_key])
+        except ValueError as e:
+            problems.append(f"{key}.{slo_key}={entry[slo_key]!r}: {e}")
+            continue
+        parsed.append((slo_key, value))
+    if problems or not parsed:
+        return tuple(parsed), problems
+    adapter = Adapter(name="", slo=tuple(parsed))
+    gate = adapter.load_gate(config)
+    if not config.smoke_test:
+        return (), [f"{key}: slo_* keys gate the adapter's smoke test, and smoke_test=false leaves it out"]
+    own = {slo_key for slo_key, _ in parsed}
+    names = {field: (f"{key}.{name}" if name in own else name) for field, name in CONTEXT_KEYS.items()}
+    return tuple(parsed), load_gate_problems(gate, config.smoke_budget_s, names=names, own_ranges=False)
 
 
 def _hub_adapter(key: str, name: str, entry: dict) -> tuple[Adapter | None, list[str]]:

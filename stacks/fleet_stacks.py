@@ -177,8 +177,8 @@ def _add_adapters(
                 extra_body=config.smoke_inputs or None,
                 expected_pattern=config.smoke_expected_pattern,
                 budget=cdk.Duration.seconds(config.smoke_budget_s),
-                # The deployment's load gate, if any, for its adapter too (invoked by the adapter's component name).
-                **({"load": config.load_gate} if config.load_gate is not None else {}),
+                # The adapter's own slo_* keys over its deployment's, if any (invoked by the adapter's component name).
+                **({"load": gate} if (gate := adapter.load_gate(config)) is not None else {}),
             )
         cdk.CfnOutput(
             stack,

@@ -41,3 +41,38 @@ def test_each_deployment_has_its_own_targets_and_dimension_and_its_adapter_share
 def test_a_fleet_without_slo_keys_has_no_gate():
     found = smoke_tests(build(deployments=json.dumps(FLEET)))
     assert not [k for props in found.values() for p in props for k in p if k.startswith(("Load", "Target"))]
+
+
+def _with_adapter_slo(**slo) -> dict:
+    small = FLEET["small"]
+    adapters = {"sql": {**small["adapters"]["sql"], **slo}}
+    return {
+        **FLEET,
+        "small": {**small, "slo_ttft_p95_ms": 800, "slo_concurrency": 2, "slo_requests": 8, "adapters": adapters},
+    }
+
+
+def test_an_adapter_may_have_its_own_targets_over_its_deployments():
+    found = smoke_tests(build(deployments=json.dumps(_with_adapter_slo(slo_ttft_p95_ms=1500, slo_itl_p95_ms=60))))
+    shared = found["LlmEndpoint-shared"]
+    (adapter,) = [p for p in shared if p.get("TargetTtftP95Ms") == "1500"]
+    assert adapter["TargetItlP95Ms"] == "60" and adapter["LoadConcurrency"] == "2"  # its own, then its deployment's
+    (small,) = [p for p in shared if p.get("TargetTtftP95Ms") == "800"]
+    assert "TargetItlP95Ms" not in small  # the adapter's targets stay the adapter's
+
+
+@pytest.mark.parametrize(
+    ("slo", "said"),
+    [
+        ({"slo_ttft_p95_ms": 0}, "deployments.small.adapters.sql.slo_ttft_p95_ms=0: "),
+        ({"slo_concurrency": 65}, "deployments.small.adapters.sql.slo_concurrency=65: "),
+        ({"slo_requests": 1}, "deployments.small.adapters.sql.slo_requests=1 is below slo_concurrency=2"),
+        ({"slo_latency": 5}, "deployments.small.adapters.sql.slo_latency: unknown adapter key"),
+    ],
+)
+def test_a_bad_adapter_target_is_refused_naming_it(slo, said):
+    from stacks.config import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        build(deployments=json.dumps(_with_adapter_slo(**slo)))
+    assert any(p.startswith(said) for p in refused.value.problems), refused.value.problems
