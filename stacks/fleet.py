@@ -402,7 +402,7 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
 def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
     """An adapter's own slo_* keys, each parsed as the top-level key is (stacks/context_keys.py), and the gate
     they make over the deployment's checked by the construct's rules, each problem named ``<key>.<slo key>``."""
-    from constructs_lib.load_gate import CONTEXT_KEYS, load_gate_problems
+    from constructs_lib import LOAD_CONTEXT_KEYS, load_gate_problems
 
     from .context_keys import KEYS
 
@@ -423,7 +423,7 @@ def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple
     if not config.smoke_test:
         return (), [f"{key}: slo_* keys gate the adapter's smoke test, and smoke_test=false leaves it out"]
     own = {slo_key for slo_key, _ in parsed}
-    names = {field: (f"{key}.{name}" if name in own else name) for field, name in CONTEXT_KEYS.items()}
+    names = {field: (f"{key}.{name}" if name in own else name) for field, name in LOAD_CONTEXT_KEYS.items()}
     return tuple(parsed), load_gate_problems(gate, config.smoke_budget_s, names=names, own_ranges=False)
 
 
