@@ -26,7 +26,7 @@ from constructs_lib import (
 )
 from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
 
-from .config import ConfigError, DeploymentConfig
+from .config import SLO_KEYS, ConfigError, DeploymentConfig
 
 FLEET_KEYS = ("deployments", "deployments_file")
 # Keys only a deployment takes: which endpoint it shares, and its LoRA adapters.
@@ -66,16 +66,9 @@ ENDPOINT_KEYS = (
     "logs_kms_key_arn",
     "lambda_kms_key_arn",
 )
-# An adapter's own load-gate targets (issue 39, item 4): the slo_* keys, over its deployment's.
-ADAPTER_SLO_KEYS = (
-    "slo_concurrency",
-    "slo_requests",
-    "slo_max_tokens",
-    "slo_ttft_p95_ms",
-    "slo_itl_p95_ms",
-    "slo_min_output_tokens_per_s",
-    "slo_max_error_rate",
-)
+# An adapter's own load-gate targets (issue 39, item 4): the slo_* keys (the config's, from the construct's
+# LOAD_CONTEXT_KEYS), over its deployment's.
+ADAPTER_SLO_KEYS = SLO_KEYS
 ADAPTER_KEYS = ("model_s3_uri", "model_id", "revision", "include", *ADAPTER_SLO_KEYS)
 # A deployment's (or shared endpoint's) name becomes part of a stack name and of construct ids.
 NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
@@ -418,10 +411,9 @@ def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple
         parsed.append((slo_key, value))
     if problems or not parsed:
         return tuple(parsed), problems
-    adapter = Adapter(name="", slo=tuple(parsed))
-    gate = adapter.load_gate(config)
     if not config.smoke_test:
         return (), [f"{key}: slo_* keys gate the adapter's smoke test, and smoke_test=false leaves it out"]
+    gate = Adapter(name="", slo=tuple(parsed)).load_gate(config)
     own = {slo_key for slo_key, _ in parsed}
     names = {field: (f"{key}.{name}" if name in own else name) for field, name in LOAD_CONTEXT_KEYS.items()}
     return tuple(parsed), load_gate_problems(gate, config.smoke_budget_s, names=names, own_ranges=False)

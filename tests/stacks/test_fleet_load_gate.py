@@ -76,3 +76,16 @@ def test_a_bad_adapter_target_is_refused_naming_it(slo, said):
     with pytest.raises(ConfigError) as refused:
         build(deployments=json.dumps(_with_adapter_slo(**slo)))
     assert any(p.startswith(said) for p in refused.value.problems), refused.value.problems
+
+
+def test_adapter_targets_without_a_smoke_test_are_refused():
+    from stacks.config import ConfigError
+
+    fleet = _with_adapter_slo(slo_itl_p95_ms=60)
+    small = {k: v for k, v in fleet["small"].items() if not k.startswith("slo_")}
+    with pytest.raises(ConfigError) as refused:
+        build(deployments=json.dumps({**fleet, "small": {**small, "smoke_test": False}}))
+    assert (
+        "deployments.small.adapters.sql: slo_* keys gate the adapter's smoke test, and smoke_test=false leaves it out"
+        in refused.value.problems
+    )
