@@ -7,9 +7,12 @@ waits for a free buffer before it reads more from the Hub.
 Integrity: the content is hashed while it streams (SHA-256 for LFS files, the git blob SHA-1 for the
 others) and its length checked. A multipart upload is completed only after the whole file hashed to
 the expected value; on a mismatch the upload is aborted, so no object appears, and the file is
-retried. Each part carries a CRC32 checksum that S3 checks on arrival. A transfer that breaks
-midway resumes, in the same run, from the last part boundary before which every part is uploaded:
-the hash state at each part boundary is kept, so the hash still covers every byte.
+retried. Each part carries a CRC32 checksum that S3 checks on arrival. A read that is cut midway
+continues from its last byte over a new request (the bytes before stay in the buffer and in the hash); a
+transfer that fails otherwise resumes, in the same run, from the last part boundary before which every
+part is uploaded: the hash state at each part boundary is kept, so the hash still covers every byte.
+A failure counts against a file's attempts only when nothing new of the file was read since the one before
+(``Retries``); a file that keeps failing for ``retry_window_s`` stops, progress or not.
 
 Speed: a multipart file is fetched as several part-sized byte ranges at once (HTTP Range on the URL the
 Hub redirects to, RFC 9110 section 14), each uploaded as it arrives; the hash is fed strictly in part
@@ -348,9 +351,61 @@ class Settings:
     parts_in_flight: int = 8
     files_in_flight: int = 4
     ranges_per_file: int = 8  # byte ranges of one file fetched at once; 1: one stream per file
-    max_attempts: int = 5
+    max_attempts: int = 5  # failures in a row, of one file, with no new byte read in between
     retry_base_s: float = 1.0
     retry_cap_s: float = 30.0
+    retry_window_s: float = 1800.0  # a file failing for this long stops, even when each attempt progressed
+
+
+class Retries:
+    """One file's retry budget, shared by the threads reading its ranges.
+
+    A failure after which the file's bytes read in order went further than ever before, or a cut read that
+    had received bytes, starts the count again: only ``max_attempts`` failures in a row with nothing new make
+    the file fail. A source that drips (a little, then a cut, again and again) is stopped by the window:
+    once the file has been failing for ``window_s`` (from its first failure; ``window_s`` without one
+    starts a new window), the next failure is its last.
+    """
+
+    def __init__(self, max_attempts: int, window_s: float) -> None:
+        self.max_attempts = max_attempts
+        self.window_s = window_s
+        self.attempts = 0  # failures of this file in all
+        self.misses = 0  # failures in a row without progress; the backoff grows with it
+        self._best = 0  # the furthest byte of the file any attempt read in order
+        self._fresh = False  # ``_best`` grew since the last failure
+        self._window_start = 0.0
+        self._last_failure: float | None = None
+        self._lock = threading.Lock()
+
+    def reached(self, position: int) -> None:
+        """The file's bytes up to ``position`` were read in order (and hashed)."""
+        with self._lock:
+            if position > self._best:
+                self._best, self._fresh = position, True
+
+    def failed(self, progressed: bool = False, now: float | None = None) -> str | None:
+        """Count one failure (``progressed``: the failing read had received new bytes); the reason the file
+        stops here, or None to retry."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            self.attempts += 1
+            self.misses = 1 if progressed or self._fresh else self.misses + 1
+            self._fresh = False
+            if self._last_failure is None or now - self._last_failure >= self.window_s:
+                self._window_start = now
+            self._last_failure = now
+            failing = now - self._window_start
+            if self.misses >= self.max_attempts:
+                if self.misses == self.attempts:
+                    return f"gave up after {self.attempts} attempts"
+                return f"gave up after {self.attempts} attempts, the last {self.misses} without a new byte"
+            if failing >= self.window_s:
+                return (
+                    f"gave up after {self.attempts} attempts in {failing:.0f} s of failures "
+                    f"(the retry window is {self.window_s:g} s)"
+                )
+            return None
 
 
 @dataclass
@@ -471,6 +526,7 @@ class FileStager:
         part_size = part_size_for(file.size, self.settings.part_size)
         multipart = file.size > part_size
         state = _Upload()
+        retries = Retries(self.settings.max_attempts, self.settings.retry_window_s)
         started = time.monotonic()
         if resume is not None and multipart:
             state = self._resumed(file, key, part_size, resume)
@@ -482,14 +538,14 @@ class FileStager:
             hash="sha256" if file.sha256 else "git-sha1",
         )
         try:
-            for attempt in range(1, self.settings.max_attempts + 1):
+            while True:
                 if self.stop.is_set():
                     raise Cancelled()
                 try:
                     if multipart:
-                        self._multipart_attempt(file, key, part_size, state)
+                        self._multipart_attempt(file, key, part_size, state, retries)
                     else:
-                        self._single_attempt(file, key)
+                        self._single_attempt(file, key, retries)
                     break
                 except IntegrityError as error:
                     reason, retry_after = str(error), None
@@ -506,10 +562,13 @@ class FileStager:
                     self.progress.position(file.path, 0)
                 except (TransientError, HubUnavailable) as error:
                     reason, retry_after = str(error), error.retry_after
-                if attempt == self.settings.max_attempts:
-                    raise FileFailed(f"{file.path}: {reason} (gave up after {attempt} attempts)")
-                delay = backoff_delay(attempt, self.settings.retry_base_s, self.settings.retry_cap_s, retry_after)
-                self.log.emit("retry", path=file.path, attempt=attempt + 1, wait_s=delay, reason=reason)
+                verdict = retries.failed()
+                if verdict is not None:
+                    named = reason if reason.startswith(f"{file.path}: ") else f"{file.path}: {reason}"
+                    raise FileFailed(f"{named} ({verdict})")
+                settings = self.settings
+                delay = backoff_delay(retries.misses, settings.retry_base_s, settings.retry_cap_s, retry_after)
+                self.log.emit("retry", path=file.path, attempt=retries.attempts + 1, wait_s=delay, reason=reason)
                 if self.stop.wait(delay):
                     raise Cancelled()
         except Cancelled:
@@ -530,7 +589,7 @@ class FileStager:
 
     # -- small files: read, verify, then one PutObject ---------------------------------------------------
 
-    def _single_attempt(self, file: HubFile, key: str) -> None:
+    def _single_attempt(self, file: HubFile, key: str, retries: Retries) -> None:
         buffer = self.pool.acquire(file.size, self.stop)
         try:
             verifier = Verifier(file)
@@ -538,7 +597,9 @@ class FileStager:
             response = self.hub.open_file(self.repo_id, self.sha, file.path)
             try:
                 self._check_length(response, file, 0)
-                self._fill(response, buffer, 0, file.size, verifier, file)
+                response = self._fill(
+                    response, buffer, 0, file.size, verifier, file, retries=retries, reopen=self._reopener(file)
+                )
                 self._expect_end(response, file)
             finally:
                 response.close()
@@ -561,7 +622,7 @@ class FileStager:
 
     # -- large files: stream parts into a multipart upload -----------------------------------------------
 
-    def _multipart_attempt(self, file: HubFile, key: str, part_size: int, state: _Upload) -> None:
+    def _multipart_attempt(self, file: HubFile, key: str, part_size: int, state: _Upload, retries: Retries) -> None:
         if state.upload_id is None:
             try:
                 created = self.s3.create_multipart_upload(
@@ -596,9 +657,9 @@ class FileStager:
             self.log.emit("resume", path=file.path, offset=offset, part=done + 1)
         if done < total_parts:  # else every part is in S3 already: an earlier completion failed
             if self.ranges is None or self.settings.ranges_per_file < 2 or state.single_stream:
-                self._stream_parts(file, key, part_size, state, verifier, done + 1)
+                self._stream_parts(file, key, part_size, state, verifier, done + 1, retries)
             else:
-                self._parallel_parts(file, key, part_size, state, verifier, done + 1)
+                self._parallel_parts(file, key, part_size, state, verifier, done + 1, retries)
         verifier.check()
         try:
             self.s3.complete_multipart_upload(
@@ -619,6 +680,7 @@ class FileStager:
         state: _Upload,
         verifier: Verifier,
         first_part: int,
+        retries: Retries,
         response: Any = None,
     ) -> None:
         """Read the file from ``first_part`` on over one connection (``response``, if open already), hashing
@@ -638,7 +700,9 @@ class FileStager:
                     self.pool.release(buffer)
                     break
                 try:
-                    self._fill(response, buffer, offset, n, verifier, file)
+                    response = self._fill(
+                        response, buffer, offset, n, verifier, file, retries=retries, reopen=self._reopener(file)
+                    )
                 except BaseException:
                     self.pool.release(buffer)
                     raise
@@ -656,7 +720,14 @@ class FileStager:
             raise errors[0]
 
     def _parallel_parts(
-        self, file: HubFile, key: str, part_size: int, state: _Upload, verifier: Verifier, first_part: int
+        self,
+        file: HubFile,
+        key: str,
+        part_size: int,
+        state: _Upload,
+        verifier: Verifier,
+        first_part: int,
+        retries: Retries,
     ) -> None:
         """Fetch parts ``first_part``.. as byte ranges, several at once; hash them in order, upload each.
 
@@ -699,11 +770,11 @@ class FileStager:
                             self.pool.release(buffer)
                             self.log.emit("single_stream", path=file.path, reason="the server ignored Range")
                             state.single_stream = True
-                            self._stream_parts(file, key, part_size, state, verifier, 1, response=response)
+                            self._stream_parts(file, key, part_size, state, verifier, 1, retries, response=response)
                             return
                     buffers[next_fetch] = buffer
                     fetching[next_fetch] = self.ranges.submit(
-                        self._fetch_range, file, link, response, buffer, start, n, abort
+                        self._fetch_range, file, link, response, buffer, start, n, abort, retries
                     )
                     next_fetch += 1
                 future = fetching[next_hash]
@@ -719,6 +790,7 @@ class FileStager:
                     self.pool.release(buffer)
                     raise
                 verifier.update(buffer)
+                retries.reached(min(next_hash * part_size, file.size))
                 state.hashes[next_hash] = verifier.copy()
                 uploading[next_hash] = self.uploads.submit(self._upload_part, key, state, next_hash, buffer)
                 next_hash += 1
@@ -742,11 +814,28 @@ class FileStager:
         start: int,
         n: int,
         abort: threading.Event,
+        retries: Retries,
     ) -> None:
-        """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked)."""
+        """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked); a cut
+        read continues with a request for the bytes it still lacks."""
+        end = start + n
+
+        def reopen(at: int) -> Any:
+            return self._checked_range(file, link, None, at, end - at)
+
         try:
-            if response is None:
-                response = self._open_range(file, link, start, n)
+            response = self._checked_range(file, link, response, start, n)
+            response = self._fill(response, buffer, start, n, None, file, abort, retries=retries, reopen=reopen)
+        finally:
+            if response is not None:
+                response.close()
+
+    def _checked_range(self, file: HubFile, link: list[str], response: Any, start: int, n: int) -> Any:
+        """``response`` (opened here when None) after checking it is the 206 for bytes ``start``.. ``start + n
+        - 1``; closed when it is not."""
+        if response is None:
+            response = self._open_range(file, link, start, n)
+        try:
             if response.status != 206:
                 raise RangeIgnored(f"downloading {file.path}: the server ignored the Range request")
             expected = f"bytes {start}-{start + n - 1}/{file.size}"
@@ -756,10 +845,24 @@ class FileStager:
                 if total.isdigit() and int(total) != file.size:
                     raise IntegrityError(f"{file.path}: the Hub sends {total} bytes, the revision lists {file.size}")
                 raise TransientError(f"{file.path}: asked for {expected}, the server sent {answered or 'no range'}")
-            self._fill(response, buffer, start, n, None, file, abort)
-        finally:
-            if response is not None:
+        except BaseException:
+            response.close()
+            raise
+        return response
+
+    def _reopener(self, file: HubFile) -> Any:
+        """For a stream of ``file`` that is cut: open it again from byte ``at`` (a 206, its length checked)."""
+
+        def reopen(at: int) -> Any:
+            response = self.hub.open_file(self.repo_id, self.sha, file.path, start=at)
+            try:
+                self._check_length(response, file, at)
+            except BaseException:
                 response.close()
+                raise
+            return response
+
+        return reopen
 
     def _open_range(self, file: HubFile, link: list[str], start: int, n: int) -> Any:
         """Open bytes ``start``.. of ``file`` at ``link[0]``; when that (signed CDN) URL is refused, resolve the
@@ -952,28 +1055,77 @@ class FileStager:
         verifier: Verifier | None,
         file: HubFile,
         abort: threading.Event | None = None,
-    ) -> None:
-        """Read exactly ``n`` bytes into ``buffer``, hashing them (with ``verifier``); TransientError when the
-        stream ends early, Cancelled when the run stops or ``abort`` is set."""
+        *,
+        retries: Retries | None = None,
+        reopen: Any = None,
+    ) -> Any:
+        """Read exactly ``n`` bytes into ``buffer``, hashing them (with ``verifier``); returns the response the
+        bytes after them come from: ``response``, or the one ``reopen(offset)`` opened after a cut. A cut (the
+        stream ends early or breaks) that came after new bytes is counted in ``retries`` and continued with
+        ``reopen`` from the first missing byte; a cut with nothing new, or the budget spent, raises
+        TransientError (FileFailed when ``retries`` says stop). Cancelled when the run stops or ``abort`` is set."""
         view = memoryview(buffer)
         got = 0
+        since = 0  # ``got`` when the current response was opened (or this call began)
+        current = response
         try:
             while got < n:
                 if self.stop.is_set() or (abort is not None and abort.is_set()):
                     raise Cancelled()
-                count = response.readinto(view[got : min(n, got + READ_CHUNK)])
-                if not count:
-                    raise TransientError(f"{file.path}: the download stopped after {offset + got} of {file.size} bytes")
+                where = f"after {offset + got} of {file.size} bytes"
+                try:
+                    count = current.readinto(view[got : min(n, got + READ_CHUNK)])
+                    cut = None if count else f"{file.path}: the download stopped {where}"
+                except (OSError, http.client.HTTPException) as error:
+                    count, cut = 0, f"{file.path}: the download broke {where} ({type(error).__name__})"
+                if cut is not None:
+                    if verifier is not None and retries is not None:
+                        retries.reached(offset + got)  # before the count: these bytes are this cut's progress
+                    if reopen is None or retries is None or got == since:
+                        raise TransientError(cut)
+                    verdict = retries.failed(progressed=True)
+                    if verdict is not None:
+                        raise FileFailed(f"{cut} ({verdict})")
+                    self.log.emit("resume_read", path=file.path, offset=offset + got, reason=cut)
+                    current.close()  # ``response`` included: the caller's later close() of it does nothing
+                    current, since = None, got
+                    current = self._reopen_after_cut(file, reopen, offset + got, retries, abort)
+                    continue
                 if verifier is not None:
                     verifier.update(view[got : got + count])
                 got += count
                 self.progress.read(count)
-        except (OSError, http.client.HTTPException) as error:
-            raise TransientError(
-                f"{file.path}: the download broke after {offset + got} of {file.size} bytes ({type(error).__name__})"
-            ) from None
+        except BaseException:
+            if current is not None and current is not response:
+                current.close()
+            raise
         finally:
             view.release()
+            if verifier is not None and retries is not None:
+                retries.reached(offset + got)
+        return current
+
+    def _reopen_after_cut(
+        self, file: HubFile, reopen: Any, at: int, retries: Retries, abort: threading.Event | None
+    ) -> Any:
+        """``reopen(at)``, its transient failures (a 503, a refused connection) retried here, each counted in
+        ``retries`` with the attempt's backoff, so that the bytes read before the cut stay where they are."""
+        while True:
+            try:
+                return reopen(at)
+            except (TransientError, HubUnavailable) as error:
+                verdict = retries.failed()
+                if verdict is not None:
+                    raise FileFailed(f"{error} ({verdict})") from None
+                settings = self.settings
+                delay = backoff_delay(retries.misses, settings.retry_base_s, settings.retry_cap_s, error.retry_after)
+                self.log.emit("retry", path=file.path, attempt=retries.attempts + 1, wait_s=delay, reason=str(error))
+            deadline = time.monotonic() + delay
+            while (left := deadline - time.monotonic()) > 0:  # in short waits, to see ``abort`` too
+                if self.stop.wait(min(left, 0.2)) or (abort is not None and abort.is_set()):
+                    raise Cancelled()
+            if abort is not None and abort.is_set():
+                raise Cancelled()
 
     @staticmethod
     def _expect_end(response: Any, file: HubFile) -> None:

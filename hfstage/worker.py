@@ -116,8 +116,9 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--parts-in-flight", type=int, default=8, help="part buffers in memory, all files together (default 8)")
     add("--files-in-flight", type=int, default=4, help="files copied at once (default 4)")
     add("--ranges-per-file", type=int, default=8, help="byte ranges of one file fetched at once; 1: one stream")
-    add("--max-attempts", type=int, default=5, help="attempts per file before the run fails (default 5)")
+    add("--max-attempts", type=int, default=5, help="failures of a file in a row with no new byte read (default 5)")
     add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
+    add("--retry-window-s", type=float, default=1800.0, help="a file failing this long stops (default 1800)")
     add("--timeout-s", type=float, default=60.0, help="Hub connect/read timeout in seconds (default 60)")
     add("--resource-config", default=RESOURCE_CONFIG, help=f"host list of a multi-instance job ({RESOURCE_CONFIG})")
     add("--leader-wait-s", type=float, default=6 * 3600.0, help="how long the leader waits for the other hosts")
@@ -145,8 +146,8 @@ def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
     for name in ("parts_in_flight", "files_in_flight", "ranges_per_file", "max_attempts"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("retry_base_s", "timeout_s", "leader_wait_s", "leader_poll_s"):
-        if getattr(args, name) < 0 or (name == "timeout_s" and args.timeout_s == 0):
+    for name in ("retry_base_s", "retry_window_s", "timeout_s", "leader_wait_s", "leader_poll_s"):
+        if getattr(args, name) < 0 or (name in ("timeout_s", "retry_window_s") and getattr(args, name) == 0):
             problems.append(f"--{name.replace('_', '-')} must be positive")
     args.include = _patterns(args.include)
     args.exclude = _patterns(args.exclude)
@@ -306,6 +307,7 @@ class Run:
             ranges_per_file=args.ranges_per_file,
             max_attempts=args.max_attempts,
             retry_base_s=args.retry_base_s,
+            retry_window_s=args.retry_window_s,
         )
         self.hub = HubClient(token=token, timeout=args.timeout_s)
 

@@ -178,6 +178,8 @@ class Fault:
     methods: tuple[str, ...] = ("GET",)
     range: str | None = None  # only requests with this Range header (None: any)
     location: str = ""  # where a redirect fault sends the client
+    every: int = 1  # only every N-th matching request (the N-th, 2N-th, ...): a flaky source, not a broken one
+    seen: int = 0  # matching requests so far
 
 
 @dataclass
@@ -308,15 +310,19 @@ class FakeHub:
         """Serve ``path`` with one byte flipped (same length) ``times`` times (None: always)."""
         self._add_fault(path, Fault("corrupt", times))
 
-    def cdn_status(self, path: str, status: int, times: int = 1, range: str | None = None) -> None:
-        """Answer ``status`` from the CDN for ``path`` ``times`` times (only for the Range header ``range``, when
-        given), as for a signed URL that expired."""
-        self._add_fault(path, Fault("cdn_status", times, status=status, range=range))
+    def cdn_status(
+        self, path: str, status: int, times: int | None = 1, range: str | None = None, every: int = 1
+    ) -> None:
+        """Answer ``status`` from the CDN for ``path`` ``times`` times (None: always; only for the Range header
+        ``range``, when given; only every ``every``-th such request), as for a signed URL that expired."""
+        self._add_fault(path, Fault("cdn_status", times, status=status, range=range, every=every))
 
-    def drop_after(self, path: str, after_bytes: int, times: int = 1, range: str | None = None) -> None:
-        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (only for requests
-        with the Range header ``range``, when given)."""
-        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes, range=range))
+    def drop_after(
+        self, path: str, after_bytes: int, times: int | None = 1, range: str | None = None, every: int = 1
+    ) -> None:
+        """Close the connection after ``after_bytes`` bytes of the body, ``times`` times (None: always; only for
+        requests with the Range header ``range``, when given; only every ``every``-th such request)."""
+        self._add_fault(path, Fault("drop", times, after_bytes=after_bytes, range=range, every=every))
 
     def whole_file(self, path: str, range: str, times: int = 1) -> None:
         """Answer the request for ``path`` with the Range header ``range`` with the whole file (200), as a server
@@ -356,6 +362,9 @@ class FakeHub:
                 if fault.range is not None and fault.range != range:
                     continue
                 if fault.kind in kinds and method in fault.methods and (fault.times is None or fault.times > 0):
+                    fault.seen += 1
+                    if fault.seen % fault.every:
+                        continue
                     if fault.times is not None:
                         fault.times -= 1
                     return fault

@@ -27,8 +27,9 @@ HELP = {
     "--parts-in-flight": "part buffers in memory, all files together (default 8)",
     "--files-in-flight": "files copied at once (default 4)",
     "--ranges-per-file": "byte ranges of one file fetched at once; 1: one stream",
-    "--max-attempts": "attempts per file before the run fails (default 5)",
+    "--max-attempts": "failures of a file in a row with no new byte read (default 5)",
     "--retry-base-s": "first retry delay; doubles each attempt (default 1)",
+    "--retry-window-s": "a file failing this long stops (default 1800)",
     "--timeout-s": "Hub connect/read timeout in seconds (default 60)",
     "--resource-config": "host list of a multi-instance job (/opt/ml/config/resourceconfig.json)",
     "--leader-wait-s": "how long the leader waits for the other hosts",
@@ -59,6 +60,7 @@ def test_defaults_are_the_ones_the_readme_promises() -> None:
         "ranges_per_file": 8,
         "max_attempts": 5,
         "retry_base_s": 1,
+        "retry_window_s": 1800,
         "timeout_s": 60,
         "progress_interval_s": 10,
     }

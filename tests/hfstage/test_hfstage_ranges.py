@@ -73,15 +73,15 @@ def test_ranges_arriving_out_of_order_hash_and_upload_in_order(stage, s3: S3Env,
     assert s3.open_uploads() == []  # the checkpoints are gone with the completed upload
 
 
-def test_a_range_failing_midway_refetches_that_range_only(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
+def test_a_range_cut_midway_continues_from_its_last_byte(stage, s3: S3Env, fake_hub: FakeHub, repo) -> None:  # noqa: F811
     fake_hub.drop_after(BIG, after_bytes=MiB, range=ranges_of(10 * MiB))
-    # Parts 1-2 are uploaded before it breaks; the range fetched again comes at full speed.
-    fake_hub.slow(BIG, bytes_per_s=2 * MiB, range=ranges_of(10 * MiB), times=1)
+    fake_hub.slow(BIG, bytes_per_s=2 * MiB, range=ranges_of(10 * MiB), times=1)  # parts 1-2 arrive first
     code, out, calls = stage()
     assert code == 0, out
-    assert "event=retry" in out and f"offset={10 * MiB}" in out  # the retry resumed at the third part
-    assert sorted(cdn_ranges(fake_hub)) == sorted([ranges_of(0), ranges_of(5 * MiB), *[ranges_of(10 * MiB)] * 2])
-    assert calls["UploadPart"] == 3
+    assert "event=retry" not in out and f"event=resume_read path={BIG} offset={11 * MiB} " in out
+    rest = f"bytes={11 * MiB}-{SIZE - 1}"  # the range's missing bytes only
+    assert sorted(cdn_ranges(fake_hub)) == sorted([ranges_of(0), ranges_of(5 * MiB), ranges_of(10 * MiB), rest])
+    assert fake_hub.bytes_sent(BIG) == SIZE and calls["UploadPart"] == 3
     assert s3.body(revision_prefix("models/", REPO, repo.sha) + BIG) == repo.files[BIG].content.to_bytes()
 
 
@@ -194,7 +194,9 @@ def test_a_part_refetched_after_a_failed_upload_is_hashed_again_even_if_later_pa
             failed.append(True)
             part_4_sent.wait(30)  # attempt 1 has hashed every part by now
             fake_hub.corrupt(BIG, times=1)  # the next request (attempt 2's stream from part 2) is corrupt
-            fake_hub.drop_after(BIG, after_bytes=6 * MiB, range=f"bytes={5 * MiB}-")  # ... and breaks in part 3
+            # ... and ends after part 2: part 3's read gets nothing, so attempt 2 fails (a cut after new bytes
+            # would continue instead)
+            fake_hub.drop_after(BIG, after_bytes=5 * MiB, range=f"bytes={5 * MiB}-")
             raise ClientError(
                 {"Error": {"Code": "InternalError"}, "ResponseMetadata": {"HTTPStatusCode": 500}}, "UploadPart"
             )

@@ -21,6 +21,7 @@ from hfstage.transfer import (
     FileFailed,
     FileStager,
     ResumePoint,
+    Retries,
     checkpoint_key,
     crc32_b64,
     parts_digest,
@@ -277,7 +278,7 @@ def test_a_wrong_hash_names_both_digests_and_nothing_is_put(fake_hub: FakeHub, r
         with pytest.raises(FileFailed) as failed:
             worker.stage(file_of(fake_hub, "config.json"))
     assert re.fullmatch(
-        rf"config\.json: config\.json: content git-sha1 [0-9a-f]{{40}} does not match the Hub's {expected} "
+        rf"config\.json: content git-sha1 [0-9a-f]{{40}} does not match the Hub's {expected} "
         r"\(gave up after 1 attempts\)",
         str(failed.value),
     )
@@ -494,16 +495,20 @@ def test_an_upload_that_cannot_be_aborted_is_said_and_the_error_kept(fake_hub: F
     )
 
 
-def test_a_broken_download_says_where_it_broke(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
+@pytest.mark.parametrize(("after", "event"), [(3, "resume_read"), (0, "retry")])
+def test_a_broken_download_says_where_it_broke(fake_hub: FakeHub, repo, s3_stub, after: int, event: str) -> None:  # noqa: F811
+    """Cut after 3 bytes: read on from byte 3 (no attempt spent); cut before any: the attempt fails, retried."""
     client, stub = s3_stub
-    fake_hub.drop_after("config.json", after_bytes=3)
+    fake_hub.drop_after("config.json", after_bytes=after)
     stub.add_response("put_object", {})
     log = io.StringIO()
     with ThreadPoolExecutor(1) as uploads:
         stager(fake_hub, client, uploads, log).stage(file_of(fake_hub, "config.json"))
-    (retry,) = [line for line in log.getvalue().splitlines() if " event=retry " in line]
-    assert " path=config.json attempt=2 " in retry
-    assert re.search(r'reason="config\.json: the download (stopped|broke) after 3 of 8 bytes', retry), retry
+    (line,) = [line for line in log.getvalue().splitlines() if f" event={event} " in line]
+    assert (" offset=3 " if after else " attempt=2 ") in line
+    assert re.search(rf'reason="config\.json: the download (stopped|broke) after {after} of 8 bytes', line), line
+    asked = [r.range for r in fake_hub.requests_for("config.json")]
+    assert asked == ([None, "bytes=3-"] if after else [None, None])
 
 
 # -- one range ---------------------------------------------------------------------------------------------
@@ -581,7 +586,8 @@ def test_a_range_of_another_file_length_is_an_integrity_error(fake_hub: FakeHub,
     real = file_of(fake_hub, BIG)
     listed = HubFile(real.path, real.size + 1, real.blob_id, real.sha256)
     with pytest.raises(IntegrityError) as raised:
-        worker._fetch_range(listed, [cdn_url(fake_hub, BIG)], None, bytearray(10), 0, 10, threading.Event())
+        link = [cdn_url(fake_hub, BIG)]
+        worker._fetch_range(listed, link, None, bytearray(10), 0, 10, threading.Event(), Retries(5, 60))
     assert str(raised.value) == f"{BIG}: the Hub sends {SIZE} bytes, the revision lists {SIZE + 1}"
 
 

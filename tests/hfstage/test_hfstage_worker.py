@@ -204,13 +204,34 @@ def test_transient_server_errors_are_retried(stage, s3: S3Env, hub: FakeHub) -> 
     assert s3.body(prefix + WEIGHTS_1) == FILES[WEIGHTS_1].to_bytes()
 
 
-def test_a_dropped_connection_resumes_at_the_last_part_boundary(stage, s3: S3Env, hub: FakeHub) -> None:  # noqa: F811
+def test_a_dropped_connection_continues_from_its_last_byte(stage, s3: S3Env, hub: FakeHub) -> None:  # noqa: F811
     hub.drop_after(WEIGHTS_1, after_bytes=11 * MiB)  # inside the third 5 MiB part
-    hub.drop_after("tokenizer.json", after_bytes=1000)  # a small file restarts
+    hub.drop_after("tokenizer.json", after_bytes=1000)  # a small file too
     result = stage("--ranges-per-file=1")  # one stream per file (see the parallel cases below)
     assert result.code == 0, result.message
     ranges = [r.range for r in hub.requests_for(WEIGHTS_1) if r.server == "cdn"]
+    assert ranges == [None, f"bytes={11 * MiB}-"]  # not a byte fetched twice, no attempt spent
+    assert [r.range for r in hub.requests_for("tokenizer.json")] == [None, "bytes=1000-"]
+    assert hub.bytes_sent(WEIGHTS_1) == FILES[WEIGHTS_1].size and not result.events("retry")
+    resumed = [line for line in result.out.splitlines() if "event=resume_read" in line]
+    assert len(resumed) == 2 and any(f"path={WEIGHTS_1} offset={11 * MiB} " in line for line in resumed)
+    assert result.calls["UploadPart"] == 5
+    prefix = prefix_of(hub)
+    assert s3.body(prefix + WEIGHTS_1) == FILES[WEIGHTS_1].to_bytes()
+    assert s3.body(prefix + "tokenizer.json") == FILES["tokenizer.json"]
+
+
+def test_a_connection_dropped_at_a_part_boundary_resumes_there(stage, s3: S3Env, hub: FakeHub) -> None:  # noqa: F811
+    """The stream ends exactly after part 2: the read of part 3 gets nothing, so the attempt fails (no new byte
+    to continue after) and the next one resumes at the last part boundary, the two parts not sent again."""
+    hub.drop_after(WEIGHTS_1, after_bytes=10 * MiB)
+    hub.drop_after("tokenizer.json", after_bytes=0)  # nothing read: a small file restarts
+    result = stage("--ranges-per-file=1")
+    assert result.code == 0, result.message
+    ranges = [r.range for r in hub.requests_for(WEIGHTS_1) if r.server == "cdn"]
     assert ranges == [None, f"bytes={10 * MiB}-"]  # the two uploaded parts are not sent again
+    assert [r.range for r in hub.requests_for("tokenizer.json")] == [None, None]
+    assert len(result.events("retry")) == 2
     assert result.calls["UploadPart"] == 5
     assert result.calls["CreateMultipartUpload"] == 2 + result.calls["AbortMultipartUpload"]  # + checkpoints
     assert any("event=resume" in line and f"offset={10 * MiB}" in line for line in result.out.splitlines())
