@@ -738,12 +738,18 @@ class TarballRun:
         summary["manifest"] = "written"
         return summary
 
-    def _up_to_date(self, prefix: str, where: str, summary: dict[str, Any]) -> bool:
+    def _existing_manifest(self, prefix: str) -> Any:
+        """The manifest at ``prefix``; None when there is none or it is unreadable (with a warning: the run
+        writes a new one). Other errors are raised, for ``call`` to name."""
         try:
-            manifest = self.call(f"reading {where}", read_manifest, self.s3, self.args.bucket, prefix)
+            return read_manifest(self.s3, self.args.bucket, prefix)
         except ValueError as error:
             self.log.emit("warning", reason=f"existing manifest ignored: {error}")
-            return False
+            return None
+
+    def _up_to_date(self, prefix: str, where: str, summary: dict[str, Any]) -> bool:
+        # Read inside ``call``, whose catch-all turned an unreadable manifest into a failed run before.
+        manifest = self.call(f"reading {where}", self._existing_manifest, prefix)
         args = self.args
         files = list(manifest_files(manifest, self.source_uri, self.etag, prefix, args.include, args.exclude))
         if not files:

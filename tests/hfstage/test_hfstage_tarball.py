@@ -565,7 +565,7 @@ def test_unsafe_kinds_are_counted_among_all_members() -> None:
 def test_member_bytes_are_read_to_the_last_one_and_a_stop_is_a_transfer_failure() -> None:
     import threading
 
-    from hfstage.tarball import _bytes
+    from hfstage.tarball import _bytes, _Refused
     from hfstage.worker import EXIT_TRANSFER, Failure
 
     assert list(_bytes(io.BytesIO(b"x"), 1, threading.Event())) == [b"x"]  # a one-byte member
@@ -575,6 +575,9 @@ def test_member_bytes_are_read_to_the_last_one_and_a_stop_is_a_transfer_failure(
     with pytest.raises(Failure) as failed:
         list(_bytes(io.BytesIO(b"xy"), 2, stop))
     assert failed.value.code == EXIT_TRANSFER and str(failed.value) == "stopped before the archive was read"
+    with pytest.raises(_Refused) as short:
+        list(_bytes(io.BytesIO(b"x"), 2, threading.Event()))  # the stream ends one byte early
+    assert str(short.value) == "it ends inside a member"
 
 
 def test_each_file_written_is_logged_with_its_size_and_time(unpack, s3: S3Env) -> None:  # noqa: F811
@@ -756,3 +759,138 @@ def test_a_stop_ends_the_read_before_any_request() -> None:
         reader.read(4)
     assert (failed.value.code, str(failed.value)) == (EXIT_TRANSFER, "stopped before the archive was read")
     assert asked == []
+
+
+def test_a_retry_of_the_archive_is_logged_whole_and_waits_at_most_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The retry line names the archive, the byte, the next attempt, the wait and the reason; the wait grows
+    from --retry-base-s but never past 30 s (the worker's cap for every S3 and Hub retry)."""
+    import random as random_module
+
+    from hfstage.events import EventLog
+
+    reader, _ = _reader([b"0123", _s3_error(500, "InternalError"), b"4567"], max_attempts=2)
+    log = io.StringIO()
+    waits: list[float] = []
+    reader.run.log = EventLog(log)
+    reader.run.retry_base_s = 100.0  # far past the cap
+    reader.run.stop.wait = lambda delay: waits.append(delay)  # type: ignore[method-assign]
+    monkeypatch.setattr(random_module, "uniform", lambda low, high: high)  # the longest wait the jitter allows
+    assert reader.read(4) == b"0123"
+    reader.close()  # the next read opens a new stream, which fails once
+    assert reader.read(4) == b"4567"
+    assert waits == [30.0]
+    (line,) = log.getvalue().splitlines()
+    assert line.split(" ", 1)[1] == "event=retry what=archive at_byte=4 attempt=2 wait_s=30.0 reason=InternalError"
+
+
+def test_the_archive_prefix_is_the_destination_without_its_slashes_then_a_hash_of_the_uri() -> None:
+    from hfstage.tarball import archive_prefix
+
+    uri = "s3://bucket/job-1/output/model.tar.gz"
+    leaf = f"s3-tarball--{hashlib.sha256(uri.encode()).hexdigest()[:16]}/"
+    assert archive_prefix("models/", uri) == "models/" + leaf
+    assert archive_prefix("/team/models//", uri) == "team/models/" + leaf
+    assert archive_prefix("", uri) == archive_prefix("/", uri) == leaf  # the bucket's root: no leading slash
+    assert archive_prefix("models/", uri + "x") != archive_prefix("models/", uri)
+
+
+def _manifest(uri: str, etag: str, paths: tuple[str, ...] = ("config.json",), **archive: object) -> dict:
+    entries = [{"path": p, "size": 2, "blob_id": "b" * 40, "sha256": "c" * 64} for p in paths]
+    return {"repo_id": uri, "revision": etag, "files": entries, **({"archive": archive} if archive else {})}
+
+
+def test_a_manifest_counts_only_for_this_archive_its_etag_and_its_patterns() -> None:
+    from hfstage.tarball import manifest_files
+
+    uri, etag, prefix = "s3://b/m.tar.gz", "e" * 32, "models/x/"
+    assert [f.path for f in manifest_files(_manifest(uri, etag), uri, etag, prefix)] == ["config.json"]
+    assert manifest_files(_manifest(uri, "f" * 32), uri, etag, prefix) == ()  # this archive, another ETag
+    assert manifest_files(_manifest("s3://b/other.tar.gz", etag), uri, etag, prefix) == ()
+    # Recorded patterns must be the ones asked for, each list on its own; none recorded means none used.
+    recorded = _manifest(uri, etag, include=["*.json"], exclude=["extra/*"])
+    assert len(manifest_files(recorded, uri, etag, prefix, ["*.json"], ["extra/*"])) == 1
+    assert manifest_files(recorded, uri, etag, prefix, ["*.json"], []) == ()
+    assert manifest_files(recorded, uri, etag, prefix, [], ["extra/*"]) == ()
+    assert manifest_files(_manifest(uri, etag, include=["*.json"]), uri, etag, prefix) == ()
+    assert manifest_files(_manifest(uri, etag, exclude=["extra/*"]), uri, etag, prefix) == ()
+    assert len(manifest_files(_manifest(uri, etag, include=[], exclude=[]), uri, etag, prefix)) == 1
+    not_a_record = {**_manifest(uri, etag), "archive": ["*.json"]}  # malformed: as if none was recorded
+    assert len(manifest_files(not_a_record, uri, etag, prefix)) == 1
+    assert manifest_files(not_a_record, uri, etag, prefix, ["*.json"]) == ()
+
+
+def test_a_manifest_listing_a_path_unsafe_under_the_prefix_counts_for_nothing() -> None:
+    from hfstage.tarball import manifest_files
+
+    uri, etag = "s3://b/m.tar.gz", "e" * 32
+    assert manifest_files(_manifest(uri, etag, ("../escape.json",)), uri, etag, "models/x/") == ()
+    long_name = "/".join(["w" * 200] * 5) + ".json"  # 1,009 bytes: a key alone, over S3's 1,024 under a long prefix
+    assert len(manifest_files(_manifest(uri, etag, (long_name,)), uri, etag, "m/")) == 1
+    assert manifest_files(_manifest(uri, etag, (long_name,)), uri, etag, "models/" + "p" * 40 + "/") == ()
+
+
+def test_a_rerun_says_it_is_up_to_date_and_counts_every_file_skipped(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES)), "--exclude=extra/*").code == 0
+    again = unpack(None, "--exclude=extra/*")  # the same patterns: nothing to do
+    assert again.code == 0, again.message
+    where = f"s3://{s3.bucket}/{staged_prefix(s3)}"
+    (line,) = [line for line in again.out.splitlines() if " event=up_to_date " in line]
+    assert line.split(" ", 1)[1] == (
+        f'event=up_to_date destination={where} files=3 reason="manifest and every object match"'
+    )
+    (summary,) = [line for line in again.out.splitlines() if " event=summary " in line]
+    assert " files=3 uploaded=0 skipped=3 bytes_uploaded=0 manifest=unchanged" in summary, summary
+
+
+def test_an_unreadable_manifest_is_ignored_with_a_warning_and_the_prefix_staged_again(unpack, s3: S3Env) -> None:  # noqa: F811
+    assert unpack(archive(files(FILES))).code == 0
+    prefix = staged_prefix(s3)
+    s3.client.put_object(Bucket=s3.bucket, Key=prefix + MANIFEST_NAME, Body=b"[1, 2]")
+    again = unpack(None)
+    assert again.code == 0, again.message
+    warning = f"s3://{s3.bucket}/{prefix}{MANIFEST_NAME} is not a JSON object"
+    assert f'event=warning reason="existing manifest ignored: {warning}"' in again.out
+    assert "event=up_to_date" not in again.out
+    assert json.loads(s3.body(prefix + MANIFEST_NAME))["repo_id"] == f"s3://{s3.bucket}/{SOURCE_KEY}"
+
+
+@pytest.mark.parametrize(
+    ("operation", "action"),
+    [("GetObject", "reading"), ("ListObjectsV2", "checking objects under")],
+)
+def test_an_s3_error_while_checking_a_rerun_names_what_was_being_done(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+    operation: str,
+    action: str,
+) -> None:
+    from botocore.exceptions import ClientError
+
+    from hfstage.worker import main
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    assert main([*argv, "--part-size-mib=5", f"--failure-file={tmp_path / 'first'}"]) == 0
+    prefix = staged_prefix(s3)
+    client, _ = s3.worker_client()
+
+    def refuse(params: dict, **_: object) -> None:
+        if str(params.get("Key", params.get("Prefix", ""))).startswith(prefix):
+            raise ClientError(
+                {"Error": {"Code": "AccessDenied"}, "ResponseMetadata": {"HTTPStatusCode": 403}}, operation
+            )
+
+    client.meta.events.register(f"before-parameter-build.s3.{operation}", refuse)
+    message = tmp_path / "message"
+    assert main([*argv, "--part-size-mib=5", f"--failure-file={message}"], s3_client=client) == 1
+    assert f"{action} s3://{s3.bucket}/{prefix}: AccessDenied" in message.read_text()
+
+
+def test_the_header_extension_budget_is_the_one_asked_for(unpack, s3: S3Env) -> None:  # noqa: F811
+    info, data = member("config.json", b"{}")
+    info.pax_headers = {"comment": "x" * 1500}  # one pax record block of 1,536 bytes, plus its header
+    packed = archive([(info, data)])
+    small = unpack(packed, "--max-header-bytes=1024")
+    assert small.code == 3 and "hold more than 1,024 bytes in all" in (small.message or ""), small.message
+    assert written(s3) == []
+    assert unpack(packed, "--max-header-bytes=4096").code == 0
