@@ -894,3 +894,143 @@ def test_the_header_extension_budget_is_the_one_asked_for(unpack, s3: S3Env) -> 
     assert small.code == 3 and "hold more than 1,024 bytes in all" in (small.message or ""), small.message
     assert written(s3) == []
     assert unpack(packed, "--max-header-bytes=4096").code == 0
+
+
+def test_a_value_that_is_no_etag_is_refused_naming_its_first_80_characters() -> None:
+    from hfstage.tarball import normal_etag
+
+    assert normal_etag(' "0123456789abcdef0123456789abcdef" ') == "0123456789abcdef0123456789abcdef"
+    bad = "z" * 79 + "yx"
+    with pytest.raises(ValueError) as refused:
+        normal_etag(bad)
+    assert str(refused.value) == f"ETag {bad[:80]!r} is not an S3 ETag"
+
+
+def test_closing_the_reader_closes_its_stream_once_even_when_that_fails() -> None:
+    reader, _ = _reader([b"0123456789"])
+
+    class Body:
+        closed = 0
+
+        def read(self, n: int) -> bytes:
+            return b"x"
+
+        def close(self) -> None:
+            Body.closed += 1
+            raise ConnectionResetError("a broken connection may fail to close")
+
+    reader._body = Body()
+    reader.close()  # the failure is swallowed: the next read opens a new stream
+    reader.close()  # nothing left to close
+    assert Body.closed == 1 and reader._body is None
+
+
+def _run_with(s3: S3Env, tmp_path: Path, operation: str, hook, *extra: str) -> tuple[int, str, str, Counter]:  # noqa: F811
+    """The tarball mode over the archive at SOURCE_KEY with ``hook`` before each ``operation``: exit status,
+    failure message, log, S3 calls."""
+    from hfstage.worker import main
+
+    client, counter = s3.worker_client()
+    client.meta.events.register(f"before-parameter-build.s3.{operation}", hook)
+    message = tmp_path / "message"
+    message.unlink(missing_ok=True)
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    import contextlib
+    import io as io_module
+
+    out = io_module.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main([*argv, "--retry-base-s=0.01", f"--failure-file={message}", *extra], s3_client=client)
+    return code, (message.read_text() if message.exists() else ""), out.getvalue(), counter.calls
+
+
+def _error(code: str, status: int, operation: str):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code}, "ResponseMetadata": {"HTTPStatusCode": status}}, operation)
+
+
+@pytest.mark.parametrize(
+    ("status", "code", "exit_code", "said"),
+    [
+        (403, "AccessDenied", 3, "AccessDenied; the job role needs s3:GetObject on it (and kms:Decrypt for SSE-KMS)"),
+        (404, "NoSuchKey", 3, "NoSuchKey"),
+        (500, "InternalError", 1, "InternalError"),
+    ],
+)
+def test_an_archive_that_cannot_be_headed_fails_by_its_status(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+    status: int,
+    code: str,
+    exit_code: int,
+    said: str,
+) -> None:
+    """Access denied (with what the role needs) and not found are the source's fault (exit 3); anything else
+    is a transfer failure (exit 1)."""
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+
+    def refuse(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY:
+            raise _error(code, status, "HeadObject")
+
+    exit_status, message, _, _ = _run_with(s3, tmp_path, "HeadObject", refuse)
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert (exit_status, message) == (exit_code, f"unpacking {uri} failed: cannot read {uri}: {said}\n")
+
+
+def test_a_transient_archive_error_is_retried_after_the_base_delay_and_the_part_size_is_the_one_asked(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import random as random_module
+
+    monkeypatch.setattr(random_module, "uniform", lambda low, high: high)  # the jitter's longest wait
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    failed: list[bool] = []
+
+    def fail_once(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY and not failed:
+            failed.append(True)
+            raise _error("InternalError", 500, "GetObject")
+
+    code, message, out, calls = _run_with(
+        s3, tmp_path, "GetObject", fail_once, "--part-size-mib=7", "--retry-base-s=0.2"
+    )
+    assert code == 0, message
+    (retry,) = [line for line in out.splitlines() if " event=retry " in line]
+    assert retry.split(" ", 1)[1] == "event=retry what=archive at_byte=0 attempt=2 wait_s=0.2 reason=InternalError"
+    assert calls["UploadPart"] == 2  # the weights, 12 MiB and 123 bytes, in parts of 7 MiB
+
+
+def test_the_archive_size_bound_allows_an_archive_of_exactly_that_size(unpack, s3: S3Env) -> None:  # noqa: F811
+    """Stored without compression (gzip level 0) the archive is a little larger than its tar, so the archive's
+    own size is what meets the bound first: equal passes, one byte over is refused before any read."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info, data = member("config.json", b"{}")
+        tar.addfile(info, io.BytesIO(data))
+    packed = gzip.compress(buffer.getvalue(), compresslevel=0)
+    assert len(packed) > len(buffer.getvalue())
+    over = unpack(packed, f"--max-total-bytes={len(packed) - 1}")
+    assert over.code == 3
+    assert f"it is {len(packed):,} bytes, over --max-total-bytes {len(packed) - 1:,}" in (over.message or "")
+    assert written(s3) == []
+    exact = unpack(None, f"--max-total-bytes={len(packed)}")
+    assert exact.code == 0, exact.message
+
+
+def test_an_archive_replaced_before_the_first_read_is_refused(s3: S3Env, tmp_path: Path) -> None:  # noqa: F811
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    replaced: list[bool] = []
+
+    def replace_first(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY and not replaced:
+            replaced.append(True)
+            s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+
+    code, message, _, _ = _run_with(s3, tmp_path, "GetObject", replace_first)
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert (code, message) == (3, f"unpacking {uri} failed: {uri} changed while it was read (If-Match failed)\n")
+    assert written(s3) == []
