@@ -1034,3 +1034,84 @@ def test_an_archive_replaced_before_the_first_read_is_refused(s3: S3Env, tmp_pat
     uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
     assert (code, message) == (3, f"unpacking {uri} failed: {uri} changed while it was read (If-Match failed)\n")
     assert written(s3) == []
+
+
+def _event(out: str, name: str) -> str:
+    (line,) = [line for line in out.splitlines() if f" event={name} " in line]
+    return line.split(" ", 1)[1]
+
+
+def test_a_run_logs_what_it_resolved_selected_planned_and_wrote(unpack, s3: S3Env) -> None:  # noqa: F811
+    data = archive(files(FILES, top="model/"))
+    result = unpack(data, '--exclude=["extra/*"]')
+    assert result.code == 0, result.message
+    uri, prefix = f"s3://{s3.bucket}/{SOURCE_KEY}", staged_prefix(s3)
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=SOURCE_KEY)["ETag"].strip('"')
+    where = f"s3://{s3.bucket}/{prefix}"
+    kept = {name: body for name, body in FILES.items() if not name.startswith("extra/")}
+    total = sum(len(body) for body in kept.values())
+    assert _event(result.out, "resolved") == (
+        f"event=resolved source={uri} etag={etag} bytes={len(data)} destination={where}"
+    )
+    assert _event(result.out, "selected") == "event=selected files=3 of=4 exclude=['extra/*']"
+    assert _event(result.out, "plan") == f"event=plan destination={where} files=3 bytes={total} unpacked_from=model"
+    assert _event(result.out, "manifest") == f"event=manifest destination={where} files=3 total_bytes={total}"
+    summary = _event(result.out, "summary")
+    assert f" files=3 uploaded=3 skipped=0 bytes_uploaded={total} manifest=written" in summary, summary
+
+
+def test_a_run_that_selects_every_file_says_so_nowhere_and_unpacks_from_the_root(unpack, s3: S3Env) -> None:  # noqa: F811
+    result = unpack(archive(files(FILES)))
+    assert result.code == 0, result.message
+    assert "event=selected" not in result.out
+    assert _event(result.out, "plan").endswith(" unpacked_from=/")
+    lost = unpack(None, "--exclude=tokenizer.json")  # another pattern: a new manifest; the files were there
+    summary = _event(lost.out, "summary")
+    assert " files=3 uploaded=0 skipped=3 bytes_uploaded=0 manifest=written" in summary, summary
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown"),
+    [
+        (("--include=*.bin",), "include ['*.bin'] and exclude []"),
+        (('--exclude=["*"]',), "include ['*'] and exclude ['*']"),
+    ],
+)
+def test_patterns_that_select_nothing_are_a_usage_error_naming_them(unpack, s3: S3Env, flags, shown: str) -> None:  # noqa: F811
+    result = unpack(archive(files(FILES)), *flags)
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert result.code == 2
+    assert result.message == f"unpacking {uri} failed: no file of {uri} matches {shown}\n"
+    assert written(s3) == []
+
+
+def test_an_archive_replaced_since_the_plan_is_refused_in_words_that_say_what_to_do(unpack, s3: S3Env) -> None:  # noqa: F811
+    planned = "0123456789abcdef0123456789abcdef"
+    result = unpack(archive(files(FILES)), f'--source-etag="{planned}"')
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=SOURCE_KEY)["ETag"].strip('"')
+    assert result.message == (
+        f"unpacking {uri} failed: {uri} has ETag {etag}, not the planned {planned}: "
+        "it was replaced; redeploy to stage the new archive\n"
+    )
+
+
+def test_a_file_too_large_for_one_s3_object_is_refused_before_any_write(
+    unpack,
+    s3: S3Env,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """S3 holds at most 10,000 parts of 5 GiB: past that (48.8 TiB, not buildable here) part_size_for refuses."""
+    import hfstage.tarball as tarball
+
+    def refuse(size: int, preferred: int) -> int:
+        raise ValueError("over 10,000 parts of 5 GiB")
+
+    monkeypatch.setattr(tarball, "part_size_for", refuse)
+    result = unpack(archive(files({"config.json": b"{}"})))
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert (result.code, result.message) == (
+        3,
+        f"unpacking {uri} failed: config.json cannot be one S3 object: over 10,000 parts of 5 GiB\n",
+    )
+    assert written(s3) == []
