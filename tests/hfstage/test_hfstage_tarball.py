@@ -1115,3 +1115,117 @@ def test_a_file_too_large_for_one_s3_object_is_refused_before_any_write(
         f"unpacking {uri} failed: config.json cannot be one S3 object: over 10,000 parts of 5 GiB\n",
     )
     assert written(s3) == []
+
+
+# ---- the tarball mode's command line, as a user meets it -----------------------------------------------------
+
+TARBALL_HELP = {
+    "--source-s3-uri": "s3://bucket/key.tar.gz: a gzip-compressed tar to unpack",
+    "--source-etag": "the ETag the archive must have (the staging handler passes the one it planned with)",
+    "--destination": "s3://bucket/prefix/: files go to <prefix>/s3-tarball--<hash>/<etag>/",
+    "--include": "glob of archive files to unpack (repeatable, or one JSON array)",
+    "--exclude": "glob of archive files to leave out (repeatable, or one JSON array)",
+    "--part-size-mib": "multipart part size in MiB, 5-5120 (default 64; one in memory)",
+    "--max-members": "most archive members (default 10,000)",
+    "--max-total-bytes": (
+        "most bytes of tar the archive unpacks to: every member's data, headers, padding (default 2 TiB)"
+    ),
+    "--max-header-bytes": "most bytes of pax extended/global headers and GNU long names in all (default 32 MiB)",
+    "--max-attempts": "attempts per read of the archive before the run fails",
+    "--retry-base-s": "first retry delay; doubles each attempt (default 1)",
+    "--resource-config": "host list of a multi-instance job: hosts other than the first do nothing",
+    "--progress-interval-s": "accepted for the Hub worker's flags; unused",
+    "--failure-file": "where the failure reason goes (default $HFSTAGE_FAILURE_FILE or /opt/ml/output/message)",
+}
+TARBALL_OK = ["--source-s3-uri=s3://bkt/job/model.tar.gz", "--destination=s3://bkt/models/"]
+
+
+def test_the_tarball_help_documents_every_option() -> None:
+    import argparse
+    import re
+
+    from hfstage.tarball import add_arguments
+
+    parser = argparse.ArgumentParser(prog="hfstage")
+    add_arguments(parser)
+    text = " ".join(parser.format_help().split())
+    for option, help_text in TARBALL_HELP.items():
+        assert re.search(rf"{re.escape(option)}( [A-Z_0-9]+)? {re.escape(help_text)}", text), option
+    assert {a.option_strings[-1] for a in parser._actions} - {"--help"} == set(TARBALL_HELP)
+
+
+def test_the_tarball_defaults_are_the_ones_its_help_promises() -> None:
+    from hfstage.tarball import parse_args
+
+    args = parse_args(TARBALL_OK)
+    assert (args.source_s3_uri, args.source_etag, args.bucket, args.prefix) == (
+        "s3://bkt/job/model.tar.gz",
+        None,
+        "bkt",
+        "models/",
+    )
+    assert (args.include, args.exclude, args.part_size_mib) == ([], [], 64)
+    assert (args.max_members, args.max_total_bytes, args.max_header_bytes) == (10_000, 2 * 1024**4, 32 * MiB)
+    assert (args.max_attempts, args.retry_base_s, args.progress_interval_s) == (5, 1.0, 10.0)
+    assert (args.resource_config, args.failure_file) == (None, None)
+    parsed = parse_args([*TARBALL_OK, "--part-size-mib=6", "--max-attempts=2", "--retry-base-s=0.5", "--include=a*"])
+    assert (parsed.part_size_mib, parsed.max_attempts, parsed.retry_base_s, parsed.include) == (6, 2, 0.5, ["a*"])
+
+
+@pytest.mark.parametrize("missing", ["--source-s3-uri", "--destination"])
+def test_the_source_and_the_destination_are_required(missing: str) -> None:
+    from hfstage.tarball import parse_args
+    from hfstage.worker import EXIT_USAGE, Failure
+
+    kept = [a for a in TARBALL_OK if not a.startswith(missing)]
+    with pytest.raises(Failure) as refused:
+        parse_args(kept)
+    assert refused.value.code == EXIT_USAGE and missing in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("argv", "tarball"),
+    [
+        (["--source-s3-uri=s3://b/k.tar.gz"], True),
+        (["--destination=s3://b/p/", "--source-s3-uri", "s3://b/k.tar.gz"], True),
+        (["--repo-id=Org/Name", "--destination=s3://b/p/"], False),
+        (["--source-s3-urix=1"], False),
+        ([], False),
+    ],
+)
+def test_the_tarball_mode_is_chosen_by_its_flag_alone(argv: list[str], tarball: bool) -> None:
+    from hfstage.tarball import is_tarball_run
+
+    assert is_tarball_run(argv) is tarball
+
+
+def test_the_manifest_records_the_archive_it_came_from(unpack, s3: S3Env) -> None:  # noqa: F811
+    data = archive(files(FILES, top="model/"))
+    assert unpack(data, "--include=*.json", "--include=*.safetensors", "--exclude=tokenizer*").code == 0
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    etag = s3.client.head_object(Bucket=s3.bucket, Key=SOURCE_KEY)["ETag"].strip('"')
+    manifest = json.loads(s3.body(staged_prefix(s3) + MANIFEST_NAME))
+    assert (manifest["repo_id"], manifest["revision"], manifest["source"]) == (uri, etag, uri)
+    assert manifest["archive"] == {
+        "uri": uri,
+        "etag": etag,
+        "bytes": len(data),
+        "unpacked_from": "model",
+        "include": ["*.json", "*.safetensors"],
+        "exclude": ["tokenizer*"],
+    }
+    assert unpack(archive(files(FILES)), key="flat/model.tar.gz").code == 0
+    flat = json.loads(s3.body(staged_prefix(s3, "flat/model.tar.gz") + MANIFEST_NAME))
+    assert flat["archive"]["unpacked_from"] == ""  # no single top folder: unpacked from the root
+
+
+def test_a_manifest_s3_refuses_names_the_prefix(s3: S3Env, tmp_path: Path) -> None:  # noqa: F811
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+
+    def refuse(params: dict, **_: object) -> None:
+        if str(params.get("Key", "")).endswith(MANIFEST_NAME):
+            raise _error("AccessDenied", 403, "PutObject")
+
+    code, message, _, _ = _run_with(s3, tmp_path, "PutObject", refuse)
+    uri, where = f"s3://{s3.bucket}/{SOURCE_KEY}", f"s3://{s3.bucket}/{staged_prefix(s3)}"
+    assert (code, message) == (1, f"unpacking {uri} failed: writing the manifest in {where}: AccessDenied\n")
