@@ -513,7 +513,7 @@ class SourceReader:
                 self.close()
                 status = _status(error)
                 if status == 412:
-                    raise SourceChanged(f"{run.source_uri} changed while it was read (If-Match failed)") from None
+                    raise SourceChanged("If-Match failed") from None  # the caller names the archive and the read
                 if status in (403, 404) or attempt == run.max_attempts:
                     raise Failure(
                         EXIT_TRANSFER, f"reading {run.source_uri} at byte {self.position:,}: {_describe(error)}"
@@ -793,7 +793,7 @@ class TarballRun:
         except _Refused as error:
             raise Failure(EXIT_SOURCE, f"refused before any upload: {self.source_uri}: {error}") from None
         except SourceChanged as error:
-            raise Failure(EXIT_SOURCE, str(error)) from None
+            raise Failure(EXIT_SOURCE, f"{self.source_uri} changed while it was read ({error})") from None
         finally:
             reader.close()
         return members
@@ -952,6 +952,6 @@ def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> 
         return guard.done(TarballRun(args, guard.log, guard.stop, s3).execute())
 
     def changed(error: BaseException, guard: Guard) -> tuple[str, int]:
-        return f"{error}; rerun to stage the new archive", EXIT_SOURCE
+        return f"the archive changed while it was read ({error}); rerun to stage the new archive", EXIT_SOURCE
 
     return guarded_run("unpacking the archive", unpack, {SourceChanged: changed})

@@ -273,7 +273,10 @@ def test_an_archive_replaced_between_the_two_reads_is_refused(s3: S3Env, tmp_pat
     argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
     code = main([*argv, "--part-size-mib=5", f"--failure-file={message}"], s3_client=client)
     assert code == 3
-    assert "changed while it was read (If-Match failed)" in message.read_text()
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert message.read_text() == (
+        f"unpacking {uri} failed: {uri} changed between the two reads (If-Match failed); rerun to stage it again\n"
+    )
     assert all(tag.startswith('"') and len(tag) == 34 for tag in gets)  # the quoted ETag, on every GET
     assert not [k for k in written(s3) if k.endswith(MANIFEST_NAME)]  # never a manifest for a mixed prefix
 
@@ -1229,3 +1232,131 @@ def test_a_manifest_s3_refuses_names_the_prefix(s3: S3Env, tmp_path: Path) -> No
     code, message, _, _ = _run_with(s3, tmp_path, "PutObject", refuse)
     uri, where = f"s3://{s3.bucket}/{SOURCE_KEY}", f"s3://{s3.bucket}/{staged_prefix(s3)}"
     assert (code, message) == (1, f"unpacking {uri} failed: writing the manifest in {where}: AccessDenied\n")
+
+
+@pytest.mark.parametrize(
+    ("flags", "problem"),
+    [
+        (["--source-etag=nope"], "--source-etag: ETag 'nope' is not an S3 ETag"),
+        (["--destination=bkt/models/"], "--destination 'bkt/models/' is not s3://<bucket>/<prefix>/"),
+        (["--part-size-mib=4"], "--part-size-mib 4 is outside 5-5120"),
+        (["--part-size-mib=5121"], "--part-size-mib 5121 is outside 5-5120"),
+        (["--max-members=0"], "--max-members must be at least 1"),
+        (["--max-total-bytes=0"], "--max-total-bytes must be at least 1"),
+        (["--max-header-bytes=0"], "--max-header-bytes must be at least 1"),
+        (["--max-attempts=0"], "--max-attempts must be at least 1"),
+        (["--retry-base-s=-0.5"], "--retry-base-s must be positive"),
+    ],
+)
+def test_each_bad_tarball_argument_is_named(flags: list[str], problem: str) -> None:
+    from hfstage.tarball import parse_args
+    from hfstage.worker import EXIT_USAGE, Failure
+
+    with pytest.raises(Failure) as refused:
+        parse_args([*TARBALL_OK, *flags])
+    assert (refused.value.code, str(refused.value)) == (EXIT_USAGE, f"bad arguments: {problem}")
+
+
+def test_every_bad_tarball_argument_is_named_at_once_and_the_edges_pass(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hfstage.tarball import main, parse_args
+
+    monkeypatch.setenv("HFSTAGE_FAILURE_FILE", str(tmp_path / "message"))  # --failure-file is not parsed yet
+    assert main([*TARBALL_OK, "--max-attempts=0", "--retry-base-s=-1"]) == 2
+    assert (tmp_path / "message").read_text() == (
+        "unpacking the archive failed: bad arguments: --max-attempts must be at least 1; "
+        "--retry-base-s must be positive\n"
+    )
+    edges = ["--part-size-mib=5", "--max-members=1", "--max-header-bytes=1", "--max-attempts=1", "--retry-base-s=0"]
+    assert parse_args([*TARBALL_OK, *edges]).part_size_mib == 5
+    assert parse_args([*TARBALL_OK, "--part-size-mib=5120"]).part_size_mib == 5120
+    root = parse_args(["--source-s3-uri=s3://bkt/m.tar.gz", "--destination=s3://bkt/"])
+    assert (root.bucket, root.prefix) == ("bkt", "")  # the bucket's root
+    listed = parse_args([*TARBALL_OK, '--include=["*.json", "*.safetensors"]', "--exclude=a", "--exclude=b"])
+    assert (listed.include, listed.exclude) == (["*.json", "*.safetensors"], ["a", "b"])
+
+
+def test_the_tarball_help_names_the_program_and_what_it_does(capsys: pytest.CaptureFixture[str]) -> None:
+    from hfstage.tarball import main
+
+    assert main(["--source-s3-uri=s3://bkt/m.tar.gz", "--help"], prog="hfstage") == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert text.startswith("usage: hfstage ") and "Unpack a model.tar.gz in S3 into a verified prefix." in text
+
+
+def test_hosts_other_than_the_first_do_nothing_and_a_bad_host_list_is_a_usage_error(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from hfstage.tarball import main
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    config = tmp_path / "resourceconfig.json"
+    config.write_text(json.dumps({"current_host": "algo-2", "hosts": ["algo-2", "algo-1"]}))
+    client, counter = s3.worker_client()
+    capsys.readouterr()
+    assert main([*argv, f"--resource-config={config}"], s3_client=client) == 0
+    out = capsys.readouterr().out
+    assert (
+        _event(out, "summary")
+        == 'event=summary status=ok host=algo-2 reason="an archive is unpacked by the first host only"'
+    )
+    assert sum(counter.calls.values()) == 0 and written(s3) == []
+    config.write_text(json.dumps({"current_host": "algo-1", "hosts": ["algo-2", "algo-1"]}))
+    assert main([*argv, f"--resource-config={config}"], s3_client=client) == 0  # the first host unpacks
+    assert written(s3) != []
+    config.write_text("[]")
+    message = tmp_path / "message"
+    assert main([*argv, f"--resource-config={config}", f"--failure-file={message}"], s3_client=client) == 2
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert message.read_text() == (
+        f"unpacking {uri} failed: {config} lacks current_host (a string) and hosts (a list of strings)\n"
+    )
+
+
+def test_a_run_begins_by_saying_what_it_unpacks_where_with_its_own_client(
+    s3: S3Env,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a client handed in, the mode makes one sized for one file and two parts in flight."""
+    import hfstage.tarball as tarball
+
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+    asked: list[object] = []
+
+    def client_for(settings: object) -> object:
+        asked.append(settings)
+        return s3.worker_client()[0]
+
+    monkeypatch.setattr(tarball, "make_s3_client", client_for)
+    argv = [f"--source-s3-uri=s3://{s3.bucket}/{SOURCE_KEY}", f"--destination=s3://{s3.bucket}/models/"]
+    capsys.readouterr()
+    assert tarball.main([*argv, "--part-size-mib=6"]) == 0
+    assert [(s.parts_in_flight, s.files_in_flight) for s in asked] == [(2, 1)]  # type: ignore[attr-defined]
+    begin = _event(capsys.readouterr().out, "begin")
+    assert (
+        begin == f"event=begin source={argv[0].split('=', 1)[1]} destination=s3://{s3.bucket}/models/ part_size_mib=6"
+    )
+
+
+def test_an_archive_replaced_during_the_second_read_says_to_rerun(s3: S3Env, tmp_path: Path) -> None:  # noqa: F811
+    s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files(FILES)))
+    reads: list[bool] = []
+
+    def replace_before_the_second_read(params: dict, **_: object) -> None:
+        if params.get("Key") == SOURCE_KEY:
+            reads.append(True)
+            if len(reads) == 2:
+                s3.client.put_object(Bucket=s3.bucket, Key=SOURCE_KEY, Body=archive(files({"config.json": b"{}"})))
+
+    code, message, _, _ = _run_with(s3, tmp_path, "GetObject", replace_before_the_second_read)
+    uri = f"s3://{s3.bucket}/{SOURCE_KEY}"
+    assert (code, message) == (
+        3,
+        f"unpacking {uri} failed: {uri} changed between the two reads (If-Match failed); rerun to stage it again\n",
+    )
