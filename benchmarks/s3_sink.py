@@ -37,6 +37,11 @@ READ_CHUNK = 1024 * 1024
 NS = "http://s3.amazonaws.com/doc/2006-03-01/"
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024  # not socketserver's 5: see tests/fakes/local_server.py (this file runs alone)
+
+
 @dataclass
 class StoredObject:
     size: int
@@ -75,8 +80,7 @@ class S3Sink:
         self.lock = threading.Lock()
         self._ids = itertools.count(1)
         handler = type("SinkHandler", (_Handler,), {"sink": self})
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-        self.server.daemon_threads = True
+        self.server = _Server(("127.0.0.1", port), handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         self._thread: threading.Thread | None = None
 

@@ -32,8 +32,10 @@ import threading
 import time
 import urllib.parse
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.fakes.local_server import LocalServer
 
 TEST_TOKEN = "hf_fAkEtOkEn0123456789abcdefSECRET"
 LFS_PATTERNS = ("*.safetensors", "*.bin", "*.gguf", "*.pt", "*.pth", "*.h5", "*.onnx")
@@ -220,7 +222,7 @@ class FakeHub:
         self._faults: dict[str, list[Fault]] = {}
         self._lock = threading.Lock()
         self._by_sha256: dict[str, FakeFile] = {}
-        self._servers: list[ThreadingHTTPServer] = []
+        self._servers: list[LocalServer] = []
         self._threads: list[threading.Thread] = []
         self.endpoint = ""
         self.cdn_endpoint = ""
@@ -393,11 +395,9 @@ class FakeHub:
             return any(r.server == "cdn" and r.authorization for r in self.requests)
 
 
-def _server(hub: FakeHub, role: str) -> ThreadingHTTPServer:
+def _server(hub: FakeHub, role: str) -> LocalServer:
     handler = type(f"{role.title()}Handler", (_Handler,), {"hub": hub, "role": role})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
-    return server
+    return LocalServer(("127.0.0.1", 0), handler)
 
 
 class _Handler(BaseHTTPRequestHandler):

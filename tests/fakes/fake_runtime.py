@@ -35,11 +35,12 @@ import time
 import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import unquote
 
 from tests.fakes.handlers import load_handler  # noqa: F401  (the one loader; callers import it from here)
+from tests.fakes.local_server import LocalServer
 
 ACCOUNT = "123456789012"
 REGION = "us-east-1"
@@ -264,8 +265,7 @@ class FakeSageMaker:
 # --- HTTP -------------------------------------------------------------------------------------------
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(LocalServer):
     connections = 0  # accepted TCP connections (a kept-alive one carries many requests)
 
     def process_request(self, request: Any, client_address: Any) -> None:
