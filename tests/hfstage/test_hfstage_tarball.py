@@ -1360,3 +1360,267 @@ def test_an_archive_replaced_during_the_second_read_says_to_rerun(s3: S3Env, tmp
         3,
         f"unpacking {uri} failed: {uri} changed between the two reads (If-Match failed); rerun to stage it again\n",
     )
+
+
+# ---- the tar reader's fields, at their edges -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        (b"\0" * 12, 0),  # an empty field is 0
+        (b"    \0", 0),
+        (b" 17 \0", 15),
+        (b"17\0\0\0", 15),  # NUL padding after the number
+        (b"\x80" + (2**80 + 5).to_bytes(11, "big"), 2**80 + 5),  # GNU base-256: every byte after the marker
+    ],
+)
+def test_header_numbers_are_octal_or_base_256(field: bytes, value: int) -> None:
+    from hfstage.tarball import _number
+
+    assert _number(field, "size") == value
+
+
+@pytest.mark.parametrize("field", [b"\t17\0", b"X17\0", b"18\0", b"1 7\0"])
+def test_a_header_number_with_anything_but_octal_digits_and_spaces_is_refused(field: bytes) -> None:
+    from hfstage.tarball import _number, _Refused
+
+    with pytest.raises(_Refused, match=r"^a header's size b'.*' is not an octal number$"):
+        _number(field, "size")
+
+
+def test_a_refused_header_number_is_shown_cut_to_20_bytes() -> None:
+    from hfstage.tarball import _number, _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _number(b"9" * 25 + b"\0", "mode")
+    assert str(refused.value) == f"a header's mode {b'9' * 20!r} is not an octal number"
+
+
+def _header(name: str = "config.json", size: int = 2) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size = size
+    return info.tobuf(format=tarfile.USTAR_FORMAT)[:512]
+
+
+def _with_checksum(header: bytes, field: bytes) -> bytes:
+    assert len(field) == 8
+    return header[:148] + field + header[156:]
+
+
+def _sums(header: bytes) -> tuple[int, int]:
+    blanked = header[:148] + b" " * 8 + header[156:]
+    return sum(blanked), sum(blanked) - 256 * sum(1 for b in blanked if b > 127)
+
+
+def test_header_checksums_in_the_forms_tars_write_them_are_accepted() -> None:
+    from hfstage.tarball import _checksum_ok
+
+    header = _header()
+    unsigned, _ = _sums(header)
+    assert _checksum_ok(header)  # tarfile's "%06o\0 "
+    assert _checksum_ok(_with_checksum(header, b"%06o\0\0" % unsigned))  # NUL-padded
+    assert _checksum_ok(_with_checksum(header, (b"%o\0" % unsigned).ljust(8, b" ")))  # no leading zeros
+    assert _checksum_ok(_with_checksum(header, b"%07o " % unsigned))  # 7 digits and a space, no NUL
+    # Old tars summed the header as signed bytes: a byte over 127 counts 256 less.
+    high = _header("cafe.json")
+    high = high[:3] + b"\xe9" + high[4:]  # one byte over 127 in the name
+    unsigned, signed = _sums(high)
+    assert signed == unsigned - 256
+    assert _checksum_ok(_with_checksum(high, b"%06o\0 " % signed)) and _checksum_ok(
+        _with_checksum(high, b"%06o\0 " % unsigned)
+    )
+    assert not _checksum_ok(_with_checksum(high, b"%06o\0 " % (unsigned + 256)))
+
+
+@pytest.mark.parametrize(
+    ("field", "off"),
+    [
+        (b"\0" * 8, 0),
+        (b" " * 8, 0),
+        (b"\t%05o\0 ", 0),
+        (b"X%05o\0 ", 0),
+        (b"%05o8\0 ", 0),
+        (b"%06o\0 ", 1),
+    ],
+    ids=["empty", "spaces", "a tab", "a letter", "an 8", "one off"],
+)
+def test_a_header_checksum_that_is_not_one_is_refused_without_an_error(field: bytes, off: int) -> None:
+    from hfstage.tarball import _checksum_ok
+
+    header = _header()
+    unsigned, _ = _sums(header)
+    if b"%" in field:
+        field = field % (unsigned + off)
+    assert not _checksum_ok(_with_checksum(header, field))
+
+
+def test_names_that_are_not_utf8_are_shown_cut_to_60_bytes() -> None:
+    from hfstage.tarball import _Refused, _text
+
+    with pytest.raises(_Refused) as refused:
+        _text(b"\xff" * 70, "a member name")
+    shown = repr(b"\xff" * 60)
+    assert str(refused.value) == f"a member name {shown} is not UTF-8"
+
+
+def _entries(data: bytes, *, limit: int = 10**9, headers: int = 10**6) -> list:
+    import threading
+
+    from hfstage.tarball import _Gunzip, read_tar
+
+    stream = _Gunzip(io.BytesIO(data), limit, threading.Event())
+    found = []
+    for entry in read_tar(stream, 1000, headers):
+        found.append((entry.name, entry.kind, entry.size, stream.read(entry.size) if entry.kind == "file" else b""))
+    return found
+
+
+def _refused(data: bytes, **kw: int) -> str:
+    from hfstage.tarball import _Refused
+
+    with pytest.raises(_Refused) as refused:
+        _entries(data, **kw)
+    return str(refused.value)
+
+
+def _tar(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=fmt) as tar:
+        for info, data in members:
+            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+    return buffer.getvalue()
+
+
+def test_a_member_whose_padding_is_one_byte_is_followed_by_the_next_member() -> None:
+    data = random.Random(3).randbytes(511)
+    found = _entries(gzip.compress(_tar([member("a.bin", data), member("b.json", b"{}")])))
+    assert found == [("a.bin", "file", 511, data), ("b.json", "file", 2, b"{}")]
+
+
+def test_a_tar_cut_inside_a_header_or_an_extension_or_a_member_says_where() -> None:
+    whole = _tar([member("a.bin", b"x" * 600), member("b.json", b"{}")])
+    assert _refused(gzip.compress(whole[:700])) == "it ends inside a member"
+    assert _refused(gzip.compress(whole[: 512 + 1024 + 100])) == "it ends inside a tar header"
+    info, body = member("c.json", b"{}")
+    info.pax_headers = {"comment": "y" * 900}
+    extended = _tar([(info, body)])
+    assert _refused(gzip.compress(extended[: 512 + 600])) == "it ends inside a tar header extension"
+
+
+def test_a_bad_header_checksum_names_the_header_by_its_byte() -> None:
+    whole = bytearray(_tar([member("a.bin", b"x" * 10), member("b.json", b"{}")], fmt=tarfile.USTAR_FORMAT))
+    whole[1024 + 148 : 1024 + 156] = b"0000000\0"  # the second header, 512 + 512 bytes in
+    assert _refused(gzip.compress(bytes(whole))) == (
+        "it is not a readable gzip-compressed tar: the header at byte 1,024 has a bad checksum"
+    )
+
+
+def test_an_oversized_extension_is_named_by_its_kind() -> None:
+    from hfstage.tarball import MAX_HEADER_EXTENSION
+
+    info, body = member("c.json", b"{}")
+    info.pax_headers = {"comment": "y" * (MAX_HEADER_EXTENSION + 10)}
+    said = _refused(gzip.compress(_tar([(info, body)])), headers=10**9)
+    assert said.startswith("a pax extended header (a tar header extension) of ")
+    assert said.endswith(f" bytes (over {MAX_HEADER_EXTENSION:,})")
+
+
+def test_a_gnu_long_link_name_is_the_links_target_not_its_name() -> None:
+    link = tarfile.TarInfo("short-link")
+    link.type = tarfile.SYMTYPE
+    link.linkname = "t" * 150  # over ustar's 100 bytes: GNU writes a K record
+    found = _entries(gzip.compress(_tar([(link, b"")], fmt=tarfile.GNU_FORMAT)))
+    assert found == [("short-link", "a symbolic link", 0, b"")]
+    named = tarfile.TarInfo("n" * 150 + ".json")  # a GNU L record: the member's own name
+    named.size = 2
+    assert _entries(gzip.compress(_tar([(named, b"{}")], fmt=tarfile.GNU_FORMAT))) == [
+        ("n" * 150 + ".json", "file", 2, b"{}")
+    ]
+
+
+def test_a_root_entry_is_no_folder_of_its_own() -> None:
+    """``tar -C dir .`` writes "." first: it is the archive's root, so one folder under it is still the only top
+    folder, unpacked from inside."""
+    from hfstage.tarball import Member, plan_layout
+
+    members = [
+        Member(".", "folder"),
+        Member("model", "folder"),
+        Member("model/config.json", "file", 2, "a" * 64),
+    ]
+    names = [entry[0] for entry in _entries(gzip.compress(_tar([member(".", kind=tarfile.DIRTYPE)])))]
+    assert names == [""]
+    layout = plan_layout([Member("", "folder"), *members[1:]], "models/x/")
+    assert (layout.stripped, [f.path for f in layout.files]) == ("model", ["config.json"])
+
+
+def test_the_gunzip_reads_its_source_a_chunk_at_a_time_and_counts_every_byte() -> None:
+    import threading
+
+    from hfstage.tarball import READ_CHUNK, _Gunzip, _Refused
+
+    asked: list[int] = []
+    body = io.BytesIO(gzip.compress(b"\0" * (3 * READ_CHUNK)))
+
+    class Source:
+        def read(self, n: int) -> bytes:
+            asked.append(n)
+            return body.read(n)
+
+    stream = _Gunzip(Source(), 3 * READ_CHUNK, threading.Event())
+    assert len(stream.read(3 * READ_CHUNK)) == 3 * READ_CHUNK and set(asked) == {READ_CHUNK}
+    over = _Gunzip(io.BytesIO(gzip.compress(b"\0" * (2 * READ_CHUNK))), READ_CHUNK + READ_CHUNK // 2, threading.Event())
+    with pytest.raises(_Refused) as refused:
+        over.read(2 * READ_CHUNK)  # no chunk alone is over the bound; the two together are
+    assert str(refused.value) == (
+        f"it makes the job read more than {READ_CHUNK + READ_CHUNK // 2:,} bytes of tar (--max-total-bytes counts "
+        "every byte unpacked: headers, skipped and refused members, padding)"
+    )
+
+
+def test_the_gunzip_names_a_missing_trailer_corrupt_data_and_a_stop() -> None:
+    import threading
+
+    from hfstage.tarball import _Gunzip, _Refused
+    from hfstage.worker import EXIT_TRANSFER, Failure
+
+    packed = gzip.compress(b"x" * 1000)
+    with pytest.raises(_Refused) as cut:
+        _Gunzip(io.BytesIO(packed[:-8]), 10**6, threading.Event()).read(2000)
+    assert str(cut.value) == "its gzip stream ends without the 8-byte trailer (CRC-32 and length)"
+    garbage = packed[:10] + b"\xff" * 50  # a gzip header, then no deflate block zlib knows
+    with pytest.raises(_Refused) as corrupt:
+        _Gunzip(io.BytesIO(garbage), 10**6, threading.Event()).read(2000)
+    assert str(corrupt.value).startswith("its gzip data is corrupt (zlib: Error -3 while decompressing data: ")
+    stop = threading.Event()
+    stop.set()
+    with pytest.raises(Failure) as stopped:
+        _Gunzip(io.BytesIO(packed), 10**6, stop).read(10)
+    assert (stopped.value.code, str(stopped.value)) == (EXIT_TRANSFER, "stopped before the archive was read")
+    with pytest.raises(_Refused) as short:
+        _Gunzip(io.BytesIO(gzip.compress(b"x" * 10)), 10**6, threading.Event()).skip(20)
+    assert str(short.value) == "it ends inside a member"
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["s3://bkt/a//model.tar.gz", "s3://bkt/model.tar.gz?versionId=1", "s3://bkt/*.tar.gz"],
+)
+def test_an_archive_uri_with_an_empty_segment_a_query_or_a_wildcard_is_refused(uri: str) -> None:
+    from hfstage.tarball import parse_source
+
+    with pytest.raises(ValueError) as refused:
+        parse_source(uri)
+    assert str(refused.value) == (
+        f"{uri!r} is not s3://<bucket>/<key>.tar.gz (printable ASCII, no '*', '?' or '//', the key ending in .tar.gz)"
+    )
+
+
+def test_a_refused_archive_uri_is_shown_cut_to_200_characters() -> None:
+    from hfstage.tarball import parse_source
+
+    uri = "s3://bkt/" + "k" * 300 + ".zip"
+    with pytest.raises(ValueError) as refused:
+        parse_source(uri)
+    assert str(refused.value).startswith(f"{uri[:200]!r} is not ")
