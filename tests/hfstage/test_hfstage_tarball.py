@@ -1624,3 +1624,57 @@ def test_a_refused_archive_uri_is_shown_cut_to_200_characters() -> None:
     with pytest.raises(ValueError) as refused:
         parse_source(uri)
     assert str(refused.value).startswith(f"{uri[:200]!r} is not ")
+
+
+def test_a_ustar_name_split_over_prefix_and_name_is_joined_with_a_slash() -> None:
+    """ustar keeps a path over 100 bytes as prefix (bytes 345-500) + "/" + name (0-100), only when the magic at 257
+    says ustar: a GNU header's prefix field holds other things."""
+    long_path = "a" * 120 + "/config.json"
+    info, body = member(long_path, b"{}")
+    found = _entries(gzip.compress(_tar([(info, body)], fmt=tarfile.USTAR_FORMAT)))
+    assert found == [(long_path, "file", 2, b"{}")]
+    header = bytearray(_tar([member("x.json", b"{}")], fmt=tarfile.GNU_FORMAT)[:512])
+    assert header[257:265] != b"ustar\x0000"
+    header[345:350] = b"other"  # GNU's prefix bytes are not a path
+    header[148:156] = b"%06o\0 " % _sums(bytes(header))[0]
+    packed = bytes(header) + b"{}".ljust(512, b"\0") + b"\0" * 1024
+    assert _entries(gzip.compress(packed)) == [("x.json", "file", 2, b"{}")]
+
+
+def test_an_old_regular_file_type_with_a_trailing_slash_is_a_folder() -> None:
+    """Type NUL (pre-POSIX regular file) with a name ending in "/" is how old tars wrote folders (as tarfile)."""
+    header = bytearray(_tar([member("old/", kind=tarfile.DIRTYPE)], fmt=tarfile.USTAR_FORMAT)[:512])
+    header[156:157] = b"\0"
+    header[148:156] = b"%06o\0 " % _sums(bytes(header))[0]
+    assert _entries(gzip.compress(bytes(header) + b"\0" * 1024)) == [("old", "folder", 0, b"")]
+    plain = bytearray(_tar([member("new.json", b"{}")], fmt=tarfile.USTAR_FORMAT)[:512])
+    plain[156:157] = b"\0"
+    plain[148:156] = b"%06o\0 " % _sums(bytes(plain))[0]
+    assert _entries(gzip.compress(bytes(plain) + b"{}".ljust(512, b"\0") + b"\0" * 1024)) == [
+        ("new.json", "file", 2, b"{}")
+    ]
+
+
+def test_a_folder_with_bytes_and_a_pax_size_that_is_no_number_are_refused_naming_them() -> None:
+    header = bytearray(_tar([member("w", kind=tarfile.DIRTYPE)], fmt=tarfile.USTAR_FORMAT)[:512])
+    header[124:136] = b"%011o\0" % 512
+    header[148:156] = b"%06o\0 " % _sums(bytes(header))[0]
+    assert _refused(gzip.compress(bytes(header) + b"\0" * 512 + b"\0" * 1024)) == "'w/' is a folder with 512 bytes"
+    info, body = member("s.json", b"{}")
+    info.pax_headers = {"size": "2x" + "9" * 50}
+    said = f"'s.json': its pax size {('2x' + '9' * 50)[:40]!r} is not a number"
+    assert _refused(gzip.compress(_tar([(info, body)]))) == said
+
+
+def test_a_member_name_of_exactly_the_key_limit_is_read_and_one_byte_more_is_refused() -> None:
+    from hfstage.names import MAX_KEY_BYTES
+
+    for length, refused in ((MAX_KEY_BYTES, False), (MAX_KEY_BYTES + 1, True)):
+        name = ("d" * 200 + "/") * 5
+        name = name + "f" * (length - len(name))
+        info, body = member(name, b"{}")
+        packed = gzip.compress(_tar([(info, body)]))
+        if refused:
+            assert _refused(packed) == f"a member name of {length:,} bytes (S3 keys hold {MAX_KEY_BYTES:,})"
+        else:
+            assert _entries(packed)[0][0] == name
