@@ -78,6 +78,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-token-ms", type=float, default=200.0)
     parser.add_argument("--token-ms", type=float, default=20.0)
     parser.add_argument("--answer-tokens", type=int, default=64)
+    parser.add_argument(
+        "--warmup",
+        type=int,
+        help="warm-up requests of both tools before each level (default: twice the concurrency, at least 4, so "
+        "that every connection is open before the measured requests: AIPerf's TTFT tail at 32 was its own "
+        "connection set-up inside the measured burst)",
+    )
     args = parser.parse_args(argv)
     levels = [int(c) for c in args.concurrency.split(",")]
     port = _free_port()
@@ -98,12 +105,13 @@ def main(argv: list[str] | None = None) -> int:
             url = f"http://127.0.0.1:{port}"
             for concurrency in levels:
                 requests = args.requests_per_slot * max(concurrency, 3)
+                warmup = args.warmup if args.warmup is not None else max(4, 2 * concurrency)
                 artifacts = work / f"aiperf-{concurrency}"
                 aiperf = [
                     args.aiperf, "profile", "--url", url, "--endpoint", "/endpoints/demo/openai/v1/chat/completions",
                     "--endpoint-type", "chat", "--streaming", "--api-key", TOKEN, "--model", "/opt/ml/model",
                     "--tokenizer", TOKENIZER, "--use-server-token-count", "--concurrency", str(concurrency),
-                    "--request-count", str(requests), "--warmup-request-count", "4",
+                    "--request-count", str(requests), "--warmup-request-count", str(warmup),
                     "--synthetic-input-tokens-mean", "64", "--output-tokens-mean", str(args.answer_tokens),
                     "--ui-type", "none", "--artifact-dir", artifacts,
                 ]  # fmt: skip
@@ -111,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
                 report = work / f"bench-{concurrency}.json"
                 bench = [
                     sys.executable, "-m", "llmops.bench", "--openai-base-url", f"{url}/endpoints/demo/openai/v1",
-                    "--concurrency", str(concurrency), "--requests", str(requests), "--warmup", "4",
+                    "--concurrency", str(concurrency), "--requests", str(requests), "--warmup", str(warmup),
                     "--input-tokens", "64", "--output-tokens", str(args.answer_tokens), "--no-progress",
                     "--json", report,
                 ]  # fmt: skip
@@ -122,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
                 (ours,) = whole["levels"]
                 rows = [(f, q, theirs[tag][q], ours[key][q]) for f, tag, key in FIGURES for q in ("p50", "p90")]
                 rows += [(f, "", theirs[tag]["avg"], ours[key]) for f, tag, key in THROUGHPUTS]
-                print(f"concurrency {concurrency}, {requests} requests")
+                print(f"concurrency {concurrency}, {requests} requests after {warmup} warm-up requests")
                 for figure, q, aiperf_value, bench_value in rows:
                     diff = (bench_value - aiperf_value) / aiperf_value * 100
                     print(f"  {figure:10} {q:3}  AIPerf {aiperf_value:9.2f}  bench {bench_value:9.2f}  {diff:+6.1f} %")
