@@ -52,12 +52,16 @@ def member(
     return info, data
 
 
-def archive(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+def _tar(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
     buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=fmt) as tar:
+    with tarfile.open(fileobj=buffer, mode="w", format=fmt) as tar:
         for info, data in members:
             tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
     return buffer.getvalue()
+
+
+def archive(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
+    return gzip.compress(_tar(members, fmt))
 
 
 def files(names: dict[str, bytes], top: str = "") -> list[tuple[tarfile.TarInfo, bytes]]:
@@ -1482,14 +1486,6 @@ def _refused(data: bytes, **kw: int) -> str:
     with pytest.raises(_Refused) as refused:
         _entries(data, **kw)
     return str(refused.value)
-
-
-def _tar(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int = tarfile.PAX_FORMAT) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=fmt) as tar:
-        for info, data in members:
-            tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
-    return buffer.getvalue()
 
 
 def test_a_member_whose_padding_is_one_byte_is_followed_by_the_next_member() -> None:
