@@ -800,9 +800,18 @@ def _number(value: float) -> str:
 
 
 # --suggest-slo: targets this much looser than what was measured (a p95 moves between runs: the gate should fail
-# on a slower deployment, not on noise). A smoke test's own budget when none is given: the smoke_budget_s default.
+# on a slower deployment, not on noise).
 SLO_HEADROOM = 1.5
-SMOKE_BUDGET_S = 600
+
+
+def _smoke_budget_s() -> int:
+    """The smoke test's budget when none is given: the resource's own default (handler_kit/resources.py), which
+    the construct and the smoke_budget_s context key use too."""
+    from dataclasses import fields
+
+    from handler_kit.resources import EndpointSmokeTestProperties
+
+    return int(next(f.default for f in fields(EndpointSmokeTestProperties) if f.name == "budget_s"))
 
 
 def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO_HEADROOM) -> tuple[list[str], str]:
@@ -832,7 +841,8 @@ def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO
     failed = level["requests"] - level["completed"]
     error_rate = math.ceil(100 * failed / level["requests"]) / 100 if level["requests"] and failed else 0
     gate = LoadGate(concurrency, requests, tokens, ttft_target, itl_target, round(1000 / itl_target, 2), error_rate)
-    while load_gate_problems(gate, SMOKE_BUDGET_S) and gate.requests > gate.concurrency:
+    budget = _smoke_budget_s()
+    while load_gate_problems(gate, budget) and gate.requests > gate.concurrency:
         gate = LoadGate(**{**asdict(gate), "requests": max(gate.concurrency, gate.requests // 2)})
     keys = [f"slo_{name}={_number(value)}" for name, value in asdict(gate).items()]
     said = (
@@ -841,7 +851,7 @@ def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO
     )
     if gate.requests < requests:
         said += f"; slo_requests lowered to {gate.requests} so the burst fits the smoke test's budget"
-    problems = load_gate_problems(gate, SMOKE_BUDGET_S)
+    problems = load_gate_problems(gate, budget)
     if problems:
         said += f"; even so it does not fit: {problems[0]}"
     return keys, said

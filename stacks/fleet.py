@@ -397,14 +397,14 @@ def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple
     they make over the deployment's checked by the construct's rules, each problem named ``<key>.<slo key>``."""
     from constructs_lib import LOAD_CONTEXT_KEYS, load_gate_problems
 
-    from .context_keys import KEYS
+    from .context_keys import BY_NAME
 
     parsed, problems = [], []
     for slo_key in ADAPTER_SLO_KEYS:
         if slo_key not in entry:
             continue
         try:
-            value = next(k for k in KEYS if k.name == slo_key).parse(entry[slo_key])
+            value = BY_NAME[slo_key].parse(entry[slo_key])
         except ValueError as e:
             problems.append(f"{key}.{slo_key}={entry[slo_key]!r}: {e}")
             continue

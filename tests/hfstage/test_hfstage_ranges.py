@@ -16,7 +16,7 @@ from hfstage import hashstate
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
 from hfstage.transfer import CHECKPOINT_DIR, parse_checkpoint_key
 from tests.fakes.fake_hub import FakeHub, Synthetic
-from tests.fakes.fixtures import PYTHON, ROOT, S3Env, fake_hub, s3, subprocess_env  # noqa: F401
+from tests.fakes.fixtures import PYTHON, ROOT, S3Env, fake_hub, s3, subprocess_env, worker_argv  # noqa: F401
 
 MiB = 1024 * 1024
 REPO = "Org/Gguf"
@@ -40,18 +40,8 @@ def stage(s3: S3Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # noq
     def run(*extra: str):
         client, counter = s3.worker_client()
         capsys.readouterr()
-        code = main(
-            [
-                f"--repo-id={REPO}",
-                f"--destination=s3://{s3.bucket}/models/",
-                "--part-size-mib=5",
-                "--retry-base-s=0.01",
-                f"--failure-file={tmp_path / 'message'}",
-                f"--resource-config={tmp_path / 'absent.json'}",
-                *extra,
-            ],
-            s3_client=client,
-        )
+        argv = worker_argv(REPO, s3.bucket, tmp_path / "message", tmp_path / "absent.json", *extra)
+        code = main(argv, s3_client=client)
         return code, capsys.readouterr().out, counter.calls
 
     return run

@@ -15,7 +15,7 @@ import pytest
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
 from hfstage.transfer import Retries
 from tests.fakes.fake_hub import FakeHub, Synthetic
-from tests.fakes.fixtures import S3Env, fake_hub, s3  # noqa: F401
+from tests.fakes.fixtures import S3Env, fake_hub, s3, worker_argv  # noqa: F401
 
 MiB = 1024 * 1024
 REPO = "Org/Flaky"
@@ -107,18 +107,8 @@ def stage(s3: S3Env, tmp_path: Path, capsys: pytest.CaptureFixture[str]):  # noq
     def run(*extra: str):
         client, counter = s3.worker_client()
         capsys.readouterr()
-        code = main(
-            [
-                f"--repo-id={REPO}",
-                f"--destination=s3://{s3.bucket}/models/",
-                "--part-size-mib=5",
-                "--retry-base-s=0.01",
-                f"--failure-file={tmp_path / 'message'}",
-                f"--resource-config={tmp_path / 'absent.json'}",
-                *extra,
-            ],
-            s3_client=client,
-        )
+        argv = worker_argv(REPO, s3.bucket, tmp_path / "message", tmp_path / "absent.json", *extra)
+        code = main(argv, s3_client=client)
         message = (tmp_path / "message").read_text() if (tmp_path / "message").exists() else ""
         return code, capsys.readouterr().out, counter.calls, message
 

@@ -323,7 +323,7 @@ def test_a_burst_over_the_gates_ranges_is_capped_and_one_that_would_not_fit_its_
     from constructs_lib.load_gate import LoadGate, load_gate_problems
 
     gate = LoadGate(64, int(context["slo_requests"]), 4096, 1350, 60, 16.67, 0)
-    assert load_gate_problems(gate, bench.SMOKE_BUDGET_S) == [] or "does not fit" in said
+    assert load_gate_problems(gate, bench._smoke_budget_s()) == [] or "does not fit" in said
 
 
 def test_no_targets_without_a_completed_request():
@@ -351,3 +351,10 @@ def test_the_run_prints_the_suggested_keys(fake, tmp_path):
     line = next(line for line in text.splitlines() if line.startswith("  -c slo_concurrency=2 "))
     assert "-c slo_requests=4 -c slo_max_tokens=16 -c slo_ttft_p95_ms=" in line
     assert json.loads(report_path.read_text())["suggested_slo"] == line.split()[1::2]
+
+
+def test_suggested_bursts_are_fitted_to_the_budget_a_deployment_gets_when_it_names_none():
+    """The resource's default budget, the construct's and the smoke_budget_s key's are one figure (600 s)."""
+    from stacks.context_keys import BY_NAME
+
+    assert bench._smoke_budget_s() == BY_NAME["smoke_budget_s"].default == 600
