@@ -14,7 +14,6 @@ JSON. Usable in-process too: ``S3Sink().start()``.
 from __future__ import annotations
 
 import argparse
-import base64
 import contextlib
 import hashlib
 import itertools
@@ -24,13 +23,19 @@ import sys
 import threading
 import time
 import urllib.parse
-import zlib
 from dataclasses import dataclass, field
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from xml.etree import ElementTree
 from xml.sax.saxutils import escape
+
+sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent.parent))
+from hfstage.checksum import CRC32, Algorithm, Running
+from hfstage.checksum import best as best_checksum
+
+# The algorithms S3 verifies that this sink checks: the header a request carries picks one (x-amz-checksum-<name>).
+ALGORITHMS = {algorithm.name.lower(): algorithm for algorithm in (CRC32, best_checksum())}
 
 KEEP_BODY_LIMIT = 1024 * 1024
 READ_CHUNK = 1024 * 1024
@@ -60,7 +65,9 @@ class Upload:
     content_type: str
     initiated: float
     parts: dict[int, tuple[int, str]] = field(default_factory=dict)  # number -> (size, etag)
-    checksums: dict[int, str] = field(default_factory=dict)  # number -> the part's x-amz-checksum-crc32
+    checksums: dict[int, str] = field(default_factory=dict)  # number -> the part's x-amz-checksum-<algorithm>
+    values: dict[int, int] = field(default_factory=dict)  # number -> that checksum's value, as computed here
+    algorithm: str = ""  # x-amz-checksum-algorithm of CreateMultipartUpload, lower case
 
 
 @dataclass
@@ -150,10 +157,15 @@ class _Handler(BaseHTTPRequestHandler):
             k.lower()[len("x-amz-meta-") :]: v for k, v in self.headers.items() if k.lower().startswith("x-amz-meta-")
         }
 
+    def _algorithm(self) -> Algorithm | None:
+        """The algorithm of the checksum header this request carries (None: none this sink checks)."""
+        return next((a for name, a in ALGORITHMS.items() if self.headers.get(f"x-amz-checksum-{name}")), None)
+
     def _read_body(self, keep: bool) -> tuple[int, bytes | None, int]:
-        """Read the request body (plain or aws-chunked); (size, the bytes if kept, crc32)."""
+        """Read the request body (plain or aws-chunked); (size, the bytes if kept, its checksum's value)."""
         kept = bytearray() if keep else None
         crc = 0
+        algorithm = self._algorithm() if self.sink.verify_crc else None
         size = 0
         buffer = bytearray(READ_CHUNK)
         view = memoryview(buffer)
@@ -164,8 +176,8 @@ class _Handler(BaseHTTPRequestHandler):
                 got = self.rfile.readinto(view[: min(n, READ_CHUNK)])
                 if not got:
                     raise ConnectionError("body ended early")
-                if self.sink.verify_crc:
-                    crc = zlib.crc32(view[:got], crc)
+                if algorithm is not None:
+                    crc = algorithm.compute(view[:got], crc)
                 if kept is not None:
                     kept.extend(view[:got])
                 size += got
@@ -188,10 +200,10 @@ class _Handler(BaseHTTPRequestHandler):
         return size, (bytes(kept) if kept is not None else None), crc
 
     def _check_crc(self, crc: int) -> bool:
-        expected = self.headers.get("x-amz-checksum-crc32")
-        if not self.sink.verify_crc or not expected:
+        algorithm = self._algorithm()
+        if not self.sink.verify_crc or algorithm is None:
             return True
-        if base64.b64decode(expected) == (crc & 0xFFFFFFFF).to_bytes(4, "big"):
+        if algorithm.decode(self.headers[f"x-amz-checksum-{algorithm.name.lower()}"]) == crc:
             return True
         with self.sink.lock:
             self.sink.stats.crc_mismatches += 1
@@ -262,7 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("x-amz-decoded-content-length") or self.headers.get("Content-Length") or 0)
         size, body, crc = self._read_body(keep=length <= KEEP_BODY_LIMIT)
         if not self._check_crc(crc):
-            self._error(400, "BadDigest", "The CRC32 you specified did not match the calculated checksum.")
+            self._error(400, "BadDigest", "The checksum you specified did not match the calculated checksum.")
             return
         etag = f'"{hashlib.md5(body).hexdigest() if body is not None else format(crc, "032x")}"'
         self.sink.buckets[bucket][key] = StoredObject(
@@ -280,15 +292,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, "NoSuchUpload", "The specified upload does not exist.")
             return
         if not self._check_crc(crc):
-            self._error(400, "BadDigest", "The CRC32 you specified did not match the calculated checksum.")
+            self._error(400, "BadDigest", "The checksum you specified did not match the calculated checksum.")
             return
         etag = f'"{next(self.sink._ids):032x}"'
         with self.sink.lock:
             upload.parts[number] = (size, etag)
-            upload.checksums[number] = self.headers.get("x-amz-checksum-crc32") or ""
+            header = f"x-amz-checksum-{upload.algorithm}"
+            upload.checksums[number] = self.headers.get(header) or ""
+            upload.values[number] = crc
         headers = {"ETag": etag}
-        if self.headers.get("x-amz-checksum-crc32"):
-            headers["x-amz-checksum-crc32"] = self.headers["x-amz-checksum-crc32"]
+        if self.headers.get(header):
+            headers[header] = self.headers[header]
         self._reply(200, b"", headers)
 
     def do_POST(self) -> None:
@@ -300,7 +314,14 @@ class _Handler(BaseHTTPRequestHandler):
             upload_id = f"upload-{next(self.sink._ids)}"
             content_type = self.headers.get("Content-Type") or "binary/octet-stream"
             with self.sink.lock:
-                self.sink.uploads[upload_id] = Upload(bucket, key, self._metadata(), content_type, time.time())
+                self.sink.uploads[upload_id] = Upload(
+                    bucket,
+                    key,
+                    self._metadata(),
+                    content_type,
+                    time.time(),
+                    algorithm=(self.headers.get("x-amz-checksum-algorithm") or "").lower(),
+                )
                 self.sink.stats.max_concurrent_uploads = max(
                     self.sink.stats.max_concurrent_uploads, len(self.sink.uploads)
                 )
@@ -327,6 +348,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(400, "InvalidPart", "One or more of the specified parts could not be found.")
             return
         size = sum(upload.parts[n][0] for n in numbers)
+        # A full object checksum (S3 User Guide, checking-object-integrity.html) and the size S3 is told to expect.
+        algorithm = ALGORITHMS.get(upload.algorithm)
+        whole = self.headers.get(f"x-amz-checksum-{upload.algorithm}") if algorithm else None
+        if self.sink.verify_crc and algorithm is not None and whole:
+            joined = Running(algorithm)
+            for n in numbers:
+                joined.append(upload.values[n], upload.parts[n][0])
+            if algorithm.decode(whole) != joined.value:
+                with self.sink.lock:
+                    self.sink.stats.crc_mismatches += 1
+                self._error(400, "BadDigest", "The full object checksum did not match the parts' bytes.")
+                return
+        expected_size = self.headers.get("x-amz-mp-object-size")
+        if expected_size is not None and int(expected_size) != size:
+            self._error(400, "InvalidRequest", f"MpuObjectSize {expected_size} differs from the parts' {size} bytes")
+            return
         etag = f'"{hashlib.md5(upload_id.encode()).hexdigest()}-{len(numbers)}"'
         with self.sink.lock:
             self.sink.buckets[bucket][key] = StoredObject(size, etag, upload.metadata, upload.content_type, time.time())
@@ -376,12 +413,13 @@ class _Handler(BaseHTTPRequestHandler):
             upload = self.sink.uploads.get(upload_id)
             parts = sorted(upload.parts.items()) if upload else []
             checksums = dict(upload.checksums) if upload else {}
+            tag = "Checksum" + (ALGORITHMS[upload.algorithm].name if upload and upload.algorithm in ALGORITHMS else "")
         if upload is None:
             self._error(404, "NoSuchUpload", "The specified upload does not exist.")
             return
         items = "".join(
             f"<Part><PartNumber>{n}</PartNumber><ETag>{escape(etag)}</ETag><Size>{size}</Size>"
-            + (f"<ChecksumCRC32>{checksums[n]}</ChecksumCRC32>" if checksums.get(n) else "")
+            + (f"<{tag}>{checksums[n]}</{tag}>" if checksums.get(n) else "")
             + "</Part>"
             for n, (size, etag) in parts
         )

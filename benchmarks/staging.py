@@ -153,13 +153,18 @@ def child_raw_read(stats_file: str, repo_id: str, streams: int) -> int:
 
 
 def child_raw_write(stats_file: str, total: int, part_size: int, concurrency: int) -> int:
-    from hfstage.transfer import Settings, crc32_b64
+    from hfstage.checksum import FULL_OBJECT
+    from hfstage.checksum import best as best_checksum
+    from hfstage.transfer import Settings
     from hfstage.worker import make_s3_client
 
     s3 = make_s3_client(Settings(parts_in_flight=concurrency))
     buffer = bytearray(os.urandom(MiB) * (part_size // MiB))
-    checksum = crc32_b64(buffer)
-    upload = s3.create_multipart_upload(Bucket=BUCKET, Key="raw-write", ChecksumAlgorithm="CRC32")
+    algorithm = best_checksum()
+    checksum = algorithm.of(buffer)
+    upload = s3.create_multipart_upload(
+        Bucket=BUCKET, Key="raw-write", ChecksumAlgorithm=algorithm.name, ChecksumType=FULL_OBJECT
+    )
     started = time.perf_counter()
     parts = -(-total // part_size)
 
@@ -171,8 +176,8 @@ def child_raw_write(stats_file: str, total: int, part_size: int, concurrency: in
             UploadId=upload["UploadId"],
             PartNumber=number,
             Body=buffer,
-            ChecksumAlgorithm="CRC32",
-            ChecksumCRC32=checksum,
+            ChecksumAlgorithm=algorithm.name,
+            **{algorithm.field: checksum},
         )
 
     with ThreadPoolExecutor(concurrency) as pool:
@@ -282,6 +287,34 @@ def bench_env(sink_endpoint: str, hub_endpoint: str, tmp_root: str) -> dict[str,
     return env
 
 
+def create_bucket(endpoint: str) -> None:
+    import boto3
+
+    boto3.session.Session().client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="b", aws_secret_access_key="b"
+    ).create_bucket(Bucket=BUCKET)
+
+
+def kill_when(env: dict[str, str], flags: list[str], reached: Any) -> None:
+    """Start the worker with ``flags`` and SIGKILL it once ``reached()`` is true (nothing is cleaned up: the next
+    run finds its uploads and checkpoints), or let it end."""
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        stats_file = handle.name
+    killed = subprocess.Popen(
+        [sys.executable, __file__, "worker", stats_file, *flags],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        while not reached() and killed.poll() is None:
+            time.sleep(0.02)
+        killed.kill()
+    finally:
+        killed.wait()
+        os.unlink(stats_file)
+
+
 def single_file(args: argparse.Namespace) -> int:
     """One large file from a Hub that paces each connection: one stream against parallel ranges, then a
     run killed at ``--kill-at`` of the file fetched (70 %) and resumed, then (``--profile``) where the worker's
@@ -309,11 +342,7 @@ def single_file(args: argparse.Namespace) -> int:
     results: dict[str, dict[str, Any]] = {}
     try:
         env = bench_env(sink.endpoint, hub.endpoint, tmp_root)
-        import boto3
-
-        boto3.session.Session().client(
-            "s3", endpoint_url=sink.endpoint, region_name="us-east-1", aws_access_key_id="b", aws_secret_access_key="b"
-        ).create_bucket(Bucket=BUCKET)
+        create_bucket(sink.endpoint)
         print(
             f"one file of {size / GiB:.2f} GiB, each Hub connection paced at {args.connection_mb_s:.0f} MB/s; part "
             f"size {args.part_size_mib} MiB, {args.parts_in_flight} parts in flight; Hub set up in {setup_s:.1f} s; "
@@ -338,21 +367,8 @@ def single_file(args: argparse.Namespace) -> int:
 
         # Killed at --kill-at: SIGKILL, so nothing is cleaned up; the rerun finds the upload and its checkpoint.
         before = hub.bytes_sent(path)
-        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
-            stats_file = handle.name
-        killed = subprocess.Popen(
-            [sys.executable, __file__, "worker", stats_file, f"--destination=s3://{BUCKET}/resume/", *flags],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            while hub.bytes_sent(path) - before < args.kill_at * size and killed.poll() is None:
-                time.sleep(0.02)
-            killed.kill()
-        finally:
-            killed.wait()
-            os.unlink(stats_file)
+        flags_to = [f"--destination=s3://{BUCKET}/resume/", *flags]
+        kill_when(env, flags_to, lambda: hub.bytes_sent(path) - before >= args.kill_at * size)
         fetched_before_kill = hub.bytes_sent(path) - before
         open_after_kill = sink.stats()["open_uploads"]
         timed("resumed", f"--ranges-per-file={args.parts_in_flight}", to="resume")
@@ -411,6 +427,68 @@ def single_file(args: argparse.Namespace) -> int:
     return 0 if final["open_uploads"] == 0 else 1
 
 
+def repeated_kills(args: argparse.Namespace) -> int:
+    """The repository (round(8 x scale) shards of 256 MiB and the small files) from a Hub that paces each
+    connection, staged by ``--kills`` runs each SIGKILLed once ``--kill-every`` of the repository has been fetched
+    in that run, then one run to the end: bytes fetched from the Hub in all, against the repository's size."""
+    from tests.fakes.fake_hub import FakeHub, Synthetic
+
+    shards = max(1, round(8 * args.scale))
+    files: dict[str, Any] = {"config.json": b"{}", "tokenizer.json": Synthetic(7 * MiB, seed=999)}
+    files.update({f"model-{i:05d}-of-{shards:05d}.safetensors": Synthetic(SHARD, seed=i) for i in range(shards)})
+    total = sum(len(v) if isinstance(v, bytes) else v.size for v in files.values())
+    hub = FakeHub(connection_bytes_per_s=args.connection_mb_s * 1e6).start()
+    hub.add_repo("bench/kills", files)
+    sink = Sink()
+    tmp_root = tempfile.mkdtemp(prefix="staging-bench-", dir=str(ROOT / "benchmarks"))
+    flags = [
+        "--repo-id=bench/kills",
+        f"--destination=s3://{BUCKET}/kills/",
+        f"--part-size-mib={args.part_size_mib}",
+        f"--parts-in-flight={args.parts_in_flight}",
+        f"--files-in-flight={args.files_in_flight}",
+        "--progress-interval-s=0",
+        f"--resource-config={Path(tmp_root) / 'none.json'}",
+        f"--failure-file={Path(tmp_root) / 'message'}",
+    ]
+
+    def fetched() -> int:
+        return sum(hub.bytes_sent(name) for name in files)
+
+    rows = []
+    try:
+        env = bench_env(sink.endpoint, hub.endpoint, tmp_root)
+        create_bucket(sink.endpoint)
+        print(
+            f"repository of {total / GiB:.2f} GiB ({shards} x 256 MiB shards + 2 small files), each Hub connection "
+            f"paced at {args.connection_mb_s:.0f} MB/s; {args.kills} runs killed after {args.kill_every:.0%} of it "
+            f"each, then one to the end; part size {args.part_size_mib} MiB, {args.parts_in_flight} parts in flight",
+            flush=True,
+        )
+        for _ in range(args.kills):
+            start = fetched()
+            kill_when(env, flags, lambda start=start: fetched() - start >= args.kill_every * total)
+            rows.append(fetched() - start)
+        start = fetched()
+        final_run = run_child(env, "worker", *flags)
+        rows.append(fetched() - start)
+        final = sink.stats()
+    finally:
+        sink.stop()
+        hub.stop()
+        shutil.rmtree(tmp_root, ignore_errors=True)
+    for n, got in enumerate(rows[:-1], start=1):
+        print(f"run {n}, killed:   fetched {got / MiB:7.0f} MiB")
+    print(f"last run, to the end: fetched {rows[-1] / MiB:7.0f} MiB")
+    manifest = " event=manifest " in final_run["output"]
+    print(
+        f"fetched in all: {sum(rows) / MiB:.0f} MiB for a {total / MiB:.0f} MiB repository = {sum(rows) / total:.2f}x "
+        f"(issue 40's goal: at most 1.5x); manifest written at the end: {manifest}; sink: "
+        f"{final['open_uploads']} uploads left open, {final['crc_mismatches']} CRC mismatches"
+    )
+    return 0 if final["open_uploads"] == 0 and manifest and final["crc_mismatches"] == 0 else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=1.0, help="1.0: 8 shards of 256 MiB and one 2 GiB file")
@@ -419,12 +497,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files-in-flight", type=int, default=4)
     parser.add_argument("--single-file", action="store_true", help="only the one-large-file runs (and resume)")
     parser.add_argument("--connection-mb-s", type=float, default=40.0, help="per-connection pace, --single-file")
+    parser.add_argument("--kills", type=int, default=0, help="runs killed in turn before one runs to the end")
+    parser.add_argument("--kill-every", type=float, default=0.15, help="--kills: share of the repository per run")
     parser.add_argument("--kill-at", type=float, default=0.7, help="--single-file: kill when this share is fetched")
     parser.add_argument("--profile", action="store_true", help="--single-file: also profile the worker")
     parser.add_argument("--before-root", help="--single-file: a folder holding an older hfstage/ to compare")
     args = parser.parse_args(argv)
     if args.single_file:
         return single_file(args)
+    if args.kills:
+        return repeated_kills(args)
 
     from tests.fakes.fake_hub import FakeHub, Synthetic
 
@@ -573,7 +655,8 @@ def main(argv: list[str] | None = None) -> int:
         limit = (
             f"CPU: {busy:.2f} of the {cores} cores are busy with the three processes ({steal:.2f} more stolen by "
             f"the hypervisor); the worker itself needs "
-            f"{worker['cpu_s'] / (total / 1e9):.1f} CPU-s per GB (SHA-256 and CRC32 of every byte, socket copies), "
+            f"{worker['cpu_s'] / (total / 1e9):.1f} CPU-s per GB (SHA-256 and the checksum of every byte, socket "
+            "copies), "
             f"i.e. about {total / 1e6 / worker['cpu_s']:.0f} MB/s per core"
         )
     elif worker_rate >= 0.8 * ceiling:

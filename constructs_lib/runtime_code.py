@@ -8,6 +8,7 @@ the hash of what is shipped, so changing a shared package redeploys every functi
 
 from __future__ import annotations
 
+import importlib.util
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,12 +26,44 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.egg
 _NO_DOCKER = cdk.DockerImage.from_registry("local-bundling-only")
 
 
+# The C extension the staging worker uses for checksums when the asset carries it (hfstage/checksum.py): the AWS
+# Common Runtime, as installed from its manylinux x86-64 wheel (requirements.txt pins it), for the staging image's
+# CPython 3.12 (an abi3 build, stable ABI since 3.11) on the x86-64 instances Processing jobs run on.
+CRT_DISTRIBUTION, CRT_EXTENSION, VENDOR_DIR = "awscrt", "_awscrt", "_vendor"
+_ELF_X86_64 = 62  # e_machine of an x86-64 ELF object (System V ABI, AMD64 supplement)
+
+
+def crt_files() -> tuple[Path, Path] | None:
+    """(awscrt's package folder, its extension) as installed here, when they are a Linux x86-64 abi3 build."""
+    try:
+        extension_spec = importlib.util.find_spec(CRT_EXTENSION)
+        package_spec = importlib.util.find_spec(CRT_DISTRIBUTION)
+    except (ImportError, ValueError):
+        return None
+    if extension_spec is None or package_spec is None or not extension_spec.origin or not package_spec.origin:
+        return None
+    extension = Path(extension_spec.origin)
+    if extension.name != f"{CRT_EXTENSION}.abi3.so":
+        return None
+    try:
+        header = extension.read_bytes()[:20]
+    except OSError:
+        return None
+    # ELF magic, 64-bit class, little-endian, then e_machine at byte 18 (System V gABI, ELF header).
+    if header[:6] != b"\x7fELF\x02\x01" or int.from_bytes(header[18:20], "little") != _ELF_X86_64:
+        return None
+    return Path(package_spec.origin).parent, extension
+
+
 @jsii.implements(cdk.ILocalBundling)
 class _CopyBundler:
-    def __init__(self, handler_dir: Path | None, packages: Sequence[str], main: str | None) -> None:
+    def __init__(
+        self, handler_dir: Path | None, packages: Sequence[str], main: str | None, crt: tuple[Path, Path] | None = None
+    ) -> None:
         self._handler_dir = handler_dir
         self._packages = tuple(packages)
         self._main = main
+        self._crt = crt
 
     def try_bundle(self, output_dir: str, *args: Any, **kwargs: Any) -> bool:
         out = Path(output_dir)
@@ -38,6 +71,10 @@ class _CopyBundler:
             shutil.copytree(self._handler_dir, out, ignore=IGNORED, dirs_exist_ok=True)
         for package in self._packages:
             shutil.copytree(package_folder(package), out / package, ignore=IGNORED, dirs_exist_ok=True)
+        if self._crt is not None:
+            package, extension = self._crt
+            shutil.copytree(package, out / VENDOR_DIR / package.name, ignore=IGNORED, dirs_exist_ok=True)
+            shutil.copyfile(extension, out / VENDOR_DIR / extension.name)
         if self._main:
             module, _, function = self._main.partition(":")
             (out / "__main__.py").write_text(
@@ -47,19 +84,24 @@ class _CopyBundler:
 
 
 def bundled_asset_options(
-    *, handler_dir: Path | None = None, packages: Sequence[str] = (), main: str | None = None
+    *,
+    handler_dir: Path | None = None,
+    packages: Sequence[str] = (),
+    main: str | None = None,
+    crt: tuple[Path, Path] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``Code.from_asset``/``s3_assets.Asset``: the handler folder plus ``packages``.
 
     ``main="pkg.module:function"`` adds a top-level ``__main__.py``, so that ``python3 <asset>.zip args``
-    runs ``function(args)``: that is how a Processing job runs the staging worker.
+    runs ``function(args)``: that is how a Processing job runs the staging worker. ``crt`` (``crt_files()``):
+    awscrt's package and extension, copied under ``_vendor/``.
     """
     for package in packages:
         if not (package_folder(package) / "__init__.py").is_file():
             raise ValueError(f"{package!r} is not an importable package")
     return {
         "asset_hash_type": cdk.AssetHashType.OUTPUT,
-        "bundling": cdk.BundlingOptions(image=_NO_DOCKER, local=_CopyBundler(handler_dir, packages, main)),
+        "bundling": cdk.BundlingOptions(image=_NO_DOCKER, local=_CopyBundler(handler_dir, packages, main, crt)),
     }
 
 

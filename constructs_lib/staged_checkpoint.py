@@ -67,7 +67,7 @@ from .names import (
 from .network import UNSCOPED_REASON, grant_network_interfaces, vpc_placement
 from .problems import construct_subject, refuse
 from .provider import HandlerProvider, python_function
-from .runtime_code import bundled_asset_options, handler_code
+from .runtime_code import bundled_asset_options, crt_files, handler_code
 from .tags import job_source_problem, tag_problems
 
 # CloudFormation's limit for a wait condition, less the time the signal needs after the job ends.
@@ -322,11 +322,18 @@ class StagedCheckpoint(Construct):
             if warning := staging_image_past_end_of_patch():
                 cdk.Annotations.of(self).add_warning_v2("llm:staging-image-eop", warning)
 
+        crt = crt_files()
+        if crt is None:
+            cdk.Annotations.of(self).add_info(
+                "the staging worker's code carries no awscrt (none for Linux x86-64 is installed where this app "
+                "synthesizes): it writes CRC32 checksums with zlib, at about 0.2 CPU-s per GB more than CRC64NVME; "
+                "pip install -r requirements.txt on Linux x86-64 brings it (docs/guide/staging.md)"
+            )
         code = s3_assets.Asset(
             self,
             "WorkerCode",
             path=str(package_folder("hfstage")),
-            **bundled_asset_options(packages=PACKAGES, main="hfstage.worker:main"),
+            **bundled_asset_options(packages=PACKAGES, main="hfstage.worker:main", crt=crt),
         )
         self.job_role = self._job_role(code, image, hf_token_secret)
         self.placement = vpc_placement(

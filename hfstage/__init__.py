@@ -6,6 +6,14 @@ into the staging custom resource's Lambda. Imports inside the package are absolu
 works from a zip root, a Lambda asset and the repository alike.
 """
 
+import os
+
+# botocore signs with awscrt whenever it can import it (botocore/compat.py: HAS_CRT, unless BOTO_DISABLE_CRT is
+# "true"), and its CRT signer copies every request body once more (botocore/crt/auth.py,
+# _crt_request_from_aws_request): 0.5 CPU-s per GB of parts, measured with benchmarks/staging.py. hfstage uses
+# awscrt for checksums only (hfstage/checksum.py), so it keeps botocore's own signer, unless told otherwise.
+os.environ.setdefault("BOTO_DISABLE_CRT", "true")
+
 from hfstage.hub import (
     EntryNotFound,
     GatedRepo,

@@ -7,7 +7,8 @@ waits for a free buffer before it reads more from the Hub.
 Integrity: the content is hashed while it streams (SHA-256 for LFS files, the git blob SHA-1 for the
 others) and its length checked. A multipart upload is completed only after the whole file hashed to
 the expected value; on a mismatch the upload is aborted, so no object appears, and the file is
-retried. Each part carries a CRC32 checksum that S3 checks on arrival. A read that is cut midway
+retried. Each part carries a checksum that S3 checks on arrival, and the completion the whole object's
+(``hfstage.checksum``: CRC64NVME, or CRC32 without awscrt), computed as the bytes arrive. A read that is cut midway
 continues from its last byte over a new request (the bytes before stay in the buffer and in the hash); a
 transfer that fails otherwise resumes, in the same run, from the last part boundary before which every
 part is uploaded: the hash state at each part boundary is kept, so the hash still covers every byte.
@@ -27,14 +28,12 @@ and fetches only the rest; nothing completes until the whole file hashes to the 
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
 import http.client
 import random
 import threading
 import time
-import zlib
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,6 +41,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hfstage import hashstate
+from hfstage.checksum import FULL_OBJECT, Algorithm, Running
+from hfstage.checksum import best as best_checksum
 from hfstage.events import EventLog, Progress
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RangeIgnored, UnsafeRedirect
 from hfstage.manifest import object_metadata
@@ -80,6 +81,19 @@ def part_size_for(size: int, preferred: int) -> int:
         if part > MAX_PART:
             raise ValueError(f"{size} bytes do not fit in {MAX_PARTS} parts of at most 5 GiB")
     return part
+
+
+def range_plan(size: int, part_size: int, first_part: int, range_size: int) -> list[tuple[int, int, int]]:
+    """The byte ranges that fetch parts ``first_part``.. of a ``size``-byte file, in file order: (part, offset
+    in the part, length). Each part is cut into equal ranges of at most ``range_size`` bytes (at least one)."""
+    plan = []
+    total_parts = -(-size // part_size)
+    for part in range(first_part, total_parts + 1):
+        n = min(part_size, size - (part - 1) * part_size)
+        count = max(1, -(-n // max(1, range_size)))
+        step = -(-n // count)
+        plan += [(part, within, min(step, n - within)) for within in range(0, n, step)]
+    return plan
 
 
 class Cancelled(Exception):
@@ -203,11 +217,16 @@ class Verifier:
 
 class StreamedObject:
     """One S3 object written from a stream of unknown chunking (a tar being packed, a tar member being unpacked): a
-    file-like sink whose bytes fill one part buffer of ``part_size``, each full buffer one UploadPart with its CRC32
-    (S3 verifies it). ``finish`` writes one PutObject when no part filled, else the last part (S3's last part may be
-    under 5 MiB, S3 User Guide qfacts.html) and Complete; ``abort`` drops an unfinished upload. ``sha256`` and
-    ``size`` cover every byte written. ``call(action, fn, **kwargs)`` makes each S3 call (the caller's error
-    wording); ``stop`` set makes the next write raise Cancelled."""
+    file-like sink whose bytes fill one part buffer of ``part_size``, each full buffer one UploadPart with its
+    checksum (S3 verifies it, ``checksum``). ``finish`` writes one PutObject when no part filled, else the last part
+    (S3's last part may be under 5 MiB, S3 User Guide qfacts.html) and Complete with the whole object's checksum,
+    combined from the parts'; ``abort`` drops an unfinished upload. ``sha256`` and ``size`` cover every byte
+    written. ``call(action, fn, **kwargs)`` makes each S3 call (the caller's error wording); ``stop`` set makes the
+    next write raise Cancelled.
+
+    Each byte is copied once, from ``write``'s argument into the part buffer, and hashed and checksummed there while
+    it is in the CPU's cache; the buffer is sent as it is and refilled in place (it grows to ``part_size`` only for
+    an object that reaches it)."""
 
     def __init__(
         self,
@@ -220,11 +239,16 @@ class StreamedObject:
         *,
         stop: Any = None,
         call: Any = None,
+        checksum: Algorithm | None = None,
     ) -> None:
         self.s3, self.bucket, self.key, self.part_size = s3, bucket, key, part_size
         self.metadata, self.content_type, self.stop = metadata, content_type, stop
         self.call = call or (lambda action, fn, **kwargs: fn(**kwargs))
+        self.checksum = checksum or best_checksum()
         self.buffer = bytearray()
+        self.filled = 0  # bytes of the current part in ``buffer``
+        self.part_sum = Running(self.checksum)
+        self.object_sum = Running(self.checksum)
         self.upload_id: str | None = None
         self.parts: list[dict[str, Any]] = []
         self.sha256 = hashlib.sha256()
@@ -237,17 +261,25 @@ class StreamedObject:
     def write(self, data: Any) -> int:
         if self.stop is not None and self.stop.is_set():
             raise Cancelled()
-        view = bytes(data)
-        self.sha256.update(view)
-        self.size += len(view)
-        self.buffer += view
-        while len(self.buffer) >= self.part_size:
-            chunk = bytes(self.buffer[: self.part_size])
-            del self.buffer[: self.part_size]
-            self._part(chunk)
-        return len(view)
+        view = memoryview(data).cast("B")
+        written = view.nbytes
+        while view.nbytes:
+            take = view[: self.part_size - self.filled]
+            end = self.filled + take.nbytes
+            if end > len(self.buffer):  # growing (the first part of this object): append
+                self.buffer += take
+            else:
+                self.buffer[self.filled : end] = take
+            self.sha256.update(take)
+            self.part_sum.update(take)
+            self.filled = end
+            view = view[take.nbytes :]
+            if self.filled == self.part_size:
+                self._part(self.buffer)
+        self.size += written
+        return written
 
-    def _part(self, chunk: bytes) -> None:
+    def _part(self, body: Any) -> None:
         if self.upload_id is None:
             self.upload_id = self.call(
                 f"starting {self.where}",
@@ -256,10 +288,11 @@ class StreamedObject:
                 Key=self.key,
                 ContentType=self.content_type,
                 Metadata=self.metadata,
-                ChecksumAlgorithm="CRC32",
+                ChecksumAlgorithm=self.checksum.name,
+                ChecksumType=FULL_OBJECT,
             )["UploadId"]
         number = len(self.parts) + 1
-        checksum = crc32_b64(chunk)
+        value = self.part_sum.encoded()
         answer = self.call(
             f"writing part {number} of {self.where}",
             self.s3.upload_part,
@@ -267,30 +300,31 @@ class StreamedObject:
             Key=self.key,
             UploadId=self.upload_id,
             PartNumber=number,
-            Body=chunk,
-            ChecksumAlgorithm="CRC32",
-            ChecksumCRC32=checksum,
+            Body=body,
+            ChecksumAlgorithm=self.checksum.name,
+            **{self.checksum.field: value},
         )
-        self.parts.append({"PartNumber": number, "ETag": answer["ETag"], "ChecksumCRC32": checksum})
+        self.parts.append({"PartNumber": number, "ETag": answer["ETag"], self.checksum.field: value})
+        self.object_sum.append(self.part_sum.value, self.part_sum.length)
+        self.part_sum = Running(self.checksum)
+        self.filled = 0
 
     def finish(self) -> None:
         if self.upload_id is None:
-            body = bytes(self.buffer)
             self.call(
                 f"writing {self.where}",
                 self.s3.put_object,
                 Bucket=self.bucket,
                 Key=self.key,
-                Body=body,
+                Body=self.buffer[: self.filled] if self.filled < len(self.buffer) else self.buffer,
                 ContentType=self.content_type,
                 Metadata=self.metadata,
-                ChecksumAlgorithm="CRC32",
-                ChecksumCRC32=crc32_b64(body),
+                ChecksumAlgorithm=self.checksum.name,
+                **{self.checksum.field: self.part_sum.encoded()},
             )
             return
-        if self.buffer:
-            self._part(bytes(self.buffer))
-            self.buffer.clear()
+        if self.filled:
+            self._part(self.buffer[: self.filled])
         self.call(
             f"completing {self.where}",
             self.s3.complete_multipart_upload,
@@ -298,6 +332,7 @@ class StreamedObject:
             Key=self.key,
             UploadId=self.upload_id,
             MultipartUpload={"Parts": self.parts},
+            **full_object_checksum(self.checksum, self.object_sum.value, self.size),
         )
         self.upload_id = None
 
@@ -309,8 +344,11 @@ class StreamedObject:
         self.upload_id = None
 
 
-def crc32_b64(data: Any) -> str:
-    return base64.b64encode((zlib.crc32(data) & 0xFFFFFFFF).to_bytes(4, "big")).decode()
+def full_object_checksum(algorithm: Algorithm, value: int, size: int) -> dict[str, Any]:
+    """CompleteMultipartUpload's arguments that make S3 check the whole object: its checksum (combined from the
+    parts'), the type the upload was created with, and its size (botocore's s3 model: a wrong checksum type is
+    BadDigest, a wrong ``MpuObjectSize`` an HTTP 400)."""
+    return {algorithm.field: algorithm.encode(value), "ChecksumType": FULL_OBJECT, "MpuObjectSize": size}
 
 
 def describe_client_error(error: Exception, action: str) -> str:
@@ -351,6 +389,10 @@ class Settings:
     parts_in_flight: int = 8
     files_in_flight: int = 4
     ranges_per_file: int = 8  # byte ranges of one file fetched at once; 1: one stream per file
+    # The size of each such range: a part is fetched as ranges of at most this many bytes, so that the ranges in
+    # flight cover a part or two (see FileStager._parallel_parts). Each is one request; over a reused connection or
+    # not, 16 MiB keeps a request's round trip and TLS set-up to a few percent of its transfer time.
+    range_size: int = 16 * MiB
     max_attempts: int = 5  # failures in a row, of one file, with no new byte read in between
     retry_base_s: float = 1.0
     retry_cap_s: float = 30.0
@@ -416,9 +458,11 @@ class _Upload:
     parts: dict[int, dict[str, Any]] = field(default_factory=dict)
     hashes: dict[int, Verifier] = field(default_factory=dict)  # part k -> hash of bytes before part k+1
     # part k -> the ETag S3 gave part k once it held exactly the bytes hashed into ``hashes`` as part k (S3
-    # checked their CRC32, computed from the hashed buffer): what a checkpoint covers. A part that ListParts
+    # checked their checksum, computed from the hashed buffer): what a checkpoint covers. A part that ListParts
     # shows but this chain has not hashed is not in it.
     etags: dict[int, str] = field(default_factory=dict)
+    sums: dict[int, int] = field(default_factory=dict)  # part k -> its checksum's value (for the object's)
+    prefix: tuple[int, int] = (0, 0)  # (parts, checksum of parts 1..parts joined) restored from a checkpoint
     completed: bool = False
     failed: BaseException | None = None  # set by a part upload that failed: stop reading
     checkpoint: int = 0  # the part boundary whose hash state is saved in S3 (0: none)
@@ -441,6 +485,7 @@ class ResumePoint:
     checkpoint_key: str
     checkpoint_upload: str
     parts_digest: str = ""  # of the ETags of parts 1..part as hashed (``parts_digest``)
+    sums: str = ""  # the checksum of parts 1..part joined (``encode_sums``)
 
 
 def _short_digest(text: str) -> str:
@@ -458,14 +503,33 @@ def parts_digest(etags: list[str]) -> str:
     return _short_digest("\n".join(etag.strip('"') for etag in etags))  # quoted or not, as a client gives it
 
 
-def checkpoint_key(prefix: str, path: str, upload_id: str, part: int, state: bytes, digest: str = "") -> str:
-    """``<prefix>.hfstage-resume/<file>/<upload>/<part>-<parts digest>-<hash state, hex>``: about 300 bytes
-    plus the revision prefix, of S3's 1,024 (longer keys are not written: ``MAX_KEY_BYTES``)."""
-    return f"{checkpoint_prefix(prefix, path)}{_short_digest(upload_id)}/{part:05d}-{digest}-{state.hex()}"
+def checkpoint_key(
+    prefix: str, path: str, upload_id: str, part: int, state: bytes, digest: str = "", sums: str = ""
+) -> str:
+    """``<prefix>.hfstage-resume/<file>/<upload>/<part>-<parts digest>-<hash state, hex>[-<parts' checksum>]``:
+    about 330 bytes plus the revision prefix, of S3's 1,024 (longer keys are not written: ``MAX_KEY_BYTES``).
+    ``sums`` (``encode_sums``): the checksum of parts 1..part joined, which the whole object's continues."""
+    tail = f"-{sums}" if sums else ""
+    return f"{checkpoint_prefix(prefix, path)}{_short_digest(upload_id)}/{part:05d}-{digest}-{state.hex()}{tail}"
 
 
-def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes, str] | None:
-    """(file digest, upload digest, part, state, parts digest) of a checkpoint key, or None for any other key."""
+def encode_sums(algorithm: Algorithm, value: int) -> str:
+    """A checkpoint's checksum field: the algorithm's name, lower case, then the value in hex (``crc64nvme0a1b...``)."""
+    return f"{algorithm.name.lower()}{value:0{2 * algorithm.width}x}"
+
+
+def decode_sums(algorithm: Algorithm, text: str) -> int:
+    """The value of a checkpoint's checksum field; ValueError when it is absent or another algorithm's."""
+    tag = algorithm.name.lower()
+    digits = text[len(tag) :]
+    if not text.startswith(tag) or len(digits) != 2 * algorithm.width or digits.strip("0123456789abcdef"):
+        raise ValueError(f"the checkpoint carries no {algorithm.name} checksum of its parts (an earlier worker's)")
+    return int(digits, 16)
+
+
+def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes, str, str] | None:
+    """(file digest, upload digest, part, state, parts digest, parts' checksum) of a checkpoint key, or None for
+    any other key."""
     head = prefix + CHECKPOINT_DIR
     if not key.startswith(head):
         return None
@@ -474,8 +538,9 @@ def parse_checkpoint_key(prefix: str, key: str) -> tuple[str, str, int, bytes, s
         return None
     part, _, rest = fields[2].partition("-")
     digest, _, state = rest.partition("-")
+    state, _, sums = state.partition("-")
     try:
-        return fields[0], fields[1], int(part), bytes.fromhex(state), digest
+        return fields[0], fields[1], int(part), bytes.fromhex(state), digest, sums
     except ValueError:
         return None
 
@@ -499,9 +564,12 @@ class FileStager:
         log: EventLog,
         stop: threading.Event,
         ranges: ThreadPoolExecutor | None = None,
+        checksum: Algorithm | None = None,
     ) -> None:
-        """``ranges`` runs the parallel range reads of a file; without it each file streams over one connection."""
+        """``ranges`` runs the parallel range reads of a file; without it each file streams over one connection.
+        ``checksum``: the algorithm of the checksums S3 verifies. Default: ``checksum.best()``."""
         self.ranges = ranges
+        self.checksum = checksum or best_checksum()
         self.hub = hub
         self.s3 = s3
         self.bucket = bucket
@@ -557,6 +625,8 @@ class FileStager:
                     self._drop_checkpoint(state)  # the file starts again from byte 0, in the same upload
                     state.parts.clear()
                     state.etags.clear()
+                    state.sums.clear()
+                    state.prefix = (0, 0)
                     state.hashes = {0: Verifier(file, resumable=True)}
                     state.single_stream = True
                     self.progress.position(file.path, 0)
@@ -593,12 +663,21 @@ class FileStager:
         buffer = self.pool.acquire(file.size, self.stop)
         try:
             verifier = Verifier(file)
+            running = Running(self.checksum)
             self.progress.position(file.path, 0)
             response = self.hub.open_file(self.repo_id, self.sha, file.path)
             try:
                 self._check_length(response, file, 0)
                 response = self._fill(
-                    response, buffer, 0, file.size, verifier, file, retries=retries, reopen=self._reopener(file)
+                    response,
+                    buffer,
+                    0,
+                    file.size,
+                    verifier,
+                    file,
+                    retries=retries,
+                    reopen=self._reopener(file),
+                    sums=running,
                 )
                 self._expect_end(response, file)
             finally:
@@ -611,8 +690,8 @@ class FileStager:
                     Body=buffer,
                     ContentType=CONTENT_TYPE,
                     Metadata=object_metadata(file, self.repo_id, self.sha),
-                    ChecksumAlgorithm="CRC32",
-                    ChecksumCRC32=crc32_b64(buffer),
+                    ChecksumAlgorithm=self.checksum.name,
+                    **{self.checksum.field: running.encoded()},
                 )
             except (ClientError, BotoCoreError) as error:
                 raise s3_error(error, f"PutObject s3://{self.bucket}/{key}") from None
@@ -630,13 +709,16 @@ class FileStager:
                     Key=key,
                     ContentType=CONTENT_TYPE,
                     Metadata=object_metadata(file, self.repo_id, self.sha),
-                    ChecksumAlgorithm="CRC32",
+                    ChecksumAlgorithm=self.checksum.name,
+                    ChecksumType=FULL_OBJECT,
                 )
             except (ClientError, BotoCoreError) as error:
                 raise s3_error(error, f"CreateMultipartUpload s3://{self.bucket}/{key}") from None
             state.upload_id = created["UploadId"]
             state.parts.clear()
             state.etags.clear()
+            state.sums.clear()
+            state.prefix = (0, 0)
             state.hashes = {0: Verifier(file, resumable=True)}
         total_parts = -(-file.size // part_size)
         state.file, state.total_parts = file, total_parts
@@ -661,12 +743,14 @@ class FileStager:
             else:
                 self._parallel_parts(file, key, part_size, state, verifier, done + 1, retries)
         verifier.check()
+        whole = self._joined(state, total_parts)
         try:
             self.s3.complete_multipart_upload(
                 Bucket=self.bucket,
                 Key=key,
                 UploadId=state.upload_id,
                 MultipartUpload={"Parts": [state.parts[n] for n in range(1, total_parts + 1)]},
+                **full_object_checksum(self.checksum, whole, file.size),
             )
         except (ClientError, BotoCoreError) as error:
             raise s3_error(error, f"CompleteMultipartUpload s3://{self.bucket}/{key}") from None
@@ -699,16 +783,27 @@ class FileStager:
                 if state.failed is not None:  # no use reading on: this attempt fails anyway
                     self.pool.release(buffer)
                     break
+                running = Running(self.checksum)
                 try:
                     response = self._fill(
-                        response, buffer, offset, n, verifier, file, retries=retries, reopen=self._reopener(file)
+                        response,
+                        buffer,
+                        offset,
+                        n,
+                        verifier,
+                        file,
+                        retries=retries,
+                        reopen=self._reopener(file),
+                        sums=running,
                     )
                 except BaseException:
                     self.pool.release(buffer)
                     raise
                 offset += n
                 state.hashes[part_number] = verifier.copy()
-                futures[part_number] = self.uploads.submit(self._upload_part, key, state, part_number, buffer)
+                futures[part_number] = self.uploads.submit(
+                    self._upload_part, key, state, part_number, buffer, running.value
+                )
                 part_number += 1
             else:
                 self._expect_end(response, file)
@@ -731,75 +826,82 @@ class FileStager:
     ) -> None:
         """Fetch parts ``first_part``.. as byte ranges, several at once; hash them in order, upload each.
 
-        The file's parts fetched ahead of the next one to hash wait in their pool buffers. Buffers are
-        taken in part order and, while this file has parts in flight, only when one is free at once, so
-        the part the hash waits for always has its buffer: no deadlock, whatever other files hold.
+        Each part is fetched as ranges of about ``range_size`` bytes (``range_plan``), all in flight taken in file
+        order, so the connections work on the next part or two rather than on a part each: parts complete in
+        order, soon after one another, and little fetched waits unhashed for the parts before it (what a kill
+        loses: the bytes after the last saved hash state). A part's ranges fill its one pool buffer; buffers are
+        taken in part order and, while this file has ranges in flight, only when one is free at once, so the
+        part the hash waits for always has its buffer: no deadlock, whatever other files hold.
         """
-        total_parts = -(-file.size // part_size)
         state.failed = None
         window = max(1, self.settings.ranges_per_file)
+        plan = range_plan(file.size, part_size, first_part, self.settings.range_size)
         abort = threading.Event()  # ends the other reads of this attempt when one fails
-        fetching: dict[int, Future[bytearray]] = {}
-        buffers: dict[int, bytearray] = {}
+        fetching: dict[int, Future[int]] = {}  # index in ``plan`` -> its read (the range's checksum)
+        buffers: dict[int, bytearray] = {}  # part -> its buffer, until handed to its upload
+        sums: dict[int, Running] = {}  # part -> the checksum of its ranges collected so far
         uploading: dict[int, Future[dict[str, Any]]] = {}
         url = self.hub.file_url(self.repo_id, self.sha, file.path)
         resolved = False  # ``url`` is the one that answered the first range (the CDN's, after the redirect)
         link = [url]  # the URL later ranges ask; a range that finds it expired puts a fresh one here
-        next_fetch = next_hash = first_part
+        next_fetch = next_collect = 0
         try:
-            while next_hash <= total_parts:
+            while next_collect < len(plan):
                 if state.failed is not None:
                     raise state.failed
-                while next_fetch <= total_parts and len(fetching) < window:
-                    start = (next_fetch - 1) * part_size
-                    n = min(part_size, file.size - start)
-                    buffer = self.pool.acquire(n, self.stop, block=not fetching)
-                    if buffer is None:
-                        break
+                while next_fetch < len(plan) and len(fetching) < window:
+                    part, within, n = plan[next_fetch]
+                    start = (part - 1) * part_size + within
+                    if part not in buffers:
+                        size = min(part_size, file.size - (part - 1) * part_size)
+                        buffer = self.pool.acquire(size, self.stop, block=not fetching)
+                        if buffer is None:
+                            break
+                        buffers[part], sums[part] = buffer, Running(self.checksum)
                     response = None
                     if not resolved:
                         try:
                             response = self.hub.open_range(self.repo_id, file.path, url, start, start + n)
                         except BaseException:
-                            self.pool.release(buffer)
+                            self.pool.release(buffers.pop(part))
                             raise
                         url, resolved = response.url, True
                         link[0] = url
                         if response.status != 206 and start == 0:
                             # RFC 9110 14.2: a server may ignore Range; this answer is the whole file.
-                            self.pool.release(buffer)
+                            self.pool.release(buffers.pop(part))
                             self.log.emit("single_stream", path=file.path, reason="the server ignored Range")
                             state.single_stream = True
                             self._stream_parts(file, key, part_size, state, verifier, 1, retries, response=response)
                             return
-                    buffers[next_fetch] = buffer
+                    target = memoryview(buffers[part])[within : within + n]
                     fetching[next_fetch] = self.ranges.submit(
-                        self._fetch_range, file, link, response, buffer, start, n, abort, retries
+                        self._fetch_range, file, link, response, target, start, n, abort, retries
                     )
                     next_fetch += 1
-                future = fetching[next_hash]
+                future = fetching[next_collect]
                 if not wait([future], timeout=0.2).done:
                     if self.stop.is_set():
                         raise Cancelled()
                     continue  # look for a free buffer again
-                del fetching[next_hash]
-                buffer = buffers.pop(next_hash)
-                try:
-                    future.result()
-                except BaseException:
-                    self.pool.release(buffer)
-                    raise
-                verifier.update(buffer)
-                retries.reached(min(next_hash * part_size, file.size))
-                state.hashes[next_hash] = verifier.copy()
-                uploading[next_hash] = self.uploads.submit(self._upload_part, key, state, next_hash, buffer)
-                next_hash += 1
+                del fetching[next_collect]
+                part, within, n = plan[next_collect]
+                sums[part].append(future.result(), n)
+                verifier.update(memoryview(buffers[part])[within : within + n])
+                next_collect += 1
+                start = (part - 1) * part_size + within
+                retries.reached(start + n)
+                if next_collect == len(plan) or plan[next_collect][0] != part:  # the part's last range
+                    state.hashes[part] = verifier.copy()
+                    buffer, value = buffers.pop(part), sums.pop(part).value
+                    uploading[part] = self.uploads.submit(self._upload_part, key, state, part, buffer, value)
         finally:
             abort.set()
-            for number, future in fetching.items():
+            for future in fetching.values():
                 if not future.cancel():
                     wait([future])  # a read in progress sees ``abort`` within one chunk
-                self.pool.release(buffers[number])
+            for buffer in buffers.values():
+                self.pool.release(buffer)
             self._collect(uploading, state)
         errors = [f.exception() for f in uploading.values() if f.exception() is not None]
         if errors:
@@ -810,25 +912,30 @@ class FileStager:
         file: HubFile,
         link: list[str],
         response: Any,
-        buffer: bytearray,
+        target: memoryview,
         start: int,
         n: int,
         abort: threading.Event,
         retries: Retries,
-    ) -> None:
-        """Fill ``buffer`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked); a cut
-        read continues with a request for the bytes it still lacks."""
+    ) -> int:
+        """Fill ``target`` with bytes ``start``..``start + n - 1`` of ``file`` (a 206 answer, checked); a cut
+        read continues with a request for the bytes it still lacks. Returns the bytes' checksum, computed as
+        they arrive."""
         end = start + n
 
         def reopen(at: int) -> Any:
             return self._checked_range(file, link, None, at, end - at)
 
+        running = Running(self.checksum)
         try:
             response = self._checked_range(file, link, response, start, n)
-            response = self._fill(response, buffer, start, n, None, file, abort, retries=retries, reopen=reopen)
+            response = self._fill(
+                response, target, start, n, None, file, abort, retries=retries, reopen=reopen, sums=running
+            )
         finally:
             if response is not None:
                 response.close()
+        return running.value
 
     def _checked_range(self, file: HubFile, link: list[str], response: Any, start: int, n: int) -> Any:
         """``response`` (opened here when None) after checking it is the 206 for bytes ``start``.. ``start + n
@@ -901,17 +1008,27 @@ class FileStager:
             verifier = Verifier.restore(file, resume.state)
             # ListParts: number, size, ETag and checksum of each uploaded part (S3 API reference, ListParts).
             pages = self.s3.get_paginator("list_parts").paginate(Bucket=self.bucket, Key=key, UploadId=resume.upload_id)
+            field_name = self.checksum.field
             for page in pages:
+                # ListParts gives the upload's algorithm and type (botocore's s3 model, ListPartsOutput): parts
+                # written with another cannot be completed with this worker's, nor their checksums combined.
+                for given, wanted in (
+                    (page.get("ChecksumAlgorithm"), self.checksum.name),
+                    (page.get("ChecksumType"), FULL_OBJECT),
+                ):
+                    if given and given != wanted:
+                        raise ValueError(f"the open upload has {given} checksums, this worker writes {wanted}")
                 for part in page.get("Parts") or []:
                     number = int(part["PartNumber"])
                     size = min(part_size, file.size - (number - 1) * part_size)
                     if number > total_parts or int(part["Size"]) != size:
                         continue  # another part size (another --part-size-mib): fetched and uploaded again
-                    # S3 checked each part's CRC32 on arrival, computed by the killed run from the bytes it
-                    # hashed; CompleteMultipartUpload needs it again (given for CRC32 uploads, ListParts docs).
+                    # S3 checked each part's checksum on arrival, computed by the killed run from the bytes it
+                    # hashed; CompleteMultipartUpload needs it again, and the object's is combined from them.
+                    # ListParts lists them for an upload created with an algorithm (ListParts API reference).
                     state.parts[number] = {"PartNumber": number, "ETag": part["ETag"]}
-                    if part.get("ChecksumCRC32"):
-                        state.parts[number]["ChecksumCRC32"] = part["ChecksumCRC32"]
+                    if part.get(field_name):
+                        state.parts[number][field_name] = part[field_name]
             missing = [n for n in range(1, resume.part + 1) if n not in state.parts]
             covered = resume.part * part_size + (0 if file.sha256 else len(b"blob %d\0" % file.size))
             if missing:
@@ -926,6 +1043,9 @@ class FileStager:
                 if parts_digest(etags) != resume.parts_digest:
                     problem = "the parts in S3 are not the ones the checkpoint hashed"
                 else:
+                    # The checkpoint, not ListParts, gives the parts' joined checksum: S3 lists part checksums,
+                    # but not every S3-compatible store does, and this one was computed from the hashed bytes.
+                    state.prefix = (resume.part, decode_sums(self.checksum, resume.sums))
                     state.etags = dict(enumerate(etags, start=1))
         except ValueError as error:
             problem = str(error)
@@ -952,7 +1072,8 @@ class FileStager:
             if saved is None or state.no_checkpoints:
                 return
             digest = parts_digest([state.etags[n] for n in range(1, boundary + 1)])
-            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved, digest)
+            sums = encode_sums(self.checksum, self._joined(state, boundary))
+            key = checkpoint_key(self.prefix, state.file.path, state.upload_id, boundary, saved, digest, sums)
             if len(key.encode()) > MAX_KEY_BYTES:
                 state.no_checkpoints = True
                 reason = f"{state.file.path}: no resume checkpoints, their key would exceed {MAX_KEY_BYTES} bytes"
@@ -968,6 +1089,18 @@ class FileStager:
             self._drop_checkpoint(state)
             state.checkpoint, state.checkpoint_key, state.checkpoint_upload = boundary, key, marker["UploadId"]
 
+    def _joined(self, state: _Upload, parts: int) -> int:
+        """The checksum of parts 1..``parts`` joined: a checkpoint's for the parts before it, then each part's."""
+        assert state.file is not None
+        part_size = part_size_for(state.file.size, self.settings.part_size)
+        first, value = state.prefix
+        joined = Running(self.checksum)
+        if first:
+            joined.append(value, first * part_size)
+        for n in range(first + 1, parts + 1):
+            joined.append(state.sums[n], min(part_size, state.file.size - (n - 1) * part_size))
+        return joined.value
+
     def _drop_checkpoint(self, state: _Upload) -> None:
         if state.checkpoint_key is None:
             return
@@ -981,12 +1114,14 @@ class FileStager:
             )
         state.checkpoint, state.checkpoint_key, state.checkpoint_upload = 0, None, None
 
-    def _upload_part(self, key: str, state: _Upload, part_number: int, buffer: bytearray) -> dict[str, Any]:
+    def _upload_part(self, key: str, state: _Upload, part_number: int, buffer: bytearray, value: int) -> dict[str, Any]:
+        """Upload ``buffer`` as part ``part_number``; ``value``: its checksum, computed as its bytes arrived."""
         upload_id = state.upload_id
+        field_name = self.checksum.field
         try:
-            checksum = crc32_b64(buffer)
+            checksum = self.checksum.encode(value)
             known = state.parts.get(part_number)
-            if known is not None and known.get("ChecksumCRC32") == checksum:
+            if known is not None and known.get(field_name) == checksum:
                 # Already in S3 with this checksum (uploaded past a resumed run's checkpoint): not sent again.
                 self.progress.uploaded(key[len(self.prefix) :], len(buffer))
                 state.etags[part_number] = known["ETag"]
@@ -998,13 +1133,14 @@ class FileStager:
                     UploadId=upload_id,
                     PartNumber=part_number,
                     Body=buffer,
-                    ChecksumAlgorithm="CRC32",
-                    ChecksumCRC32=checksum,
+                    ChecksumAlgorithm=self.checksum.name,
+                    **{field_name: checksum},
                 )
                 self.progress.uploaded(key[len(self.prefix) :], len(buffer))
-                part = {"PartNumber": part_number, "ETag": answer["ETag"], "ChecksumCRC32": checksum}
+                part = {"PartNumber": part_number, "ETag": answer["ETag"], field_name: checksum}
                 state.parts[part_number] = part
                 state.etags[part_number] = answer["ETag"]
+            state.sums[part_number] = value
         except (ClientError, BotoCoreError) as error:
             state.failed = s3_error(error, f"UploadPart {part_number} of s3://{self.bucket}/{key}")
             raise state.failed from None
@@ -1026,6 +1162,7 @@ class FileStager:
             else:
                 state.parts.pop(number, None)
                 state.etags.pop(number, None)
+                state.sums.pop(number, None)
 
     def _abort(self, key: str, state: _Upload) -> None:
         self._drop_checkpoint(state)
@@ -1058,12 +1195,14 @@ class FileStager:
         *,
         retries: Retries | None = None,
         reopen: Any = None,
+        sums: Running | None = None,
     ) -> Any:
         """Read exactly ``n`` bytes into ``buffer``, hashing them (with ``verifier``); returns the response the
         bytes after them come from: ``response``, or the one ``reopen(offset)`` opened after a cut. A cut (the
         stream ends early or breaks) that came after new bytes is counted in ``retries`` and continued with
         ``reopen`` from the first missing byte; a cut with nothing new, or the budget spent, raises
-        TransientError (FileFailed when ``retries`` says stop). Cancelled when the run stops or ``abort`` is set."""
+        TransientError (FileFailed when ``retries`` says stop). Cancelled when the run stops or ``abort`` is set.
+        ``sums``: the running checksum the bytes are added to, each chunk while it is in the CPU's cache."""
         view = memoryview(buffer)
         got = 0
         since = 0  # ``got`` when the current response was opened (or this call began)
@@ -1093,6 +1232,8 @@ class FileStager:
                     continue
                 if verifier is not None:
                     verifier.update(view[got : got + count])
+                if sums is not None:
+                    sums.update(view[got : got + count])
                 got += count
                 self.progress.read(count)
         except BaseException:
@@ -1144,7 +1285,7 @@ def reclaim_uploads(
     with the latest checkpoint is returned (key -> ResumePoint) to be continued; every other upload and
     checkpoint there is aborted. ``resume=False`` aborts them all."""
     uploads: list[dict[str, Any]] = []
-    markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes, str]]] = []
+    markers: list[tuple[dict[str, Any], tuple[str, str, int, bytes, str, str]]] = []
     mine = {_short_digest(key[len(prefix) :]) for key in keys}  # other hosts' checkpoints are theirs
     try:
         for page in s3.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=prefix):
@@ -1163,13 +1304,13 @@ def reclaim_uploads(
         for upload in uploads:
             path = upload["Key"][len(prefix) :]
             wanted = (_short_digest(path), _short_digest(upload["UploadId"]))
-            for marker, (file_digest, upload_digest, part, state, digest) in markers:
+            for marker, (file_digest, upload_digest, part, state, digest, sums) in markers:
                 if (file_digest, upload_digest) != wanted or part < 1:
                     continue
                 current = best.get(upload["Key"])
                 if current is None or part > current.part:
                     best[upload["Key"]] = ResumePoint(
-                        upload["UploadId"], part, state, marker["Key"], marker["UploadId"], digest
+                        upload["UploadId"], part, state, marker["Key"], marker["UploadId"], digest, sums
                     )
     kept = {(p.upload_id, p.checkpoint_upload) for p in best.values()}
     for upload in [*uploads, *(m for m, _ in markers)]:

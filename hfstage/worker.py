@@ -27,7 +27,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import safejson
-from hfstage import reach
+from hfstage import checksum, reach
 from hfstage.events import EventLog, Progress, ProgressReporter
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RepoRevision, select_files
 from hfstage.manifest import (
@@ -116,6 +116,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--parts-in-flight", type=int, default=8, help="part buffers in memory, all files together (default 8)")
     add("--files-in-flight", type=int, default=4, help="files copied at once (default 4)")
     add("--ranges-per-file", type=int, default=8, help="byte ranges of one file fetched at once; 1: one stream")
+    add("--range-size-mib", type=int, default=16, help="size of each such range, at most (default 16)")
     add("--max-attempts", type=int, default=5, help="failures of a file in a row with no new byte read (default 5)")
     add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
     add("--retry-window-s", type=float, default=1800.0, help="a file failing this long stops (default 1800)")
@@ -143,7 +144,7 @@ def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
         args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
     if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
         problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
-    for name in ("parts_in_flight", "files_in_flight", "ranges_per_file", "max_attempts"):
+    for name in ("parts_in_flight", "files_in_flight", "ranges_per_file", "range_size_mib", "max_attempts"):
         if getattr(args, name) < 1:
             problems.append(f"--{name.replace('_', '-')} must be at least 1")
     for name in ("retry_base_s", "retry_window_s", "timeout_s", "leader_wait_s", "leader_poll_s"):
@@ -305,6 +306,7 @@ class Run:
             parts_in_flight=args.parts_in_flight,
             files_in_flight=args.files_in_flight,
             ranges_per_file=args.ranges_per_file,
+            range_size=args.range_size_mib * MiB,
             max_attempts=args.max_attempts,
             retry_base_s=args.retry_base_s,
             retry_window_s=args.retry_window_s,
@@ -442,6 +444,8 @@ class Run:
         pool = BufferPool(settings.part_size, settings.parts_in_flight)
         if largest_part > settings.part_size:
             self.log.emit("note", reason=f"a file needs {largest_part // MiB} MiB parts to stay within 10,000 parts")
+        algorithm, why = checksum.choose()
+        self.log.emit("checksums", algorithm=algorithm.name, **({"reason": why} if why else {}))
         progress = Progress(len(todo), sum(f.size for f in todo))
         failures: list[str] = []
         fatal: BaseException | None = None

@@ -27,6 +27,7 @@ HELP = {
     "--parts-in-flight": "part buffers in memory, all files together (default 8)",
     "--files-in-flight": "files copied at once (default 4)",
     "--ranges-per-file": "byte ranges of one file fetched at once; 1: one stream",
+    "--range-size-mib": "size of each such range, at most (default 16)",
     "--max-attempts": "failures of a file in a row with no new byte read (default 5)",
     "--retry-base-s": "first retry delay; doubles each attempt (default 1)",
     "--retry-window-s": "a file failing this long stops (default 1800)",
@@ -58,6 +59,7 @@ def test_defaults_are_the_ones_the_readme_promises() -> None:
         "parts_in_flight": 8,
         "files_in_flight": 4,
         "ranges_per_file": 8,
+        "range_size_mib": 16,
         "max_attempts": 5,
         "retry_base_s": 1,
         "retry_window_s": 1800,
@@ -87,6 +89,7 @@ def test_numbers_are_parsed_as_numbers() -> None:
             "--parts-in-flight=3",
             "--files-in-flight=2",
             "--ranges-per-file=1",
+            "--range-size-mib=3",
             "--max-attempts=9",
             "--retry-base-s=0.5",
             "--timeout-s=2.5",
@@ -100,7 +103,7 @@ def test_numbers_are_parsed_as_numbers() -> None:
         ]
     )
     assert (args.part_size_mib, args.parts_in_flight, args.files_in_flight, args.ranges_per_file) == (6, 3, 2, 1)
-    assert (args.max_attempts, args.retry_base_s, args.timeout_s) == (9, 0.5, 2.5)
+    assert (args.max_attempts, args.retry_base_s, args.timeout_s, args.range_size_mib) == (9, 0.5, 2.5, 3)
     assert (args.leader_wait_s, args.leader_poll_s, args.progress_interval_s) == (7.0, 0.5, 0.0)
     assert (args.revision, args.failure_file, args.resource_config) == ("v1.0", "/tmp/m", "/tmp/rc.json")
     assert args.token_secret_arn == "arn:aws:secretsmanager:eu-west-1:1:secret:x"
@@ -126,6 +129,7 @@ def test_every_problem_is_reported_at_once_with_the_value_given() -> None:
         "--part-size-mib=5121",
         "--files-in-flight=0",
         "--ranges-per-file=0",
+        "--range-size-mib=0",
         "--max-attempts=0",
         "--retry-base-s=-1",
         "--timeout-s=0",
@@ -138,7 +142,7 @@ def test_every_problem_is_reported_at_once_with_the_value_given() -> None:
         "--destination '/local/dir' is not s3://<bucket>/<prefix>/; "
         "--part-size-mib 5121 is outside 5-5120; "
         "--files-in-flight must be at least 1; --ranges-per-file must be at least 1; "
-        "--max-attempts must be at least 1; "
+        "--range-size-mib must be at least 1; --max-attempts must be at least 1; "
         "--retry-base-s must be positive; --timeout-s must be positive; "
         "--leader-wait-s must be positive; --leader-poll-s must be positive"
     )
@@ -169,7 +173,7 @@ def test_a_bad_value_is_refused_with_its_reason(argv: list[str], message: str) -
         ["--part-size-mib=5"],
         ["--part-size-mib=5120"],
         ["--retry-base-s=0", "--leader-wait-s=0", "--leader-poll-s=0"],
-        ["--parts-in-flight=1", "--files-in-flight=1", "--ranges-per-file=1", "--max-attempts=1"],
+        ["--parts-in-flight=1", "--files-in-flight=1", "--ranges-per-file=1", "--range-size-mib=1", "--max-attempts=1"],
     ],
 )
 def test_values_at_the_limits_are_accepted(argv: list[str]) -> None:

@@ -63,6 +63,7 @@ def test_a_first_run_logs_what_it_copies_where(run, s3: S3Env, fake_hub: FakeHub
         "begin",
         "resolved",
         "plan",
+        "checksums",
         "start",
         "start",
         "done",
@@ -71,6 +72,7 @@ def test_a_first_run_logs_what_it_copies_where(run, s3: S3Env, fake_hub: FakeHub
         "manifest",
         "summary",
     ]
+    assert one(log, "checksums") == {"algorithm": "CRC64NVME"}  # awscrt is installed (requirements.txt)
     assert one(log, "begin") == {
         "repo": REPO,
         "revision": "main",

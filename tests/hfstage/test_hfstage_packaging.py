@@ -41,7 +41,9 @@ def test_package_uses_only_stdlib_and_boto3() -> None:
             else:
                 continue
             for name in names:
-                assert name.split(".")[0] in allowed, f"{source.name} imports {name}"
+                # checksum.py alone may try awscrt (the code asset carries it; zlib's CRC32 without it).
+                extra = {"awscrt"} if source.name == "checksum.py" else set()
+                assert name.split(".")[0] in allowed | extra, f"{source.name} imports {name}"
 
 
 def test_zip_runs_with_a_top_level_main(tmp_path: Path) -> None:

@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from hfstage import hashstate
+from hfstage import checksum, hashstate
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
-from hfstage.transfer import CHECKPOINT_DIR, parse_checkpoint_key
+from hfstage.transfer import CHECKPOINT_DIR, encode_sums, parse_checkpoint_key
 from tests.fakes.fake_hub import FakeHub, Synthetic
 from tests.fakes.fixtures import PYTHON, ROOT, S3Env, fake_hub, s3, subprocess_env, worker_argv  # noqa: F401
 
 MiB = 1024 * 1024
+ALG = checksum.best()
 REPO = "Org/Gguf"
 BIG = "model-Q4_K_M.gguf"
 SIZE = 13 * MiB  # three 5 MiB parts, the last one 3 MiB
@@ -214,19 +215,21 @@ def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
     """The saved hash state says "parts 1-2 hashed"; S3's part 2 is other bytes (uploaded again by a run
     whose state was never saved), or the state covers one part only. Resuming from it would complete the
     file with unhashed bytes (or hash the wrong length): the checkpoint is discarded and the file starts over."""
-    from hfstage.transfer import checkpoint_key, crc32_b64, parts_digest
+    from hfstage.transfer import checkpoint_key, parts_digest
 
     assert hashstate.available()  # loads libcrypto: run alone, no earlier test has
     content = repo.files[BIG].content.to_bytes()
     prefix = revision_prefix("models/", REPO, repo.sha)
     client = s3.client
-    created = client.create_multipart_upload(Bucket=s3.bucket, Key=prefix + BIG, ChecksumAlgorithm="CRC32")
+    created = client.create_multipart_upload(
+        Bucket=s3.bucket, Key=prefix + BIG, ChecksumAlgorithm=ALG.name, ChecksumType="FULL_OBJECT"
+    )
     upload_id = created["UploadId"]
 
     def put(number: int, body: bytes) -> str:
         return client.upload_part(
             Bucket=s3.bucket, Key=prefix + BIG, UploadId=upload_id, PartNumber=number, Body=body,
-            ChecksumAlgorithm="CRC32", ChecksumCRC32=crc32_b64(body),
+            ChecksumAlgorithm=ALG.name, **{ALG.field: ALG.of(body)},
         )["ETag"]  # fmt: skip
 
     good = [content[: 5 * MiB], content[5 * MiB : 10 * MiB]]
@@ -255,16 +258,16 @@ def test_a_checkpoint_whose_parts_in_s3_are_not_what_it_hashed_is_not_resumed(
 
 
 def left_by_a_killed_run(s3: S3Env, key: str, parts: dict[int, bytes]) -> tuple[str, list[str]]:  # noqa: F811
-    """An open upload of ``key`` holding ``parts`` (number -> bytes), each sent with its CRC32 as the worker
+    """An open upload of ``key`` holding ``parts`` (number -> bytes), each sent with its checksum as the worker
     sends it: (upload id, their ETags in order)."""
-    from hfstage.transfer import crc32_b64
-
-    upload_id = s3.client.create_multipart_upload(Bucket=s3.bucket, Key=key, ChecksumAlgorithm="CRC32")["UploadId"]
+    upload_id = s3.client.create_multipart_upload(
+        Bucket=s3.bucket, Key=key, ChecksumAlgorithm=ALG.name, ChecksumType="FULL_OBJECT"
+    )["UploadId"]
     etags = []
     for number, body in sorted(parts.items()):
         answer = s3.client.upload_part(
             Bucket=s3.bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body,
-            ChecksumAlgorithm="CRC32", ChecksumCRC32=crc32_b64(body),
+            ChecksumAlgorithm=ALG.name, **{ALG.field: ALG.of(body)},
         )  # fmt: skip
         etags.append(answer["ETag"])
     return upload_id, etags
@@ -296,7 +299,8 @@ def test_parts_past_the_checkpoint_with_the_right_size_but_other_bytes_are_uploa
     upload_id, etags = left_by_a_killed_run(s3, prefix + BIG, parts)
     hashed = hashstate.ResumableHash("sha256")
     hashed.update(good[0])
-    marker = checkpoint_key(prefix, BIG, upload_id, 1, hashed.state(), parts_digest(etags[:1]))
+    sums = encode_sums(ALG, ALG.compute(good[0], 0))
+    marker = checkpoint_key(prefix, BIG, upload_id, 1, hashed.state(), parts_digest(etags[:1]), sums)
     s3.client.create_multipart_upload(Bucket=s3.bucket, Key=marker)
     code, out, calls = stage()
     assert code == 0, out

@@ -473,9 +473,21 @@ def test_completed_at_is_utc_to_the_second_whatever_the_local_zone(monkeypatch: 
 def test_a_checkpoint_key_lays_out_file_upload_part_digest_and_state():
     key = checkpoint_key("p/", "dir/w.safetensors", "upload-1", 7, b"\x00\xff", "d" * 16)
     assert key == f"p/{CHECKPOINT_DIR}{short('dir/w.safetensors')}/{short('upload-1')}/00007-{'d' * 16}-00ff"
-    assert parse_checkpoint_key("p/", key) == (short("dir/w.safetensors"), short("upload-1"), 7, b"\x00\xff", "d" * 16)
+    assert parse_checkpoint_key("p/", key) == (
+        short("dir/w.safetensors"),
+        short("upload-1"),
+        7,
+        b"\x00\xff",
+        "d" * 16,
+        "",
+    )
     # Without a parts digest the field is empty, not a placeholder.
     assert checkpoint_key("p/", "f", "u", 2, b"\x01").endswith("/00002--01")
+    # The parts' joined checksum, when given, comes last.
+    sums = "crc64nvme" + "0a" * 8
+    with_sums = checkpoint_key("p/", "f", "u", 2, b"\x01", "d", sums)
+    assert with_sums.endswith(f"/00002-d-01-{sums}")
+    assert parse_checkpoint_key("p/", with_sums)[3:] == (b"\x01", "d", sums)
 
 
 def test_the_parts_digest_covers_the_etags_in_order_quoted_or_not():

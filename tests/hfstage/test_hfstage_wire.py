@@ -1,7 +1,7 @@
 """The exact S3 calls FileStager makes for one file, in order, checked by botocore's Stubber: what each part
-carries (its number, its CRC32 for S3 to check), the metadata on the object, the hash checkpoints created
-and dropped, and the completion that lists every part. One upload thread and one part buffer make the order
-fixed: part n's checkpoint is written before part n+1 is sent.
+carries (its number, its checksum for S3 to check), the metadata on the object, the hash checkpoints created
+and dropped, and the completion that lists every part and gives the whole object's checksum. One upload thread
+and one part buffer make the order fixed: part n's checkpoint is written before part n+1 is sent.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.stub import ANY
 
-from hfstage import hashstate
+from hfstage import checksum, hashstate
 from hfstage.events import EventLog
 from hfstage.hub import HubClient
 from hfstage.transfer import (
@@ -23,7 +23,7 @@ from hfstage.transfer import (
     ResumePoint,
     Retries,
     checkpoint_key,
-    crc32_b64,
+    encode_sums,
     parts_digest,
 )
 from tests.fakes.fake_hub import FakeHub, Synthetic
@@ -31,6 +31,8 @@ from tests.fakes.fixtures import boto_session, fake_hub  # noqa: F401
 from tests.hfstage.test_hfstage_transfer import stager_for
 
 MiB = 1024 * 1024
+ALG = checksum.best()  # CRC64NVME with awscrt (requirements.txt), else CRC32
+FIELD = ALG.field
 REPO = "Org/Model"
 BIG = "w.safetensors"
 SIZE = 11 * MiB  # parts of 5, 5 and 1 MiB
@@ -57,6 +59,11 @@ def metadata(hub: FakeHub, path: str) -> dict[str, str]:
     return meta
 
 
+def sums(data: bytes, parts: int) -> str:
+    """A checkpoint's checksum field after ``parts`` parts of 5 MiB."""
+    return encode_sums(ALG, ALG.compute(data[: parts * 5 * MiB], 0))
+
+
 def parts_of(data: bytes) -> list[bytes]:
     return [data[i : i + 5 * MiB] for i in range(0, len(data), 5 * MiB)]
 
@@ -78,7 +85,9 @@ def test_a_multipart_file_on_the_wire(fake_hub: FakeHub, repo, s3_stub) -> None:
     parts, states = parts_of(data), states_after(data)
     key = "models/" + BIG
     etags = ['"e1"', '"e2"', '"e3"']
-    ckpt = [checkpoint_key("models/", BIG, "u1", n, states[n - 1], parts_digest(etags[:n])) for n in (1, 2)]
+    ckpt = [
+        checkpoint_key("models/", BIG, "u1", n, states[n - 1], parts_digest(etags[:n]), sums(data, n)) for n in (1, 2)
+    ]
     stub.add_response(
         "create_multipart_upload",
         {"UploadId": "u1"},
@@ -87,7 +96,8 @@ def test_a_multipart_file_on_the_wire(fake_hub: FakeHub, repo, s3_stub) -> None:
             "Key": key,
             "ContentType": "application/octet-stream",
             "Metadata": metadata(fake_hub, BIG),
-            "ChecksumAlgorithm": "CRC32",
+            "ChecksumAlgorithm": ALG.name,
+            "ChecksumType": "FULL_OBJECT",
         },
     )
 
@@ -101,8 +111,8 @@ def test_a_multipart_file_on_the_wire(fake_hub: FakeHub, repo, s3_stub) -> None:
                 "UploadId": "u1",
                 "PartNumber": n,
                 "Body": ANY,
-                "ChecksumAlgorithm": "CRC32",
-                "ChecksumCRC32": crc32_b64(parts[n - 1]),
+                "ChecksumAlgorithm": ALG.name,
+                FIELD: ALG.of(parts[n - 1]),
             },
         )
 
@@ -143,8 +153,8 @@ def test_a_small_file_is_one_put_with_its_checksum_and_metadata(fake_hub: FakeHu
             "Body": ANY,
             "ContentType": "application/octet-stream",
             "Metadata": metadata(fake_hub, "config.json"),
-            "ChecksumAlgorithm": "CRC32",
-            "ChecksumCRC32": crc32_b64(body),
+            "ChecksumAlgorithm": ALG.name,
+            FIELD: ALG.of(body),
         },
     )
     with ThreadPoolExecutor(1) as uploads:
@@ -155,21 +165,21 @@ def test_a_small_file_is_one_put_with_its_checksum_and_metadata(fake_hub: FakeHu
 
 def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: FakeHub, repo, s3_stub) -> None:  # noqa: F811
     """ListParts shows parts 1-2, the checkpoint covers part 1: part 2's bytes are fetched again to be hashed,
-    but with the same CRC32 not sent again; part 3 is sent; the completion lists S3's ETags and checksums."""
+    but with the same checksum not sent again; part 3 is sent; the completion lists S3's ETags and checksums."""
     client, stub = s3_stub
     data = repo.files[BIG].content.to_bytes()
     parts, states = parts_of(data), states_after(data)
     key = "models/" + BIG
     listed = [
-        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
-        {"PartNumber": 2, "Size": 5 * MiB, "ETag": '"s2"', "ChecksumCRC32": crc32_b64(parts[1])},
+        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', FIELD: ALG.of(parts[0])},
+        {"PartNumber": 2, "Size": 5 * MiB, "ETag": '"s2"', FIELD: ALG.of(parts[1])},
         {"PartNumber": 9, "Size": 5 * MiB, "ETag": '"s9"'},  # beyond the file: another part size, ignored
     ]
-    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']))
-    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']))
+    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']), sums(data, 1))
+    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']), sums(data, 1))
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
-    # Part 2 is in S3 with this CRC32: not uploaded; its checkpoint replaces the old one.
-    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"s2"']))
+    # Part 2 is in S3 with this checksum: not uploaded; its checkpoint replaces the old one.
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"s2"']), sums(data, 2))
     stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": old, "UploadId": "c1"})
     stub.add_response(
@@ -181,8 +191,8 @@ def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: Fa
             "UploadId": "u1",
             "PartNumber": 3,
             "Body": ANY,
-            "ChecksumAlgorithm": "CRC32",
-            "ChecksumCRC32": crc32_b64(parts[2]),
+            "ChecksumAlgorithm": ALG.name,
+            FIELD: ALG.of(parts[2]),
         },
     )
     expect_complete(stub, key, parts, ['"s1"', '"s2"', '"e3"'])
@@ -197,7 +207,7 @@ def test_a_resumed_upload_sends_only_the_parts_after_its_checkpoint(fake_hub: Fa
     assert f"event=resume path=w.safetensors offset={5 * MiB} part=2" in text
 
 
-@pytest.mark.parametrize("listed", ["other bytes' CRC32", "no CRC32"])
+@pytest.mark.parametrize("listed", ["other bytes' checksum", "no checksum"])
 def test_a_part_past_the_checkpoint_with_the_right_size_but_not_the_hashed_bytes_is_sent_again(
     fake_hub: FakeHub,  # noqa: F811
     repo,
@@ -205,33 +215,33 @@ def test_a_part_past_the_checkpoint_with_the_right_size_but_not_the_hashed_bytes
     listed: str,
 ) -> None:
     """ListParts shows parts 1-3 of the right sizes; the checkpoint covers part 1. Part 2 in S3 is other bytes
-    (its CRC32 is theirs) or S3 lists no checksum for it: it is uploaded again, from the bytes just hashed. Part 3
-    has the CRC32 of the bytes hashed: kept. Kept on its size alone, part 2 would complete the file wrong while
+    (its checksum is theirs) or S3 lists no checksum for it: it is uploaded again, from the bytes just hashed. Part 3
+    has the checksum of the bytes hashed: kept. Kept on its size alone, part 2 would complete the file wrong while
     the hash (of the Hub's bytes) matched."""
     client, stub = s3_stub
     data = repo.files[BIG].content.to_bytes()
     parts, states = parts_of(data), states_after(data)
     key = "models/" + BIG
-    wrong = {"other bytes' CRC32": {"ChecksumCRC32": crc32_b64(bytes(5 * MiB))}, "no CRC32": {}}[listed]
+    wrong = {"other bytes' checksum": {FIELD: ALG.of(bytes(5 * MiB))}, "no checksum": {}}[listed]
     stub.add_response(
         "list_parts",
         {
             "Parts": [
-                {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc32_b64(parts[0])},
+                {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', FIELD: ALG.of(parts[0])},
                 {"PartNumber": 2, "Size": 5 * MiB, "ETag": '"s2"', **wrong},
-                {"PartNumber": 3, "Size": 1 * MiB, "ETag": '"s3"', "ChecksumCRC32": crc32_b64(parts[2])},
+                {"PartNumber": 3, "Size": 1 * MiB, "ETag": '"s3"', FIELD: ALG.of(parts[2])},
             ]
         },
         {"Bucket": "bkt", "Key": key, "UploadId": "u1"},
     )
-    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']))
+    old = checkpoint_key("models/", BIG, "u1", 1, states[0], parts_digest(['"s1"']), sums(data, 1))
     expect_parts(stub, parts, [2], ['"s1"', '"e2"', '"s3"'])
-    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']))
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']), sums(data, 2))
     stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": old, "UploadId": "c1"})
     expect_complete(stub, key, parts, ['"s1"', '"e2"', '"s3"'])  # part 3 as listed: not sent again
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
-    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']))
+    resume = ResumePoint("u1", 1, states[0], old, "c1", parts_digest(['"s1"']), sums(data, 1))
     with ThreadPoolExecutor(1) as uploads:
         stager(fake_hub, client, uploads, io.StringIO()).stage(file_of(fake_hub, BIG), resume)
 
@@ -400,15 +410,25 @@ def test_a_stop_while_waiting_for_a_buffer_cancels_the_file(fake_hub: FakeHub, r
 
 
 def expect_complete(stub, key: str, parts: list[bytes], etags: list[str], answer: dict | None = None) -> None:
-    """CompleteMultipartUpload of upload u1 listing every part with its ETag and CRC32, in order."""
+    """CompleteMultipartUpload of upload u1 listing every part with its ETag and checksum, in order, and giving the
+    whole object's checksum (of the parts' bytes joined: what S3 computes), its type and its size."""
     listed = [
-        {"PartNumber": n, "ETag": etag, "ChecksumCRC32": crc32_b64(part)}
+        {"PartNumber": n, "ETag": etag, FIELD: ALG.of(part)}
         for n, (etag, part) in enumerate(zip(etags, parts, strict=True), start=1)
     ]
+    whole = b"".join(parts)
     stub.add_response(
         "complete_multipart_upload",
         answer or {},
-        {"Bucket": "bkt", "Key": key, "UploadId": "u1", "MultipartUpload": {"Parts": listed}},
+        {
+            "Bucket": "bkt",
+            "Key": key,
+            "UploadId": "u1",
+            "MultipartUpload": {"Parts": listed},
+            FIELD: ALG.of(whole),
+            "ChecksumType": "FULL_OBJECT",
+            "MpuObjectSize": len(whole),
+        },
     )
 
 
@@ -423,8 +443,8 @@ def expect_parts(stub, parts: list[bytes], numbers: list[int], etags: list[str])
                 "UploadId": "u1",
                 "PartNumber": n,
                 "Body": ANY,
-                "ChecksumAlgorithm": "CRC32",
-                "ChecksumCRC32": crc32_b64(parts[n - 1]),
+                "ChecksumAlgorithm": ALG.name,
+                FIELD: ALG.of(parts[n - 1]),
             },
         )
 
@@ -459,7 +479,7 @@ def test_a_checkpoint_that_fails_for_now_is_tried_at_the_next_part(fake_hub: Fak
     expect_parts(stub, parts, [1], etags)
     stub.add_client_error("create_multipart_upload", "SlowDown", http_status_code=503)
     expect_parts(stub, parts, [2], etags)
-    key = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(etags[:2]))
+    key = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(etags[:2]), sums(data, 2))
     stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": key, "ContentType": ANY})
     expect_parts(stub, parts, [3], etags)
     stub.add_response("complete_multipart_upload", {})
@@ -600,11 +620,10 @@ def test_a_resumed_file_whose_last_part_is_in_s3_sends_no_part(fake_hub: FakeHub
     key = "models/" + BIG
     sizes = [5 * MiB, 5 * MiB, MiB]
     listed = [
-        {"PartNumber": n, "Size": sizes[n - 1], "ETag": f'"s{n}"', "ChecksumCRC32": crc32_b64(parts[n - 1])}
-        for n in (1, 2, 3)
+        {"PartNumber": n, "Size": sizes[n - 1], "ETag": f'"s{n}"', FIELD: ALG.of(parts[n - 1])} for n in (1, 2, 3)
     ]
     digest = parts_digest(['"s1"', '"s2"'])
-    resume = ResumePoint("u1", 2, states[1], "models/ck", "c1", digest)
+    resume = ResumePoint("u1", 2, states[1], "models/ck", "c1", digest, sums(data, 2))
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
     expect_complete(stub, key, parts, ['"s1"', '"s2"', '"s3"'])
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
@@ -621,7 +640,7 @@ def test_a_resumed_file_stopped_again_keeps_its_upload_and_checkpoint(fake_hub: 
     states = states_after(data)
     key = "models/" + BIG
     listed = [{"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"'}]
-    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']))
+    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']), sums(data, 1))
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
     # Nothing else: no abort of the upload or of its checkpoint, so the next run resumes from the same point.
     from hfstage.transfer import Cancelled
@@ -646,16 +665,16 @@ def test_a_part_of_another_size_in_s3_is_sent_again_and_the_parts_after_it_kept(
     data = repo.files[BIG].content.to_bytes()
     parts, states = parts_of(data), states_after(data)
     key = "models/" + BIG
-    crc = [crc32_b64(p) for p in parts]
+    crc = [ALG.of(p) for p in parts]
     listed = [
-        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', "ChecksumCRC32": crc[0]},
-        {"PartNumber": 2, "Size": 4 * MiB, "ETag": '"s2"', "ChecksumCRC32": "AAAAAA=="},
-        {"PartNumber": 3, "Size": MiB, "ETag": '"s3"', "ChecksumCRC32": crc[2]},
+        {"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"', FIELD: crc[0]},
+        {"PartNumber": 2, "Size": 4 * MiB, "ETag": '"s2"', FIELD: "AAAAAA=="},
+        {"PartNumber": 3, "Size": MiB, "ETag": '"s3"', FIELD: crc[2]},
     ]
-    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']))
+    resume = ResumePoint("u1", 1, states[0], "models/ck", "c1", parts_digest(['"s1"']), sums(data, 1))
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": key, "UploadId": "u1"})
     expect_parts(stub, parts, [2], ["", '"e2"'])
-    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']))
+    new = checkpoint_key("models/", BIG, "u1", 2, states[1], parts_digest(['"s1"', '"e2"']), sums(data, 2))
     stub.add_response("create_multipart_upload", {"UploadId": "c2"}, {"Bucket": "bkt", "Key": new, "ContentType": ANY})
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": "models/ck", "UploadId": "c1"})
     stub.add_response(
@@ -667,11 +686,14 @@ def test_a_part_of_another_size_in_s3_is_sent_again_and_the_parts_after_it_kept(
             "UploadId": "u1",
             "MultipartUpload": {
                 "Parts": [
-                    {"PartNumber": 1, "ETag": '"s1"', "ChecksumCRC32": crc[0]},
-                    {"PartNumber": 2, "ETag": '"e2"', "ChecksumCRC32": crc[1]},
-                    {"PartNumber": 3, "ETag": '"s3"', "ChecksumCRC32": crc[2]},
+                    {"PartNumber": 1, "ETag": '"s1"', FIELD: crc[0]},
+                    {"PartNumber": 2, "ETag": '"e2"', FIELD: crc[1]},
+                    {"PartNumber": 3, "ETag": '"s3"', FIELD: crc[2]},
                 ]
             },
+            FIELD: ALG.of(data),
+            "ChecksumType": "FULL_OBJECT",
+            "MpuObjectSize": len(data),
         },
     )
     stub.add_response("abort_multipart_upload", {}, {"Bucket": "bkt", "Key": new, "UploadId": "c2"})
@@ -717,7 +739,7 @@ def test_a_checkpoint_of_a_git_file_counts_its_blob_header(fake_hub: FakeHub, s3
     assert not repo.files["vocab.txt"].lfs
     hashed = hashstate.ResumableHash("sha1")
     hashed.update(b"blob %d\0" % len(data) + data[: 5 * MiB])
-    resume = ResumePoint("u1", 1, hashed.state(), "models/ck", "c1", parts_digest(['"s1"']))
+    resume = ResumePoint("u1", 1, hashed.state(), "models/ck", "c1", parts_digest(['"s1"']), sums(data, 1))
     listed = [{"PartNumber": 1, "Size": 5 * MiB, "ETag": '"s1"'}]
     stub.add_response("list_parts", {"Parts": listed}, {"Bucket": "bkt", "Key": "models/vocab.txt", "UploadId": "u1"})
     log = io.StringIO()
