@@ -71,6 +71,8 @@ SUITES = (
             "tests/hfstage/test_hfstage_hosts.py",
             "tests/hfstage/test_hfstage_wire.py",
             "tests/hfstage/test_hfstage_token.py",
+            "tests/hfstage/test_hfstage_retries.py",
+            "tests/hfstage/test_hfstage_checksum.py",
             "tests/hostile/test_staging_names.py",
         ),
         # Mutants of its retry, wait and poll loops hang (a buffer never released, a wait with no timeout);
@@ -79,6 +81,13 @@ SUITES = (
         # method exits with status 1, a kill) rather than waiting for the whole budget of its tests.
         timeout_multiplier=3.0,
         pytest_args=("--timeout=20", "--timeout-method=thread"),
+    ),
+    Suite(
+        # The checksums S3 verifies (CRC combination, the awscrt the code asset carries), measured on their own.
+        "checksum",
+        ("hfstage/checksum.py",),
+        ("tests/hfstage/test_hfstage_checksum.py",),
+        pytest_args=("--timeout=60", "--timeout-method=thread"),
     ),
     Suite(
         # The tarball mode's own streaming gunzip and tar reader (the hfstage suite's tests do not reach them).
