@@ -122,29 +122,52 @@ def load_vendored(archive: str | None = None) -> str | None:
         archive = getattr(loader, "archive", None)
         if archive is None:  # not from a zip (tests, a checkout): awscrt is an ordinary import, or absent
             return None
-    name = f"{VENDOR_DIR}/{EXTENSION}.abi3.so"
+    data, why = vendored_extension(archive)
+    if data is None:
+        return why
     try:
-        with zipfile.ZipFile(archive) as bundle:
-            if name not in bundle.namelist():
-                return "the code asset carries no awscrt (synthesized where awscrt for Linux x86-64 was not installed)"
-            data = bundle.read(name)
-        if platform.machine() not in ("x86_64", "AMD64"):
-            return f"the code asset's awscrt is built for x86-64, this host is {platform.machine()}"
-        fd = os.memfd_create(EXTENSION)  # kept open: the loaded library stays mapped, the path must stay valid
-        os.write(fd, data)
-        path = f"/proc/self/fd/{fd}"  # no .so suffix to go by: the loader is named
-        spec = importlib.util.spec_from_file_location(
-            EXTENSION, path, loader=importlib.machinery.ExtensionFileLoader(EXTENSION, path)
-        )
-        if spec is None or spec.loader is None:
-            return "the awscrt extension could not be loaded"
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    except (OSError, ImportError, zipfile.BadZipFile, AttributeError) as error:  # no memfd_create: AttributeError
+        module = _load_from_memory(data)
+    except (OSError, ImportError, AttributeError) as error:  # no memfd_create (not Linux): AttributeError
         return f"the awscrt extension could not be loaded ({type(error).__name__}: {error})"[:300]
     sys.modules[EXTENSION] = module
     sys.path.append(f"{archive}/{VENDOR_DIR}")  # zipimport serves a folder inside the zip
     return None
+
+
+def vendored_extension(archive: str) -> tuple[bytes | None, str | None]:
+    """(the bytes of the awscrt extension the code asset ``archive`` carries, None), or (None, why there are none
+    this host can load)."""
+    name = f"{VENDOR_DIR}/{EXTENSION}.abi3.so"
+    try:
+        with zipfile.ZipFile(archive) as bundle:
+            if name not in bundle.namelist():
+                return (
+                    None,
+                    "the code asset carries no awscrt (synthesized where awscrt for Linux x86-64 was not installed)",
+                )
+            data = bundle.read(name)
+    except (OSError, zipfile.BadZipFile) as error:
+        return None, f"the code asset cannot be read ({type(error).__name__})"
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return None, f"the code asset's awscrt is built for x86-64, this host is {platform.machine()}"
+    return data, None
+
+
+def _load_from_memory(data: bytes) -> Any:
+    """The extension module in ``data``, loaded from an in-memory file (kept open: the library stays mapped)."""
+    fd = os.memfd_create(EXTENSION)
+    view = memoryview(data)
+    written = 0
+    while written < len(data):  # a write may take fewer bytes than given
+        written += os.write(fd, view[written:])
+    path = f"/proc/self/fd/{fd}"  # no .so suffix to go by: the loader is named
+    loader = importlib.machinery.ExtensionFileLoader(EXTENSION, path)
+    spec = importlib.util.spec_from_file_location(EXTENSION, path, loader=loader)
+    if spec is None:
+        raise ImportError("no module spec for the in-memory file")
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
 
 
 def _crt() -> Algorithm | None:

@@ -1120,6 +1120,9 @@ class FileStager:
         field_name = self.checksum.field
         try:
             checksum = self.checksum.encode(value)
+            # Before the ETag below: another part's upload may checkpoint as soon as it sees this part's ETag, and
+            # the checkpoint joins the checksums of every part before it.
+            state.sums[part_number] = value
             known = state.parts.get(part_number)
             if known is not None and known.get(field_name) == checksum:
                 # Already in S3 with this checksum (uploaded past a resumed run's checkpoint): not sent again.
@@ -1140,7 +1143,6 @@ class FileStager:
                 part = {"PartNumber": part_number, "ETag": answer["ETag"], field_name: checksum}
                 state.parts[part_number] = part
                 state.etags[part_number] = answer["ETag"]
-            state.sums[part_number] = value
         except (ClientError, BotoCoreError) as error:
             state.failed = s3_error(error, f"UploadPart {part_number} of s3://{self.bucket}/{key}")
             raise state.failed from None

@@ -30,6 +30,7 @@ PAGES = {
     "GpuEndpoint": constructs_lib.GpuEndpoint.__init__,
     "ComponentEndpoint": constructs_lib.ComponentEndpoint.__init__,
     "InferenceComponent": constructs_lib.InferenceComponent.__init__,
+    "AdapterComponent": constructs_lib.AdapterComponent.__init__,
     "StagedCheckpoint": constructs_lib.StagedCheckpoint.__init__,
     "ModelBucket": constructs_lib.ModelBucket.__init__,
     "S3ModelData": constructs_lib.S3ModelData.__init__,

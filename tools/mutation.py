@@ -53,6 +53,19 @@ class Suite:
     pytest_args: tuple[str, ...] = ()  # added to each pytest run of this suite's mutants
 
 
+# These run the staging code asset's zip under ``python -I -S``, where mutmut's mutated modules cannot import
+# mutmut itself: every mutant would fail them. load_vendored, which only they reach, is measured by none.
+ZIP_PROBES = tuple(
+    f"--deselect=tests/hfstage/test_hfstage_checksum.py::{name}"
+    for name in (
+        "test_the_asset_s_awscrt_loads_from_the_zip_through_an_in_memory_file",
+        "test_an_asset_without_awscrt_falls_back_to_crc32_and_says_why",
+        # and these test the synth side (constructs_lib/runtime_code.py) and botocore in a subprocess
+        "test_only_a_linux_x86_64_abi3_build_of_awscrt_is_bundled",
+        "test_the_worker_keeps_botocore_s_own_signer",
+    )
+)
+
 SUITES = (
     Suite(
         "hfstage",
@@ -80,14 +93,14 @@ SUITES = (
         # test that runs 20 s (the slowest takes 2) ends its mutant's run at once (pytest-timeout's thread
         # method exits with status 1, a kill) rather than waiting for the whole budget of its tests.
         timeout_multiplier=3.0,
-        pytest_args=("--timeout=20", "--timeout-method=thread"),
+        pytest_args=("--timeout=20", "--timeout-method=thread", *ZIP_PROBES),
     ),
     Suite(
         # The checksums S3 verifies (CRC combination, the awscrt the code asset carries), measured on their own.
         "checksum",
         ("hfstage/checksum.py",),
         ("tests/hfstage/test_hfstage_checksum.py",),
-        pytest_args=("--timeout=60", "--timeout-method=thread"),
+        pytest_args=("--timeout=60", "--timeout-method=thread", *ZIP_PROBES),
     ),
     Suite(
         # The tarball mode's own streaming gunzip and tar reader (the hfstage suite's tests do not reach them).

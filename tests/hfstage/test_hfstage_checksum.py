@@ -337,3 +337,144 @@ def test_the_worker_keeps_botocore_s_own_signer() -> None:
         cwd=ROOT,
     )
     assert run.stdout.strip() == "True", run.stderr  # a user's own choice stands
+
+
+# -- in-process: how the algorithm is chosen, what the asset carries ------------------------------------------
+
+
+def test_a_checksum_s3_listed_with_characters_outside_base64_is_refused_not_skipped() -> None:
+    assert CRC64.decode("AAAAAAAAAAA=") == 0
+    with pytest.raises(ValueError):
+        CRC64.decode("AAAAAAAA!AAA=")  # without validation the "!" would be dropped and 8 bytes decoded
+    with pytest.raises(ValueError, match="a CRC64NVME checksum has 8 bytes, not 4"):
+        CRC64.decode("AAAAAA==")
+
+
+def test_crc32_combine_is_right_when_the_shift_is_computed_afresh() -> None:
+    """The shift per length is cached: computed anew here, so a wrong square shows."""
+    checksum._crc32_shift.cache_clear()
+    for first, second in [(b"abc", b"defgh"), (os.urandom(100), os.urandom(4097)), (b"", b"x")]:
+        assert crc32_combine(zlib.crc32(first), zlib.crc32(second), len(second)) == zlib.crc32(first + second)
+    assert crc32_combine(0x1234, 0, 0) == 0x1234
+
+
+class _FakeChecksums:
+    def __init__(self, check: int, combine: bool = True) -> None:
+        self._check = check
+        if combine:
+            self.combine_crc64nvme = lambda a, b, n: a ^ b
+
+    def crc64nvme(self, data, previous=0):
+        return self._check if bytes(data) == b"123456789" else 0
+
+
+@pytest.mark.parametrize(
+    ("module", "chosen"),
+    [
+        (None, None),  # no awscrt: an ImportError
+        (_FakeChecksums(0xAE8B14860A799888), "CRC64NVME"),
+        (_FakeChecksums(0xAE8B14860A799889), None),  # a build that computes something else
+        (_FakeChecksums(0xAE8B14860A799888, combine=False), None),  # one without combine_crc64nvme
+    ],
+)
+def test_awscrt_is_used_only_when_it_imports_computes_the_check_value_and_combines(monkeypatch, module, chosen):
+    import types
+
+    package = types.ModuleType("awscrt")
+    if module is not None:
+        package.checksums = module
+        monkeypatch.setitem(sys.modules, "awscrt.checksums", module)
+    else:
+        monkeypatch.setitem(sys.modules, "awscrt.checksums", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "awscrt", package)
+    found = checksum._crt()
+    assert (found.name if found else None) == chosen
+    if found:
+        assert (found.width, found.combine(6, 3, 1), found.compute(b"123456789", 0)) == (8, 5, module._check)
+
+
+@pytest.mark.parametrize(
+    ("crt", "why", "expected"),
+    [(True, None, None), (False, None, "awscrt is not installed"), (False, "no room", "no room")],
+)
+def test_the_choice_is_made_once_and_says_why_crc32(monkeypatch, crt, why, expected) -> None:
+    calls = []
+    monkeypatch.setattr(checksum, "_chosen", None)
+    monkeypatch.setattr(checksum, "load_vendored", lambda: calls.append(1) or why)
+    monkeypatch.setattr(checksum, "_crt", lambda: CRC64 if crt else None)
+    first = checksum.choose()
+    assert first == ((CRC64, None) if crt else (CRC32, expected))
+    assert checksum.choose() is first and checksum.best() is first[0] and calls == [1]
+
+
+def _zip(path: Path, members: dict[str, bytes]) -> str:
+    with zipfile.ZipFile(path, "w") as bundle:
+        for name, data in members.items():
+            bundle.writestr(name, data)
+    return str(path)
+
+
+def test_the_extension_is_read_from_the_asset_only_where_it_can_load(tmp_path: Path, monkeypatch) -> None:
+    name = "_vendor/_awscrt.abi3.so"
+    assert checksum.vendored_extension(_zip(tmp_path / "a.zip", {name: b"ELF"})) == (b"ELF", None)
+    assert checksum.vendored_extension(_zip(tmp_path / "b.zip", {"hfstage/x.py": b""})) == (
+        None,
+        "the code asset carries no awscrt (synthesized where awscrt for Linux x86-64 was not installed)",
+    )
+    (tmp_path / "c.zip").write_bytes(b"not a zip")
+    assert checksum.vendored_extension(str(tmp_path / "c.zip")) == (None, "the code asset cannot be read (BadZipFile)")
+    assert checksum.vendored_extension(str(tmp_path / "none.zip")) == (
+        None,
+        "the code asset cannot be read (FileNotFoundError)",
+    )
+    monkeypatch.setattr(checksum.platform, "machine", lambda: "aarch64")
+    assert checksum.vendored_extension(_zip(tmp_path / "d.zip", {name: b"ELF"})) == (
+        None,
+        "the code asset's awscrt is built for x86-64, this host is aarch64",
+    )
+
+
+def test_loading_the_vendored_extension_says_why_it_did_not(tmp_path: Path, monkeypatch) -> None:
+    archive = _zip(tmp_path / "a.zip", {"_vendor/_awscrt.abi3.so": b"not an ELF object"})
+    assert checksum.load_vendored(archive) is None  # the test process imported awscrt already: nothing to do
+    monkeypatch.delitem(sys.modules, "_awscrt")
+    path = list(sys.path)
+    why = checksum.load_vendored(archive)
+    assert why.startswith("the awscrt extension could not be loaded (ImportError: ") and len(why) <= 300
+    assert "_awscrt" not in sys.modules and sys.path == path  # nothing half done
+    assert checksum.load_vendored(_zip(tmp_path / "b.zip", {})).startswith("the code asset carries no awscrt")
+    # Not from a zip (tests, a checkout): nothing to load, awscrt is an ordinary import.
+    assert checksum.load_vendored() is None
+
+
+def test_an_extension_written_in_pieces_is_whole_in_memory(monkeypatch) -> None:
+    """os.write may take fewer bytes than given: the rest is written until all are."""
+    seen = []
+    real_write = os.write
+
+    def short_write(fd, data):
+        seen.append(len(data))
+        return real_write(fd, bytes(data)[:3])
+
+    monkeypatch.setattr(checksum.os, "write", short_write)
+    with pytest.raises(ImportError):
+        checksum._load_from_memory(b"0123456789")  # not an ELF object: written whole, then refused by the loader
+    assert seen == [10, 7, 4, 1]
+
+
+def test_the_asset_is_the_zip_this_module_was_imported_from(tmp_path: Path, monkeypatch) -> None:
+    """In the job hfstage is imported by zipimport, whose loader names the archive (zipimporter.archive)."""
+    import types
+
+    archive = _zip(tmp_path / "asset.zip", {"hfstage/checksum.py": b""})
+    monkeypatch.delitem(sys.modules, "_awscrt")
+    monkeypatch.setattr(checksum, "__loader__", types.SimpleNamespace(archive=archive))
+    assert checksum.load_vendored() == (
+        "the code asset carries no awscrt (synthesized where awscrt for Linux x86-64 was not installed)"
+    )
+
+
+def test_windows_names_x86_64_amd64(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(checksum.platform, "machine", lambda: "AMD64")
+    archive = _zip(tmp_path / "a.zip", {"_vendor/_awscrt.abi3.so": b"ELF"})
+    assert checksum.vendored_extension(archive) == (b"ELF", None)
