@@ -5,7 +5,7 @@ planners the constructs check their props with (so an app can check its own sett
 repository's ``stacks/`` does). Everything else is internal and may change. Reference: docs/constructs/.
 """
 
-from .adapter_component import AdapterComponent, adapter_env, engine_without_adapters
+from .adapter_component import AdapterComponent
 from .adapter_component import artifact_problems as adapter_artifact_problems
 from .catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from .component_plan import (
@@ -21,8 +21,10 @@ from .endpoint_plan import EndpointPlan, plan_endpoint
 from .engines import (
     SECRET_HINT,
     EngineSpec,
+    adapter_env,
     checkpoint_code_patterns,
     engine_names,
+    engine_without_adapters,
     get_engine,
     looks_secret,
     remote_code_keys,

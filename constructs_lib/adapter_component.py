@@ -10,7 +10,6 @@ https://docs.aws.amazon.com/sagemaker/latest/dg/realtime-endpoints-adapt.html).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import aws_cdk as cdk
@@ -18,12 +17,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
-from .engines import EngineSpec
+from .engines import engine_without_adapters
 from .hosting import grant_invoke_arns, openai_base_url
 from .inference_component import InferenceComponent
 from .names import COMPONENT_NAME, matches
 from .problems import construct_subject, refuse
 from .smoke_test import EndpointSmokeTest, _endpoint_props
+from .staged_checkpoint import StagedCheckpoint
 
 # InferenceComponentContainerSpecification.ArtifactUrl: "This path must point to a single gzip compressed tar
 # archive (.tar.gz suffix)" (SageMaker API reference).
@@ -43,25 +43,27 @@ def parse_archive_uri(uri: str) -> tuple[str, str]:
     return m.group("bucket"), m.group("key")
 
 
-def adapter_env(engine: EngineSpec, engine_env: Mapping[str, Any], container_env: Mapping[str, Any]) -> tuple:
-    """The base model's engine_env and container_env with what its engine needs to serve adapters (engines.json
-    ``adapters``); a value the user gave wins. Raises ``ValueError`` for an engine that serves none."""
-    if not engine.adapters:
-        raise ValueError(engine_without_adapters(engine.name))
-    return (
-        {**engine.adapters.get("engine_env", {}), **engine_env},
-        {**engine.adapters.get("container_env", {}), **container_env},
-    )
-
-
-def engine_without_adapters(name: str) -> str:
-    from .engines import engine_names, get_engine
-
-    serving = [n for n in engine_names() if get_engine(n).adapters]
-    return (
-        f"engine={name!r} has no verified way to serve LoRA adapter inference components; allowed: "
-        f"engine={' or '.join(serving)}"
-    )
+def staged_adapter_problems(artifact: StagedCheckpoint, base: InferenceComponent) -> list[str]:
+    """A staged adapter must be one packed archive, staged for ``base``'s model and a rank ``base`` serves."""
+    where = f"artifact={artifact.node.path}"
+    if not artifact.pack:
+        return [f"{where} is not packed: an adapter component's ArtifactUrl is one .tar.gz; allowed: pack=True"]
+    problems = []
+    base_model = getattr(base.model_source, "repo_id", None) or None
+    wanted = artifact.adapter_base_model_id
+    if wanted and base_model and not cdk.Token.is_unresolved(base_model) and wanted != base_model:
+        problems.append(
+            f"{where} is staged for adapter_base_model_id={wanted!r}, but base={base.node.path} serves {base_model!r}; "
+            "allowed: an adapter trained on the base's model"
+        )
+    served = base.max_lora_rank
+    if artifact.max_lora_rank and served and artifact.max_lora_rank > served:
+        problems.append(
+            f"{where} is checked against max_lora_rank={artifact.max_lora_rank}, but base={base.node.path} serves "
+            f"LoRA ranks up to {served} ({base.engine.adapters['max_lora_rank_key']}); allowed: max_lora_rank <= "
+            f"{served}, or raise {base.engine.adapters['max_lora_rank_key']} in the base's engine_env"
+        )
+    return problems
 
 
 def artifact_problems(key: str, artifact_url: str) -> list[str]:
@@ -78,7 +80,12 @@ def artifact_problems(key: str, artifact_url: str) -> list[str]:
 class AdapterComponent(Construct):
     """A LoRA adapter (one ``.tar.gz`` in S3) as an adapter inference component on ``base``.
 
-    Minimal use: ``AdapterComponent(self, "Sql", base=component, artifact_url="s3://b/adapters/sql.tar.gz")``.
+    Minimal use: ``AdapterComponent(self, "Sql", base=component, artifact_url="s3://b/adapters/sql.tar.gz")``, or
+    ``artifact=StagedCheckpoint(self, "SqlAdapter", repo_id=..., pack=True, ...)`` for an adapter staged from the Hub.
+
+    It wires itself: LoRA is enabled on ``base`` (``InferenceComponent.enable_adapters``), the base's role may read
+    the archive, and with ``artifact`` the component waits for the staged archive and is refused at synth when the
+    archive was staged for another base model or for a larger rank than the base serves.
     """
 
     def __init__(
@@ -87,20 +94,36 @@ class AdapterComponent(Construct):
         id: str,
         *,
         base: InferenceComponent,
-        artifact_url: str,
+        artifact_url: str | None = None,
+        artifact: StagedCheckpoint | None = None,
         component_name: str | None = None,
     ) -> None:
         """
-        :param base: the base model's component; its engine must serve adapters (engines.json ``adapters``) and
-            its environment must enable them (``adapter_env``).
+        :param base: the base model's component; its engine must serve adapters (engines.json ``adapters``). What
+            the engine needs for them (vLLM: ``SM_VLLM_ENABLE_LORA``, runtime adapter loading) is added to its
+            Model's environment; values the user gave win.
         :param artifact_url: ``s3://bucket/key.tar.gz``, the adapter's files (adapter_config.json and weights);
-            read access is granted to the base component's role, whose container loads it.
+            read access is granted to the base component's role, whose container loads it. Give this or
+            ``artifact``. Default: none.
+        :param artifact: the adapter staged from the Hub, packed (``StagedCheckpoint(..., pack=True)``): its
+            archive is the ArtifactUrl, the base's role may read it, and the component is created once every byte
+            is verified. With the checkpoint's ``adapter_base_model_id`` and ``max_lora_rank`` (what the staging job
+            checks the adapter's adapter_config.json against), a base of another model or a base serving a smaller
+            rank is refused at synth. Default: none.
         :param component_name: the name clients pass as ``InferenceComponentName``. Default: a stable name
             unique to this construct.
         """
         super().__init__(scope, id)
         name = component_name or cdk.Names.unique_resource_name(self, max_length=63, separator="-")
-        problems = artifact_problems("artifact_url", artifact_url)
+        problems = []
+        if (artifact_url is None) == (artifact is None):
+            problems.append(
+                "give one of artifact_url= (an s3://.../*.tar.gz) and artifact= (a packed StagedCheckpoint)"
+            )
+        elif artifact is not None:
+            problems += staged_adapter_problems(artifact, base)
+        else:
+            problems += artifact_problems("artifact_url", artifact_url or "")
         if not base.engine.adapters:
             problems.append(engine_without_adapters(base.engine.name))
         if len(base.endpoint.instance_types) > 1:
@@ -120,6 +143,11 @@ class AdapterComponent(Construct):
                 "hyphens, starting and ending with a letter or digit"
             )
         refuse(construct_subject("AdapterComponent", self), problems)
+        base.enable_adapters()
+        if artifact is not None:
+            artifact_url = artifact.archive_uri
+            artifact.grant_read_archive(base.role)  # the base container downloads it with its role
+        assert artifact_url is not None  # one of the two, checked above
         self.base = base
         self.endpoint = base.endpoint
         self.engine = base.engine
@@ -153,6 +181,8 @@ class AdapterComponent(Construct):
         # The base is named literally (no token): the adapter must wait for it, and go before it on delete.
         self.component.node.add_dependency(base.component)
         self.component.node.add_dependency(base.role)
+        if artifact is not None:  # the archive exists once the staging job verified every byte
+            self.component.node.add_dependency(artifact.dependable)
         self.node.default_child = self.component
 
     @property

@@ -631,3 +631,22 @@ def environment_warnings(
             "and revision you have read."
         )
     return warnings
+
+
+def adapter_env(engine: EngineSpec, engine_env: Mapping[str, Any], container_env: Mapping[str, Any]) -> tuple:
+    """The base model's engine_env and container_env with what its engine needs to serve adapters (engines.json
+    ``adapters``); a value the user gave wins. Raises ``ValueError`` for an engine that serves none."""
+    if not engine.adapters:
+        raise ValueError(engine_without_adapters(engine.name))
+    return (
+        {**engine.adapters.get("engine_env", {}), **engine_env},
+        {**engine.adapters.get("container_env", {}), **container_env},
+    )
+
+
+def engine_without_adapters(name: str) -> str:
+    serving = [n for n in engine_names() if get_engine(n).adapters]
+    return (
+        f"engine={name!r} has no verified way to serve LoRA adapter inference components; allowed: "
+        f"engine={' or '.join(serving)}"
+    )

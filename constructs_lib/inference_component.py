@@ -31,7 +31,7 @@ from constructs import Construct, IValidation
 from .catalog import InstanceSpec, resolve_instance
 from .component_plan import INFERENCE_COMPONENT, host_memory_problem, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
-from .engines import EngineSpec, build_environment, get_engine
+from .engines import EngineSpec, adapter_env, build_environment, get_engine
 from .hosting import (
     ENDPOINT_METRIC_NAMESPACES,
     EndpointVariantMixin,
@@ -571,15 +571,17 @@ class InferenceComponent(MonitoredComponent, Construct):
             cdk.Annotations.of(self).add_warning_v2("llm:inference-component", warning)
 
         accelerators = scaling.accelerators_per_copy
-        environment, _ = build_environment(  # its problems are already in plan.errors
-            engine_spec,
-            tensor_parallel_size=accelerators,
-            max_model_len=max_model_len,
-            max_num_seqs=max_num_seqs,
-            engine_env=engine_env or {},
-            container_env=container_env or {},
-            allow_checkpoint_code=allow_checkpoint_code,
-        )
+        # What the environment is built from, kept so that an adapter can enable LoRA on it (enable_adapters).
+        self._environment_args: dict[str, Any] = {
+            "tensor_parallel_size": accelerators,
+            "max_model_len": max_model_len,
+            "max_num_seqs": max_num_seqs,
+            "engine_env": dict(engine_env or {}),
+            "container_env": dict(container_env or {}),
+            "allow_checkpoint_code": allow_checkpoint_code,
+        }
+        environment, _ = build_environment(engine_spec, **self._environment_args)  # problems: in plan.errors
+        self.model_source = model
         self.endpoint = endpoint
         self.engine = engine_spec
         self.image = image
@@ -608,7 +610,7 @@ class InferenceComponent(MonitoredComponent, Construct):
 
         # The Model carries the endpoint's VpcConfig too: CreateModel is where an organization's policy reads
         # sagemaker:VpcSubnets (Service Authorization Reference, Amazon SageMaker AI: CreateModel condition keys).
-        self.model = serving_model(
+        self.model: sagemaker.CfnModel = serving_model(
             self,
             "Model",
             role=self.role,
@@ -750,6 +752,28 @@ class InferenceComponent(MonitoredComponent, Construct):
         if given is None or not gpus or len(self.endpoint.components) > 1:  # several: the endpoint's check
             return None
         return rolling_room_problem(given, gpus, self.max_copies, batch, self.accelerators_per_copy)
+
+    @property
+    def max_lora_rank(self) -> int | None:
+        """The largest LoRA rank this component's engine serves with its settings (None: it serves no adapters)."""
+        return self.engine.max_lora_rank(self._environment_args["engine_env"])
+
+    def enable_adapters(self) -> None:
+        """Add what the engine needs to serve adapter inference components (engines.json ``adapters``: vLLM's
+        ``SM_VLLM_ENABLE_LORA`` and runtime adapter loading) to this component's Model; a value the user gave wins.
+        ``AdapterComponent`` calls it on its base. ValueError for an engine that serves no adapters."""
+        engine_env, container_env = adapter_env(
+            self.engine, self._environment_args["engine_env"], self._environment_args["container_env"]
+        )
+        if (engine_env, container_env) == (
+            self._environment_args["engine_env"],
+            self._environment_args["container_env"],
+        ):
+            return
+        self._environment_args.update(engine_env=engine_env, container_env=container_env)
+        environment, _ = build_environment(self.engine, **self._environment_args)
+        self.environment = environment
+        self.model.add_property_override("PrimaryContainer.Environment", dict(environment))
 
     @property
     def inference_component_arn(self) -> str:

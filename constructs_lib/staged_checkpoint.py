@@ -247,6 +247,9 @@ class StagedCheckpoint(Construct):
             ),
         )
         self.pack = pack
+        # What the staging job checks an adapter against (its adapter_config.json's rank and base model).
+        self.max_lora_rank = max_lora_rank
+        self.adapter_base_model_id = adapter_base_model_id if max_lora_rank else None
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
         defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
         self.repo_id = repo_id or ""

@@ -158,16 +158,13 @@ def _add_adapters(
     for adapter in deployment.adapters:
         holder = Construct(scope, f"Adapter{pascal(adapter.name)}Source") if adapter.model_id else None
         staged = _staged_adapter(stack, holder, staging, adapter) if holder is not None else None
+        # The construct wires itself: LoRA on the base, the base's read of the archive, the wait for its staging.
         component = AdapterComponent(
             scope,
             f"Adapter{pascal(adapter.name)}",
             base=base,
-            artifact_url=staged.archive_uri if staged is not None else adapter.artifact_url,
+            **({"artifact": staged} if staged is not None else {"artifact_url": adapter.artifact_url}),
         )
-        if staged is not None:
-            # The base container downloads the archive with its role, once every byte is verified.
-            staged.grant_read_archive(base.role)
-            component.component.node.add_dependency(staged.dependable)
         if config.smoke_test:
             component.smoke_test(
                 component,

@@ -117,3 +117,153 @@ def test_the_adapters_openai_base_url_names_the_adapter_component():
     value = Template.from_stack(stack).to_json()["Outputs"]["Url"]["Value"]
     joined = "".join(p for p in value["Fn::Join"][1] if isinstance(p, str))
     assert joined.endswith("/inference-components/chat-sql/openai/v1")
+
+
+def _model_environment(stack: cdk.Stack, prefix: str = "EndpointChatModel") -> dict:
+    models = Template.from_stack(stack).find_resources("AWS::SageMaker::Model")
+    (model,) = [m for k, m in models.items() if k.startswith(prefix)]
+    return model["Properties"]["PrimaryContainer"]["Environment"]
+
+
+def test_the_adapter_enables_lora_on_its_base_and_a_value_the_user_gave_wins():
+    """Following the docstring, with nothing set on the base by hand: the base's Model gets vLLM's LoRA switch and
+    runtime adapter loading (engines.json ``adapters``), once however many adapters attach."""
+    stack, component = base()
+    assert "SM_VLLM_ENABLE_LORA" not in component.environment
+    AdapterComponent(stack, "Sql", base=component, artifact_url=ARCHIVE)
+    AdapterComponent(stack, "Chat2", base=component, artifact_url="s3://my-adapters/chat/adapter.tar.gz")
+    env = _model_environment(stack)
+    # A boolean engine flag is the variable with an empty value (as tests/stacks/test_fleet.py reads it).
+    assert env["SM_VLLM_ENABLE_LORA"] == "" and env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert component.environment == env
+    # A base built with the adapter settings already (adapter_env) is left as it is.
+    app = cdk.App()
+    stack = cdk.Stack(app, "Given")
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6.12xlarge")
+    engine_env, container_env = adapter_env(get_engine("vllm"), {"SM_VLLM_MAX_LORA_RANK": "64"}, {})
+    given = endpoint.add_component(
+        "Chat",
+        model=S3ModelData(s3.Bucket.from_bucket_name(stack, "M", "bkt-models"), "m/"),
+        engine_env=engine_env,
+        container_env=container_env,
+    )
+    before = dict(given.environment)
+    AdapterComponent(stack, "Sql", base=given, artifact_url=ARCHIVE)
+    assert _model_environment(stack) == before and before["SM_VLLM_MAX_LORA_RANK"] == "64"
+    assert given.max_lora_rank == 64 and component.max_lora_rank == 16  # engines.json's default rank
+
+
+def _staged(stack: cdk.Stack, **props):
+    from constructs_lib import StagedCheckpoint
+
+    return StagedCheckpoint(stack, "SqlAdapter", **{"repo_id": "org/sql-lora", "revision": "a" * 40, **props})
+
+
+def _hub_base(stack: cdk.Stack, repo_id: str = "Qwen/Qwen3-4B"):
+    from constructs_lib import StagedCheckpoint
+
+    model = StagedCheckpoint(stack, "Base", repo_id=repo_id, revision="b" * 40)
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6.12xlarge")
+    return endpoint.add_component("Chat", model=model)
+
+
+def test_a_staged_adapter_is_read_by_the_base_role_and_waited_for():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Staged")
+    component = _hub_base(stack)
+    staged = _staged(stack, pack=True, adapter_base_model_id="Qwen/Qwen3-4B", max_lora_rank=16)
+    adapter = AdapterComponent(stack, "Sql", base=component, artifact=staged)
+    template = Template.from_stack(stack)
+    resources = template.find_resources("AWS::SageMaker::InferenceComponent")
+    (resource,) = [r for k, r in resources.items() if k.startswith("Sql")]
+    # Created once the staging job verified every byte: after the staged archive's wait condition.
+    assert stack.get_logical_id(staged.dependable) in resource["DependsOn"]
+    assert resource["Properties"]["Specification"]["Container"]["ArtifactUrl"] == stack.resolve(staged.archive_uri)
+    role_id = stack.get_logical_id(component.role.node.default_child)
+    reads = [
+        s
+        for p in template.find_resources("AWS::IAM::Policy").values()
+        if {"Ref": role_id} in p["Properties"]["Roles"]
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"] == "s3:GetObject" and "model.tar.gz" in str(s["Resource"])
+    ]
+    # The base's role reads the one archive object, nothing wider (StagedCheckpoint.grant_read_archive).
+    assert len(reads) == 1 and "*" not in str(reads[0]["Resource"]), reads
+    assert _model_environment(stack)["SM_VLLM_ENABLE_LORA"] == ""
+    assert stack.resolve(adapter.artifact_url) == stack.resolve(staged.archive_uri)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"pack": False}, "is not packed: an adapter component's ArtifactUrl is one .tar.gz; allowed: pack=True"),
+        (
+            {"pack": True, "adapter_base_model_id": "Qwen/Qwen3-0.6B", "max_lora_rank": 16},
+            "is staged for adapter_base_model_id='Qwen/Qwen3-0.6B', but base=Staged/Endpoint/Chat serves "
+            "'Qwen/Qwen3-4B'",
+        ),
+        (
+            {"pack": True, "adapter_base_model_id": "Qwen/Qwen3-4B", "max_lora_rank": 17},
+            "is checked against max_lora_rank=17, but base=Staged/Endpoint/Chat serves LoRA ranks up to 16 "
+            "(SM_VLLM_MAX_LORA_RANK)",
+        ),
+    ],
+)
+def test_a_staged_adapter_for_another_base_or_a_larger_rank_is_refused_at_synth(props, message):
+    app = cdk.App()
+    stack = cdk.Stack(app, "Staged")
+    component = _hub_base(stack)
+    with pytest.raises(Refusal) as refused:
+        AdapterComponent(stack, "Sql", base=component, artifact=_staged(stack, **props))
+    assert message in str(refused.value)
+
+
+def test_at_the_rank_the_base_serves_and_for_its_model_the_staged_adapter_is_accepted():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Staged")
+    AdapterComponent(
+        stack,
+        "Sql",
+        base=_hub_base(stack),
+        artifact=_staged(stack, pack=True, adapter_base_model_id="Qwen/Qwen3-4B", max_lora_rank=16),
+    )
+
+
+@pytest.mark.parametrize("given", ["both", "neither"])
+def test_one_of_artifact_url_and_artifact_is_given(given):
+    app = cdk.App()
+    stack = cdk.Stack(app, "Staged")
+    component = _hub_base(stack)
+    extra = {"artifact_url": ARCHIVE, "artifact": _staged(stack, pack=True)} if given == "both" else {}
+    with pytest.raises(Refusal, match=r"give one of artifact_url= .* and artifact="):
+        AdapterComponent(stack, "Sql", base=component, **extra)
+
+
+def _page_examples() -> list[str]:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "constructs" / "AdapterComponent.md").read_text()
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("index", range(2))
+def test_the_pages_examples_synthesize_with_the_wiring_they_promise(index):
+    from aws_cdk import aws_iam as iam
+
+    examples = _page_examples()
+    assert len(examples) == 2
+    app = cdk.App()
+    stack = cdk.Stack(app, "Example")
+    role = iam.Role(stack, "Client", assumed_by=iam.AccountRootPrincipal())
+    code = examples[index].replace("<commit sha>", "c" * 40)
+    exec(compile(code, "AdapterComponent.md", "exec"), {"self": stack, "client_role": role})
+    template = Template.from_stack(stack)
+    adapters = [
+        r
+        for r in template.find_resources("AWS::SageMaker::InferenceComponent").values()
+        if "BaseInferenceComponentName" in r["Properties"]["Specification"]
+    ]
+    assert len(adapters) == 1
+    (model,) = template.find_resources("AWS::SageMaker::Model").values()
+    assert model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_ENABLE_LORA"] == ""

@@ -263,3 +263,21 @@ def test_a_volume_key_grant_is_this_accounts_and_its_grants_are_for_aws_resource
             "Resource": LOGS_KEY,
         },
     ]
+
+
+def test_the_logs_key_statement_goes_into_a_key_created_in_the_app_as_the_page_says():
+    """docs/constructs/CustomerKeys.md: the dict is the statement's JSON, made a statement with from_json."""
+    from aws_cdk import aws_iam as iam
+    from aws_cdk.assertions import Template
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "Keys", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    key = kms.Key(stack, "LogsKey")
+    statement = logs_key_policy_statement(region=stack.region, account=stack.account)
+    assert key.add_to_resource_policy(iam.PolicyStatement.from_json(statement)).statement_added
+    policy = Template.from_stack(stack).find_resources("AWS::KMS::Key")
+    (resource,) = policy.values()
+    added = [s for s in resource["Properties"]["KeyPolicy"]["Statement"] if s.get("Sid") == statement["Sid"]]
+    assert added == [statement]
+    page = (Path(__file__).parents[2] / "docs/constructs/CustomerKeys.md").read_text()
+    assert "iam.PolicyStatement.from_json(logs_key_policy_statement(" in " ".join(page.split())
