@@ -29,3 +29,11 @@ def test_every_page_has_the_sections_a_user_needs():
         for heading in ("## Example", "## Props", "## What it creates", "## IAM", "## Cost", "## Update, rollback"):
             assert heading in text, f"{page}.md lacks {heading!r}"
         assert "```python" in text
+
+
+def test_the_cdk_nag_recipe_is_the_one_the_package_test_synthesizes():
+    """docs/constructs/README.md shows how to run cdk-nag in your own app: the line tests/consumer/app.py (built
+    from the installed wheel by `make test-package`) runs."""
+    recipe = "cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))"
+    assert recipe in (construct_docs.DOCS / "README.md").read_text()
+    assert recipe in (ROOT / "tests" / "consumer" / "app.py").read_text()
