@@ -772,8 +772,11 @@ class InferenceComponent(MonitoredComponent, Construct):
             return
         self._environment_args.update(engine_env=engine_env, container_env=container_env)
         environment, _ = build_environment(self.engine, **self._environment_args)
+        # Key by key: one override of the whole map would drop the user's own overrides below it.
+        for name, value in environment.items():
+            if self.environment.get(name) != value:
+                self.model.add_property_override(f"PrimaryContainer.Environment.{name}", value)
         self.environment = environment
-        self.model.add_property_override("PrimaryContainer.Environment", dict(environment))
 
     @property
     def inference_component_arn(self) -> str:

@@ -267,3 +267,11 @@ def test_the_pages_examples_synthesize_with_the_wiring_they_promise(index):
     assert len(adapters) == 1
     (model,) = template.find_resources("AWS::SageMaker::Model").values()
     assert model["Properties"]["PrimaryContainer"]["Environment"]["SM_VLLM_ENABLE_LORA"] == ""
+
+
+def test_enabling_lora_keeps_the_users_own_overrides_of_the_base_environment():
+    stack, component = base()
+    component.model.add_property_override("PrimaryContainer.Environment.MY_ESCAPE", "1")
+    AdapterComponent(stack, "Sql", base=component, artifact_url=ARCHIVE)
+    env = _model_environment(stack)
+    assert env["MY_ESCAPE"] == "1" and env["SM_VLLM_ENABLE_LORA"] == ""
