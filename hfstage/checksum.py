@@ -115,8 +115,8 @@ def load_vendored(archive: str | None = None) -> str | None:
     C extension (Python docs, zipimport). So the extension's bytes go into an anonymous in-memory file (memfd_create,
     Linux 3.17+) loaded by its /proc/self/fd path: nothing is written to disk. ``archive``: the zip (default: the
     one this module was imported from)."""
-    if EXTENSION in sys.modules or importlib.util.find_spec(EXTENSION) is not None:
-        return None  # an awscrt of the image's own is imported or importable: it is the one used
+    if EXTENSION in sys.modules:
+        return None
     if archive is None:
         loader = globals().get("__loader__")
         archive = getattr(loader, "archive", None)
@@ -130,7 +130,7 @@ def load_vendored(archive: str | None = None) -> str | None:
     except (OSError, ImportError, AttributeError) as error:  # no memfd_create (not Linux): AttributeError
         return f"the awscrt extension could not be loaded ({type(error).__name__}: {error})"[:300]
     sys.modules[EXTENSION] = module
-    sys.path.insert(0, f"{archive}/{VENDOR_DIR}")  # zipimport serves a folder inside the zip; ahead of the image's
+    sys.path.append(f"{archive}/{VENDOR_DIR}")  # zipimport serves a folder inside the zip
     return None
 
 
