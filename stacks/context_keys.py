@@ -97,6 +97,13 @@ class ContextKey:
     default: Any  # the JSON value cdk.json holds (None: the key is optional)
     section: str
     doc: str
+    # Where one value holds in a fleet (stacks/fleet.py): "app" (every stack of the app; refused per deployment),
+    # "endpoint" (one stack builds the endpoint and its functions, alarms, network and tags: every deployment
+    # sharing it must agree) or "deployment" (its own model and component).
+    scope: str = "deployment"
+    # An endpoint-scoped key's second valid value, other than its default: the fleet test generated from this
+    # registry sets it on one of two deployments sharing an endpoint and expects the refusal.
+    example: Any = None
 
     @property
     def allowed(self) -> str:
@@ -111,6 +118,7 @@ KEYS: tuple[ContextKey, ...] = (
         "LlmEndpoint",
         "general",
         "CloudFormation stack name",
+        scope="app",
     ),
     ContextKey(
         "deployments",
@@ -119,6 +127,7 @@ KEYS: tuple[ContextKey, ...] = (
         "general",
         "a fleet: a map deployment name -> the keys of one deployment (the rest inherited from the top level); "
         "one stack `<stack_name>-<endpoint or name>` per endpoint (docs/guide/fleets.md)",
+        scope="app",
     ),
     ContextKey(
         "deployments_file",
@@ -126,6 +135,7 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "general",
         "a JSON file holding the `deployments` map (instead of the key itself); relative to the project folder",
+        scope="app",
     ),
     ContextKey(
         "model_id",
@@ -158,6 +168,7 @@ KEYS: tuple[ContextKey, ...] = (
         "model",
         "existing bucket name to stage into (`models/<org>--<name>/<sha>/`); null: the stack creates a "
         "bucket. Not together with `model_s3_uri`",
+        scope="app",
     ),
     ContextKey(
         "reuse_model_bucket",
@@ -166,6 +177,7 @@ KEYS: tuple[ContextKey, ...] = (
         "model",
         "`true` after a `cdk destroy`: use the retained bucket `<stack>-models-<account>-<region>` (and its "
         "staged revisions) instead of creating it. Not with `model_bucket` or `model_s3_uri`",
+        scope="app",
     ),
     ContextKey(
         "model_kms_key_arn",
@@ -237,6 +249,8 @@ KEYS: tuple[ContextKey, ...] = (
         "standard",
         "scaling",
         "`standard` \\| `inference-component`",
+        scope="endpoint",
+        example="inference-component",
     ),
     ContextKey(
         "scale_to_zero",
@@ -244,6 +258,8 @@ KEYS: tuple[ContextKey, ...] = (
         False,
         "scaling",
         "true only in component mode: min instances and copies 0, woken by the first request",
+        scope="endpoint",
+        example=True,
     ),
     ContextKey(
         "min_instances",
@@ -252,6 +268,8 @@ KEYS: tuple[ContextKey, ...] = (
         "scaling",
         "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum; null: "
         "`instance_count` in standard mode, 1 in component mode (0 with scale-to-zero)",
+        scope="endpoint",
+        example=0,
     ),
     ContextKey(
         "max_instances",
@@ -259,6 +277,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "scaling",
         "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum",
+        scope="endpoint",
+        example=3,
     ),
     ContextKey(
         "accelerators_per_copy",
@@ -301,6 +321,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "scaling",
         "standard mode: invocations per instance per minute to track",
+        scope="endpoint",
+        example=50,
     ),
     ContextKey(
         "routing_strategy",
@@ -308,6 +330,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "scaling",
         "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM` \\| `PREFIX_AWARE` (with both `prefix_routing_*` keys)",
+        scope="endpoint",
+        example="RANDOM",
     ),
     ContextKey(
         "min_memory_mb",
@@ -457,6 +481,8 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "`vllm` \\| `sglang` \\| `lmi` (see [LMI](guide/engines-and-images.md#lmi-djl-serving-with-vllms-async-engine))"
         " \\| `llamacpp` (one GGUF file, image built at deploy: see [llama.cpp](guide/llamacpp.md))",
+        scope="endpoint",
+        example="sglang",
     ),
     ContextKey(
         "image",
@@ -465,6 +491,8 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "full ECR URI `<acct>.dkr.ecr.<region>.amazonaws.com[.cn]/<repo>:<tag>` or `@sha256:…`; a floating "
         "tag gives a synth warning",
+        scope="endpoint",
+        example="123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm:0.11",
     ),
     ContextKey(
         "instance_type",
@@ -473,6 +501,8 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "a GPU instance type from the catalog below, or any `ml.*` type with `gpu_count` and `gpu_memory_gib`"
         " (if cfn-lint does not know it yet either: `make synth CFN_LINT_IGNORE=W3005,E3030,W3030`)",
+        scope="endpoint",
+        example="ml.g6.24xlarge",
     ),
     ContextKey(
         "instance_pools",
@@ -482,6 +512,8 @@ KEYS: tuple[ContextKey, ...] = (
         "JSON array of up to 4 instance types SageMaker falls back to, in order, when `instance_type` has no "
         "capacity (both modes; components get one Specifications entry per type); each passes the same checks "
         "(docs/guide/capacity.md)",
+        scope="endpoint",
+        example='["ml.g5.12xlarge"]',
     ),
     ContextKey(
         "instance_count",
@@ -489,6 +521,8 @@ KEYS: tuple[ContextKey, ...] = (
         1,
         "serving",
         "1-100 instances at creation (both modes)",
+        scope="endpoint",
+        example=2,
     ),
     ContextKey(
         "gpu_count",
@@ -497,6 +531,8 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "1-64; required with `gpu_memory_gib` for types the catalog lacks; for a catalog type it must equal "
         "the catalog's value",
+        scope="endpoint",
+        example=2,
     ),
     ContextKey(
         "gpu_memory_gib",
@@ -504,6 +540,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "serving",
         "> 0, ≤ 1024 GiB per GPU; same rule",
+        scope="endpoint",
+        example=48,
     ),
     ContextKey(
         "tensor_parallel_size",
@@ -546,6 +584,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "serving",
         "`al2-ami-sagemaker-inference-gpu-2`, `-gpu-2-1`, `-gpu-3-1`, `al2023-ami-sagemaker-inference-gpu-4-1`",
+        scope="endpoint",
+        example="al2-ami-sagemaker-inference-gpu-3-1",
     ),
     ContextKey(
         "capacity_reservation_arn",
@@ -553,6 +593,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "serving",
         "`arn:aws:sagemaker:<region>:<acct>:<type>/<name>`; sets `capacity-reservations-only`",
+        scope="endpoint",
+        example="arn:aws:sagemaker:us-east-1:123456789012:training-plan/plan-1",
     ),
     ContextKey(
         "capacity_reservation_instances",
@@ -561,6 +603,8 @@ KEYS: tuple[ContextKey, ...] = (
         "serving",
         "with `capacity_reservation_arn`: instances it holds; an update policy is refused unless they fit the "
         "fleet (component mode: every copy) and an update's new instances (docs/guide/updates-and-observability.md)",
+        scope="endpoint",
+        example=2,
     ),
     ContextKey(
         "startup_timeout_s",
@@ -577,6 +621,8 @@ KEYS: tuple[ContextKey, ...] = (
         "300-3600: the total time SageMaker spends getting instances across every `instance_pools` entry before "
         "the operation fails, not a wait per type (`VariantInstanceProvisionTimeoutInSeconds`); counted in the "
         "update timeout rules; null: SageMaker's",
+        scope="endpoint",
+        example=600,
     ),
     ContextKey(
         "download_timeout_s",
@@ -591,6 +637,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "serving",
         "1-63 letters, digits, hyphens",
+        scope="endpoint",
+        example="other-endpoint",
     ),
     ContextKey(
         "gguf_file",
@@ -607,6 +655,8 @@ KEYS: tuple[ContextKey, ...] = (
         "observability",
         "`all-at-once` \\| `canary` \\| `linear` (standard), `rolling` (component, or standard one batch of "
         "instances at a time), `none`",
+        scope="endpoint",
+        example="canary",
     ),
     ContextKey(
         "update_step_size",
@@ -614,6 +664,8 @@ KEYS: tuple[ContextKey, ...] = (
         1,
         "observability",
         "canary size or linear step in instances; copies per rolling batch",
+        scope="endpoint",
+        example=2,
     ),
     ContextKey(
         "update_wait_s",
@@ -621,6 +673,8 @@ KEYS: tuple[ContextKey, ...] = (
         300,
         "observability",
         "0-3600: baking period after each shift or batch, watched by the alarms",
+        scope="endpoint",
+        example=120,
     ),
     ContextKey(
         "update_termination_wait_s",
@@ -628,6 +682,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "observability",
         "0-3600, blue/green only: how long the old fleet stays after the last shift",
+        scope="endpoint",
+        example=60,
     ),
     ContextKey(
         "update_timeout_s",
@@ -635,6 +691,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "observability",
         "600-28800: the whole update's limit",
+        scope="endpoint",
+        example=1200,
     ),
     ContextKey(
         "alarms",
@@ -642,6 +700,8 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "false leaves out every alarm and the alarm topic",
+        scope="endpoint",
+        example=False,
     ),
     ContextKey(
         "alarm_email",
@@ -649,6 +709,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "observability",
         "an address to subscribe to the alarm topic (SNS asks it to confirm first)",
+        scope="endpoint",
+        example="ops@example.com",
     ),
     ContextKey(
         "alarm_5xx_percent",
@@ -656,6 +718,8 @@ KEYS: tuple[ContextKey, ...] = (
         5,
         "observability",
         "> 0, ≤ 100: share of 5xx answers in 2 of 3 minutes; null: no alarm",
+        scope="endpoint",
+        example=10,
     ),
     ContextKey(
         "alarm_p99_latency_ms",
@@ -663,6 +727,8 @@ KEYS: tuple[ContextKey, ...] = (
         30000,
         "observability",
         "> 0: p99 `ModelLatency` for 3 minutes; null: no alarm",
+        scope="endpoint",
+        example=9000,
     ),
     ContextKey(
         "alarm_gpu_memory_percent",
@@ -670,6 +736,8 @@ KEYS: tuple[ContextKey, ...] = (
         95,
         "observability",
         "> 0, ≤ 100: GPU memory for 5 minutes, above the engine's reservation; null: no alarm",
+        scope="endpoint",
+        example=80,
     ),
     ContextKey(
         "alarm_no_capacity",
@@ -677,6 +745,8 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "no instance (standard) or a request finding no copy (component, not with scale-to-zero)",
+        scope="endpoint",
+        example=False,
     ),
     ContextKey(
         "enhanced_metrics",
@@ -684,6 +754,8 @@ KEYS: tuple[ContextKey, ...] = (
         False,
         "observability",
         "`MetricsConfig.EnableEnhancedMetrics`: metrics per instance and container (off: SageMaker's default)",
+        scope="endpoint",
+        example=True,
     ),
     ContextKey(
         "metric_publish_frequency_s",
@@ -691,6 +763,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "observability",
         "`MetricPublishFrequencyInSeconds`: 10, 30, 60, 120, 180, 240 or 300; null: SageMaker's 60",
+        scope="endpoint",
+        example=10,
     ),
     ContextKey(
         "data_cache",
@@ -706,6 +780,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "scaling",
         "with `routing_strategy=PREFIX_AWARE` (required there): `PrefixLength`, 1024-65536",
+        scope="endpoint",
+        example=2048,
     ),
     ContextKey(
         "prefix_routing_concurrency",
@@ -713,6 +789,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "scaling",
         "with `routing_strategy=PREFIX_AWARE` (required there): `ConcurrencyThreshold`, in-flight requests, 1-1024",
+        scope="endpoint",
+        example=8,
     ),
     ContextKey(
         "dashboard",
@@ -720,6 +798,8 @@ KEYS: tuple[ContextKey, ...] = (
         True,
         "observability",
         "false leaves out the dashboard and `DashboardUrl`",
+        scope="endpoint",
+        example=False,
     ),
     ContextKey(
         "vpc_subnet_ids",
@@ -729,6 +809,8 @@ KEYS: tuple[ContextKey, ...] = (
         "JSON array of subnet ids (two or more Availability Zones) for the model's and the staging job's network "
         "interfaces (`VpcConfig`); they must reach S3 and, for staging, the Hub or `hf_endpoint` "
         "(see [private networks](guide/private-network.md))",
+        scope="endpoint",
+        example=["subnet-0123456789abcdef0"],
     ),
     ContextKey(
         "vpc_security_group_ids",
@@ -737,6 +819,8 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "JSON array of 1-5 security groups of the subnets' VPC (with `vpc_subnet_ids`); none: give `vpc_id` and "
         "a group with no inbound rule and HTTPS out is created",
+        scope="endpoint",
+        example=["sg-0123456789abcdef0"],
     ),
     ContextKey(
         "vpc_id",
@@ -744,6 +828,8 @@ KEYS: tuple[ContextKey, ...] = (
         None,
         "governance",
         "the subnets' VPC, where a security group is created when `vpc_security_group_ids` is empty",
+        scope="endpoint",
+        example="vpc-0123456789abcdef0",
     ),
     ContextKey(
         "hf_endpoint",
@@ -752,6 +838,8 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "https URL of a Hub mirror or proxy (Artifactory, Nexus, a self-hosted mirror) that staging reads from "
         "instead of huggingface.co; the token is sent to that origin only",
+        scope="endpoint",
+        example="https://hub.example.com",
     ),
     ContextKey(
         "tags",
@@ -760,6 +848,8 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         'JSON object `{"key": "value"}` put on every taggable resource, the SageMaker ones and the staging jobs '
         "included (AWS tag rules; at most 48; `llm-endpoint-app` is the app's own, set to `stack_name`)",
+        scope="endpoint",
+        example={"team": "ml"},
     ),
     ContextKey(
         "bucket_kms_key_arn",
@@ -770,6 +860,7 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "SSE-KMS with this key (and an S3 Bucket Key) for the bucket the stack creates, or the key of the retained "
         "one with `reuse_model_bucket`; for a given bucket use `model_kms_key_arn`",
+        scope="app",
     ),
     ContextKey(
         "volume_kms_key_arn",
@@ -780,6 +871,8 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "encrypts the ML storage volumes of the endpoint's instances (`KmsKeyId`) and of the staging job "
         "(`VolumeKmsKeyId`); refused for instance types with local NVMe storage, which their hardware encrypts",
+        scope="endpoint",
+        example="arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab",
     ),
     ContextKey(
         "logs_kms_key_arn",
@@ -792,6 +885,8 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "encrypts every log group the stack creates (`KmsKeyId`); the key policy must allow "
         "`logs.<region>.amazonaws.com` (see [private networks](guide/private-network.md#keys))",
+        scope="endpoint",
+        example="arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab",
     ),
     ContextKey(
         "lambda_kms_key_arn",
@@ -804,7 +899,12 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "encrypts the environment of every Lambda function of the stack (`KmsKeyArn`); each function's role may "
         "decrypt with it through Lambda only (may be the same key as `logs_kms_key_arn`)",
+        scope="endpoint",
+        example="arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab",
     ),
 )
+SCOPES = ("app", "endpoint", "deployment")
 FIELDS: dict[str, Callable[[Any], Any]] = {key.name: key.parse for key in KEYS}
+APP_SCOPED = tuple(key.name for key in KEYS if key.scope == "app")
+ENDPOINT_SCOPED = tuple(key.name for key in KEYS if key.scope == "endpoint")
 BY_NAME: dict[str, ContextKey] = {key.name: key for key in KEYS}

@@ -27,45 +27,17 @@ from constructs_lib import (
 from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
 
 from .config import SLO_KEYS, ConfigError, DeploymentConfig
+from .context_keys import APP_SCOPED, ENDPOINT_SCOPED
 
 FLEET_KEYS = ("deployments", "deployments_file")
 # Keys only a deployment takes: which endpoint it shares, and its LoRA adapters.
 DEPLOYMENT_ONLY_KEYS = ("endpoint", "adapters")
-# Keys of the app as a whole: its stacks' name prefix and the one model bucket all its stacks share.
-APP_KEYS = ("stack_name", "model_bucket", "reuse_model_bucket", *FLEET_KEYS)
-# What one endpoint has once, so every deployment sharing it must agree (the first one's stack builds it).
-ENDPOINT_KEYS = (
-    "deployment_mode",
-    "engine",
-    "image",
-    "instance_type",
-    "instance_pools",
-    "instance_count",
-    "gpu_count",
-    "gpu_memory_gib",
-    "min_instances",
-    "max_instances",
-    "scale_to_zero",
-    "routing_strategy",
-    "inference_ami_version",
-    "capacity_reservation_arn",
-    "endpoint_name",
-    "update_policy",
-    "update_step_size",
-    "update_wait_s",
-    "update_termination_wait_s",
-    "update_timeout_s",
-    "alarms",
-    "alarm_email",
-    "alarm_5xx_percent",
-    "alarm_p99_latency_ms",
-    "alarm_gpu_memory_percent",
-    "alarm_no_capacity",
-    "dashboard",
-    # One stack per endpoint: its log groups and functions take one key each (constructs_lib/keys.py).
-    "logs_kms_key_arn",
-    "lambda_kms_key_arn",
-)
+# Keys of the app as a whole (the registry's scope "app"): its stacks' name prefix and the one model bucket all
+# its stacks share, with its key.
+APP_KEYS = APP_SCOPED
+# What one endpoint has once (the registry's scope "endpoint"): the first deployment's stack builds the endpoint,
+# its functions, network, keys, alarms and tags, so every deployment sharing it must agree.
+ENDPOINT_KEYS = ENDPOINT_SCOPED
 # An adapter's own load-gate targets (issue 39, item 4): the slo_* keys (the config's, from the construct's
 # LOAD_CONTEXT_KEYS), over its deployment's.
 ADAPTER_SLO_KEYS = SLO_KEYS
@@ -240,7 +212,6 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
     for endpoint, names in groups.items():
         if len(names) < 2:
             continue
-        first = parsed[names[0]][1]
         for name in names:
             config = parsed[name][1]
             if config.deployment_mode != INFERENCE_COMPONENT:
@@ -249,15 +220,7 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
                     f"; several models share an endpoint only as inference components: deployment_mode="
                     f"{INFERENCE_COMPONENT} (now {config.deployment_mode!r})"
                 )
-        for name in names[1:]:
-            config = parsed[name][1]
-            for key in ENDPOINT_KEYS:
-                if getattr(config, key) != getattr(first, key):
-                    problems.append(
-                        f"deployments.{name}.{key}={getattr(config, key)!r}: differs from deployments.{names[0]}."
-                        f"{key}={getattr(first, key)!r} on the endpoint {endpoint!r} they share; one endpoint has one "
-                        "value: give it once at the top level or the same in both"
-                    )
+        problems += disagreements(endpoint, [(name, parsed[name][1]) for name in names])
     problems += _collisions(groups, parsed)
     if problems:
         raise ConfigError(problems)
@@ -270,6 +233,20 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
         for endpoint, names in groups.items()
     )
     return Fleet(app=app, config=app_config, endpoints=endpoints)
+
+
+def disagreements(endpoint: str, configs: list[tuple[str, DeploymentConfig]]) -> list[str]:
+    """Each endpoint-scoped key (the registry's scope, stacks/context_keys.py) on which a deployment sharing
+    ``endpoint`` differs from the first one, whose stack builds it: the other value would be dropped."""
+    (first_name, first), *others = configs
+    return [
+        f"deployments.{name}.{key}={getattr(config, key)!r}: differs from deployments.{first_name}.{key}="
+        f"{getattr(first, key)!r} on the endpoint {endpoint!r} they share; one endpoint has one value: give it once "
+        "at the top level or the same in both"
+        for name, config in others
+        for key in ENDPOINT_KEYS
+        if getattr(config, key) != getattr(first, key)
+    ]
 
 
 def claimed_ids(names: list[str], adapters: Mapping[str, tuple[Adapter, ...]]) -> list[tuple[str, str, bool]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import aws_cdk as cdk
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, StagedCheckpoint, app_bucket_name
@@ -20,10 +21,12 @@ from .parsers import APP_TAG
 class ModelBucketStack(cdk.Stack):
     """The one model bucket of an app's fleet: every endpoint stack stages into it (and reuses it by name)."""
 
-    def __init__(self, scope: Construct, id: str, *, app: str, **kwargs) -> None:
+    def __init__(self, scope: Construct, id: str, *, app: str, kms_key_arn: str | None = None, **kwargs) -> None:
         super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
         cdk.Tags.of(self).add(APP_TAG, app)  # as every endpoint stack of the app (stacks/parsers.py APP_TAG)
-        self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app)).bucket
+        # bucket_kms_key_arn (scope "app"): the endpoint stacks reuse the bucket with the same key.
+        key = kms.Key.from_key_arn(self, "BucketKey", kms_key_arn) if kms_key_arn else None
+        self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app), encryption_key=key).bucket
         cdk.CfnOutput(self, "ModelBucketName", value=self.bucket.bucket_name, description="Bucket of staged models")
         cdk.CfnOutput(self, APP_OUTPUT, value=app, description="The app (stack_name) of this stack")
 
@@ -34,7 +37,9 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
     stacks: list[cdk.Stack] = []
     bucket_stack = None
     if fleet.stages and not (fleet.config.model_bucket or fleet.config.reuse_model_bucket):
-        bucket_stack = ModelBucketStack(app, f"{fleet.app}-models", app=fleet.app)
+        bucket_stack = ModelBucketStack(
+            app, f"{fleet.app}-models", app=fleet.app, kms_key_arn=fleet.config.bucket_kms_key_arn
+        )
         stacks.append(bucket_stack)
 
     def staged_into_app_bucket(config: DeploymentConfig) -> DeploymentConfig:

@@ -48,7 +48,9 @@ def keys_table() -> str:
         lines += [f"### {heading}", "", "| key | default | allowed | what it does |", "|---|---|---|---|"]
         for key in keys:
             default = "null" if key.default is None else json.dumps(key.default, ensure_ascii=False)
-            lines.append(f"| `{key.name}` | `{_cell(default)}` | {_cell(key.allowed)} | {_cell(key.doc)} |")
+            # A fleet's scope (stacks/fleet.py): one value per app, or per shared endpoint.
+            scope = {"app": " *(app)*", "endpoint": " *(endpoint)*"}.get(key.scope, "")
+            lines.append(f"| `{key.name}`{scope} | `{_cell(default)}` | {_cell(key.allowed)} | {_cell(key.doc)} |")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 

@@ -261,3 +261,28 @@ def test_every_stack_and_sagemaker_resource_carries_the_apps_tag(assembly):
         for resource in sagemaker:
             assert {"Key": APP_TAG, "Value": APP} in resource["Properties"]["Tags"], (stack, resource["Type"])
     assert count(assembly, "AWS::SageMaker::Endpoint") == 3
+
+
+def test_the_fleets_bucket_is_created_with_the_apps_bucket_key_and_reused_with_it(tmp_path):
+    # bucket_kms_key_arn has scope "app": the bucket stack creates the one bucket with it (it was created with
+    # SSE-S3 while the endpoint stacks granted the key), and every endpoint stack reuses it with the same key.
+    key = "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab"
+    fleet = tmp_path / "fleet.json"
+    fleet.write_text(json.dumps({"a": {}, "b": {"model_id": "Qwen/Qwen3-0.6B"}}))
+    app = build(outdir=str(tmp_path / "out"), deployments_file=str(fleet), bucket_kms_key_arn=key)
+    stacks = {s.stack_name: Template.from_stack(s) for s in app.node.children if hasattr(s, "stack_name")}
+    stacks[f"{APP}-models"].has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [
+                    {
+                        "ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": key},
+                        "BucketKeyEnabled": True,
+                    }
+                ]
+            }
+        },
+    )
+    for name in (f"{APP}-a", f"{APP}-b"):
+        assert key in json.dumps(stacks[name].to_json()), name  # the staging role may use the bucket's key

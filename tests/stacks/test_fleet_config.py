@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -141,3 +142,64 @@ def test_deployments_sharing_an_endpoint_take_one_logs_and_one_lambda_key():
     )
     for name in ("logs_kms_key_arn", "lambda_kms_key_arn"):
         assert any(p.startswith(f"deployments.b.{name}={key!r}: differs from deployments.a.") for p in found), found
+
+
+def test_the_registry_gives_every_key_a_scope_and_every_endpoint_key_a_second_value():
+    # stacks/context_keys.py scope: the fleet's app and endpoint checks are derived from it, not kept by hand.
+    from stacks.config import DeploymentConfig
+    from stacks.context_keys import APP_SCOPED, ENDPOINT_SCOPED, KEYS, SCOPES
+
+    assert {key.scope for key in KEYS} <= set(SCOPES)
+    fields = {f.name for f in dataclasses.fields(DeploymentConfig)}
+    for key in KEYS:
+        if key.scope == "endpoint":
+            assert key.name in fields, key.name
+            assert key.parse(key.example) != key.parse(key.default), f"{key.name}: its example is its default"
+        else:
+            assert key.example is None, f"{key.name}: an example only serves the endpoint-scoped keys' test"
+    # The keys the first deployment's stack alone reads (stacks/llm_endpoint_stack.py: the stack's network, keys,
+    # tags and endpoint; stacks/fleet_stacks.py: the app's bucket stack) are scoped so.
+    assert {"tags", "vpc_subnet_ids", "volume_kms_key_arn", "hf_endpoint", "provision_timeout_s"} <= set(ENDPOINT_SCOPED)
+    assert {"enhanced_metrics", "metric_publish_frequency_s", "capacity_reservation_instances"} <= set(ENDPOINT_SCOPED)
+    assert {"prefix_routing_length", "prefix_routing_concurrency"} <= set(ENDPOINT_SCOPED)
+    assert set(APP_SCOPED) == {
+        "stack_name", "deployments", "deployments_file", "model_bucket", "reuse_model_bucket", "bucket_kms_key_arn"
+    }
+
+
+def _endpoint_keys():
+    from stacks.context_keys import KEYS
+
+    return [key for key in KEYS if key.scope == "endpoint"]
+
+
+@pytest.mark.parametrize("key", _endpoint_keys(), ids=lambda key: key.name)
+def test_two_deployments_on_one_endpoint_that_differ_in_an_endpoint_key_are_refused(key):
+    # Generated from the registry: every endpoint-scoped key, its example beside the first deployment's value.
+    from stacks.fleet import disagreements
+
+    first = fleet({"a": {**IC, "endpoint": "e"}}).deployments[0].config
+    value = key.parse(key.example)
+    if value == getattr(first, key.name):
+        value = key.parse(key.default)
+    other = dataclasses.replace(first, **{key.name: value})
+    assert disagreements("e", [("a", first), ("b", other), ("c", first)]) == [
+        f"deployments.b.{key.name}={value!r}: differs from deployments.a.{key.name}={getattr(first, key.name)!r} on "
+        "the endpoint 'e' they share; one endpoint has one value: give it once at the top level or the same in both"
+    ]
+    assert disagreements("e", [("a", first), ("b", first)]) == []
+
+
+@pytest.mark.parametrize("key", ["provision_timeout_s", "enhanced_metrics", "metric_publish_frequency_s", "tags"])
+def test_keys_once_dropped_on_a_shared_endpoint_are_refused_from_the_file(key):
+    from stacks.context_keys import BY_NAME
+
+    found = problems({"a": {**IC, "endpoint": "e"}, "b": {**IC, "endpoint": "e", key: BY_NAME[key].example}})
+    assert [p for p in found if p.startswith(f"deployments.b.{key}=")], found
+
+
+def test_an_app_key_is_refused_per_deployment_for_every_app_scoped_key():
+    from stacks.context_keys import APP_SCOPED
+
+    found = problems({"a": {key: "x" for key in APP_SCOPED}})
+    assert [p.split(":")[0] for p in found] == [f"deployments.a.{key}" for key in sorted(APP_SCOPED)]
