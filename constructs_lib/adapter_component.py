@@ -51,7 +51,8 @@ def staged_adapter_problems(artifact: StagedCheckpoint, base: InferenceComponent
     problems = []
     base_model = getattr(base.model_source, "repo_id", None) or None
     wanted = artifact.adapter_base_model_id
-    if wanted and base_model and not cdk.Token.is_unresolved(base_model) and wanted != base_model:
+    # Hub repository ids are case-insensitive (huggingface.co/Qwen/qwen3-4b serves Qwen/Qwen3-4B): compared so.
+    if wanted and base_model and not cdk.Token.is_unresolved(base_model) and wanted.lower() != base_model.lower():
         problems.append(
             f"{where} is staged for adapter_base_model_id={wanted!r}, but base={base.node.path} serves {base_model!r}; "
             "allowed: an adapter trained on the base's model"
@@ -101,7 +102,8 @@ class AdapterComponent(Construct):
         """
         :param base: the base model's component; its engine must serve adapters (engines.json ``adapters``). What
             the engine needs for them (vLLM: ``SM_VLLM_ENABLE_LORA``, runtime adapter loading) is added to its
-            Model's environment; values the user gave win.
+            Model's environment; a value the user gave that sets the same wins, one that switches it off
+            (``SM_VLLM_ENABLE_LORA: false``) is refused.
         :param artifact_url: ``s3://bucket/key.tar.gz``, the adapter's files (adapter_config.json and weights);
             read access is granted to the base component's role, whose container loads it. Give this or
             ``artifact``. Default: none.
@@ -126,6 +128,8 @@ class AdapterComponent(Construct):
             problems += artifact_problems("artifact_url", artifact_url or "")
         if not base.engine.adapters:
             problems.append(engine_without_adapters(base.engine.name))
+        else:
+            problems += [f"base={base.node.path} {p}" for p in base.adapter_setting_problems()]
         if len(base.endpoint.instance_types) > 1:
             # The adapter names its base in Specification.BaseInferenceComponentName, which the per-type
             # Specifications entries do not accept ("adapter inference components are supported only on the

@@ -633,11 +633,39 @@ def environment_warnings(
     return warnings
 
 
+def _same_setting(given: Any, needed: Any) -> bool:
+    """Whether the user's value sets what the engine needs, compared as the text the container reads: a switch
+    is on as ``true`` in any case or ``1`` (vllm/envs.py reads VLLM_ALLOW_RUNTIME_LORA_UPDATING as
+    ``.strip().lower() in ("1", "true")``; the DLC's sagemaker_entrypoint.sh passes SM_VLLM_* values as arguments)."""
+    text, wanted = str(given).strip().lower(), str(needed).strip().lower()
+    return text in ("1", "true") if wanted in ("1", "true") else text == wanted
+
+
+def adapter_env_problems(engine: EngineSpec, engine_env: Mapping[str, Any], container_env: Mapping[str, Any]) -> list:
+    """The user's values that would switch off what ``engine`` needs to serve adapters (a base with
+    ``SM_VLLM_ENABLE_LORA: false`` cannot load one): each named with the setting it needs."""
+    needed = engine.adapters or {}
+    return [
+        # The value itself is not repeated: engine_env and container_env may hold a pasted secret (never echoed).
+        f"{where}.{name}: its value switches off what {engine.name} needs to serve LoRA adapter components on this "
+        f"base (engines.json {engine.name}.adapters); allowed: {value!r}, or leave it unset (it is added)"
+        for where, given, wanted in (
+            ("engine_env", engine_env, needed.get("engine_env", {})),
+            ("container_env", container_env, needed.get("container_env", {})),
+        )
+        for name, value in wanted.items()
+        if name in given and not _same_setting(given[name], value)
+    ]
+
+
 def adapter_env(engine: EngineSpec, engine_env: Mapping[str, Any], container_env: Mapping[str, Any]) -> tuple:
     """The base model's engine_env and container_env with what its engine needs to serve adapters (engines.json
-    ``adapters``); a value the user gave wins. Raises ``ValueError`` for an engine that serves none."""
+    ``adapters``); a value the user gave that sets the same wins (``"true"`` for ``true``). Raises ``ValueError``
+    for an engine that serves none, or a value that switches one off (``adapter_env_problems``)."""
     if not engine.adapters:
         raise ValueError(engine_without_adapters(engine.name))
+    if problems := adapter_env_problems(engine, engine_env, container_env):
+        raise ValueError("; ".join(problems))
     return (
         {**engine.adapters.get("engine_env", {}), **engine_env},
         {**engine.adapters.get("container_env", {}), **container_env},

@@ -31,7 +31,7 @@ from constructs import Construct, IValidation
 from .catalog import InstanceSpec, resolve_instance
 from .component_plan import INFERENCE_COMPONENT, host_memory_problem, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
-from .engines import EngineSpec, adapter_env, build_environment, get_engine
+from .engines import EngineSpec, adapter_env, adapter_env_problems, build_environment, get_engine
 from .hosting import (
     ENDPOINT_METRIC_NAMESPACES,
     EndpointVariantMixin,
@@ -757,6 +757,12 @@ class InferenceComponent(MonitoredComponent, Construct):
     def max_lora_rank(self) -> int | None:
         """The largest LoRA rank this component's engine serves with its settings (None: it serves no adapters)."""
         return self.engine.max_lora_rank(self._environment_args["engine_env"])
+
+    def adapter_setting_problems(self) -> list[str]:
+        """This component's own engine_env and container_env values that would switch off serving adapters."""
+        return adapter_env_problems(
+            self.engine, self._environment_args["engine_env"], self._environment_args["container_env"]
+        )
 
     def enable_adapters(self) -> None:
         """Add what the engine needs to serve adapter inference components (engines.json ``adapters``: vLLM's

@@ -24,6 +24,7 @@ from constructs_lib import (
     engine_without_adapters,
     get_engine,
 )
+from constructs_lib.engines import adapter_env_problems
 from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
 
 from .config import SLO_KEYS, ConfigError, DeploymentConfig
@@ -202,6 +203,11 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
         adapters, adapter_problems = _adapters(where, entry.get("adapters"), config)
         problems += adapter_problems
         if adapters and get_engine(config.engine).adapters:
+            # The construct's own refusal (AdapterComponent), named by the deployment's key.
+            found = adapter_env_problems(get_engine(config.engine), config.engine_env, config.container_env)
+            problems += [f"{where}.{p}" for p in found]
+            if found:
+                continue
             engine_env, container_env = adapter_env(get_engine(config.engine), config.engine_env, config.container_env)
             config = dataclasses.replace(config, engine_env=engine_env, container_env=container_env)
         parsed[name] = (endpoint, config, adapters)

@@ -275,3 +275,50 @@ def test_enabling_lora_keeps_the_users_own_overrides_of_the_base_environment():
     AdapterComponent(stack, "Sql", base=component, artifact_url=ARCHIVE)
     env = _model_environment(stack)
     assert env["MY_ESCAPE"] == "1" and env["SM_VLLM_ENABLE_LORA"] == ""
+
+
+@pytest.mark.parametrize(
+    ("engine_env", "container_env", "refused"),
+    [
+        # JSON false drops an engine flag (engines.json boolean_values), so the base starts without LoRA.
+        ({"SM_VLLM_ENABLE_LORA": False}, {}, "engine_env.SM_VLLM_ENABLE_LORA"),
+        ({"SM_VLLM_ENABLE_LORA": "false"}, {}, "engine_env.SM_VLLM_ENABLE_LORA"),
+        ({}, {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "0"}, "container_env.VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+        ({}, {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "False"}, "container_env.VLLM_ALLOW_RUNTIME_LORA_UPDATING"),
+        # Text where users write text: the same switch, on, in any case or as 1 (vllm/envs.py).
+        ({"SM_VLLM_ENABLE_LORA": "true"}, {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "1"}, None),
+        ({"SM_VLLM_ENABLE_LORA": True}, {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": " TRUE "}, None),
+    ],
+)
+def test_a_base_whose_own_values_switch_lora_off_is_refused(engine_env, container_env, refused):
+    app = cdk.App()
+    stack = cdk.Stack(app, "Off")
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6.12xlarge")
+    given = endpoint.add_component(
+        "Chat",
+        model=S3ModelData(s3.Bucket.from_bucket_name(stack, "M", "bkt-models"), "m/"),
+        engine_env=engine_env,
+        container_env=container_env,
+    )
+    if refused is None:
+        AdapterComponent(stack, "Sql", base=given, artifact_url=ARCHIVE)
+        assert _model_environment(stack)["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == container_env[
+            "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
+        ]  # the user's text, unchanged
+        return
+    with pytest.raises(Refusal) as info:
+        AdapterComponent(stack, "Sql", base=given, artifact_url=ARCHIVE)
+    assert f"base=Off/Endpoint/Chat {refused}: its value switches off what vllm needs to serve LoRA adapter" in str(info.value)
+    with pytest.raises(ValueError, match="switches off"):
+        adapter_env(get_engine("vllm"), engine_env, container_env)
+
+
+def test_the_base_model_is_compared_as_the_hub_compares_ids_in_any_case():
+    app = cdk.App()
+    stack = cdk.Stack(app, "Case")
+    AdapterComponent(
+        stack,
+        "Sql",
+        base=_hub_base(stack, "Qwen/Qwen3-4B"),
+        artifact=_staged(stack, pack=True, adapter_base_model_id="qwen/qwen3-4b", max_lora_rank=16),
+    )

@@ -203,3 +203,13 @@ def test_an_app_key_is_refused_per_deployment_for_every_app_scoped_key():
 
     found = problems({"a": {key: "x" for key in APP_SCOPED}})
     assert [p.split(":")[0] for p in found] == [f"deployments.a.{key}" for key in sorted(APP_SCOPED)]
+
+
+def test_a_base_that_switches_lora_off_is_refused_with_its_deployments_key():
+    found = problems({"a": {**IC, "engine_env": {"SM_VLLM_ENABLE_LORA": False}, "adapters": {"sql": ADAPTER}}})
+    assert len(found) == 1 and found[0].startswith(
+        "deployments.a.engine_env.SM_VLLM_ENABLE_LORA: its value switches off what vllm needs to serve LoRA adapter"
+    ), found
+    # The same base without adapters keeps the user's value as it is.
+    (deployment,) = fleet({"a": {**IC, "engine_env": {"SM_VLLM_ENABLE_LORA": False}}}).deployments
+    assert deployment.config.engine_env == {"SM_VLLM_ENABLE_LORA": False}
