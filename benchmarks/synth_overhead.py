@@ -24,7 +24,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_s3 as s3
 
 from app import build_app
-from stacks.config import DeploymentConfig
+from constructs_lib.deployment.config import DeploymentConfig
 from tests.conftest import default_context
 
 

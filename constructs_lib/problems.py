@@ -2,7 +2,8 @@
 
 ``Subject: problem`` when there is one, else ``Subject: N problems:`` and one ``  - problem`` line each. The
 subject is ``context`` for the app's context keys and ``<Construct> <node path>`` for a construct; each problem
-names the key or prop, its value (never a secret's), and what is allowed. ``stacks.config.ConfigError`` and every
+names the key or prop, its value (never a secret's), and what is allowed.
+``constructs_lib.deployment.config.ConfigError`` and every
 construct raise this; the handlers' deploy-time reasons use the same shape on one line (handler_kit.refusal),
 since CloudFormation shows a reason as one line of at most 4 KB.
 """

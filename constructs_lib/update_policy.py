@@ -42,7 +42,7 @@ STANDARD_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
 COMPONENT_POLICIES = (ROLLING, NONE)
 UPDATE_POLICIES = (ALL_AT_ONCE, CANARY, LINEAR, ROLLING, NONE)
 # The API's ranges (CreateEndpoint/UpdateEndpoint DeploymentConfig; CreateInferenceComponent), also the context
-# keys' (stacks/context_keys.py): one definition.
+# keys' (constructs_lib/deployment/context_keys.py): one definition.
 WAIT_RANGE_S = (0, 3600)  # WaitIntervalInSeconds, TerminationWaitInSeconds
 TIMEOUT_RANGE_S = (600, 28800)  # MaximumExecutionTimeoutInSeconds
 TRAFFIC_TYPES = {ALL_AT_ONCE: "ALL_AT_ONCE", CANARY: "CANARY", LINEAR: "LINEAR"}

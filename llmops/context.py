@@ -1,6 +1,7 @@
 """The context keys ``cdk synth`` takes, for the commands: ``-c key=value`` (repeatable) and ``--context-file``.
 
-One source of truth: the keys, their parsers and their defaults are the registry's (stacks/context_keys.py),
+One source of truth: the keys, their parsers and their defaults are the registry's
+(constructs_lib/deployment/context_keys.py),
 and the whole context is validated by ``DeploymentConfig.from_context``, exactly as app.py validates it. The
 context is the registry's defaults, then ``--context-file`` (a cdk.json, whose ``context`` object is read, or a
 JSON object of keys), then each ``-c`` in order: as the CDK CLI layers cdk.json and ``-c``.
@@ -36,18 +37,10 @@ def uses_context(args: argparse.Namespace) -> bool:
     return bool(args.context) or args.context_file is not None
 
 
-NO_APP = (
-    "-c and --context-file read this app's context keys (stacks/context_keys.py), which the installed library "
-    "does not have: run the command from the app's repository, or give the model with the flags"
-)
-
-
 def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | str:
     """The layered context, or a one-line error."""
-    try:
-        from stacks.context_keys import KEYS
-    except ImportError:  # llmops installed as a library, outside this app
-        return NO_APP
+    # The library's registry (installed with llmops): the same keys in any app that uses constructs_lib.deployment.
+    from constructs_lib.deployment.context_keys import KEYS
 
     context: dict[str, Any] = {key.name: key.default for key in KEYS if key.default is not None}
     if context_file is not None:
@@ -79,14 +72,15 @@ def _base(context_file: Path | None) -> Path:
 def load_configs(pairs: list[str], context_file: Path | None) -> dict[str | None, Any] | int:
     """Every deployment the context describes, validated as app.py validates it: ``{None: config}`` for a single
     deployment, ``{name: config}`` for a fleet (``deployments`` or ``deployments_file``, each deployment's keys
-    merged over the top-level ones by stacks/fleet.py, problems named ``deployments.<name>.<key>``); or 2 after
+    merged over the top-level ones by constructs_lib/deployment/fleet.py, problems named
+    ``deployments.<name>.<key>``); or 2 after
     printing each problem on one line (never a traceback)."""
     context = context_of(pairs, context_file)
     if isinstance(context, str):
         print(f"error: {context}", file=sys.stderr)
         return 2
-    from stacks.config import ConfigError, DeploymentConfig
-    from stacks.fleet import deployments_of, fleet_from_context
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.fleet import deployments_of, fleet_from_context
 
     base = _base(context_file)
     try:

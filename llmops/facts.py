@@ -275,8 +275,11 @@ def offline() -> bool:
 class FactsSource:
     """The step app.py runs: the record at ``path``, and a Hub lookup (recorded) when it lacks the model."""
 
-    path: Path
+    path: Path  # a str is taken as a path (a library user's FactsSource("model-facts.json"))
     lookup: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "path", Path(self.path))
 
     def facts_for(self, repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> Known:
         """gguf: llama.cpp serves the model (``gguf_file`` names it): the record must hold that GGUF's header."""

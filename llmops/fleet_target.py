@@ -1,6 +1,7 @@
 """``--deployment NAME [--adapter NAME]``: a fleet deployment's endpoint and component, read from stack outputs.
 
-A fleet's endpoint stacks (stacks/fleet_stacks.py) output ``<Deployment>EndpointName``, ``<Deployment>Inference
+A fleet's endpoint stacks (constructs_lib/deployment/fleet_stacks.py) output ``<Deployment>EndpointName``,
+``<Deployment>Inference
 ComponentName`` (component mode) and ``<Deployment><Adapter>AdapterComponentName``, the names PascalCase; the
 commands find them among the stacks named ``<app>-...`` (CloudFormation DescribeStacks, action
 cloudformation:DescribeStacks; its Outputs hold OutputKey and OutputValue: botocore cloudformation service-2.json).
@@ -12,7 +13,8 @@ import argparse
 from typing import Any
 
 DEFAULT_APP = "LlmEndpoint"  # cdk.json's stack_name default
-# Every stack of an app outputs its app's name (stacks/llm_endpoint_stack.py, fleet_stacks.py): names alone cannot
+# Every stack of an app outputs its app's name (constructs_lib/deployment/llm_endpoint_stack.py, fleet_stacks.py):
+# names alone cannot
 # tell app LlmEndpoint's stack for endpoint prod from app LlmEndpoint-prod's, both LlmEndpoint-prod.
 APP_OUTPUT = "AppName"
 
@@ -22,7 +24,7 @@ class TargetError(ValueError):
 
 
 def pascal(name: str) -> str:
-    """As stacks/fleet.py names outputs: ``chat-small`` -> ``ChatSmall``."""
+    """As constructs_lib/deployment/fleet.py names outputs: ``chat-small`` -> ``ChatSmall``."""
     return "".join(part[:1].upper() + part[1:] for part in name.split("-"))
 
 

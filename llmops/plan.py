@@ -26,7 +26,7 @@ is in ``preflight/memory_fit.py``; the weight-format table in ``preflight/data/w
 
 With ``-c key=value`` / ``--context-file`` the deployment is read exactly as ``cdk synth`` reads it
 (llmops/context.py: the context-key registry and DeploymentConfig's checks) and checked with the settings synth
-checks it with (stacks/model_checks.py ``check_settings``: engine_env's KV-cache dtype, memory share,
+checks it with (constructs_lib/deployment/model_checks.py ``check_settings``: engine_env's KV-cache dtype, memory share,
 max_num_batched_tokens and format flags, ``preflight_sequences``, ``preflight_skip``), from ``model-facts.json``
 when the model is recorded there (no network), else the Hub. A fleet (``deployments`` / ``deployments_file``)
 needs ``--deployment NAME``: that deployment's keys merged over the top-level ones, as synth merges them;
@@ -727,7 +727,8 @@ CONTEXT_REPLACES = {
     "max_num_batched_tokens": "engine_env",
     "engine": "engine",
 }
-# check_settings' names (stacks/model_checks.py) that plan holds as its own arguments; every other one goes to
+# check_settings' names (constructs_lib/deployment/model_checks.py) that plan holds as its own arguments; every other
+# one goes to
 # check_model as it is (dtype, quantization, splits_heads), so a setting synth reads cannot be left out here.
 ARGUMENT_OF = {
     "engine": "engine",
@@ -744,7 +745,8 @@ ARGUMENT_OF = {
 def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int | None:
     """Fill ``args`` from the context keys (the registry's parsers, DeploymentConfig's checks); 2 on bad input.
 
-    The fit is checked as the deploy preflight checks it (stacks/llm_endpoint_stack.py ``_preflight``):
+    The fit is checked as the deploy preflight checks it (constructs_lib/deployment/llm_endpoint_stack.py
+    ``_preflight``):
     ``preflight_sequences`` full-length sequences, the KV-cache dtype, GPU memory share and dtype/quantization
     flags that ``engine_env`` sets, tensor parallel size from the key or every GPU.
     """
@@ -763,8 +765,8 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(f"error: give the deployment as context keys only, not also as flags: {keys}", file=sys.stderr)
         return 2
     from constructs_lib import get_engine
+    from constructs_lib.deployment.model_checks import check_settings
     from llmops.context import fleet_source, load_config
-    from stacks.model_checks import check_settings
 
     config = load_config(args.context, args.context_file, args.deployment)
     if isinstance(config, int):
@@ -951,7 +953,8 @@ def _detailed(
 def _pool_verdicts(
     args: argparse.Namespace, source: Source, primary: InstanceSpec, region: str, settings: dict[str, Any]
 ) -> tuple[list[str], bool]:
-    """Each ``instance_pools`` entry checked as synth checks it (stacks/model_checks.py): the same Model, so the
+    """Each ``instance_pools`` entry checked as synth checks it (constructs_lib/deployment/model_checks.py): the same
+    Model, so the
     primary's tensor parallel size on the pool's GPUs. One line per entry, and whether every entry fits."""
     lines, every = [], True
     tensor_parallel = args.tensor_parallel_size or primary.gpu_count

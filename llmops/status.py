@@ -38,7 +38,8 @@ DEFAULT_STACK = "LlmEndpoint"
 # A CloudFormation stack name: letters, digits and hyphens, starting with a letter, at most 128 characters
 # (CloudFormation API, CreateStack StackName).
 STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}", re.ASCII)
-# The app's own tag (stacks/parsers.py APP_TAG, tested equal), on its stacks and every taggable resource. The
+# The app's own tag (constructs_lib/deployment/parsers.py APP_TAG, tested equal), on its stacks and every taggable
+# resource. The
 # stack-name tag CloudFormation adds is no help: AWS::SageMaker::Endpoint, EndpointConfig and InferenceComponent
 # declare "cloudFormationSystemTags": false (their resource schemas, as cfn-lint ships them).
 APP_TAG = "llm-endpoint-app"

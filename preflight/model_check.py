@@ -1,5 +1,6 @@
 """The model-against-instance checks in one call: memory fit, the context limit, tensor parallel size against the
-heads, and weight format against the GPU. ``cdk synth`` (stacks/model_checks.py, from the recorded Hub lookup) and
+heads, and weight format against the GPU. ``cdk synth`` (constructs_lib/deployment/model_checks.py, from the recorded
+Hub lookup) and
 ``llmops plan`` call this; the deploy preflight runs the same functions (``estimate_memory_fit``,
 ``context_problem``, ``tp_divides_heads``, ``check_checkpoint``) as its ``memory``, ``context``, ``tensor-parallel``
 and ``format`` checks, on what it reads from S3. A mistake is thus refused by the first of the three that sees it.

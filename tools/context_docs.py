@@ -1,4 +1,5 @@
-"""Write cdk.json's context defaults and docs/context-keys.md from the registry (stacks/context_keys.py).
+"""Write cdk.json's context defaults and docs/context-keys.md from the registry
+(constructs_lib/deployment/context_keys.py).
 
 ``python tools/context_docs.py`` rewrites both; ``--check`` writes nothing and exits 1 when either has drifted
 (tests/stacks/test_context_keys.py runs it in ``make test``). cdk.json keeps every key that is not ours (CDK's own
@@ -19,7 +20,7 @@ sys.path.insert(0, str(ROOT / "tools"))
 
 from generated import between, regenerate  # noqa: E402
 
-from stacks.context_keys import KEYS, SECTIONS  # noqa: E402
+from constructs_lib.deployment.context_keys import KEYS, SECTIONS  # noqa: E402
 
 CDK_JSON = ROOT / "cdk.json"
 DOC = ROOT / "docs" / "context-keys.md"
@@ -48,7 +49,7 @@ def keys_table() -> str:
         lines += [f"### {heading}", "", "| key | default | allowed | what it does |", "|---|---|---|---|"]
         for key in keys:
             default = "null" if key.default is None else json.dumps(key.default, ensure_ascii=False)
-            # A fleet's scope (stacks/fleet.py): one value per app, or per shared endpoint.
+            # A fleet's scope (constructs_lib/deployment/fleet.py): one value per app, or per shared endpoint.
             scope = {"app": " *(app)*", "endpoint": " *(endpoint)*"}.get(key.scope, "")
             lines.append(f"| `{key.name}`{scope} | `{_cell(default)}` | {_cell(key.allowed)} | {_cell(key.doc)} |")
         lines.append("")
@@ -61,7 +62,7 @@ def doc_text(current: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     files = [(CDK_JSON, cdk_json_text), (DOC, doc_text)]
-    return regenerate(argv, __doc__.splitlines()[0], files, "stacks/context_keys.py")
+    return regenerate(argv, __doc__.splitlines()[0], files, "constructs_lib/deployment/context_keys.py")
 
 
 if __name__ == "__main__":

@@ -153,8 +153,8 @@ SUITES = (
     ),
     Suite(
         # The checks of a deployment against the model's recorded facts.
-        "stacks/model_checks.py",
-        ("stacks/model_checks.py",),
+        "constructs_lib/deployment/model_checks.py",
+        ("constructs_lib/deployment/model_checks.py",),
         (
             "tests/hostile/test_model_facts_record.py",
             "tests/stacks/test_model_facts.py",
@@ -211,8 +211,8 @@ SUITES = (
         ),
     ),
     Suite(
-        "stacks/config.py",
-        ("stacks/config.py",),
+        "constructs_lib/deployment/config.py",
+        ("constructs_lib/deployment/config.py",),
         (
             "tests/stacks/test_config.py",
             "tests/stacks/test_config_limits.py",

@@ -302,13 +302,15 @@ def test_a_base_whose_own_values_switch_lora_off_is_refused(engine_env, containe
     )
     if refused is None:
         AdapterComponent(stack, "Sql", base=given, artifact_url=ARCHIVE)
-        assert _model_environment(stack)["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == container_env[
-            "VLLM_ALLOW_RUNTIME_LORA_UPDATING"
-        ]  # the user's text, unchanged
+        assert (
+            _model_environment(stack)["VLLM_ALLOW_RUNTIME_LORA_UPDATING"]
+            == container_env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"]
+        )  # the user's text, unchanged
         return
     with pytest.raises(Refusal) as info:
         AdapterComponent(stack, "Sql", base=given, artifact_url=ARCHIVE)
-    assert f"base=Off/Endpoint/Chat {refused}: its value switches off what vllm needs to serve LoRA adapter" in str(info.value)
+    message = f"base=Off/Endpoint/Chat {refused}: its value switches off what vllm needs to serve LoRA adapter"
+    assert message in str(info.value)
     with pytest.raises(ValueError, match="switches off"):
         adapter_env(get_engine("vllm"), engine_env, container_env)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.engines import checkpoint_code_patterns, engine_names, environment_warnings, get_engine
 from preflight.checkpoint_code import (
     CHECKPOINT_CODE_PATTERNS,
@@ -18,7 +19,6 @@ from preflight.checkpoint_code import (
     code_files_problem,
     staging_exclude,
 )
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
 
 

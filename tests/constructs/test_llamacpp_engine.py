@@ -10,10 +10,10 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.engines import get_engine
 from constructs_lib.gguf_file import staging_patterns
 from constructs_lib.image_asset import ALL_ARCHITECTURES, ASSET_ID, AssetImage, cuda_architectures, default_image
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import ROOT, build, context_with
 
 GGUF_REPO = "lmstudio-community/Qwen3.6-35B-A3B-GGUF"

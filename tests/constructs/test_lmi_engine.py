@@ -16,12 +16,12 @@ import pytest
 from aws_cdk.assertions import Annotations, Match
 
 from constructs_lib.catalog import resolve_instance
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.endpoint_plan import plan_endpoint
 from constructs_lib.engines import build_environment, engine_names, get_engine
 from constructs_lib.images import ServingImage, cuda_of_tag, default_ami_for_cuda, recorded_tag_key, version_key
 from endpoint_client import STREAM_FORMATS
 from llmops.resolve_image import compatible_tags
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
 
 LMI = get_engine("lmi")

@@ -6,8 +6,8 @@ import aws_cdk as cdk
 import pytest
 
 from constructs_lib import EndpointSmokeTest, Refusal, S3ModelData
+from constructs_lib.deployment.config import ConfigError
 from constructs_lib.problems import refuse, render
-from stacks.config import ConfigError
 
 
 def test_one_problem_is_one_line_after_its_subject():

@@ -16,6 +16,7 @@ from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import LoadGate, load_gate_problems
+from constructs_lib.deployment.config import ConfigError
 from constructs_lib.load_gate import (
     CHECKS_ATTEMPT_S,
     CONTEXT_KEYS,
@@ -25,7 +26,6 @@ from constructs_lib.load_gate import (
 )
 from constructs_lib.smoke_test import HANDLER_TIMEOUT, MAX_BUDGET, SERVICE_TIMEOUT_MARGIN
 from handler_kit.resources import LOAD_FIGURES
-from stacks.config import ConfigError
 from tests.conftest import stack_template
 from tests.constructs.test_smoke_construct import handler_statements, make, smoke_resource
 from tests.fakes.fake_runtime import load_handler

@@ -19,7 +19,7 @@ ARN = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
 
 
 def _config_error(**context: str) -> str:
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     with pytest.raises(ConfigError) as raised:

@@ -2,7 +2,8 @@
 
 SageMaker falls back to a pool whenever the types before it have no capacity (SageMaker developer guide,
 realtime-endpoints-heterogeneous), so a fallback whose GPUs cannot hold the model fails exactly when it is needed.
-Synth checks the pools when it has the model's facts (stacks/model_checks.py); the preflight is the first to see
+Synth checks the pools when it has the model's facts (constructs_lib/deployment/model_checks.py); the preflight is the
+first to see
 the staged checkpoint otherwise.
 """
 

@@ -14,9 +14,9 @@ from aws_cdk.assertions import Template
 from hypothesis import given
 from hypothesis import strategies as st
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.engines import get_engine, int_in_text
 from preflight.adapters import adapter_config_problems
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with
 
 BASE = "Qwen/Qwen3-0.6B"

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.engines import (
     build_environment,
     checkpoint_code_patterns,
@@ -22,7 +23,6 @@ from constructs_lib.engines import (
 )
 from constructs_lib.names import repo_id_problem, revision_problem
 from constructs_lib.staged_checkpoint import _validate
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import context_with, stack_template
 
 SECRET = "arn:aws:secretsmanager:us-east-1:123456789012:secret:hf-token-AbCdEf"

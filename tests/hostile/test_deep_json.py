@@ -195,7 +195,7 @@ def test_the_depth_scan_counts_nesting_exactly(levels, inner):
 
 
 def _config_problems(**context) -> str:
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 
     with pytest.raises(ConfigError) as refused:
         DeploymentConfig.from_context(context_with(**context))
@@ -212,8 +212,8 @@ def context_value(key):
 
 
 def fleet_file(deep, tmp_path, monkeypatch):
-    from stacks.config import ConfigError
-    from stacks.fleet import deployments_of
+    from constructs_lib.deployment.config import ConfigError
+    from constructs_lib.deployment.fleet import deployments_of
 
     path = tmp_path / "fleet.json"
     path.write_text(deep)
@@ -223,8 +223,8 @@ def fleet_file(deep, tmp_path, monkeypatch):
 
 
 def fleet_inline(deep, tmp_path, monkeypatch):
-    from stacks.config import ConfigError
-    from stacks.fleet import deployments_of
+    from constructs_lib.deployment.config import ConfigError
+    from constructs_lib.deployment.fleet import deployments_of
 
     with pytest.raises(ConfigError) as refused:
         deployments_of({"deployments": deep}, read_text=lambda p: "")
@@ -545,7 +545,8 @@ def playground_body(deep, tmp_path, monkeypatch):
 
 
 READERS = {
-    # context values (stacks/parsers.py): engine_env and the other JSON objects, pattern and id arrays
+    # context values (constructs_lib/deployment/parsers.py): engine_env and the other JSON objects, pattern and id
+    # arrays
     "engine_env": (context_value("engine_env"), "engine_env="),
     "container_env": (context_value("container_env"), "container_env="),
     "smoke_inputs": (context_value("smoke_inputs"), "smoke_inputs="),
@@ -621,7 +622,7 @@ def test_every_handler_and_the_staging_worker_ship_the_loader(tmp_path):
 
 @pytest.mark.parametrize(("length", "cut"), [(197, False), (198, False), (199, True)])
 def test_a_bad_context_value_is_echoed_up_to_200_characters_then_cut_with_its_length(length, cut):
-    from stacks.config import MAX_ECHOED
+    from constructs_lib.deployment.config import MAX_ECHOED
 
     raw = "x" * length  # not JSON: its repr is length + 2 characters
     said = _config_problems(tags=raw)

@@ -19,10 +19,10 @@ from botocore.stub import Stubber
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from constructs_lib.deployment.config import ConfigError
+from constructs_lib.deployment.fleet import NAME, DuplicateKey, deployments_of, fleet_from_context, pascal, unique_pairs
 from llmops.fleet_target import APP_OUTPUT, fleet_outputs, is_app_stack, resolve
 from llmops.status import endpoint_names
-from stacks.config import ConfigError
-from stacks.fleet import NAME, DuplicateKey, deployments_of, fleet_from_context, pascal, unique_pairs
 from tests.conftest import build, context_with
 from tests.hostile.tally import Tally, report_fixture
 
@@ -255,11 +255,12 @@ def test_every_stack_of_the_app_outputs_its_app():
 
 
 def test_the_claimed_ids_cover_every_child_the_fleet_adds_to_a_stack():
-    # A tripwire: a new output or scope in stacks/fleet_stacks.py must be claimed (stacks/fleet.py claimed_ids),
+    # A tripwire: a new output or scope in constructs_lib/deployment/fleet_stacks.py must be claimed
+    # (constructs_lib/deployment/fleet.py claimed_ids),
     # or two names could meet there unchecked.
     import aws_cdk as cdk
 
-    from stacks.fleet import claimed_ids
+    from constructs_lib.deployment.fleet import claimed_ids
 
     hub = {"model_id": "org/qwen3-0.6b-sql-lora"}
     deployments = {

@@ -13,9 +13,9 @@ import aws_cdk as cdk
 import pytest
 
 from app import build_app
+from constructs_lib.deployment.config import DeploymentConfig
+from constructs_lib.deployment.model_checks import apply_model_facts
 from llmops.facts import FactsError, FactsRecord, FactsSource, Known, ModelFacts
-from stacks.config import DeploymentConfig
-from stacks.model_checks import apply_model_facts
 from tests.conftest import context_with
 from tests.fakes.hub_models import LLAMA_31_8B
 

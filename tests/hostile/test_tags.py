@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from constructs_lib import Refusal, StagedCheckpoint
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
+from constructs_lib.deployment.fleet import fleet_from_context
 from constructs_lib.tags import MAX_TAGS, is_tag_text, job_source_problem, tag_problems
 from handler_kit.resources import JOB_TAG_KEYS
-from stacks.config import ConfigError, DeploymentConfig
-from stacks.fleet import fleet_from_context
 from tests.conftest import context_with
 from tests.hostile.tally import Tally, report_fixture
 

@@ -290,7 +290,7 @@ def _gate_context(keys: list[str]) -> dict:
 
 
 def test_suggested_targets_are_the_p95s_times_the_headroom_and_synth_takes_them():
-    from stacks.config import DeploymentConfig
+    from constructs_lib.deployment.config import DeploymentConfig
     from tests.conftest import context_with
 
     keys, said = bench.suggest_slo(_measured(), 128)
@@ -355,6 +355,6 @@ def test_the_run_prints_the_suggested_keys(fake, tmp_path):
 
 def test_suggested_bursts_are_fitted_to_the_budget_a_deployment_gets_when_it_names_none():
     """The resource's default budget, the construct's and the smoke_budget_s key's are one figure (600 s)."""
-    from stacks.context_keys import BY_NAME
+    from constructs_lib.deployment.context_keys import BY_NAME
 
     assert bench._smoke_budget_s() == BY_NAME["smoke_budget_s"].default == 600

@@ -8,9 +8,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
+from constructs_lib.deployment.config import DeploymentConfig
 from constructs_lib.images import ServingImage, dlc_account, recorded_tag_key
 from llmops.resolve_image import main
-from stacks.config import DeploymentConfig
 from tests.conftest import context_with
 
 REGION = "us-west-2"

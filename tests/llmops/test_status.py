@@ -653,7 +653,7 @@ def test_instance_pools_give_the_instance_types_and_counts(aws: Aws) -> None:
 
 
 def test_the_app_tag_is_the_stacks() -> None:
-    from stacks.parsers import APP_TAG
+    from constructs_lib.deployment.parsers import APP_TAG
 
     assert status.APP_TAG == APP_TAG
 

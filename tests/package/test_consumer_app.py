@@ -21,6 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 UV = ROOT / ".uv" / "bin" / "uv"
 CDK = ROOT / "node_modules" / ".bin" / "cdk"
 CONSUMER_APP = ROOT / "tests" / "consumer" / "app.py"
+FLEET_APP = ROOT / "tests" / "consumer" / "fleet_app.py"
+FLEET = ROOT / "tests" / "data" / "fleet.json"
+KEY = "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab"
+# A platform team's own network, key and tags, inherited by every deployment of the fleet.
+FLEET_SETTINGS = {
+    "stack_name": "Team",
+    "vpc_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    "vpc_security_group_ids": ["sg-0123456789abcdef0"],
+    "logs_kms_key_arn": KEY,
+    "lambda_kms_key_arn": KEY,
+    "tags": {"team": "ml-platform", "cost-center": "4711"},
+}
 PACKAGES = ("constructs_lib", "handler_kit", "safejson", "hfstage", "preflight", "endpoint_client", "llmops")
 
 
@@ -80,6 +92,7 @@ def test_the_wheel_carries_the_constructs_their_handlers_data_and_container_fold
     assert "constructs_lib/data/engines.json" in names and "preflight/data/weight_formats.json" in names
     assert "llmops/playground_static/index.html" in names
     assert not [n for n in names if n.startswith(("tests/", "stacks/", "app.py"))]  # the app is not the library
+    assert "constructs_lib/deployment/__init__.py" in names  # the fleet and deployment builders are
     size = wheel.stat().st_size
     print(f"\nwheel {wheel.name}: {size / 1024:.0f} KiB, {len(names)} files")
     assert size < 2 * 1024 * 1024
@@ -134,3 +147,95 @@ def test_llmops_runs_from_the_installed_environment(venv, tmp_path):
         env=env,
     )
     assert str(venv) in where and str(ROOT) not in where
+
+
+def _resources(template: dict) -> dict[str, str]:
+    # AWS::CDK::Metadata: the CLI's version reporting, which an in-process synth leaves out.
+    return {i: r["Type"] for i, r in template["Resources"].items() if r["Type"] != "AWS::CDK::Metadata"}
+
+
+def test_a_fleet_from_a_file_in_the_users_app_is_the_apps_fleet_and_clean(venv, tmp_path):
+    """Issue 36: the fleet file read and built by the library's public call (constructs_lib.deployment), from the
+    installed wheel, gives the same stacks and resources as this project's app for the same file and settings."""
+    app_dir = tmp_path / "team-app"
+    app_dir.mkdir()
+    shutil.copy(FLEET_APP, app_dir / "app.py")
+    shutil.copy(FLEET, app_dir / "fleet.json")
+    (app_dir / "settings.json").write_text(json.dumps(FLEET_SETTINGS))
+    (app_dir / "cdk.json").write_text(json.dumps({"app": f"{venv / 'bin' / 'python'} app.py"}))
+    out = app_dir / "cdk.out"
+    run([str(CDK), "synth", "--quiet", "--no-notices", "-o", str(out)], cwd=app_dir, env=clean_env(venv))
+
+    report = json.loads((out / "validation-report.json").read_text())
+    (nag,) = report["pluginReports"]
+    assert nag["conclusion"] == "success" and nag["violations"] == []
+    templates = {t.name.removesuffix(".template.json"): json.loads(t.read_text()) for t in out.glob("*.template.json")}
+    assert sorted(templates) == ["Team-chat", "Team-coder", "Team-models", "Team-shared"]
+    run(
+        [
+            str(ROOT / ".venv" / "bin" / "cfn-lint"),
+            "--ignore-checks",
+            "W3005",
+            "--",
+            *map(str, out.glob("*.template.json")),
+        ],
+        cwd=out,
+    )
+
+    # This project's app, for the same file and settings (its cdk.json's defaults are the registry's).
+    ours = tmp_path / "ours"
+    done = subprocess.run(
+        [sys.executable, "-c", PROJECT_SYNTH, str(ours), str(FLEET), json.dumps(FLEET_SETTINGS)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    for name, template in templates.items():
+        theirs = json.loads((ours / f"{name}.template.json").read_text())
+        assert _resources(template) == _resources(theirs), name
+
+    shared = templates["Team-shared"]["Resources"]
+    # The adapter's wiring, owned by the construct: LoRA on its base, the base's read of the archive, its base.
+    models = [r for r in shared.values() if r["Type"] == "AWS::SageMaker::Model"]
+    assert sum("SM_VLLM_ENABLE_LORA" in m["Properties"]["PrimaryContainer"]["Environment"] for m in models) == 1
+    (adapter,) = [
+        r
+        for r in shared.values()
+        if r["Type"] == "AWS::SageMaker::InferenceComponent"
+        and "BaseInferenceComponentName" in r["Properties"]["Specification"]
+    ]
+    assert adapter["Properties"]["Specification"]["Container"]["ArtifactUrl"].endswith("adapter.tar.gz")
+    reads = json.dumps([r for r in shared.values() if r["Type"] == "AWS::IAM::Policy"])
+    assert ":s3:::my-adapters/qwen3-0.6b-sql/adapter.tar.gz" in reads  # arn:<partition>:s3:::bucket/key
+    # The user's network, key and tags on every stack's functions and SageMaker resources.
+    for name in ("Team-chat", "Team-coder", "Team-shared"):
+        resources = templates[name]["Resources"].values()
+        functions = [r for r in resources if r["Type"] == "AWS::Lambda::Function"]
+        assert functions and all(f["Properties"].get("VpcConfig") for f in functions), name
+        assert all(f["Properties"].get("KmsKeyArn") == KEY for f in functions), name
+        endpoints = [r for r in resources if r["Type"] == "AWS::SageMaker::Endpoint"]
+        assert endpoints and all({"Key": "team", "Value": "ml-platform"} in e["Properties"]["Tags"] for e in endpoints)
+
+
+# The project's own app (app.py) synthesized in a child process: argv outdir, fleet file, settings as JSON.
+PROJECT_SYNTH = """
+import json, sys
+import aws_cdk as cdk
+from app import build_app
+from tests.conftest import context_with
+outdir, fleet, settings = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+build_app(cdk.App(context=context_with(deployments_file=fleet, **settings), outdir=outdir)).synth()
+"""
+
+
+def test_the_installed_commands_read_the_librarys_context_keys(venv, tmp_path):
+    # llmops -c reads the registry the library carries (it used to need the app's repository).
+    probe = (
+        "from llmops.context import context_of; "
+        "print(context_of(['instance_type=ml.g6.xlarge'], None)['instance_type'])"
+    )
+    out = run([str(venv / "bin" / "python"), "-c", probe], cwd=tmp_path, env=clean_env(venv))
+    assert out.strip() == "ml.g6.xlarge"

@@ -15,8 +15,8 @@ import shlex
 import pytest
 from aws_cdk.assertions import Template
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from llmops.summary import describe
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import ROOT, context_with
 
 README = ROOT / "README.md"

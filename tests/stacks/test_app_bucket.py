@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stacks.config import ConfigError, DeploymentConfig
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from tests.conftest import context_with, stack_template
 
 NAME = {"Fn::Join": ["", ["llmendpoint-models-", {"Ref": "AWS::AccountId"}, "-", {"Ref": "AWS::Region"}]]}

@@ -1,11 +1,12 @@
-"""The app's own tag (stacks/parsers.py APP_TAG) on the stack and every SageMaker resource: ``llmops status``."""
+"""The app's own tag (constructs_lib/deployment/parsers.py APP_TAG) on the stack and every SageMaker resource:
+``llmops status``."""
 
 from __future__ import annotations
 
 import pytest
 
-from stacks.config import ConfigError, DeploymentConfig
-from stacks.parsers import APP_TAG
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
+from constructs_lib.deployment.parsers import APP_TAG
 from tests.conftest import build, context_with
 
 

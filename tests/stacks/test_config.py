@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from stacks.config import FIELDS, ConfigError, DeploymentConfig
+from constructs_lib.deployment.config import FIELDS, ConfigError, DeploymentConfig
 from tests.conftest import ROOT, context_with, default_context
 
 

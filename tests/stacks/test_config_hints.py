@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stacks.config import ConfigError, DeploymentConfig
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from tests.conftest import context_with
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
+from constructs_lib.deployment.config import FIELDS, DeploymentConfig, describe_allowed
 from constructs_lib.images import recorded_tag_key
-from stacks.config import FIELDS, DeploymentConfig, describe_allowed
 from tests.conftest import default_context
 from tests.stacks.test_config import load, problems_of
 

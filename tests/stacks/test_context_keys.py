@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from stacks.config import DeploymentConfig, is_cdk_key
-from stacks.context_keys import FIELDS, KEYS, SECTIONS
+from constructs_lib.deployment.config import DeploymentConfig, is_cdk_key
+from constructs_lib.deployment.context_keys import FIELDS, KEYS, SECTIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -48,10 +48,10 @@ def test_cdk_json_holds_exactly_the_registry_keys_besides_cdks_own():
 
 def test_the_config_modules_do_not_import_each_other():
     """observability.py may name DeploymentConfig for type checking only; config.py imports it."""
-    tree = ast.parse((ROOT / "stacks" / "observability.py").read_text())
+    tree = ast.parse((ROOT / "constructs_lib" / "deployment" / "observability.py").read_text())
     runtime_imports = [
         node.module
         for node in tree.body  # module level only: the TYPE_CHECKING block is an If, not an import
         if isinstance(node, ast.ImportFrom)
     ]
-    assert "config" not in runtime_imports and "stacks.config" not in runtime_imports
+    assert "config" not in runtime_imports and "constructs_lib.deployment.config" not in runtime_imports

@@ -15,7 +15,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 
 from constructs_lib import Refusal, encrypt_logs_and_functions, logs_key_policy_statement
-from stacks.config import ConfigError, DeploymentConfig
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with
 
 # Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.
@@ -167,7 +167,8 @@ def test_the_documented_logs_key_statement_is_the_guides():
 
 
 def test_a_fleet_keys_every_stack_and_the_packed_deployments_added_after_the_stack(tmp_path):
-    # Packed deployments and adapters are added to an endpoint stack after it is built (stacks/fleet_stacks.py):
+    # Packed deployments and adapters are added to an endpoint stack after it is built
+    # (constructs_lib/deployment/fleet_stacks.py):
     # the aspect reaches them too.
     outdir = tmp_path / "fleet"
     build(outdir=str(outdir), deployments_file="tests/data/fleet.json", **KEYS).synth()

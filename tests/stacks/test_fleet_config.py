@@ -1,4 +1,5 @@
-"""Parsing the deployments map (stacks/fleet.py): inheritance, grouping, and refusals named deployments.<name>.<key>."""
+"""Parsing the deployments map (constructs_lib/deployment/fleet.py): inheritance, grouping, and refusals named
+deployments.<name>.<key>."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stacks.config import ConfigError
-from stacks.fleet import deployments_of, fleet_from_context
+from constructs_lib.deployment.config import ConfigError
+from constructs_lib.deployment.fleet import deployments_of, fleet_from_context
 from tests.conftest import ROOT, context_with
 
 IC = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 1}
@@ -145,9 +146,10 @@ def test_deployments_sharing_an_endpoint_take_one_logs_and_one_lambda_key():
 
 
 def test_the_registry_gives_every_key_a_scope_and_every_endpoint_key_a_second_value():
-    # stacks/context_keys.py scope: the fleet's app and endpoint checks are derived from it, not kept by hand.
-    from stacks.config import DeploymentConfig
-    from stacks.context_keys import APP_SCOPED, ENDPOINT_SCOPED, KEYS, SCOPES
+    # constructs_lib/deployment/context_keys.py scope: the fleet's app and endpoint checks are derived from it, not
+    # kept by hand.
+    from constructs_lib.deployment.config import DeploymentConfig
+    from constructs_lib.deployment.context_keys import APP_SCOPED, ENDPOINT_SCOPED, KEYS, SCOPES
 
     assert {key.scope for key in KEYS} <= set(SCOPES)
     fields = {f.name for f in dataclasses.fields(DeploymentConfig)}
@@ -157,18 +159,24 @@ def test_the_registry_gives_every_key_a_scope_and_every_endpoint_key_a_second_va
             assert key.parse(key.example) != key.parse(key.default), f"{key.name}: its example is its default"
         else:
             assert key.example is None, f"{key.name}: an example only serves the endpoint-scoped keys' test"
-    # The keys the first deployment's stack alone reads (stacks/llm_endpoint_stack.py: the stack's network, keys,
-    # tags and endpoint; stacks/fleet_stacks.py: the app's bucket stack) are scoped so.
-    assert {"tags", "vpc_subnet_ids", "volume_kms_key_arn", "hf_endpoint", "provision_timeout_s"} <= set(ENDPOINT_SCOPED)
+    # The keys the first deployment's stack alone reads (llm_endpoint_stack.py: the stack's network, keys, tags and
+    # endpoint; fleet_stacks.py: the app's bucket stack) are scoped so.
+    assert {"tags", "vpc_subnet_ids", "volume_kms_key_arn", "hf_endpoint"} <= set(ENDPOINT_SCOPED)
+    assert "provision_timeout_s" in ENDPOINT_SCOPED
     assert {"enhanced_metrics", "metric_publish_frequency_s", "capacity_reservation_instances"} <= set(ENDPOINT_SCOPED)
     assert {"prefix_routing_length", "prefix_routing_concurrency"} <= set(ENDPOINT_SCOPED)
     assert set(APP_SCOPED) == {
-        "stack_name", "deployments", "deployments_file", "model_bucket", "reuse_model_bucket", "bucket_kms_key_arn"
+        "stack_name",
+        "deployments",
+        "deployments_file",
+        "model_bucket",
+        "reuse_model_bucket",
+        "bucket_kms_key_arn",
     }
 
 
 def _endpoint_keys():
-    from stacks.context_keys import KEYS
+    from constructs_lib.deployment.context_keys import KEYS
 
     return [key for key in KEYS if key.scope == "endpoint"]
 
@@ -176,7 +184,7 @@ def _endpoint_keys():
 @pytest.mark.parametrize("key", _endpoint_keys(), ids=lambda key: key.name)
 def test_two_deployments_on_one_endpoint_that_differ_in_an_endpoint_key_are_refused(key):
     # Generated from the registry: every endpoint-scoped key, its example beside the first deployment's value.
-    from stacks.fleet import disagreements
+    from constructs_lib.deployment.fleet import disagreements
 
     first = fleet({"a": {**IC, "endpoint": "e"}}).deployments[0].config
     value = key.parse(key.example)
@@ -192,14 +200,14 @@ def test_two_deployments_on_one_endpoint_that_differ_in_an_endpoint_key_are_refu
 
 @pytest.mark.parametrize("key", ["provision_timeout_s", "enhanced_metrics", "metric_publish_frequency_s", "tags"])
 def test_keys_once_dropped_on_a_shared_endpoint_are_refused_from_the_file(key):
-    from stacks.context_keys import BY_NAME
+    from constructs_lib.deployment.context_keys import BY_NAME
 
     found = problems({"a": {**IC, "endpoint": "e"}, "b": {**IC, "endpoint": "e", key: BY_NAME[key].example}})
     assert [p for p in found if p.startswith(f"deployments.b.{key}=")], found
 
 
 def test_an_app_key_is_refused_per_deployment_for_every_app_scoped_key():
-    from stacks.context_keys import APP_SCOPED
+    from constructs_lib.deployment.context_keys import APP_SCOPED
 
     found = problems({"a": {key: "x" for key in APP_SCOPED}})
     assert [p.split(":")[0] for p in found] == [f"deployments.a.{key}" for key in sorted(APP_SCOPED)]

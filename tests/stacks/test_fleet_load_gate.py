@@ -71,7 +71,7 @@ def test_an_adapter_may_have_its_own_targets_over_its_deployments():
     ],
 )
 def test_a_bad_adapter_target_is_refused_naming_it(slo, said):
-    from stacks.config import ConfigError
+    from constructs_lib.deployment.config import ConfigError
 
     with pytest.raises(ConfigError) as refused:
         build(deployments=json.dumps(_with_adapter_slo(**slo)))
@@ -79,7 +79,7 @@ def test_a_bad_adapter_target_is_refused_naming_it(slo, said):
 
 
 def test_adapter_targets_without_a_smoke_test_are_refused():
-    from stacks.config import ConfigError
+    from constructs_lib.deployment.config import ConfigError
 
     fleet = _with_adapter_slo(slo_itl_p95_ms=60)
     small = {k: v for k, v in fleet["small"].items() if not k.startswith("slo_")}

@@ -13,11 +13,11 @@ import aws_cdk as cdk
 import pytest
 
 from app import build_app
+from constructs_lib.deployment.config import ConfigError
 from llmops.facts import METADATA_KEY, FactsRecord, FactsSource
 from llmops.facts import main as facts_main
 from llmops.plan import main as plan_main
 from llmops.summary import describe
-from stacks.config import ConfigError
 from tests.conftest import context_with
 from tests.fakes import hub_models
 from tests.fakes.fake_hub import FakeHub, use_fake_hub
@@ -248,8 +248,8 @@ def test_plan_reads_engine_envs_max_num_batched_tokens_and_refuses_what_synth_re
 
 
 def test_plan_and_synth_call_the_check_with_the_same_settings(env, tmp_path, monkeypatch, capsys):
+    import constructs_lib.deployment.model_checks
     import llmops.plan
-    import stacks.model_checks
     from preflight.model_check import check_model
 
     calls: dict[str, list[dict]] = {"synth": [], "plan": []}
@@ -261,7 +261,7 @@ def test_plan_and_synth_call_the_check_with_the_same_settings(env, tmp_path, mon
 
         return check
 
-    monkeypatch.setattr(stacks.model_checks, "check_model", recording("synth"))
+    monkeypatch.setattr(constructs_lib.deployment.model_checks, "check_model", recording("synth"))
     monkeypatch.setattr(llmops.plan, "check_model", recording("plan"))
     engine_env = {
         "SM_VLLM_MAX_NUM_BATCHED_TOKENS": "4096",

@@ -9,11 +9,11 @@ import aws_cdk as cdk
 import pytest
 
 from app import build_app
+from constructs_lib.deployment.config import ConfigError
 from llmops.facts import METADATA_KEY, FactsError, FactsRecord, FactsSource
 from llmops.facts import main as facts_main
 from llmops.plan import main as plan_main
 from llmops.summary import describe
-from stacks.config import ConfigError
 from tests.conftest import context_with
 from tests.fakes import hub_models
 from tests.fakes.fake_hub import FakeHub, use_fake_hub
@@ -309,15 +309,6 @@ def test_an_entry_recorded_for_another_engine_is_looked_up_again_for_llama_cpp(g
     assert again.facts.weight_bytes == len(body)
 
 
-def test_outside_the_app_the_context_flags_say_so_in_one_line(monkeypatch, capsys):
-    import sys
-
-    monkeypatch.setitem(sys.modules, "stacks.context_keys", None)  # as in the installed library: no stacks/
-    assert plan_main(["-c", f"model_id={LLAMA}"]) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("error: -c and --context-file read this app's context keys") and err.count("\n") == 1
-
-
 @pytest.mark.parametrize("mode", ["standard", "inference-component"])
 def test_a_pool_entry_the_model_does_not_fit_is_refused_at_synth_naming_it(env, tmp_path, mode):
     # Llama 3.1 8B fits one L4 (24 GB) but not one T4 (16 GB): SageMaker may place any instance on the fallback.
@@ -431,7 +422,8 @@ def test_header_arrays_are_left_out_and_every_other_key_kept():
     assert _json_safe(metadata) == {"general.architecture": "qwen3", "qwen3.block_count": 28}
 
 
-# -- the GGUF check's own branches (mutation testing of stacks/model_checks.py) -------------------------------
+# -- the GGUF check's own branches (mutation testing of constructs_lib/deployment/model_checks.py)
+# -------------------------------
 
 
 def _qwen36_header(tmp_path, drop: tuple[str, ...] = ()):
@@ -447,8 +439,8 @@ def _qwen36_header(tmp_path, drop: tuple[str, ...] = ()):
 
 
 def _gguf_checked(tmp_path, *, drop=(), **context):
-    from stacks.config import DeploymentConfig
-    from stacks.model_checks import _gguf_check, resolve_instance
+    from constructs_lib.deployment.config import DeploymentConfig
+    from constructs_lib.deployment.model_checks import _gguf_check, resolve_instance
 
     header, size = _qwen36_header(tmp_path, drop)
     config = DeploymentConfig.from_context(context_with(**llamacpp(**{"max_model_len": None, **context})))

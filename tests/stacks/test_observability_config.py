@@ -1,10 +1,11 @@
-"""Context keys of the dashboard, alarms and update policy (stacks/observability.py through stacks/config.py)."""
+"""Context keys of the dashboard, alarms and update policy (constructs_lib/deployment/observability.py through
+constructs_lib/deployment/config.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from stacks.observability import thresholds_of, update_policy_of
+from constructs_lib.deployment.observability import thresholds_of, update_policy_of
 from tests.stacks.test_config import load, problems_of
 
 
@@ -70,7 +71,7 @@ def test_alarm_email_needs_alarms():
 
 def test_the_issues_timeout_that_every_update_would_hit_is_refused_at_synth():
     """update_timeout_s=900 with a 300 s bake: the green fleet alone may take 2 x 1200 s to come up."""
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     with pytest.raises(
@@ -86,7 +87,7 @@ def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
     """Four copies rolled one at a time: four batches, each provisioning a new copy (download + start-up, 2400 s)
     before its 300 s bake (InferenceComponentRollingUpdatePolicy: "For each step, SageMaker AI provisions capacity");
     counting the provisioning once (3,600 s) would accept a timeout every such update would hit."""
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     copies = {"deployment_mode": "inference-component", "initial_copies": "4", "max_copies": "4", "max_instances": "5"}
@@ -127,7 +128,7 @@ def test_a_rolling_timeout_must_cover_every_batchs_new_copies_coming_up():
 )
 def test_a_reservation_that_cannot_hold_an_update_is_refused(settings, message):
     """Issue 28 item 2: capacity-reservations-only leaves a blue/green update no room beside the serving fleet."""
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
@@ -143,7 +144,7 @@ def test_a_reservation_that_cannot_hold_an_update_is_refused(settings, message):
     ],
 )
 def test_a_reservation_that_holds_the_update_is_accepted(settings):
-    from stacks.config import DeploymentConfig
+    from constructs_lib.deployment.config import DeploymentConfig
     from tests.conftest import context_with
 
     arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
@@ -187,7 +188,7 @@ def test_a_component_reservation_must_hold_every_copy_and_an_update_batch(settin
     """The component default leaves room for a rolling batch in max_instances; on reserved capacity only
     (capacity-reservations-only, API CapacityReservationConfig) that room must be in the reservation, or a
     one-instance reservation brings back the update that waits until it times out."""
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
@@ -196,7 +197,7 @@ def test_a_component_reservation_must_hold_every_copy_and_an_update_batch(settin
 
 
 def test_a_component_reservation_that_holds_the_batch_is_accepted():
-    from stacks.config import DeploymentConfig
+    from constructs_lib.deployment.config import DeploymentConfig
     from tests.conftest import context_with
 
     arn = "arn:aws:sagemaker:us-east-1:123456789012:ml-reservation/r1"
@@ -207,7 +208,7 @@ def test_a_component_reservation_that_holds_the_batch_is_accepted():
 
 
 def test_a_reservation_size_needs_a_reservation():
-    from stacks.config import ConfigError, DeploymentConfig
+    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
     from tests.conftest import context_with
 
     with pytest.raises(ConfigError, match=r"capacity_reservation_instances=2: only with capacity_reservation_arn"):

@@ -14,8 +14,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
 from constructs_lib import GpuEndpoint, S3ModelData, StagedCheckpoint
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.names import hub_endpoint_problem
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import build, context_with, stack_template
 
 # Whole apps in many variants: `make test-integration` (CI runs it), so `make test` stays fast.

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from constructs_lib.deployment.config import ConfigError, DeploymentConfig
 from constructs_lib.engines import get_engine, looks_secret
-from stacks.config import ConfigError, DeploymentConfig
 from tests.conftest import ROOT, context_with, stack_template
 
 EXAMPLES = json.loads((ROOT / "tests" / "data" / "public_env_examples.json").read_text())["examples"]

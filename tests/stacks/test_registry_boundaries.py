@@ -1,6 +1,7 @@
 """Boundary tests generated from the context-key registry: every key with a range or a choice, at its edges.
 
-Nothing here is hand-kept: each key's parser in ``stacks/context_keys.py`` carries its bounds or its choices
+Nothing here is hand-kept: each key's parser in ``constructs_lib/deployment/context_keys.py`` carries its bounds or
+its choices
 (``functools.partial`` of ``_parse_integer``, ``_parse_number``, ``_parse_choice``...), and each case below is
 derived from them. A new ranged key is tested the moment it is registered; a bound written ``<`` for ``<=`` in a
 parser, or a key wired to the wrong parser in the config, fails here. What is checked, through the whole context
@@ -25,9 +26,9 @@ from typing import Any
 
 import pytest
 
-from stacks import parsers
-from stacks.config import ConfigError
-from stacks.context_keys import KEYS, ContextKey
+from constructs_lib.deployment import parsers
+from constructs_lib.deployment.config import ConfigError
+from constructs_lib.deployment.context_keys import KEYS, ContextKey
 from tests.stacks.test_config import load
 
 # Other settings a value needs to be valid at all (a cross-key rule, not the key's own range): by key, then value.
@@ -85,7 +86,8 @@ NUMBERS = sorted(name for name, (kind, _) in RANGED.items() if kind == "number")
 SHARES = sorted(name for name, (kind, _) in RANGED.items() if kind == "share")
 CHOICES = sorted(name for name, (kind, _) in RANGED.items() if kind == "choice")
 ID_LISTS = sorted(name for name, (kind, _) in RANGED.items() if kind == "ids")
-# What the parsers say when they refuse a value (stacks/parsers.py); a cross-key rule says something else.
+# What the parsers say when they refuse a value (constructs_lib/deployment/parsers.py); a cross-key rule says
+# something else.
 OWN_REFUSAL = ("out of range", "expected", "not allowed", "not valid JSON")
 
 

@@ -555,7 +555,7 @@ def test_a_model_tarball_is_staged_into_a_verified_prefix_and_served_from_it(syn
 
 
 def test_a_bad_model_tarball_uri_fails_synth_naming_the_key():
-    from stacks.config import ConfigError
+    from constructs_lib.deployment.config import ConfigError
 
     with pytest.raises(
         ConfigError, match=r"model_s3_uri: 's3://b/job/output/model.tar.gz' is not s3://<bucket>/<key>\.tar\.gz"

@@ -1,4 +1,4 @@
-"""A fleet's stacks: the app's model bucket, then one stack per endpoint (stacks/fleet.py parses the map)."""
+"""A fleet's stacks: the app's model bucket, then one stack per endpoint (fleet.py parses the map)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class ModelBucketStack(cdk.Stack):
 
     def __init__(self, scope: Construct, id: str, *, app: str, kms_key_arn: str | None = None, **kwargs) -> None:
         super().__init__(scope, id, description=f"Model bucket shared by the {app} fleet (retained)", **kwargs)
-        cdk.Tags.of(self).add(APP_TAG, app)  # as every endpoint stack of the app (stacks/parsers.py APP_TAG)
+        cdk.Tags.of(self).add(APP_TAG, app)  # as every endpoint stack of the app (parsers.py APP_TAG)
         # bucket_kms_key_arn (scope "app"): the endpoint stacks reuse the bucket with the same key.
         key = kms.Key.from_key_arn(self, "BucketKey", kms_key_arn) if kms_key_arn else None
         self.bucket = ModelBucket(self, "ModelBucket", bucket_name=app_bucket_name(app), encryption_key=key).bucket
@@ -93,7 +93,7 @@ def _taken_by_the_stack(stack: LlmEndpointStack, endpoint: FleetEndpoint) -> lis
 
 
 def _guard(stack: LlmEndpointStack, config: DeploymentConfig, component: InferenceComponent) -> None:
-    """A packed component gets what the stack's first one gets (stacks/observability.py): its own alarms on the
+    """A packed component gets what the stack's first one gets (observability.py): its own alarms on the
     stack's topic, and the rolling update policy they roll back."""
     alarms = []
     topic = stack.node.try_find_child("AlarmTopic")  # add_observability's, when alarms are on (ENDPOINT_KEYS agree)

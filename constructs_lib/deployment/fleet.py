@@ -1,7 +1,7 @@
 """A fleet: the ``deployments`` map parsed into one DeploymentConfig per deployment, grouped by endpoint.
 
 Each deployment takes the keys of a single deployment; what it does not give it inherits from the top-level
-keys, and it is checked by the same registry and parsers (stacks/context_keys.py, stacks/config.py), its problems
+keys, and it is checked by the same registry and parsers (context_keys.py, config.py), its problems
 named ``deployments.<name>.<key>``. Deployments naming the same ``endpoint`` in component mode share it (several
 inference components on one ComponentEndpoint, the GPUs accounted across them by the constructs); the others
 get their own. One stack per endpoint, ``<stack_name>-<endpoint or deployment name>``; one model bucket per app.
@@ -48,7 +48,7 @@ NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38}[A-Za-z0-9])?", re.ASCII)
 NAME_RULE = "1-40 letters, digits and hyphens, starting and ending with a letter or digit"
 
 
-# The outputs stacks/fleet_stacks.py gives each deployment and each adapter, after its PascalCase name.
+# The outputs fleet_stacks.py gives each deployment and each adapter, after its PascalCase name.
 DEPLOYMENT_OUTPUTS = ("EndpointName", "InferenceComponentName", "OpenAiBaseUrl")
 ADAPTER_OUTPUTS = ("AdapterComponentName", "AdapterOpenAiBaseUrl")
 
@@ -242,7 +242,7 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
 
 
 def disagreements(endpoint: str, configs: list[tuple[str, DeploymentConfig]]) -> list[str]:
-    """Each endpoint-scoped key (the registry's scope, stacks/context_keys.py) on which a deployment sharing
+    """Each endpoint-scoped key (the registry's scope, context_keys.py) on which a deployment sharing
     ``endpoint`` differs from the first one, whose stack builds it: the other value would be dropped."""
     (first_name, first), *others = configs
     return [
@@ -256,7 +256,7 @@ def disagreements(endpoint: str, configs: list[tuple[str, DeploymentConfig]]) ->
 
 
 def claimed_ids(names: list[str], adapters: Mapping[str, tuple[Adapter, ...]]) -> list[tuple[str, str, bool]]:
-    """(id, owner, is an output) of everything stacks/fleet_stacks.py adds to one endpoint stack for the deployments
+    """(id, owner, is an output) of everything fleet_stacks.py adds to one endpoint stack for the deployments
     ``names`` (the first one's stack, then the packed ones): outputs and construct ids share the stack's names."""
     claims = []
     for index, name in enumerate(names):
@@ -376,7 +376,7 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
 
 
 def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
-    """An adapter's own slo_* keys, each parsed as the top-level key is (stacks/context_keys.py), and the gate
+    """An adapter's own slo_* keys, each parsed as the top-level key is (context_keys.py), and the gate
     they make over the deployment's checked by the construct's rules, each problem named ``<key>.<slo key>``."""
     from constructs_lib import LOAD_CONTEXT_KEYS, load_gate_problems
 

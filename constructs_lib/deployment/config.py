@@ -286,7 +286,7 @@ class DeploymentConfig:
     volume_kms_key_arn: str | None
     logs_kms_key_arn: str | None
     lambda_kms_key_arn: str | None
-    deployments: dict[str, Any] | None  # a fleet: stacks/fleet.py reads it
+    deployments: dict[str, Any] | None  # a fleet: fleet.py reads it
     deployments_file: str | None
     # Derived, not context keys.
     serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
@@ -442,7 +442,7 @@ class DeploymentConfig:
                     initial_instances=values.get("instance_count"),
                     # The default max_instances leaves room for one update batch; a given one must (component_plan).
                     update_batch_copies=update_batch_copies(values) if component_mode else None,
-                    # Standard mode checks its reservation against the update policy (stacks/observability.py).
+                    # Standard mode checks its reservation against the update policy (observability.py).
                     capacity_reservation=component_mode and bool(values.get("capacity_reservation_arn")),
                     capacity_reservation_instances=values.get("capacity_reservation_instances"),
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},

@@ -63,10 +63,10 @@ class LlmEndpointStack(cdk.Stack):
         bucket_app: str | None = None,
         **kwargs,
     ) -> None:
-        """model_facts: what synth checked against the recorded Hub facts (stacks/model_checks.py), carried in the
+        """model_facts: what synth checked against the recorded Hub facts (model_checks.py), carried in the
         template's Metadata for ``llmops.summary``. Default: nothing recorded there. ``bucket_app``: the app whose
         bucket (app_bucket_name) this stack creates or reuses; a fleet's stacks share their app's
-        (stacks/fleet.py). Default: ``config.stack_name``."""
+        (fleet.py). Default: ``config.stack_name``."""
         super().__init__(
             scope,
             id,
@@ -113,7 +113,7 @@ class LlmEndpointStack(cdk.Stack):
         self.preflight.check_network(self.endpoint.placement)
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
-        # Alarms (topic), update policy with auto-rollback, dashboard: stacks/observability.py.
+        # Alarms (topic), update policy with auto-rollback, dashboard: observability.py.
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         add_observability(
             self,
@@ -264,7 +264,7 @@ class LlmEndpointStack(cdk.Stack):
             hub_endpoint=config.hf_endpoint,
             tags=config.tags,
             volume_kms_key=self.volume_key,
-            pack=pack,  # a Hub adapter: one model.tar.gz, its config checked (stacks/fleet_stacks.py)
+            pack=pack,  # a Hub adapter: one model.tar.gz, its config checked (fleet_stacks.py)
             **adapter,
             **self.network,
         )
@@ -473,7 +473,7 @@ class LlmEndpointStack(cdk.Stack):
             max_num_seqs=config.preflight_sequences,
             kv_cache_dtype=memory.get("kv_cache_dtype", "auto"),
             gpu_memory_utilization=memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
-            # A whole number (stacks/config.py refuses anything else), read from text as a float.
+            # A whole number (config.py refuses anything else), read from text as a float.
             max_num_batched_tokens=int(memory["max_num_batched_tokens"])
             if "max_num_batched_tokens" in memory
             else None,

@@ -71,7 +71,7 @@ def check_deployment(
 def check_fleet(fleet: Fleet, facts: FactsSource | None) -> tuple[Fleet, dict[str, FactsStatus], list[str]]:
     """Every deployment of a fleet checked as a single deployment is (check_deployment), with its merged keys:
     (the fleet, each revision pinned by its facts; each deployment's summary line by name; problems, each named
-    ``deployments.<name>.<key>`` as stacks/fleet.py names the fleet's other problems)."""
+    ``deployments.<name>.<key>`` as fleet.py names the fleet's other problems)."""
     statuses: dict[str, FactsStatus] = {}
     problems: list[str] = []
     endpoints = []
@@ -201,7 +201,7 @@ def check_settings(config: DeploymentConfig) -> dict[str, Any]:
         "max_num_seqs": config.preflight_sequences,
         "kv_cache_dtype": memory.get("kv_cache_dtype", "auto"),
         "gpu_memory_utilization": memory.get("gpu_memory_utilization", DEFAULT_GPU_MEMORY_UTILIZATION),
-        # A whole number (stacks/config.py refuses anything else), read from text as a float.
+        # A whole number (config.py refuses anything else), read from text as a float.
         "max_num_batched_tokens": int(memory["max_num_batched_tokens"]) if "max_num_batched_tokens" in memory else None,
         "splits_heads": engine.splits_tensors,
         "skip": tuple(config.preflight_skip),

@@ -97,7 +97,7 @@ class ContextKey:
     default: Any  # the JSON value cdk.json holds (None: the key is optional)
     section: str
     doc: str
-    # Where one value holds in a fleet (stacks/fleet.py): "app" (every stack of the app; refused per deployment),
+    # Where one value holds in a fleet (fleet.py): "app" (every stack of the app; refused per deployment),
     # "endpoint" (one stack builds the endpoint and its functions, alarms, network and tags: every deployment
     # sharing it must agree) or "deployment" (its own model and component).
     scope: str = "deployment"

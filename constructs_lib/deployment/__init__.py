@@ -1,0 +1,94 @@
+"""Whole deployments and fleets from settings, in any CDK app: what this project's ``cdk deploy`` builds.
+
+The settings are the context keys of docs/context-keys.md (the registry, ``context_keys.py``), given as a mapping
+(values may be text, as ``-c key=value`` gives them); a key left out takes the registry's default. A fleet is the
+``deployments`` map of docs/guide/fleets.md, inline or as a JSON file::
+
+    app = cdk.App()
+    build_fleet_stacks(app, "fleet.json", settings={"stack_name": "Chat"}, facts=FactsSource("model-facts.json"))
+    app.synth()
+
+Each deployment's model is checked at synth against its recorded Hub facts (``FactsSource``: a
+``model-facts.json``, looked up once and recorded when missing; ``None``: the deploy preflight checks it), and
+every problem is refused at once (``ConfigError``, a ``Refusal``) naming ``deployments.<name>.<key>``. This
+project's own app.py is these two calls; cdk-nag is the host app's choice (docs/constructs/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+
+from llmops.facts import METADATA_KEY, FactsSource
+
+from .config import ConfigError, DeploymentConfig
+from .context_keys import KEYS
+from .fleet import Fleet, deployments_of, fleet_from_context
+from .fleet_stacks import build_fleet
+from .llm_endpoint_stack import LlmEndpointStack
+from .model_checks import check_deployment, check_fleet, fleet_metadata
+
+__all__ = [
+    "ConfigError",
+    "DeploymentConfig",
+    "FactsSource",
+    "Fleet",
+    "LlmEndpointStack",
+    "build_deployment_stack",
+    "build_fleet_stacks",
+    "deployments_of",
+    "settings_with_defaults",
+]
+
+
+def settings_with_defaults(settings: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``settings`` over every registry default (what cdk.json holds in this project), CDK's own keys kept."""
+    defaults = {key.name: key.default for key in KEYS if key.default is not None}
+    return {**defaults, **(settings or {})}
+
+
+def build_deployment_stack(
+    scope: cdk.App, settings: Mapping[str, Any] | None = None, *, facts: FactsSource | None = None
+) -> LlmEndpointStack:
+    """One deployment's stack, named ``stack_name``, from ``settings``; refused with ``ConfigError`` (every
+    problem, each naming its key) before any construct exists."""
+    config = DeploymentConfig.from_context(settings_with_defaults(settings))
+    # The lookup is a step of the app, like CDK's own context lookups: the record when it has the model, the Hub
+    # (then recorded) when not; the checks then refuse what cannot run.
+    config, status, problems = check_deployment(config, facts)
+    if problems:
+        raise ConfigError(problems)
+    return LlmEndpointStack(scope, config.stack_name, config=config, model_facts=status)
+
+
+def build_fleet_stacks(
+    scope: cdk.App,
+    deployments: Mapping[str, Any] | str | Path,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    facts: FactsSource | None = None,
+) -> list[cdk.Stack]:
+    """A fleet's stacks: the app's model bucket stack when some deployment stages, then one stack per endpoint
+    (``<stack_name>-<endpoint>``). ``deployments``: the map itself, or the path of a JSON file holding it (read
+    as UTF-8, duplicate keys refused); ``settings``: the top-level keys every deployment inherits."""
+    context = settings_with_defaults(settings)
+    if isinstance(deployments, (str, Path)):
+        path = str(deployments)
+        found = deployments_of({"deployments_file": path}, read_text=lambda p: Path(p).read_text(encoding="utf-8"))
+    else:
+        found = deployments_of({"deployments": dict(deployments)}, read_text=str)
+    # Each deployment's model is looked up and checked as a single deployment's is, with its merged keys.
+    fleet, statuses, problems = check_fleet(fleet_from_context(context, found or {}), facts)
+    if problems:
+        raise ConfigError(problems)
+    stacks = build_fleet(scope, fleet)
+    by_name = {stack.node.id: stack for stack in stacks}
+    for endpoint in fleet.endpoints:
+        # Template-level Metadata holds arbitrary JSON (CloudFormation template anatomy, "Metadata" section);
+        # CDK writes Stack.templateOptions.metadata there when it synthesizes the stack (aws-cdk-lib Stack).
+        options = by_name[endpoint.stack_name].template_options
+        options.metadata = {**(options.metadata or {}), METADATA_KEY: fleet_metadata(endpoint, statuses)}
+    return stacks
