@@ -42,6 +42,7 @@ from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import MonitoredEndpoint
+from .preflight_check import check_placement
 from .problems import construct_subject, refuse
 from .serving_features import metrics_problems, prefix_routing_problems
 
@@ -253,6 +254,7 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
             grant_volume_key(self.role, volume_kms_key, scope=self)
         network = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": security_groups}
         self.placement = endpoint_placement(self, self.role, name=name, network=network, acknowledged=owned)
+        check_placement(model, self.placement)  # its own preflight, if any, checks the network it is served on
 
         self.model = serving_model(
             self,

@@ -60,6 +60,7 @@ from .model_data import ModelSource
 from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
 from .names import COMPONENT_NAME, matches
 from .network import grant_network_interfaces
+from .preflight_check import check_placement
 from .problems import refuse
 from .serving_features import metrics_problems, prefix_routing_problems
 
@@ -607,6 +608,7 @@ class InferenceComponent(MonitoredComponent, Construct):
             if endpoint.placement is not None:
                 grant_network_interfaces(self.role, scope=self, placement=endpoint.placement, acknowledged=False)
         grant_log_streams(self.role, scope=self, log_group_name=self.log_group_name, acknowledged=acknowledged)
+        check_placement(model, endpoint.placement)  # its own preflight, if any, checks the endpoint's network
 
         # The Model carries the endpoint's VpcConfig too: CreateModel is where an organization's policy reads
         # sagemaker:VpcSubnets (Service Authorization Reference, Amazon SageMaker AI: CreateModel condition keys).

@@ -66,9 +66,11 @@ SKIPPED_RISK = {
 class _CheckedModel:
     """The same model source, ready only once the preflight has passed (implements ``ModelSource``)."""
 
-    def __init__(self, source: ModelSource, preflight: cdk.CustomResource) -> None:
+    def __init__(self, source: ModelSource, preflight: DeploymentPreflight) -> None:
         self._source = source
-        self._dependable = DependencyGroup(preflight)
+        self._dependable = DependencyGroup(preflight.resource)
+        # The hosting construct that serves it checks its own network through it (check_placement).
+        self.preflight = preflight
 
     @property
     def s3_uri(self) -> str:
@@ -84,6 +86,13 @@ class _CheckedModel:
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
         return self._source.grant_read(grantee)
+
+
+def check_placement(model: ModelSource, placement: VpcPlacement | None) -> None:
+    """A hosting construct's own wiring: when ``model`` is a ``DeploymentPreflight``'s ``checked_model``, that
+    preflight checks ``placement`` (the subnets and groups the endpoint runs in) before the Model exists."""
+    if isinstance(model, _CheckedModel):
+        model.preflight.check_network(placement)
 
 
 # What preflight/network.py calls; none has resource-level permissions (Service Authorization Reference, Amazon EC2).
@@ -234,6 +243,7 @@ class DeploymentPreflight(Construct):
             "permissions; the handler only reads SageMaker's '<instance type> for endpoint usage' quota.",
         )
 
+        self._placement: VpcPlacement | None = None  # check_network's, once
         self.resource = cdk.CustomResource(
             self,
             "Resource",
@@ -312,9 +322,23 @@ class DeploymentPreflight(Construct):
     def check_network(self, placement: VpcPlacement | None) -> None:
         """Check ``placement``'s subnets and security groups before the endpoint is created (preflight/network.py):
         that they exist, the groups are in the subnets' VPC, the subnets span two Availability Zones (a note
-        otherwise) and reach S3. Give the endpoint's ``placement``; None does nothing."""
+        otherwise) and reach S3. ``GpuEndpoint`` and ``InferenceComponent`` call it themselves with their
+        ``placement`` when their model is this preflight's ``checked_model``; calling it again with the same
+        placement does nothing, and a second, other placement is refused (the check reads one network). None does
+        nothing."""
         if placement is None:
             return
+        if self._placement is not None:
+            if self._placement is not placement:
+                refuse(
+                    construct_subject("DeploymentPreflight", self),
+                    [
+                        "its checked_model is served on two networks (two endpoints with other subnets or groups); "
+                        "the network check reads one: allowed: one DeploymentPreflight per endpoint"
+                    ],
+                )
+            return
+        self._placement = placement
         self.resource.node.default_child.add_property_override("Subnets", placement.subnet_ids)
         self.resource.node.default_child.add_property_override("SecurityGroupIds", placement.security_group_ids)
         policy = self.provider.role.node.find_child("DefaultPolicy")
@@ -331,7 +355,7 @@ class DeploymentPreflight(Construct):
     @property
     def checked_model(self) -> ModelSource:
         """The same S3 prefix as ``model``; whatever uses it (the SageMaker Model) waits for the preflight."""
-        return _CheckedModel(self.model, self.resource)
+        return _CheckedModel(self.model, self)
 
     @property
     def max_model_len_that_fits(self) -> str:

@@ -109,8 +109,8 @@ class LlmEndpointStack(cdk.Stack):
             self.endpoint = self._component_endpoint(config, model)
         else:
             self.endpoint = self._standard_endpoint(config, model)
-        # The endpoint's subnets and groups (given, or the group it created) are checked before its Model exists.
-        self.preflight.check_network(self.endpoint.placement)
+        # The endpoint's subnets and groups (given, or the group it created) are checked before its Model exists:
+        # the endpoint (or component) does it through its checked_model (constructs_lib.preflight_check).
 
         self.smoke_test = self._smoke_test(config) if config.smoke_test else None
         # Alarms (topic), update policy with auto-rollback, dashboard: observability.py.

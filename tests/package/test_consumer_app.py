@@ -216,6 +216,11 @@ def test_a_fleet_from_a_file_in_the_users_app_is_the_apps_fleet_and_clean(venv, 
         functions = [r for r in resources if r["Type"] == "AWS::Lambda::Function"]
         assert functions and all(f["Properties"].get("VpcConfig") for f in functions), name
         assert all(f["Properties"].get("KmsKeyArn") == KEY for f in functions), name
+        # Every deployment's preflight checks the subnets its model is served in, the packed ones' too.
+        preflights = [r for r in resources if r["Type"] == "Custom::DeploymentPreflight"]
+        assert preflights and all(
+            p["Properties"].get("Subnets") == FLEET_SETTINGS["vpc_subnet_ids"] for p in preflights
+        )
         endpoints = [r for r in resources if r["Type"] == "AWS::SageMaker::Endpoint"]
         assert endpoints and all({"Key": "team", "Value": "ml-platform"} in e["Properties"]["Tags"] for e in endpoints)
 

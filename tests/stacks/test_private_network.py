@@ -444,3 +444,20 @@ def test_each_unscoped_acknowledgement_names_every_action_it_covers(synthesized)
                     name,
                     paths,
                 )
+
+
+def test_every_packed_deployments_preflight_checks_the_endpoints_network(tmp_path):
+    # A packed deployment's preflight was never given the endpoint's network (only the stack's first one was);
+    # the component now wires its own preflight's check (constructs_lib.preflight_check.check_placement).
+    fleet = tmp_path / "fleet.json"
+    packed = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 1}
+    fleet.write_text(json.dumps({"a": {**packed, "endpoint": "e"}, "b": {**packed, "endpoint": "e"}}))
+    subnets = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    app = build(
+        deployments_file=str(fleet),
+        vpc_subnet_ids=json.dumps(subnets),
+        vpc_security_group_ids='["sg-0123456789abcdef0"]',
+    )
+    (stack,) = [s for s in app.node.children if isinstance(s, cdk.Stack) and s.stack_name == "LlmEndpoint-e"]
+    preflights = Template.from_stack(stack).find_resources("Custom::DeploymentPreflight").values()
+    assert len(preflights) == 2 and all(p["Properties"]["Subnets"] == subnets for p in preflights)
