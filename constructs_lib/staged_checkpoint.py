@@ -299,8 +299,9 @@ class StagedCheckpoint(Construct):
             cdk.Annotations.of(self).add_warning_v2(
                 "llm:floating-revision",
                 f"revision={revision!r} is a branch or tag: a redeploy after a new commit stages other weights. "
-                "Pin a commit SHA (the ModelRevision output names the one a deploy got; the app pins it at synth "
-                "from model-facts.json).",
+                "Pin a commit SHA: the ModelRevision output names the one a deploy got, and "
+                "constructs_lib.deployment pins it at synth from a model-facts.json (FactsSource; "
+                "python -m llmops.facts refresh, or record DIR from a local copy).",
             )
         # Grants cover the revision's prefix when the SHA is known now, else every revision of the repo
         # (for an archive: every ETag of that one archive, since its ETag is known only at deploy time).

@@ -2,6 +2,7 @@
 
     python -m llmops.facts refresh [-c key=value ...] [--context-file cdk.json]   # look up again, record
     python -m llmops.facts show                                                  # what is recorded
+    python -m llmops.facts record DIR --model-id ORG/NAME [--sha SHA]            # from a local snapshot
 
 The way CDK records its lookups in ``cdk.context.json``: when the model comes from the Hub (``model_id``, no
 ``model_s3_uri``), ``cdk synth`` (app.py) reads ``model-facts.json`` beside cdk.json; when it holds no entry for
@@ -258,6 +259,116 @@ def look_up(
     )
 
 
+# What a local snapshot's walk leaves out: git's and huggingface_hub's own bookkeeping, not the model's files.
+SNAPSHOT_SKIPPED = (".git", ".cache", ".huggingface")
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+
+
+def from_snapshot(
+    folder: Path,
+    repo_id: str,
+    revision: str,
+    *,
+    sha: str | None = None,
+    gguf: bool = False,
+    gguf_file: str | None = None,
+) -> ModelFacts:
+    """The facts of ``repo_id@revision`` from a local copy instead of the Hub (a CI without network): the folder's
+    config.json (or, for llama.cpp, the header of the GGUF model ``gguf_file`` names, read from the file) and every
+    file with its size. A snapshot may hold config.json and the safetensors index without the shards: each shard
+    the index names and the folder lacks gets its share of the index's ``metadata.total_size`` (the tensors'
+    bytes; the first shards take the remainder). ``sha``: the commit the copy is of; default: ``revision`` when it
+    is one, else the folder's name when it is one (huggingface_hub's ``snapshots/<sha>/``). FactsError naming the
+    folder when it cannot answer."""
+    folder = Path(folder)
+
+    def bad(why: str) -> FactsError:
+        return FactsError(f"{folder}: {why}")
+
+    if not folder.is_dir():
+        raise bad("not a folder")
+    for name, check in (("model_id", repo_id_problem), ("revision", revision_problem)):
+        if problem := check(repo_id if name == "model_id" else revision):
+            raise bad(f"{name}: {problem}")
+    sha = sha or next((c for c in (revision, folder.name) if SHA.fullmatch(c)), None)
+    if sha is None or not SHA.fullmatch(sha):
+        raise bad(f"give --sha: the 40-character commit SHA this copy of {repo_id}@{revision} is of")
+    if SHA.fullmatch(revision) and sha != revision:
+        raise bad(f"sha={sha!r} is not the commit revision={revision!r} names")
+    files: dict[str, int] = {}
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if relative.parts[0] in SNAPSHOT_SKIPPED or not path.is_file():  # is_file follows huggingface_hub's links
+            continue
+        files[relative.as_posix()] = path.stat().st_size
+    found: dict[str, Any] | None = None
+    if gguf:
+        name, _ = select_gguf(files, gguf_file)
+        if name is None:
+            raise bad("has no .gguf file" + (f" matching gguf_file={gguf_file!r}" if gguf_file else ""))
+        with (folder / name).open("rb") as handle:
+
+            def read_at(offset: int, length: int) -> bytes:
+                handle.seek(offset)
+                return handle.read(length)
+
+            try:
+                header = read_header(read_at)
+            except GgufError as e:
+                raise bad(f"{name} is not a GGUF file llama.cpp can load: {e}") from None
+        found = {
+            "file": name,
+            "version": header.version,
+            "tensor_count": header.tensor_count,
+            "header_bytes": header.header_bytes,
+            "parameter_count": header.parameter_count,
+            "metadata": _json_safe(header.metadata),
+        }
+        config: dict[str, Any] = {}
+    else:
+        config = _snapshot_json(folder, "config.json", bad)
+        if SAFETENSORS_INDEX in files:
+            files.update(_shards_from_index(_snapshot_json(folder, SAFETENSORS_INDEX, bad), files, bad))
+    return ModelFacts(
+        repo_id=repo_id,
+        revision=revision,
+        sha=sha,
+        config=config,
+        files=files,
+        looked_up=datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        endpoint=f"local snapshot {folder.name}",
+        gguf=found,
+    )
+
+
+def _snapshot_json(folder: Path, name: str, bad: Any) -> dict[str, Any]:
+    try:
+        raw = safejson.loads((folder / name).read_bytes(), source=str(folder / name))
+    except OSError:
+        raise bad(f"has no readable {name}") from None
+    except safejson.JsonError as e:
+        raise bad(f"{name} is not valid JSON ({e.why})") from None
+    if not isinstance(raw, dict):
+        raise bad(f"{name} is not a JSON object")
+    return raw
+
+
+def _shards_from_index(index: dict[str, Any], present: dict[str, int], bad: Any) -> dict[str, int]:
+    """The sizes of the shards the index names and the folder lacks: the index's total_size, less the shards that
+    are there, shared out over the missing ones (whole bytes, the first ones one more)."""
+    weight_map, total = index.get("weight_map"), (index.get("metadata") or {}).get("total_size")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise bad(f"{SAFETENSORS_INDEX} has no weight_map of tensor -> shard file")
+    missing = sorted({shard for shard in weight_map.values() if shard not in present})
+    if not missing:
+        return {}
+    if isinstance(total, bool) or not isinstance(total, int) or total < 0:
+        raise bad(f"{SAFETENSORS_INDEX} has no metadata.total_size for the shards the folder lacks")
+    left = max(0, total - sum(present[shard] for shard in set(weight_map.values()) if shard in present))
+    share, extra = divmod(left, len(missing))
+    return {shard: share + (1 if i < extra else 0) for i, shard in enumerate(missing)}
+
+
 @dataclass(frozen=True)
 class Known:
     """What synth knows: the facts and where they came from, or why there are none."""
@@ -375,13 +486,51 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _record_snapshot(args: argparse.Namespace) -> int:
+    """``record DIR --model-id ID``: the facts from a local copy, recorded as a lookup would record them."""
+    if args.folder is None or not args.model_id:
+        print("error: record needs the snapshot folder and --model-id (and --sha unless the folder is named by it)",
+              file=sys.stderr)  # fmt: skip
+        return 2
+    try:
+        facts = from_snapshot(
+            args.folder, args.model_id, args.revision, sha=args.sha, gguf=args.gguf or args.gguf_file is not None,
+            gguf_file=args.gguf_file,
+        )  # fmt: skip
+        try:
+            record = FactsRecord.load(args.record)
+        except FactsError as e:
+            print(f"note: {e}; starting a new record", file=sys.stderr)
+            record = FactsRecord(args.record)
+    except FactsError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    record.put(facts)
+    record.save()
+    print(
+        f"{record_key(facts.repo_id, facts.revision)}: commit {facts.sha} from {args.folder}, {len(facts.files)} "
+        f"files, {facts.weight_bytes:,} bytes of weights; recorded in {args.record}: commit it with the app"
+    )
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from llmops.context import add_context_arguments
 
     parser = argparse.ArgumentParser(prog="python -m llmops.facts", description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("refresh", "show"), help="refresh: look up and record; show: print")
+    parser.add_argument(
+        "action",
+        choices=("refresh", "show", "record"),
+        help="refresh: look up and record; show: print; record: from a local snapshot folder, without the Hub",
+    )
+    parser.add_argument("folder", nargs="?", type=Path, help="record: the snapshot (config.json, index or GGUF)")
     add_context_arguments(parser)
     parser.add_argument("--record", type=Path, default=Path(RECORD), help=f"the record. Default: ./{RECORD}")
+    parser.add_argument("--model-id", help="record: the Hub repository id the snapshot is of (as model_id)")
+    parser.add_argument("--revision", default="main", help="record: the revision synth names. Default: main")
+    parser.add_argument("--sha", help="record: the commit of the snapshot. Default: the revision or folder name")
+    parser.add_argument("--gguf", action="store_true", help="record: llama.cpp serves it: read a GGUF header")
+    parser.add_argument("--gguf-file", help="record: llama.cpp's model file (as gguf_file; implies --gguf)")
     return parser
 
 
@@ -390,7 +539,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
     except SystemExit as e:
         return e.code if isinstance(e.code, int) else 2
-    return _refresh(args) if args.action == "refresh" else _show(args)
+    return {"refresh": _refresh, "show": _show, "record": _record_snapshot}[args.action](args)
 
 
 if __name__ == "__main__":
