@@ -37,3 +37,20 @@ def test_the_cdk_nag_recipe_is_the_one_the_package_test_synthesizes():
     recipe = "cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))"
     assert recipe in (construct_docs.DOCS / "README.md").read_text()
     assert recipe in (ROOT / "tests" / "consumer" / "app.py").read_text()
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.integration  # every example synthesized: about a minute on 2 cores (make test-integration, CI)
+def test_every_example_in_the_construct_docs_runs_in_the_checkout(tmp_path):
+    # The same runner make test-package uses from the installed wheel (tests/package/test_consumer_app.py).
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tests/consumer/doc_examples.py"), str(ROOT / "docs/constructs"),
+         str(ROOT / "tests/data/fleet.json")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    assert " examples ran" in done.stdout and "FAIL" not in done.stdout
