@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field, make_dataclass
 from difflib import get_close_matches
 from typing import Any
 
@@ -46,7 +46,7 @@ from constructs_lib.names import (
 from hfstage.tarball import parse_source
 from preflight import KV_CACHE_DTYPES
 
-from .context_keys import FIELDS  # the registry: one entry per key
+from .context_keys import FIELDS, KEYS  # the registry: one entry per key
 from .observability import observability_problems, update_batch_copies
 
 # Context keys CDK itself (or the CLI) sets; they are not ours to validate.
@@ -194,103 +194,9 @@ def describe_allowed(key: str) -> str:
     return str(FIELDS[key].__doc__)
 
 
-@dataclass(frozen=True)
-class DeploymentConfig:
-    stack_name: str
-    model_id: str
-    revision: str
-    model_s3_uri: str | None
-    model_bucket: str | None
-    reuse_model_bucket: bool
-    model_kms_key_arn: str | None
-    hf_token_secret_arn: str | None
-    hf_token_kms_key_arn: str | None
-    include: tuple[str, ...]
-    exclude: tuple[str, ...]
-    staging_instance_type: str
-    staging_max_instances: int
-    staging_max_runtime_s: int
-    deployment_mode: str
-    scale_to_zero: bool
-    min_instances: int | None
-    max_instances: int | None
-    accelerators_per_copy: int | None
-    min_copies: int | None
-    initial_copies: int | None
-    max_copies: int | None
-    target_concurrency: float | None
-    target_invocations_per_instance: float | None
-    routing_strategy: str | None
-    min_memory_mb: int | None
-    component_name: str | None
-    preflight_skip: tuple[str, ...]
-    allow_unverified_s3: bool
-    allow_checkpoint_code: bool
-    preflight_sequences: int
-    smoke_test: bool
-    smoke_prompt: str
-    smoke_max_tokens: int
-    smoke_inputs: dict[str, Any]
-    smoke_expected_pattern: str | None
-    smoke_budget_s: int
-    slo_concurrency: int | None
-    slo_requests: int | None
-    slo_max_tokens: int | None
-    slo_ttft_p95_ms: float | None
-    slo_itl_p95_ms: float | None
-    slo_min_output_tokens_per_s: float | None
-    slo_max_error_rate: float | None
-    engine: str
-    image: str | None
-    instance_type: str
-    instance_count: int
-    gpu_count: int | None
-    gpu_memory_gib: float | None
-    tensor_parallel_size: int | None
-    max_model_len: int | None
-    max_num_seqs: int | None
-    engine_env: dict[str, Any]
-    container_env: dict[str, Any]
-    inference_ami_version: str | None
-    capacity_reservation_arn: str | None
-    instance_pools: tuple[str, ...]
-    enhanced_metrics: bool
-    metric_publish_frequency_s: int | None
-    data_cache: bool | None
-    prefix_routing_length: int | None
-    prefix_routing_concurrency: int | None
-    capacity_reservation_instances: int | None
-    startup_timeout_s: int
-    download_timeout_s: int
-    provision_timeout_s: int | None
-    endpoint_name: str | None
-    update_policy: str | None
-    update_step_size: int
-    update_wait_s: int
-    update_termination_wait_s: int | None
-    update_timeout_s: int | None
-    alarms: bool
-    alarm_email: str | None
-    alarm_5xx_percent: float | None
-    alarm_p99_latency_ms: float | None
-    alarm_gpu_memory_percent: float | None
-    alarm_no_capacity: bool
-    dashboard: bool
-    gguf_file: str | None
-    vpc_subnet_ids: tuple[str, ...]
-    vpc_security_group_ids: tuple[str, ...]
-    vpc_id: str | None
-    hf_endpoint: str | None
-    tags: dict[str, str]
-    bucket_kms_key_arn: str | None
-    volume_kms_key_arn: str | None
-    logs_kms_key_arn: str | None
-    lambda_kms_key_arn: str | None
-    deployments: dict[str, Any] | None  # a fleet: fleet.py reads it
-    deployments_file: str | None
-    # Derived, not context keys.
-    serving_image: ServingImage = field(repr=False, default=None)  # type: ignore[assignment]
-    image_source: str = "engine default"
+class _Settings:
+    """DeploymentConfig's methods. Its fields are the registry's keys, one each (context_keys.py), made into the
+    frozen dataclass below: a new key is a registry entry and the code that reads it, never a field kept here."""
 
     @classmethod
     def from_context(cls, context: Mapping[str, Any]) -> DeploymentConfig:
@@ -519,3 +425,18 @@ class DeploymentConfig:
     def staging_include(self) -> tuple[str, ...]:
         """``include``, plus the GGUF file and its split parts: the only weights staged for llama.cpp."""
         return (*self.include, *staging_patterns(self.gguf_file)) if self.gguf_file else self.include
+
+
+# One field per registry key, in its order (the registry's parsers give each its value), then what is derived.
+DeploymentConfig = make_dataclass(
+    "DeploymentConfig",
+    [
+        *((key.name, Any) for key in KEYS),
+        ("serving_image", ServingImage, field(repr=False, default=None)),
+        ("image_source", str, field(default="engine default")),
+    ],
+    bases=(_Settings,),
+    frozen=True,
+)
+DeploymentConfig.__module__ = __name__  # make_dataclass's own module argument is Python 3.12's
+DeploymentConfig.__doc__ = "A deployment's settings: every context key parsed and checked (from_context)."

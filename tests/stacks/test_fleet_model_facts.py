@@ -403,7 +403,7 @@ def test_the_facts_command_says_what_it_does(monkeypatch, capsys):
     import llmops.facts
 
     assert llmops.facts.__doc__.split("\n\n")[0].split("\n")[0] in out
-    assert "{refresh,show} refresh: look up and record; show: print" in flat
+    assert "{refresh,show,record} refresh: look up and record; show: print; record: from a local snapshot" in flat
     assert "--record RECORD the record. Default: ./model-facts.json" in flat
     assert "[--context-file cdk.json]" not in flat  # the description is the docstring's first paragraph only
     assert facts_main(["list"]) == 2  # not an action
