@@ -316,6 +316,23 @@ KEYS: tuple[ContextKey, ...] = (
         "component mode: concurrent requests per copy to track",
     ),
     ContextKey(
+        "scale_in_cooldown_s",
+        # botocore's Application Auto Scaling model: Cooldown is an integer of seconds with no bound; a day here.
+        _optional(_integer(0, 86_400)),
+        None,
+        "scaling",
+        "seconds after a scale-in before another may start (`ScaleInCooldown` of the target tracking policy: "
+        "instances in standard mode, copies in component mode); null: Application Auto Scaling's 300 s",
+    ),
+    ContextKey(
+        "scale_out_cooldown_s",
+        _optional(_integer(0, 86_400)),
+        None,
+        "scaling",
+        "seconds after a scale-out before another may start (`ScaleOutCooldown`); null: Application Auto "
+        "Scaling's 300 s",
+    ),
+    ContextKey(
         "target_invocations_per_instance",
         _optional(_number(0, 1_000_000)),
         None,

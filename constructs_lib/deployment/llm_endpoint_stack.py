@@ -315,6 +315,7 @@ class LlmEndpointStack(cdk.Stack):
                 min_capacity=scaling.min_instances,
                 max_capacity=scaling.max_instances,
                 target_invocations_per_instance=scaling.target_invocations_per_instance,
+                **_cooldowns(config),
             )
         return endpoint
 
@@ -375,6 +376,7 @@ class LlmEndpointStack(cdk.Stack):
             min_copies=config.min_copies,
             max_copies=config.max_copies,
             target_concurrency=config.target_concurrency,
+            **_cooldowns(config),
             startup_timeout=cdk.Duration.seconds(config.startup_timeout_s),
             download_timeout=cdk.Duration.seconds(config.download_timeout_s),
             component_name=config.component_name,
@@ -490,3 +492,9 @@ class LlmEndpointStack(cdk.Stack):
             gguf_file=config.gguf_file,
             long_context=long_context_opt_in(config.engine, config.container_env),
         )
+
+
+def _cooldowns(config: DeploymentConfig) -> dict[str, cdk.Duration]:
+    """The target tracking policy's cooldowns the context gives (none: Application Auto Scaling's own)."""
+    given = {"scale_in_cooldown": config.scale_in_cooldown_s, "scale_out_cooldown": config.scale_out_cooldown_s}
+    return {prop: cdk.Duration.seconds(seconds) for prop, seconds in given.items() if seconds is not None}
