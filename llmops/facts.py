@@ -206,6 +206,18 @@ def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
     return safe
 
 
+def _gguf_entry(name: str, header: GgufHeader) -> dict[str, Any]:
+    """The record's ``gguf`` entry: the file whose header was read, and that header."""
+    return {
+        "file": name,
+        "version": header.version,
+        "tensor_count": header.tensor_count,
+        "header_bytes": header.header_bytes,
+        "parameter_count": header.parameter_count,
+        "metadata": _json_safe(header.metadata),
+    }
+
+
 def look_up(
     repo_id: str,
     revision: str,
@@ -238,14 +250,7 @@ def look_up(
             header = read_header(gguf_reader(repo_id, sha, name, token=token, timeout=timeout, token_hint=hint))
         except GgufError as e:
             raise HubError(f"{repo_id}@{sha[:12]}/{name} is not a GGUF file llama.cpp can load: {e}") from None
-        found = {
-            "file": name,
-            "version": header.version,
-            "tensor_count": header.tensor_count,
-            "header_bytes": header.header_bytes,
-            "parameter_count": header.parameter_count,
-            "metadata": _json_safe(header.metadata),
-        }
+        found = _gguf_entry(name, header)
         config = {}
     return ModelFacts(
         repo_id=repo_id,
@@ -316,14 +321,7 @@ def from_snapshot(
                 header = read_header(read_at)
             except GgufError as e:
                 raise bad(f"{name} is not a GGUF file llama.cpp can load: {e}") from None
-        found = {
-            "file": name,
-            "version": header.version,
-            "tensor_count": header.tensor_count,
-            "header_bytes": header.header_bytes,
-            "parameter_count": header.parameter_count,
-            "metadata": _json_safe(header.metadata),
-        }
+        found = _gguf_entry(name, header)
         config: dict[str, Any] = {}
     else:
         config = _snapshot_json(folder, "config.json", bad)
