@@ -88,6 +88,10 @@ class _CheckedModel:
         return self._source.grant_read(grantee)
 
 
+def _network_of(placement: VpcPlacement) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return tuple(placement.subnet_ids), tuple(placement.security_group_ids)
+
+
 def check_placement(model: ModelSource, placement: VpcPlacement | None) -> None:
     """A hosting construct's own wiring: when ``model`` is a ``DeploymentPreflight``'s ``checked_model``, that
     preflight checks ``placement`` (the subnets and groups the endpoint runs in) before the Model exists."""
@@ -329,7 +333,9 @@ class DeploymentPreflight(Construct):
         if placement is None:
             return
         if self._placement is not None:
-            if self._placement is not placement:
+            # The same subnets and groups (ids, or the tokens of a group created here) are the same network, whichever
+            # endpoint's placement object names them.
+            if _network_of(self._placement) != _network_of(placement):
                 refuse(
                     construct_subject("DeploymentPreflight", self),
                     [

@@ -8,6 +8,7 @@ the hash of what is shipped, so changing a shared package redeploys every functi
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import shutil
 from collections.abc import Sequence
@@ -34,17 +35,21 @@ _ELF_X86_64 = 62  # e_machine of an x86-64 ELF object (System V ABI, AMD64 suppl
 
 
 def crt_files() -> tuple[Path, Path] | None:
-    """(awscrt's package folder, its extension) as installed here, when they are a Linux x86-64 abi3 build."""
+    """(awscrt's package folder, its extension) as installed here, when they are a Linux x86-64 abi3 build.
+
+    Found through the installed distribution's file list (importlib.metadata), not the import system: a process
+    that loaded the extension from a code asset (hfstage.checksum, through memfd) has another ``_awscrt`` in
+    ``sys.modules``, and find_spec would answer with that one."""
     try:
-        extension_spec = importlib.util.find_spec(CRT_EXTENSION)
-        package_spec = importlib.util.find_spec(CRT_DISTRIBUTION)
-    except (ImportError, ValueError):
+        distribution = importlib.metadata.distribution(CRT_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError:
         return None
-    if extension_spec is None or package_spec is None or not extension_spec.origin or not package_spec.origin:
+    files = distribution.files or []
+    extension_file = next((f for f in files if f.parts == (f"{CRT_EXTENSION}.abi3.so",)), None)
+    init_file = next((f for f in files if f.parts == (CRT_DISTRIBUTION, "__init__.py")), None)
+    if extension_file is None or init_file is None:
         return None
-    extension = Path(extension_spec.origin)
-    if extension.name != f"{CRT_EXTENSION}.abi3.so":
-        return None
+    extension = Path(str(distribution.locate_file(extension_file)))
     try:
         header = extension.read_bytes()[:20]
     except OSError:
@@ -52,7 +57,7 @@ def crt_files() -> tuple[Path, Path] | None:
     # ELF magic, 64-bit class, little-endian, then e_machine at byte 18 (System V gABI, ELF header).
     if header[:6] != b"\x7fELF\x02\x01" or int.from_bytes(header[18:20], "little") != _ELF_X86_64:
         return None
-    return Path(package_spec.origin).parent, extension
+    return Path(str(distribution.locate_file(init_file))).parent, extension
 
 
 @jsii.implements(cdk.ILocalBundling)

@@ -305,7 +305,7 @@ def from_snapshot(
         relative = path.relative_to(folder)
         if relative.parts[0] in SNAPSHOT_SKIPPED or not path.is_file():  # is_file follows huggingface_hub's links
             continue
-        files[relative.as_posix()] = path.stat().st_size
+        files[relative.as_posix()] = _snapshot_size(path)
     found: dict[str, Any] | None = None
     if gguf:
         name, _ = select_gguf(files, gguf_file)
@@ -327,7 +327,7 @@ def from_snapshot(
         config = _snapshot_json(folder, "config.json", bad)
         if SAFETENSORS_INDEX in files:
             files.update(_shards_from_index(_snapshot_json(folder, SAFETENSORS_INDEX, bad), files, bad))
-    return ModelFacts(
+    facts = ModelFacts(
         repo_id=repo_id,
         revision=revision,
         sha=sha,
@@ -337,6 +337,27 @@ def from_snapshot(
         endpoint=f"local snapshot {folder.name}",
         gguf=found,
     )
+    if not facts.weight_bytes:  # nothing to check the fit with: a record saying 0 bytes would pass every check
+        raise bad("holds no weights and no safetensors index naming them (config.json alone cannot be sized)")
+    return facts
+
+
+# A Git LFS pointer (a clone with GIT_LFS_SKIP_SMUDGE=1): "version <spec>", "oid sha256:<hex>", "size <bytes>"
+# (git-lfs docs/spec.md), small text standing for the real file.
+LFS_SPEC = b"version https://git-lfs.github.com/spec/v1\n"
+LFS_POINTER_MAX = 1024  # bytes: the spec's pointers are under 200
+
+
+def _snapshot_size(path: Path) -> int:
+    """The size of the file ``path`` stands for: its own, or the one a Git LFS pointer names."""
+    size = path.stat().st_size
+    if size > LFS_POINTER_MAX:
+        return size
+    text = path.read_bytes()
+    if not text.startswith(LFS_SPEC):
+        return size
+    sizes = [line[5:] for line in text.split(b"\n") if line.startswith(b"size ")]
+    return int(sizes[0]) if len(sizes) == 1 and sizes[0].isdigit() else size
 
 
 def _snapshot_json(folder: Path, name: str, bad: Any) -> dict[str, Any]:

@@ -20,5 +20,6 @@ def build_stacks(app: cdk.App, context: Mapping[str, Any], *, facts: FactsSource
     working folder: the project's, under ``cdk``), else the one deployment's stack."""
     deployments = deployments_of(context, read_text=lambda path: Path(path).read_text(encoding="utf-8"))
     if deployments is not None:
-        return build_fleet_stacks(app, deployments, settings=context, facts=facts)
+        top = {key: value for key, value in context.items() if key not in ("deployments", "deployments_file")}
+        return build_fleet_stacks(app, deployments, settings=top, facts=facts)
     return [build_deployment_stack(app, context, facts=facts)]

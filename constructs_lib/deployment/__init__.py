@@ -26,7 +26,7 @@ from llmops.facts import METADATA_KEY, FactsSource
 
 from .config import ConfigError, DeploymentConfig
 from .context_keys import KEYS
-from .fleet import Fleet, deployments_of, fleet_from_context
+from .fleet import FLEET_KEYS, Fleet, deployments_of, fleet_from_context
 from .fleet_stacks import build_fleet
 from .llm_endpoint_stack import LlmEndpointStack
 from .model_checks import check_deployment, check_fleet, fleet_metadata
@@ -55,6 +55,10 @@ def build_deployment_stack(
 ) -> LlmEndpointStack:
     """One deployment's stack, named ``stack_name``, from ``settings``; refused with ``ConfigError`` (every
     problem, each naming its key) before any construct exists."""
+    given = sorted(set(settings or {}) & set(FLEET_KEYS))
+    if given:  # a fleet is build_fleet_stacks's: here it would be ignored
+        raise ConfigError([f"{key}: a fleet's map; give it to build_fleet_stacks, not in one deployment's settings"
+                           for key in given])  # fmt: skip
     config = DeploymentConfig.from_context(settings_with_defaults(settings))
     # The lookup is a step of the app, like CDK's own context lookups: the record when it has the model, the Hub
     # (then recorded) when not; the checks then refuse what cannot run.
@@ -74,6 +78,9 @@ def build_fleet_stacks(
     """A fleet's stacks: the app's model bucket stack when some deployment stages, then one stack per endpoint
     (``<stack_name>-<endpoint>``). ``deployments``: the map itself, or the path of a JSON file holding it (read
     as UTF-8, duplicate keys refused); ``settings``: the top-level keys every deployment inherits."""
+    given = sorted(set(settings or {}) & set(FLEET_KEYS))
+    if given:  # the map is the deployments argument; a second one in settings would be ignored
+        raise ConfigError([f"settings.{key}: give the fleet's map as the deployments argument only" for key in given])
     context = settings_with_defaults(settings)
     if isinstance(deployments, (str, Path)):
         path = str(deployments)

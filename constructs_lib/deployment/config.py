@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import field, make_dataclass
 from difflib import get_close_matches
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from constructs_lib import (
     GGUF_FILE_DESCRIPTION,
@@ -177,7 +177,9 @@ def _governance_problems(values: Mapping[str, Any]) -> list[str]:
         problems.append(
             f"hf_endpoint={values['hf_endpoint']!r}: only applies to staging from the Hub, not with model_s3_uri"
         )
-    if values.get("bucket_kms_key_arn") and (values.get("model_bucket") or values.get("model_s3_uri")):
+    # A model.tar.gz is staged into the app's bucket, which bucket_kms_key_arn encrypts; a prefix is served as is.
+    given_prefix = values.get("model_s3_uri") and not is_model_archive(values["model_s3_uri"])
+    if values.get("bucket_kms_key_arn") and (values.get("model_bucket") or given_prefix):
         problems.append(
             f"bucket_kms_key_arn={values['bucket_kms_key_arn']!r}: for the bucket this stack creates (or reuses); "
             "a given bucket's key is model_kms_key_arn"
@@ -428,15 +430,25 @@ class _Settings:
 
 
 # One field per registry key, in its order (the registry's parsers give each its value), then what is derived.
-DeploymentConfig = make_dataclass(
-    "DeploymentConfig",
-    [
-        *((key.name, Any) for key in KEYS),
-        ("serving_image", ServingImage, field(repr=False, default=None)),
-        ("image_source", str, field(default="engine default")),
-    ],
-    bases=(_Settings,),
-    frozen=True,
-)
-DeploymentConfig.__module__ = __name__  # make_dataclass's own module argument is Python 3.12's
-DeploymentConfig.__doc__ = "A deployment's settings: every context key parsed and checked (from_context)."
+# Type checkers see a class whose fields are Any (they cannot read make_dataclass); at run time it is the dataclass.
+if TYPE_CHECKING:
+
+    class DeploymentConfig(_Settings):
+        serving_image: ServingImage
+        image_source: str
+
+        def __getattr__(self, name: str) -> Any: ...
+
+else:
+    DeploymentConfig = make_dataclass(
+        "DeploymentConfig",
+        [
+            *((key.name, Any) for key in KEYS),
+            ("serving_image", ServingImage, field(repr=False, default=None)),
+            ("image_source", str, field(default="engine default")),
+        ],
+        bases=(_Settings,),
+        frozen=True,
+    )
+    DeploymentConfig.__module__ = __name__  # make_dataclass's own module argument is Python 3.12's
+    DeploymentConfig.__doc__ = "A deployment's settings: every context key parsed and checked (from_context)."

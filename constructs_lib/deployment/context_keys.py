@@ -855,8 +855,6 @@ KEYS: tuple[ContextKey, ...] = (
         "governance",
         "https URL of a Hub mirror or proxy (Artifactory, Nexus, a self-hosted mirror) that staging reads from "
         "instead of huggingface.co; the token is sent to that origin only",
-        scope="endpoint",
-        example="https://hub.example.com",
     ),
     ContextKey(
         "tags",

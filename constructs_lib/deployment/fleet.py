@@ -25,6 +25,7 @@ from constructs_lib import (
     get_engine,
 )
 from constructs_lib.engines import adapter_env_problems
+from constructs_lib.model_data import is_model_archive
 from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
 
 from .config import SLO_KEYS, ConfigError, DeploymentConfig
@@ -39,6 +40,10 @@ APP_KEYS = APP_SCOPED
 # What one endpoint has once (the registry's scope "endpoint"): the first deployment's stack builds the endpoint,
 # its functions, network, keys, alarms and tags, so every deployment sharing it must agree.
 ENDPOINT_KEYS = ENDPOINT_SCOPED
+# Top-level keys a deployment whose model is in S3 (model_s3_uri) does not inherit: the Hub mirror; and with a
+# prefix served as it is (not an archive staged into the app's bucket), that bucket's key.
+S3_UNUSED = ("hf_endpoint",)
+PREFIX_UNUSED = ("bucket_kms_key_arn",)
 # An adapter's own load-gate targets (issue 39, item 4): the slo_* keys (the config's, from the construct's
 # LOAD_CONTEXT_KEYS), over its deployment's.
 ADAPTER_SLO_KEYS = SLO_KEYS
@@ -195,6 +200,13 @@ def fleet_from_context(context: Mapping[str, Any], deployments: Mapping[str, Any
             continue
         merged = {**top, **{k: v for k, v in entry.items() if k not in (*APP_KEYS, *DEPLOYMENT_ONLY_KEYS)}}
         merged["stack_name"] = f"{app}-{endpoint}"
+        if isinstance(merged.get("model_s3_uri"), str):
+            # Not inherited where they do not apply (given on the deployment itself, they are still refused by name):
+            # a model from S3 reads no Hub mirror, and a prefix served as it is is not in the app's bucket.
+            prefix = not is_model_archive(merged["model_s3_uri"])
+            for key in S3_UNUSED + (PREFIX_UNUSED if prefix else ()):
+                if key not in entry:
+                    merged.pop(key, None)
         try:
             config = DeploymentConfig.from_context(merged)
         except ConfigError as e:

@@ -50,7 +50,11 @@ def build_fleet(app: cdk.App, fleet: Fleet) -> list[cdk.Stack]:
     for endpoint in fleet.endpoints:
         first, *packed = endpoint.deployments
         stack = LlmEndpointStack(
-            app, endpoint.stack_name, config=staged_into_app_bucket(first.config), bucket_app=fleet.app
+            app,
+            endpoint.stack_name,
+            config=staged_into_app_bucket(first.config),
+            bucket_app=fleet.app,
+            hub_endpoints=[d.config.hf_endpoint for d in endpoint.deployments],
         )
         taken += _taken_by_the_stack(stack, endpoint)
         if taken:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -61,6 +62,7 @@ class LlmEndpointStack(cdk.Stack):
         config: DeploymentConfig,
         model_facts: FactsStatus | None = None,
         bucket_app: str | None = None,
+        hub_endpoints: Sequence[str | None] | None = None,
         **kwargs,
     ) -> None:
         """model_facts: what synth checked against the recorded Hub facts (model_checks.py), carried in the
@@ -85,7 +87,9 @@ class LlmEndpointStack(cdk.Stack):
             # Every function of the stack, CDK's own included, in the deployment's subnets (an SCP may require
             # lambda:VpcIds), so that the staging handler resolves the revision through the VPC too (a mirror).
             # A mirror's own port for the created group, as the staging job's (StagedCheckpoint.hub_endpoint).
-            ports = (443, *hub_ports(config.hf_endpoint))
+            # hub_endpoints: every Hub mirror the stack's deployments stage through (a fleet's packed ones too).
+            mirrors = [config.hf_endpoint] if hub_endpoints is None else hub_endpoints
+            ports = tuple(dict.fromkeys((443, *(port for mirror in mirrors for port in hub_ports(mirror)))))
             place_functions_in_vpc(self, **self.network, egress_ports=ports)
         # Every log group and function of the stack, CDK's own included, whenever they are added (an aspect).
         key_of = {"LogsKey": config.logs_kms_key_arn, "LambdaKey": config.lambda_kms_key_arn}

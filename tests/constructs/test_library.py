@@ -231,3 +231,14 @@ def test_the_deployments_pages_examples_build_what_they_say(tmp_path, monkeypatc
     stack = scope["stack"]
     assert isinstance(stack, cdk.Stack) and stack.stack_name == "Chat"
     assertions.Template.from_stack(stack).resource_count_is("AWS::SageMaker::Endpoint", 1)
+
+
+def test_the_deployment_calls_refuse_a_fleet_map_where_it_would_be_ignored():
+    import aws_cdk as cdk
+
+    from constructs_lib.deployment import ConfigError, build_deployment_stack, build_fleet_stacks
+
+    with pytest.raises(ConfigError, match="deployments: a fleet's map; give it to build_fleet_stacks"):
+        build_deployment_stack(cdk.App(), {"deployments": {"a": {}}})
+    with pytest.raises(ConfigError, match=r"settings\.deployments_file: give the fleet's map as the deployments"):
+        build_fleet_stacks(cdk.App(), {"a": {}}, settings={"deployments_file": "other.json"})

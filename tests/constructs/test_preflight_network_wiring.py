@@ -91,3 +91,11 @@ def test_one_preflight_served_on_two_networks_is_refused():
     other = _network(stack, subnets=["subnet-0123456789abcdef2"], group="sg-0123456789abcdef1", tag="b")
     with pytest.raises(Refusal, match="served on two networks"):
         GpuEndpoint(stack, "B", model=preflight.checked_model, instance_type="ml.g6.xlarge", **other)
+
+
+def test_two_endpoints_on_the_same_subnets_and_groups_share_one_preflight():
+    stack, model = _stack()
+    preflight = DeploymentPreflight(stack, "Preflight", model=model, instance_type="ml.g6.xlarge")
+    GpuEndpoint(stack, "A", model=preflight.checked_model, instance_type="ml.g6.xlarge", **_network(stack))
+    GpuEndpoint(stack, "B", model=preflight.checked_model, instance_type="ml.g6.xlarge", **_network(stack, tag="b"))
+    assert len(_network_statements(stack)) == 1

@@ -73,7 +73,9 @@ def run(name: str, code: str) -> str | None:
         exec(compile(code, name, "exec"), {"__name__": "example"}, scope)  # the docs' own code
         if not any(isinstance(c, cdk.CfnResource) for c in stack.node.find_all()):
             app.node.try_remove_child("Example")  # an app-level example, or one that only makes objects
-        app.synth()
+        # Every app the example made synthesizes too (its validations run then), not only the runner's.
+        for made in {id(v): v for v in [app, *scope.values()] if isinstance(v, cdk.App)}.values():
+            made.synth()
     except Exception as e:  # every failure is reported, one line each
         return f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
     return None
@@ -89,8 +91,9 @@ def main(argv: list[str]) -> int:
         why = run(name, code)
         failed += why is not None
         print(f"{'ok  ' if why is None else 'FAIL'} {name}{'' if why is None else ': ' + why}", flush=True)
-    print(f"{len(examples(docs)) - failed} of {len(examples(docs))} examples ran")
-    return 1 if failed else 0
+    total = len(examples(docs))
+    print(f"{total - failed} of {total} examples ran")
+    return 1 if failed or not total else 0  # no example found is a failure: the pages or the pattern moved
 
 
 if __name__ == "__main__":

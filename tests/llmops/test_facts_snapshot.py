@@ -122,3 +122,23 @@ def test_a_gguf_snapshot_records_its_header_read_from_the_file(tmp_path, capsys)
 def test_record_without_a_folder_or_model_id_says_what_it_needs(capsys):
     assert facts_main(["record"]) == 2
     assert "record needs the snapshot folder and --model-id" in capsys.readouterr().err
+
+
+def test_git_lfs_pointers_stand_for_the_files_they_name(tmp_path):
+    # A clone with GIT_LFS_SKIP_SMUDGE=1 keeps ~130-byte pointers where the shards are (git-lfs spec).
+    folder = snapshot(tmp_path / "m", shards=(5_000_000_000, 4_000_000_000), total=1)
+    for i, size in enumerate((5_000_000_000, 4_000_000_000), 1):
+        pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{'ab' * 32}\nsize {size}\n"
+        (folder / f"model-{i:05d}-of-00002.safetensors").write_text(pointer)
+    (folder / "notes.txt").write_text("version https://git-lfs.github.com/spec/v1\nno size here\n")
+    facts = from_snapshot(folder, MISTRAL, "main", sha=SHA)
+    assert facts.weight_bytes == 9_000_000_000  # the pointers' sizes, not the index's total
+    assert facts.files["notes.txt"] == len("version https://git-lfs.github.com/spec/v1\nno size here\n")
+
+
+def test_a_snapshot_with_nothing_to_size_is_refused(tmp_path):
+    folder = tmp_path / "m"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(MISTRAL_SMALL_24B))
+    with pytest.raises(FactsError, match="holds no weights and no safetensors index"):
+        from_snapshot(folder, MISTRAL, "main", sha=SHA)

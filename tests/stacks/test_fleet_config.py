@@ -161,7 +161,7 @@ def test_the_registry_gives_every_key_a_scope_and_every_endpoint_key_a_second_va
             assert key.example is None, f"{key.name}: an example only serves the endpoint-scoped keys' test"
     # The keys the first deployment's stack alone reads (llm_endpoint_stack.py: the stack's network, keys, tags and
     # endpoint; fleet_stacks.py: the app's bucket stack) are scoped so.
-    assert {"tags", "vpc_subnet_ids", "volume_kms_key_arn", "hf_endpoint"} <= set(ENDPOINT_SCOPED)
+    assert {"tags", "vpc_subnet_ids", "volume_kms_key_arn"} <= set(ENDPOINT_SCOPED)
     assert "provision_timeout_s" in ENDPOINT_SCOPED
     assert {"enhanced_metrics", "metric_publish_frequency_s", "capacity_reservation_instances"} <= set(ENDPOINT_SCOPED)
     assert {"prefix_routing_length", "prefix_routing_concurrency"} <= set(ENDPOINT_SCOPED)
@@ -221,3 +221,25 @@ def test_a_base_that_switches_lora_off_is_refused_with_its_deployments_key():
     # The same base without adapters keeps the user's value as it is.
     (deployment,) = fleet({"a": {**IC, "engine_env": {"SM_VLLM_ENABLE_LORA": False}}}).deployments
     assert deployment.config.engine_env == {"SM_VLLM_ENABLE_LORA": False}
+
+
+def test_a_prefix_deployment_does_not_inherit_the_apps_staging_keys():
+    # bucket_kms_key_arn (app scope) and hf_endpoint apply to what is staged; a deployment serving a given prefix
+    # shares the fleet without them, while an archive (staged into the app's bucket) keeps the bucket's key.
+    key = "arn:aws:kms:us-east-1:123456789012:key/1111abcd-12ab-34cd-56ef-1234567890ab"
+    top = {"bucket_kms_key_arn": key, "hf_endpoint": "https://hub.example.com"}
+    f = fleet(
+        {
+            "hub": {**IC, "endpoint": "e"},
+            "prefix": {**IC, "endpoint": "e", "model_s3_uri": "s3://my-models/org--m/abc/"},
+            "archive": {"model_s3_uri": "s3://my-models/training/output/model.tar.gz"},
+        },
+        **top,
+    )
+    configs = {d.name: d.config for d in f.deployments}
+    assert (configs["hub"].bucket_kms_key_arn, configs["hub"].hf_endpoint) == (key, "https://hub.example.com")
+    assert (configs["prefix"].bucket_kms_key_arn, configs["prefix"].hf_endpoint) == (None, None)
+    assert configs["archive"].bucket_kms_key_arn == key
+    # Given on the prefix deployment itself, the key is still refused by name.
+    found = problems({"p": {"model_s3_uri": "s3://my-models/org--m/abc/", "hf_endpoint": "https://hub.example.com"}})
+    assert any(p.startswith("deployments.p.hf_endpoint=") for p in found), found

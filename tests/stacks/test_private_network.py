@@ -461,3 +461,24 @@ def test_every_packed_deployments_preflight_checks_the_endpoints_network(tmp_pat
     (stack,) = [s for s in app.node.children if isinstance(s, cdk.Stack) and s.stack_name == "LlmEndpoint-e"]
     preflights = Template.from_stack(stack).find_resources("Custom::DeploymentPreflight").values()
     assert len(preflights) == 2 and all(p["Properties"]["Subnets"] == subnets for p in preflights)
+
+
+def test_a_shared_endpoints_functions_reach_every_packed_deployments_hub_mirror(tmp_path):
+    # hf_endpoint is each deployment's own (its staging job's); the stack's functions, in the VPC, resolve the
+    # revision through every mirror, so the created group opens each mirror's port.
+    fleet = tmp_path / "fleet.json"
+    packed = {"deployment_mode": "inference-component", "instance_type": "ml.g6.12xlarge", "accelerators_per_copy": 1}
+    fleet.write_text(
+        json.dumps(
+            {
+                "a": {**packed, "endpoint": "e", "hf_endpoint": "https://mirror-a.example.com:8443"},
+                "b": {**packed, "endpoint": "e", "hf_endpoint": "https://mirror-b.example.com:9443"},
+            }
+        )
+    )
+    app = build(
+        deployments_file=str(fleet), vpc_subnet_ids='["subnet-0123456789abcdef0"]', vpc_id="vpc-0123456789abcdef0"
+    )
+    (stack,) = [s for s in app.node.children if isinstance(s, cdk.Stack) and s.stack_name == "LlmEndpoint-e"]
+    text = json.dumps(Template.from_stack(stack).to_json())
+    assert '"FromPort": 8443' in text and '"FromPort": 9443' in text
