@@ -35,6 +35,7 @@ from constructs_lib import (
     pool_problems,
     recorded_tag_key,
     remote_code_keys,
+    resolve_scaling,
     smoke_request_problems,
     staging_patterns,
 )
@@ -343,7 +344,7 @@ class _Settings:
             problems += plan.errors
             scaling_problems = []
             if "deployment_mode" in values:
-                scaling_problems = plan_scaling(
+                scaling = resolve_scaling(
                     deployment_mode=values["deployment_mode"],
                     instance_spec_gpu_count=plan.instance.gpu_count if plan.instance else None,
                     tensor_parallel_size=values.get("tensor_parallel_size"),
@@ -355,7 +356,16 @@ class _Settings:
                     capacity_reservation_instances=values.get("capacity_reservation_instances"),
                     **{key: values.get(key) for key in SCALING_KEYS if key in values},
                 )
+                scaling_problems = scaling.errors
                 problems += scaling_problems
+                cooldowns = [k for k in ("scale_in_cooldown_s", "scale_out_cooldown_s") if values.get(k) is not None]
+                if cooldowns and not scaling_problems and not (scaling.scales_instances or scaling.scales_copies):
+                    # The stack adds them to the target tracking policy, which exists only when something scales.
+                    problems.append(
+                        f"{' and '.join(f'{k}={values[k]}' for k in cooldowns)}: only when the deployment autoscales "
+                        "(standard mode: max_instances above min_instances; component mode: max_copies above "
+                        "min_copies, or scale_to_zero); here nothing scales, so it would be ignored"
+                    )
             if values.get("instance_pools") and not plan.errors and not scaling_problems:
 
                 def pool_check(pool: str) -> list[str]:
