@@ -61,9 +61,8 @@ from .monitoring import (
     THRESHOLD_RANGES,
     AlarmThresholds,
     AlarmTopic,
-    MonitoredComponent,
-    MonitoredComponentEndpoint,
-    MonitoredEndpoint,
+    Monitor,
+    Watched,
 )
 from .names import repo_id_problem, revision_problem
 from .network import FUNCTION_ENDPOINTS, VpcPlacement, place_functions_in_vpc
@@ -127,9 +126,7 @@ __all__ = [
     "LoadGate",
     "ModelBucket",
     "ModelSource",
-    "MonitoredComponent",
-    "MonitoredComponentEndpoint",
-    "MonitoredEndpoint",
+    "Monitor",
     "Price",
     "Refusal",
     "S3ModelData",
@@ -138,6 +135,7 @@ __all__ = [
     "StagedCheckpoint",
     "UpdatePolicy",
     "VpcPlacement",
+    "Watched",
     "adapter_artifact_problems",
     "adapter_env",
     "app_bucket_name",

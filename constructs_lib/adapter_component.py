@@ -13,13 +13,17 @@ import re
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .engines import engine_without_adapters
 from .hosting import grant_invoke_arns, openai_base_url
 from .inference_component import InferenceComponent
+from .monitoring import AlarmThresholds, Monitor, Watched
+from .monitoring.metrics import ComponentMetrics, metrics_settings
 from .names import COMPONENT_NAME, matches
 from .problems import construct_subject, refuse
 from .smoke_test import EndpointSmokeTest, _endpoint_props
@@ -78,7 +82,7 @@ def artifact_problems(key: str, artifact_url: str) -> list[str]:
     return []
 
 
-class AdapterComponent(Construct):
+class AdapterComponent(ComponentMetrics, Construct):
     """A LoRA adapter (one ``.tar.gz`` in S3) as an adapter inference component on ``base``.
 
     Minimal use: ``AdapterComponent(self, "Sql", base=component, artifact_url="s3://b/adapters/sql.tar.gz")``, or
@@ -188,6 +192,31 @@ class AdapterComponent(Construct):
         if artifact is not None:  # the archive exists once the staging job verified every byte
             self.component.node.add_dependency(artifact.dependable)
         self.node.default_child = self.component
+        self.monitor = Monitor(self)
+        base.adapters.append(self)  # the endpoint's dashboard shows it under its base
+
+    def watched(self) -> Watched:
+        """What its monitor watches: this adapter's invocations (its base's copies serve it: no GPU of its own)."""
+        enhanced, publish_s = metrics_settings(self.endpoint.endpoint_config)
+        return Watched(
+            kind="adapter",
+            name=self.inference_component_name,
+            title=self.node.id,
+            enhanced=enhanced,
+            publish_s=publish_s,
+        )
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """The alarms of ``add_alarms`` (none before it)."""
+        return self.monitor.alarms
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """Alarms on this adapter's 5xx errors and p99 model latency (``errors_5xx_percent``, ``p99_latency_ms``;
+        GPU memory and capacity are its base's), children ``Alarms/<Name>``."""
+        return self.monitor.add_alarms(thresholds, topic=topic)
 
     @property
     def inference_component_arn(self) -> str:

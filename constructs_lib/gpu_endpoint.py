@@ -13,14 +13,13 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from aws_cdk import aws_sns as sns
+from constructs import Construct, IDependable
 
 from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, ROUTING_STRATEGIES, STANDARD, resolve_scaling
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, get_engine
 from .hosting import (
-    LOG_RETENTION_FUNCTION_ID,
-    LOG_RETENTION_SERVICE_TIMEOUT_S,
     EndpointVariantMixin,
     capacity_reservation,
     config_and_endpoint,
@@ -41,18 +40,20 @@ from .images import ServingImage
 from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
-from .monitoring import MonitoredEndpoint
+from .monitoring import AlarmThresholds, Monitor, Watched, grant_describe_alarms, rollback_alarms
+from .monitoring.dashboards import SmokeFigures, gpus_per_type
+from .monitoring.metrics import EndpointMetrics, metrics_settings
 from .preflight_check import check_placement
 from .problems import construct_subject, refuse
 from .serving_features import metrics_problems, prefix_routing_problems
+from .update_policy import UpdatePolicy, reservation_problems
 
-# Re-exported: the log-retention constants were defined here first and are imported from here.
-__all__ = ["LOG_RETENTION_FUNCTION_ID", "LOG_RETENTION_SERVICE_TIMEOUT_S", "VARIANT_NAME", "GpuEndpoint"]
+__all__ = ["VARIANT_NAME", "GpuEndpoint"]
 
 VARIANT_NAME = "AllTraffic"
 
 
-class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
+class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
     """A SageMaker Model (uncompressed S3 prefix, network-isolated), EndpointConfig and Endpoint.
 
     Minimal use: ``GpuEndpoint(self, "Endpoint", model=S3ModelData(bucket, "models/x/"))`` serves the
@@ -237,6 +238,8 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         self.tensor_parallel_size = plan.tensor_parallel_size
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
+        self.monitor = Monitor(self)
+        self.update_policy: UpdatePolicy | None = None
         self.environment = plan.environment
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
@@ -376,12 +379,123 @@ class GpuEndpoint(MonitoredEndpoint, EndpointVariantMixin, Construct):
         )
         return self.scalable_target
 
-    def metric_model_latency(self, **kwargs: Any) -> cloudwatch.Metric:
-        """Model latency in microseconds (p90 by default)."""
-        return self.metric("ModelLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)
+    def watched(self) -> Watched:
+        """What its monitor watches: the variant, by its literal names, with the endpoint config's MetricsConfig."""
+        enhanced, publish_s = metrics_settings(self.endpoint_config)
+        pool_gpus = None
+        if len(self.instance_types) > 1:
+            counts = set(gpus_per_type(self.instance_types, self.instance).values())
+            pool_gpus = counts.pop() if len(counts) == 1 else None  # standard mode: one GPU count (pool_problems)
+        return Watched(
+            kind="variant",
+            name=self.monitored_name,
+            title=self.node.id,
+            variant_name=self.variant_name,
+            gpus=self.instance.gpu_count if self.instance else None,
+            instance_types=tuple(self.instance_types),
+            pool_gpus=pool_gpus,
+            enhanced=enhanced,
+            publish_s=publish_s,
+        )
 
-    def metric_gpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("GPUUtilization", namespace="/aws/sagemaker/Endpoints", **kwargs)
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """The alarms of ``add_alarms`` (none before it)."""
+        return self.monitor.alarms
 
-    def metric_gpu_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("GPUMemoryUtilization", namespace="/aws/sagemaker/Endpoints", **kwargs)
+    @property
+    def no_capacity_alarm(self) -> cloudwatch.Alarm | None:
+        """The instances-reporting alarm of ``add_alarms``, if any."""
+        return self.monitor.no_capacity_alarm
+
+    @property
+    def dashboard(self) -> cloudwatch.Dashboard | None:
+        """The dashboard of ``add_dashboard``, if any."""
+        return self.monitor.dashboard
+
+    @property
+    def dashboard_url(self) -> str:
+        """The console address of the dashboard (``add_dashboard`` first)."""
+        return self.monitor.dashboard_url
+
+    def add_alarms(
+        self,
+        thresholds: AlarmThresholds | None = None,
+        *,
+        topic: sns.ITopic | None = None,
+        serving: IDependable | None = None,
+    ) -> list[cloudwatch.Alarm]:
+        """Alarms on 5xx errors, p99 model latency, GPU memory and instances reporting (``AlarmThresholds``
+        says when each fires), notifying ``topic`` when given. They are children ``Alarms/<Name>``.
+
+        :param serving: what completes once the endpoint serves (the stack's smoke test). The instances-reporting
+            alarm (``NoCapacity``) treats missing data as breaching, since no instance reports nothing at all
+            ("breaching: Missing data points are treated as 'bad' and breaching the threshold", CloudWatch user
+            guide, AlarmThatSendsEmail "Configuring how CloudWatch alarms treat missing data"). Before the endpoint
+            has instances and while it is deleted there is no data either, so that alarm is created after
+            ``serving`` and deleted before it, and it is left out of the update's rollback alarms (the endpoint's
+            DeploymentConfig cannot name an alarm that waits for the endpoint; a blue/green or rolling update keeps
+            old instances reporting, so it has nothing to add there). Default: the endpoint, whose CloudFormation
+            create polls DescribeEndpoint for up to 160 minutes and whose delete polls it too (cfn-lint schema of
+            AWS::SageMaker::Endpoint, handlers), so the alarm starts once the endpoint is created and goes first.
+        """
+        return self.monitor.add_alarms(thresholds, topic=topic, serving=serving or self.endpoint)
+
+    def apply_update_policy(
+        self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
+    ) -> UpdatePolicy:
+        """Set the endpoint's ``DeploymentConfig``: blue/green with ``policy``'s traffic shifting, rolled back
+        when one of ``rollback_on`` fires. Default ``rollback_on``: the alarms of ``add_alarms``. Call it after
+        ``autoscale_instances``, so that a canary or linear step is also checked against the autoscaled range."""
+        instances = self.instance_count
+        target = self.scalable_target.node.default_child if self.scalable_target is not None else None
+        scaled = target if isinstance(target, appscaling.CfnScalableTarget) else None
+        # The most instances an update can start at: autoscaling's maximum, which UpdateEndpoint keeps
+        # (RetainAllVariantProperties, set by autoscale_instances); the timeout counts a batch for each of them.
+        fleet = max(instances, int(scaled.max_capacity)) if scaled is not None else instances
+        problems = policy.problems(
+            component_mode=False,
+            instances=instances,
+            provisioning_s=self.provisioning_s,
+            provision_s=self.provision_s,
+            most_instances=fleet,
+        )
+        if self.capacity_reservation_arn:
+            problems += reservation_problems(
+                policy, fleet=fleet, reservation_instances=self.capacity_reservation_instances
+            )
+        refuse(construct_subject("GpuEndpoint", self), problems)
+        if scaled is not None:  # autoscale_instances was called first (the stack does)
+            for warning in policy.autoscaled_warnings(
+                min_instances=int(scaled.min_capacity), max_instances=int(scaled.max_capacity)
+            ):
+                cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)
+        alarms = rollback_alarms(
+            [
+                a
+                for a in (list(rollback_on) if rollback_on is not None else self.alarms)
+                if a is not self.no_capacity_alarm  # created after the endpoint serves (add_alarms)
+            ],
+            self.node.path,
+        )
+        timeout = policy.derived_timeout_s(
+            instances=fleet, provisioning_s=self.provisioning_s, provision_s=self.provision_s
+        )
+        config = policy.endpoint_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
+        self.endpoint.deployment_config = config
+        if config is not None:
+            grant_describe_alarms(self.role, alarms)
+        self.update_policy = policy
+        return policy
+
+    def add_dashboard(
+        self, *, smoke_test: SmokeFigures | None = None, scope: Construct | None = None
+    ) -> cloudwatch.Dashboard:
+        """A dashboard of this endpoint: invocations and errors, latency, GPU, CPU/memory/disk, instances,
+        with instance pools the same per instance type, with enhanced metrics GPU memory and use per GPU,
+        the alarms' state and, with ``smoke_test`` (an ``EndpointSmokeTest``), its last figures.
+
+        :param scope: where the ``Dashboard`` goes. Default: this construct. A dashboard showing a smoke test
+            that depends on this construct must go elsewhere (the stack), or the two depend on each other.
+        """
+        return self.monitor.add_dashboard(scope=scope, smoke_test=smoke_test)

@@ -298,8 +298,8 @@ def grant_invoke_arns(grantee: iam.IGrantable, arns: list[str], *, bearer_token:
 
 
 class EndpointVariantMixin:
-    """``grant_invoke`` and variant metrics for a construct with ``endpoint_arn``, ``endpoint_name`` and
-    ``variant_name`` (``GpuEndpoint``, ``ComponentEndpoint``)."""
+    """``grant_invoke`` and the OpenAI-compatible URL of a construct with ``endpoint_arn`` and ``endpoint_name``
+    (``GpuEndpoint``, ``ComponentEndpoint``; their metrics: ``monitoring.metrics``)."""
 
     endpoint_arn: str
     endpoint_name: str
@@ -318,18 +318,6 @@ class EndpointVariantMixin:
     def openai_base_url(self) -> str:
         """The endpoint's OpenAI-compatible base URL (``.../chat/completions`` below it), for an OpenAI client."""
         return openai_base_url(self.endpoint_name)
-
-    def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
-        """A CloudWatch metric of this endpoint's variant (``namespace``, ``statistic``, ``period``)."""
-        return sagemaker_metric(
-            metric_name, {"EndpointName": self.endpoint_name, "VariantName": self.variant_name}, **kwargs
-        )
-
-    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocations", statistic="Sum", **kwargs)
-
-    def metric_invocation_5xx_errors(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocation5XXErrors", statistic="Sum", **kwargs)
 
 
 def capacity_reservation(arn: str | None) -> sagemaker.CfnEndpointConfig.CapacityReservationConfigProperty | None:

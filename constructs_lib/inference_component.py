@@ -26,9 +26,10 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_sns as sns
 from constructs import Construct, IValidation
 
-from .catalog import InstanceSpec, resolve_instance
+from .catalog import InstanceSpec, lookup_instance, resolve_instance
 from .component_plan import INFERENCE_COMPONENT, host_memory_problem, resolve_scaling, rolling_room_problem
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, adapter_env, adapter_env_problems, build_environment, get_engine
@@ -48,7 +49,6 @@ from .hosting import (
     provision_timeout_problems,
     retained_log_group,
     routing_config,
-    sagemaker_metric,
     sagemaker_scaling_role,
     serving_model,
 )
@@ -57,12 +57,15 @@ from .images import ServingImage
 from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
-from .monitoring import MonitoredComponent, MonitoredComponentEndpoint
+from .monitoring import AlarmThresholds, Monitor, Watchable, Watched, grant_describe_alarms, rollback_alarms
+from .monitoring.dashboards import SmokeFigures
+from .monitoring.metrics import ComponentHostMetrics, CopyMetrics, metrics_settings
 from .names import COMPONENT_NAME, matches
 from .network import grant_network_interfaces
 from .preflight_check import check_placement
 from .problems import refuse
 from .serving_features import metrics_problems, prefix_routing_problems
+from .update_policy import UpdatePolicy
 
 VARIANT_NAME = "AllTraffic"
 DEFAULT_TIMEOUT = cdk.Duration.minutes(20)
@@ -75,7 +78,7 @@ def _fail(kind: str, node_path: str, errors: list[str]) -> None:
     refuse(f"{kind} {node_path}", errors)
 
 
-class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Construct):
+class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
     """A SageMaker endpoint that hosts inference components: EndpointConfig (no model on the variant,
     the execution role on the config, managed instance scaling) and Endpoint.
 
@@ -233,7 +236,8 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         # Their catalog entries, the primary first: a component's copies must fit on each.
         self.pool_instances: list[InstanceSpec] = [
             plan.instance,
-            *(resolve_instance(t)[0] for t in self.instance_types[1:]),  # type: ignore[misc]
+            # Every pool type is a catalog type (pool_problems refused the others above).
+            *(spec for t in self.instance_types[1:] if (spec := lookup_instance(t)) is not None),
         ]
         self.inference_ami_version = plan.inference_ami_version
         self.scaling = scaling
@@ -247,6 +251,7 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         self.variant_name = VARIANT_NAME
         self.monitored_name = name  # literal: the alarms that guard its updates must not reference it
         self.components: list[InferenceComponent] = []
+        self.monitor = Monitor(self)
 
         self.log_group_name = f"/aws/sagemaker/Endpoints/{name}"
         self.log_retention = retained_log_group(
@@ -358,6 +363,57 @@ class ComponentEndpoint(MonitoredComponentEndpoint, EndpointVariantMixin, Constr
         )
         return math.ceil(needed / gpus)
 
+    def watched(self) -> Watched:
+        """What its monitor watches: the variant hosting the components, by its literal names."""
+        enhanced, publish_s = metrics_settings(self.endpoint_config)
+        return Watched(
+            kind="variant",
+            name=self.monitored_name,
+            title=self.node.id,
+            variant_name=self.variant_name,
+            hosts_components=True,
+            gpus=self.instance.gpu_count if self.instance else None,
+            instance_types=tuple(self.instance_types),
+            enhanced=enhanced,
+            publish_s=publish_s,
+        )
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """Every alarm of every component on this endpoint, and of their adapters."""
+        return [a for c in self.components for a in (*c.alarms, *(a for ad in c.adapters for a in ad.alarms))]
+
+    @property
+    def dashboard(self) -> cloudwatch.Dashboard | None:
+        """The dashboard of ``add_dashboard``, if any."""
+        return self.monitor.dashboard
+
+    @property
+    def dashboard_url(self) -> str:
+        """The console address of the dashboard (``add_dashboard`` first)."""
+        return self.monitor.dashboard_url
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """``add_alarms`` on each component added so far."""
+        for component in self.components:
+            component.add_alarms(thresholds, topic=topic)
+        return self.alarms
+
+    def add_dashboard(
+        self, *, smoke_test: SmokeFigures | None = None, scope: Construct | None = None
+    ) -> cloudwatch.Dashboard:
+        """A dashboard of the endpoint (GPU, CPU, disk, GPU reservation, instances) and of each component and
+        adapter on it, those added later too (invocations and errors, latency; a component's copies, the GPU of its
+        copies and requests finding no copy), then every alarm's state. ``scope`` as for
+        ``GpuEndpoint.add_dashboard``."""
+
+        def parts() -> list[Watchable]:
+            return [part for c in self.components for part in (c, *c.adapters)]
+
+        return self.monitor.add_dashboard(scope=scope, smoke_test=smoke_test, parts=parts, alarms=lambda: self.alarms)
+
     def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
         """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""
         return InferenceComponent(self, id, endpoint=self, model=model, **props)
@@ -415,7 +471,7 @@ class _CapacityCheck:
         return errors
 
 
-class InferenceComponent(MonitoredComponent, Construct):
+class InferenceComponent(CopyMetrics, Construct):
     """One model as an inference component of a ``ComponentEndpoint``: a SageMaker Model (uncompressed
     S3 prefix, network-isolated) and an InferenceComponent with its own GPUs per copy and copy count,
     optionally autoscaled and able to scale to zero.
@@ -595,6 +651,10 @@ class InferenceComponent(MonitoredComponent, Construct):
         self.scale_to_zero = scale_to_zero
         self.scalable_target: appscaling.ScalableTarget | None = None
         self.wake_alarm: cloudwatch.Alarm | None = None
+        self.monitor = Monitor(self)
+        self.update_policy: UpdatePolicy | None = None
+        # Adapter components on this base (AdapterComponent adds itself): the endpoint's dashboard shows them.
+        self.adapters: list[Watchable] = []
 
         self.log_group_name = f"/aws/sagemaker/InferenceComponents/{name}"
         self.log_retention = retained_log_group(
@@ -809,20 +869,62 @@ class InferenceComponent(MonitoredComponent, Construct):
         """This component's OpenAI-compatible base URL: the endpoint's path naming the component."""
         return openai_base_url(self.endpoint.endpoint_name, self.inference_component_name)
 
-    def metric(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
-        """A CloudWatch metric of this component (dimension ``InferenceComponentName``)."""
-        return sagemaker_metric(metric_name, {"InferenceComponentName": self.inference_component_name}, **kwargs)
+    def watched(self) -> Watched:
+        """What its monitor watches: this component's copies, with its endpoint's instance types and MetricsConfig."""
+        enhanced, publish_s = metrics_settings(self.endpoint.endpoint_config)
+        return Watched(
+            kind="component",
+            name=self.inference_component_name,
+            title=self.node.id,
+            instance_types=tuple(self.endpoint.instance_types),
+            enhanced=enhanced,
+            publish_s=publish_s,
+            wakes_on_request=self.scale_to_zero,
+        )
 
-    def metric_invocations(self, **kwargs: Any) -> cloudwatch.Metric:
-        return self.metric("Invocations", statistic="Sum", **kwargs)
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]:
+        """The alarms of ``add_alarms`` (none before it)."""
+        return self.monitor.alarms
 
-    def metric_model_latency(self, **kwargs: Any) -> cloudwatch.Metric:
-        """Model latency in microseconds (p90 by default)."""
-        return self.metric("ModelLatency", statistic=kwargs.pop("statistic", "p90"), **kwargs)
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]:
+        """Alarms on this component's 5xx errors, p99 model latency, GPU memory of its copies and requests
+        that find no copy (left out with scale-to-zero, where that is how it wakes). Children ``Alarms/<Name>``."""
+        return self.monitor.add_alarms(thresholds, topic=topic)
 
-    def metric_no_capacity_invocation_failures(self, **kwargs: Any) -> cloudwatch.Metric:
-        """Requests that found no copy to serve them (the scale-to-zero wake-up signal)."""
-        return self.metric("NoCapacityInvocationFailures", statistic="Sum", **kwargs)
+    def apply_update_policy(
+        self, policy: UpdatePolicy, *, rollback_on: Sequence[cloudwatch.Alarm] | None = None
+    ) -> UpdatePolicy:
+        """Set the component's ``DeploymentConfig``: a rolling update of ``policy.step_size`` copies per
+        batch, rolled back when one of ``rollback_on`` fires. Default ``rollback_on``: ``add_alarms``'s."""
+        copies = max(self.initial_copies, self.max_copies)
+        # A batch may need a new instance (managed instance scaling), which may wait for capacity.
+        provision = self.endpoint.provision_s
+        problems = policy.problems(
+            component_mode=True, instances=0, copies=copies, provisioning_s=self.provisioning_s, provision_s=provision
+        )
+        room = self._rolling_room_problem(policy.extra_instances_for_component_update())
+        _fail("InferenceComponent", self.node.path, problems + ([room] if room else []))
+        alarms = rollback_alarms(list(rollback_on) if rollback_on is not None else self.alarms, self.node.path)
+        # An explicit limit, so that an update that cannot finish fails and rolls back in time (derived_timeout_s).
+        timeout = policy.derived_timeout_s(
+            instances=0, copies=copies, provisioning_s=self.provisioning_s, provision_s=provision
+        )
+        config = policy.component_deployment_config([a.alarm_name for a in alarms], timeout_s=timeout)
+        self.component.deployment_config = config
+        if config is not None:
+            grant_describe_alarms(self.role, alarms)
+            # 5-50% of the copy count when the update starts, which copy autoscaling may have moved anywhere
+            # from min_copies (at least 1: scale-to-zero's 0 leaves nothing to roll) to max_copies.
+            scaled = self.scalable_target is not None
+            fewest = max(self.min_copies if scaled else self.initial_copies, 1)
+            most = max(self.max_copies if scaled else self.initial_copies, 1)
+            for warning in policy.rolling_batch_warnings(fewest=fewest, most=most):
+                cdk.Annotations.of(self).add_warning_v2("llm:rolling-batch", warning)
+        self.update_policy = policy
+        return policy
 
 
 def _pool_problems(

@@ -345,6 +345,40 @@ class UpdatePolicy:
             ]
         return []
 
+    def rolling_batch_warnings(self, *, fewest: int, most: int) -> list[str]:
+        """A component's rolling batch against its copy count when an update may start, ``fewest`` to ``most`` (copy
+        autoscaling may have moved it anywhere between min_copies, at least 1, and max_copies): 5-50 % of it
+        (API InferenceComponentRollingUpdatePolicy). A ``step_percent`` batch fits any count."""
+        if self.step_percent is not None:
+            return []
+        if most == 1:
+            # One copy: no batch of whole copies is 5-50% of it (CapacitySizeValue is at least 1, botocore
+            # sagemaker): a COPY_COUNT batch is the whole component. The default (update_policy unset) is
+            # CAPACITY_PERCENT 50 instead (default_for); this one was asked for.
+            return [
+                f"Rolling update of a one-copy component with a batch of {self.step_size} copy (COPY_COUNT): "
+                "the batch is the whole component, 100 % of its copies, outside the 5-50% of the copy count "
+                "SageMaker documents (API InferenceComponentRollingUpdatePolicy); if SageMaker refuses it, the "
+                "update fails and rolls back. Leave update_policy unset for the default batch of 50 % "
+                "(CAPACITY_PERCENT), or set update_policy=none."
+            ]
+        if self.step_size * 2 > fewest:
+            return [
+                f"Rolling update batch of {self.step_size} copies is more than half of the component's "
+                f"{fewest} copies (its fewest when an update may start); SageMaker documents a batch of 5-50% of "
+                "the copy count (API InferenceComponentRollingUpdatePolicy). With one copy the batch is the whole "
+                "component: if SageMaker refuses it, the update fails and rolls back; set update_policy=none to "
+                "update without a rolling policy."
+            ]
+        if self.step_size < most * 0.05:
+            return [
+                f"Rolling update batch of {self.step_size} copies is less than 5% of the component's {most} "
+                "copies (its most when an update may start); SageMaker documents a batch of 5-50% of the copy "
+                "count (API InferenceComponentRollingUpdatePolicy). Raise update_step_size to at least "
+                f"{math.ceil(most * 0.05)}."
+            ]
+        return []
+
     def extra_instances_during_update(self, instances: int) -> int:
         """Instances an update adds while it runs (counted by the preflight's quota check).
 

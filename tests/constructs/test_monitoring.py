@@ -151,10 +151,24 @@ def test_thresholds_change_and_disable_each_alarm():
     assert alarms["Errors5xx"]["Threshold"] == 0.01 and alarms["GpuMemory"]["Threshold"] == 99
 
 
-def test_bad_thresholds_fail_synth_naming_each():
+def test_bad_thresholds_fail_synth_naming_each_field_of_the_library():
+    # The library's own field names (AlarmThresholds'), not the app's context keys (alarm_5xx_percent ...).
     _, endpoint = gpu_endpoint()
-    with pytest.raises(ValueError, match=r"(?s)alarm_5xx_percent=150.*alarm_p99_latency_ms=0"):
+    with pytest.raises(ValueError, match=r"(?s)errors_5xx_percent=150: .*p99_latency_ms=0: ") as raised:
         endpoint.add_alarms(AlarmThresholds(errors_5xx_percent=150, p99_latency_ms=0))
+    assert "alarm_" not in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("field", "low", "high"),
+    [("errors_5xx_percent", 0, 100), ("p99_latency_ms", 0, 3_600_000), ("gpu_memory_percent", 0, 100)],
+)
+def test_each_threshold_at_its_edges(field, low, high):
+    # More than the floor, at most the ceiling: the floor and one step above the ceiling are refused.
+    assert AlarmThresholds(**{field: high}).problems() == []
+    assert AlarmThresholds(**{field: low + 0.001}).problems() == []
+    assert AlarmThresholds(**{field: low}).problems() == [f"{field}={low}: allowed more than {low}, at most {high}"]
+    assert AlarmThresholds(**{field: high + 1}).problems()[0].startswith(f"{field}={high + 1}: ")
 
 
 def test_alarms_notify_the_topic_on_alarm_and_ok():

@@ -300,7 +300,7 @@ def test_the_job_role_admits_every_job_the_construct_names(variant) -> None:
 
 def test_the_alarm_topic_admits_only_this_accounts_alarms(variant) -> None:
     """The topic policy limits who publishes (aws:SourceArn of this account's alarms); the key's statement for
-    CloudWatch carries no aws:Source* condition, deliberately (constructs_lib/monitoring.py says why)."""
+    CloudWatch carries no aws:Source* condition, deliberately (constructs_lib/monitoring/alarms.py says why)."""
     _name, _found, _extra, template = variant
     (key,) = template.find_resources("AWS::KMS::Key").values()
     (for_cloudwatch,) = [
