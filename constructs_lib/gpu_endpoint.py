@@ -37,6 +37,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .imported import ImportedEndpoint
 from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
@@ -305,6 +306,11 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         self.capacity_reservation_arn = capacity_reservation_arn
         self.capacity_reservation_instances = capacity_reservation_instances
         self.scalable_target: appscaling.ScalableTarget | None = None
+
+    @classmethod
+    def from_endpoint_name(cls, scope: Construct, id: str, endpoint_name: str) -> ImportedEndpoint:
+        """An endpoint deployed elsewhere, by name: ``grant_invoke``, ``openai_base_url`` and ``metric_*`` as here."""
+        return ImportedEndpoint(scope, id, endpoint_name=endpoint_name, variant_name=VARIANT_NAME)
 
     @property
     def endpoint_name(self) -> str:

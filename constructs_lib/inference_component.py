@@ -54,6 +54,7 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
+from .imported import ImportedComponent, ImportedEndpoint
 from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
@@ -321,6 +322,12 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
         self.endpoint.node.add_dependency(self.role)
         self.node.default_child = self.endpoint
         self.node.add_validation(_CapacityCheck(self))
+
+    @classmethod
+    def from_endpoint_name(cls, scope: Construct, id: str, endpoint_name: str) -> ImportedEndpoint:
+        """An endpoint hosting components deployed elsewhere, by name: ``grant_invoke`` (every component on it) and the
+        variant's ``metric_*``, as here."""
+        return ImportedEndpoint(scope, id, endpoint_name=endpoint_name, variant_name=VARIANT_NAME)
 
     @property
     def endpoint_name(self) -> str:
@@ -845,6 +852,16 @@ class InferenceComponent(CopyMetrics, Construct):
             if self.environment.get(name) != value:
                 self.model.add_property_override(f"PrimaryContainer.Environment.{name}", value)
         self.environment = environment
+
+    @classmethod
+    def from_component_name(
+        cls, scope: Construct, id: str, *, endpoint_name: str, inference_component_name: str
+    ) -> ImportedComponent:
+        """A component (or adapter component) deployed elsewhere, by name: ``grant_invoke`` (this component only),
+        ``openai_base_url`` and ``metric_*``, as here."""
+        return ImportedComponent(
+            scope, id, endpoint_name=endpoint_name, inference_component_name=inference_component_name
+        )
 
     @property
     def inference_component_arn(self) -> str:
