@@ -104,6 +104,8 @@ class ContextKey:
     # An endpoint-scoped key's second valid value, other than its default: the fleet test generated from this
     # registry sets it on one of two deployments sharing an endpoint and expects the refusal.
     example: Any = None
+    # The AlarmThresholds field the key sets (observability.thresholds_of reads them all from here).
+    threshold: str = ""
 
     @property
     def allowed(self) -> str:
@@ -737,6 +739,7 @@ KEYS: tuple[ContextKey, ...] = (
         "> 0, ≤ 100: share of 5xx answers in 2 of 3 minutes; null: no alarm",
         scope="endpoint",
         example=10,
+        threshold="errors_5xx_percent",
     ),
     ContextKey(
         "alarm_p99_latency_ms",
@@ -746,6 +749,7 @@ KEYS: tuple[ContextKey, ...] = (
         "> 0: p99 `ModelLatency` for 3 minutes; null: no alarm",
         scope="endpoint",
         example=9000,
+        threshold="p99_latency_ms",
     ),
     ContextKey(
         "alarm_gpu_memory_percent",
@@ -755,6 +759,17 @@ KEYS: tuple[ContextKey, ...] = (
         "> 0, ≤ 100: GPU memory for 5 minutes, above the engine's reservation; null: no alarm",
         scope="endpoint",
         example=80,
+        threshold="gpu_memory_percent",
+    ),
+    ContextKey(
+        "alarm_model_errors_percent",
+        _optional(_number(*THRESHOLD_RANGES["model_errors_percent"])),
+        None,
+        "observability",
+        "> 0, ≤ 100: share of requests the container failed (ModelError, HTTP 424) in 2 of 3 minutes; null: no alarm",
+        scope="endpoint",
+        example=5,
+        threshold="model_errors_percent",
     ),
     ContextKey(
         "alarm_no_capacity",
@@ -764,6 +779,7 @@ KEYS: tuple[ContextKey, ...] = (
         "no instance (standard) or a request finding no copy (component, not with scale-to-zero)",
         scope="endpoint",
         example=False,
+        threshold="no_capacity",
     ),
     ContextKey(
         "enhanced_metrics",

@@ -12,16 +12,16 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 
-from constructs_lib import (
+from constructs_lib import AlarmThresholds, AlarmTopic, UpdatePolicy
+from constructs_lib.rules import (
     INFERENCE_COMPONENT,
-    AlarmThresholds,
-    AlarmTopic,
-    UpdatePolicy,
     metrics_problems,
     prefix_routing_problems,
     reservation_pools_problem,
     reservation_problems,
 )
+
+from .context_keys import KEYS
 
 if TYPE_CHECKING:
     from .config import DeploymentConfig
@@ -53,12 +53,8 @@ def update_batch_copies(values: Mapping[str, Any]) -> int:
 
 
 def thresholds_of(values: Mapping[str, Any]) -> AlarmThresholds:
-    return AlarmThresholds(
-        errors_5xx_percent=values.get("alarm_5xx_percent"),
-        p99_latency_ms=values.get("alarm_p99_latency_ms"),
-        gpu_memory_percent=values.get("alarm_gpu_memory_percent"),
-        no_capacity=values.get("alarm_no_capacity", True),
-    )
+    """The thresholds the context sets: each registry key naming an ``AlarmThresholds`` field (``threshold``)."""
+    return AlarmThresholds(**{key.threshold: values[key.name] for key in KEYS if key.threshold and key.name in values})
 
 
 def observability_problems(values: Mapping[str, Any]) -> list[str]:

@@ -30,6 +30,7 @@ THRESHOLD_RANGES = {
     "errors_5xx_percent": (0, 100),
     "p99_latency_ms": (0, 3_600_000),  # an hour: ModelLatency beyond any answer
     "gpu_memory_percent": (0, 100),
+    "model_errors_percent": (0, 100),
 }
 
 
@@ -47,12 +48,17 @@ class AlarmThresholds:
     :param no_capacity: an endpoint with no instance reporting for 5 minutes (standard mode), or a
         component whose requests find no copy (component mode, left out with scale-to-zero, where that is
         how it wakes up). Default: on.
+    :param model_errors_percent: share of requests the model's container answered with an error, in percent, in
+        2 of 3 minutes (``InvocationModelErrors``). A container's 4xx or 5xx reaches the caller as ``ModelError``,
+        HTTP 424 (botocore sagemaker-runtime ``ModelError``: "Model (owned by the customer in the container)
+        returned 4xx or 5xx error code", ``httpStatusCode`` 424), so the 5xx alarm does not see it. Default: off.
     """
 
     errors_5xx_percent: float | None = 5.0
     p99_latency_ms: float | None = 30_000.0
     gpu_memory_percent: float | None = 95.0
     no_capacity: bool = True
+    model_errors_percent: float | None = None
 
     def problems(self) -> list[str]:
         errors = []
@@ -206,10 +212,10 @@ class AlarmWindow:
 def serving_alarms(
     scope: Construct, target: Watched, thresholds: AlarmThresholds, *, topic: sns.ITopic | None
 ) -> list[cloudwatch.Alarm]:
-    """The alarms of one variant, component or adapter, children of ``scope`` (ids ``Errors5xx``, ``LatencyP99``,
-    ``GpuMemory``, ``NoCapacity``; an adapter has no GPU of its own and no capacity alarm: its base's copies serve
-    it). ``target.publish_s`` and ``target.enhanced``, the endpoint's ``MetricsConfig``, set the period each metric
-    is read at (AlarmWindow)."""
+    """The alarms of one variant, component or adapter, children of ``scope`` (ids ``Errors5xx``, ``ModelErrors``,
+    ``LatencyP99``, ``GpuMemory``, ``NoCapacity``; an adapter has no GPU of its own and no capacity alarm: its
+    base's copies serve it). ``target.publish_s`` and ``target.enhanced``, the endpoint's ``MetricsConfig``, set the
+    period each metric is read at (AlarmWindow)."""
     what = f"SageMaker {WHAT[target.kind]} {target.name}"
     dims = target.dimensions
     publish_s, enhanced = target.publish_s, target.enhanced
@@ -230,6 +236,24 @@ def serving_alarms(
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
                 description=f"{what}: {thresholds.errors_5xx_percent:g}% or more of requests answered 5xx "
                 f"in {window.datapoints} of {window.span(window.periods)}.",
+                topic=topic,
+            )
+        )
+    if thresholds.model_errors_percent is not None:
+        window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
+        alarms.append(
+            _alarm(
+                scope,
+                "ModelErrors",
+                # 1 per request the container failed, else 0 (module docstring of metrics.py): the Average is the share.
+                metric=window.read(sagemaker_metric("InvocationModelErrors", dims, statistic="Average")),
+                threshold=thresholds.model_errors_percent / 100,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=window.periods,
+                datapoints=window.datapoints,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: {thresholds.model_errors_percent:g}% or more of requests failed in the model's "
+                f"container (ModelError, HTTP 424) in {window.datapoints} of {window.span(window.periods)}.",
                 topic=topic,
             )
         )

@@ -136,3 +136,33 @@ def test_thresholds_are_refused_naming_the_library_fields_on_any_target():
     adapter = AdapterComponent(stack, "Sql", base=first, artifact_url="s3://adapters/sql.tar.gz")
     with pytest.raises(ValueError, match=r"AdapterComponent Test/Sql: .*gpu_memory_percent=101: allowed more than 0"):
         adapter.add_alarms(AlarmThresholds(gpu_memory_percent=101))
+
+
+# --- the model-errors alarm: the one alarm added through adding-things.md's steps (alarms.py + context_keys.py) ---
+
+
+def test_model_errors_are_off_by_default_and_alarm_on_the_failed_share_when_set():
+    _, _, _, first = shared_endpoint()
+    assert "ModelErrors" not in [a.node.id for a in first.add_alarms()]
+    second_stack, _, _, other = shared_endpoint()
+    alarms = other.add_alarms(AlarmThresholds(model_errors_percent=2.5))
+    assert [a.node.id for a in alarms] == ["Errors5xx", "ModelErrors", "LatencyP99", "GpuMemory", "NoCapacity"]
+    t = Template.from_stack(second_stack).to_json()
+    (props,) = [p for k, p in of_type(t, "AWS::CloudWatch::Alarm").items() if "AlarmsModelErrors" in k]
+    # Average of 1-or-0 per request (InvocationModelErrors): the share failed in the container, 2 of 3 minutes.
+    assert props["MetricName"] == "InvocationModelErrors" and props["Statistic"] == "Average"
+    assert props["Threshold"] == 0.025 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert (props["EvaluationPeriods"], props["DatapointsToAlarm"], props["Period"]) == (3, 2, 60)
+    assert props["TreatMissingData"] == "notBreaching"
+    assert "ModelError, HTTP 424" in props["AlarmDescription"]
+
+
+def test_an_update_rolls_back_on_model_errors_too():
+    from constructs_lib import UpdatePolicy
+
+    stack, _, _, first = shared_endpoint()
+    first.add_alarms(AlarmThresholds(model_errors_percent=5))
+    first.apply_update_policy(UpdatePolicy(kind="rolling", step_size=1))
+    (component,) = Template.from_stack(stack).find_resources("AWS::SageMaker::InferenceComponent").values()
+    rollback = component["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
+    assert len(rollback) == 5 and any("ModelErrors" in str(a) for a in rollback)

@@ -161,7 +161,12 @@ def test_bad_thresholds_fail_synth_naming_each_field_of_the_library():
 
 @pytest.mark.parametrize(
     ("field", "low", "high"),
-    [("errors_5xx_percent", 0, 100), ("p99_latency_ms", 0, 3_600_000), ("gpu_memory_percent", 0, 100)],
+    [
+        ("errors_5xx_percent", 0, 100),
+        ("p99_latency_ms", 0, 3_600_000),
+        ("gpu_memory_percent", 0, 100),
+        ("model_errors_percent", 0, 100),
+    ],
 )
 def test_each_threshold_at_its_edges(field, low, high):
     # More than the floor, at most the ceiling: the floor and one step above the ceiling are refused.

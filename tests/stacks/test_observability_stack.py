@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -200,3 +201,25 @@ def test_pools_and_enhanced_metrics_reach_the_dashboard_and_the_gpu_memory_alarm
     assert "GROUP BY InstanceId, AcceleratorId" in body
     default = json.dumps(the(synthesized["default"], "AWS::CloudWatch::Dashboard")["DashboardBody"])
     assert "InstanceType" not in default and "AcceleratorId" not in default
+
+
+@pytest.mark.parametrize(("value", "threshold"), [("5", 0.05), ("100", 1.0), ("0.1", 0.001)])
+def test_the_model_errors_key_adds_its_alarm_to_the_rollback_alarms(value, threshold):
+    # The context text ("5") passes through the registry's parser to AlarmThresholds.model_errors_percent.
+    app = build(alarm_model_errors_percent=value)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    t = Template.from_stack(stack).to_json()
+    (errors,) = [p for k, p in resources(t, "AWS::CloudWatch::Alarm").items() if "ModelErrors" in k]
+    assert errors["MetricName"] == "InvocationModelErrors" and errors["Threshold"] == threshold
+    config = the(t, "AWS::SageMaker::Endpoint")["DeploymentConfig"]
+    names = json.dumps(config["AutoRollbackConfiguration"]["Alarms"])
+    assert "ModelErrors" in names
+
+
+@pytest.mark.parametrize("value", ["0", "100.5", "-1"])
+def test_the_model_errors_key_outside_its_range_fails_naming_it(value):
+    with pytest.raises(
+        Exception,
+        match=rf"alarm_model_errors_percent='{re.escape(value)}': out of range; allowed: more than 0, at most 100",
+    ):
+        build(alarm_model_errors_percent=value)
