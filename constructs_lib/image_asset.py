@@ -70,8 +70,8 @@ class AssetImage(ServingImage):
         """The stack's image asset, created on first use (the Model and the stack output share it)."""
         stack = cdk.Stack.of(scope)
         existing = stack.node.try_find_child(ASSET_ID)
-        if existing is not None:
-            return existing  # type: ignore[return-value]
+        if isinstance(existing, ecr_assets.DockerImageAsset):
+            return existing
         return ecr_assets.DockerImageAsset(
             stack,
             ASSET_ID,

@@ -79,7 +79,10 @@ def known_ami_versions() -> list[str]:
 
 def ami_cuda(ami: str) -> tuple[int, int] | None:
     entry = _amis()["amis"].get(ami)
-    return tuple(int(x) for x in entry["max_cuda"].split(".")) if entry else None  # type: ignore[return-value]
+    if not entry:
+        return None
+    major, minor = entry["max_cuda"].split(".")  # "12.8" (data/amis.json)
+    return int(major), int(minor)
 
 
 def default_ami_for_cuda(cuda: tuple[int, int] | None) -> str | None:

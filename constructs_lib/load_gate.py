@@ -119,9 +119,9 @@ def _range_problem(name: str, value: object, low: float, high: float, *, whole: 
     if cdk.Token.is_unresolved(value):
         return None
     kind_ok = isinstance(value, int) if whole else isinstance(value, int | float)
-    if isinstance(value, bool) or not kind_ok:
+    if isinstance(value, bool) or not kind_ok or not isinstance(value, int | float):
         return f"{name}={value!r}: expected {'a whole number' if whole else 'a number'} from {low} to {high}"
-    inside = (low < value <= high) if open_floor else (low <= value <= high)  # type: ignore[operator]
+    inside = (low < value <= high) if open_floor else (low <= value <= high)
     if not inside:
         floor = f"more than {low}" if open_floor else f"{low}"
         return f"{name}={value!r}: out of range; allowed: {floor} to {high}"

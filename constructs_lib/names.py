@@ -65,7 +65,9 @@ def matches(pattern: re.Pattern[str], value: object) -> bool:
 
 def repo_id_problem(repo_id: object) -> str | None:
     """Why ``repo_id`` is not a Hub repository id, or None."""
-    if not matches(REPO_ID, repo_id) or "--" in repo_id or ".." in repo_id or repo_id.endswith(".git"):  # type: ignore[operator]
+    if not isinstance(repo_id, str) or not matches(REPO_ID, repo_id):
+        return f"expected {REPO_ID_RULE}"
+    if "--" in repo_id or ".." in repo_id or repo_id.endswith(".git"):
         return f"expected {REPO_ID_RULE}"
     return None
 

@@ -50,6 +50,8 @@ if TYPE_CHECKING:
 
 RESOURCE_TYPE = "Custom::EndpointSmokeTest"
 PROVIDER_ID = "EndpointSmokeTestProvider"
+# A child of the provider once its role may PutMetricData for the gates (several gates share one statement).
+_METRICS_GRANTED = "SmokeMetricsGranted"
 DEFAULT_PROMPT = "In one short sentence: what is Amazon S3?"
 # The resource's own defaults (handler_kit/resources.py), the ones its handler falls back to.
 _DEFAULT = EndpointSmokeTestProperties(endpoint_name="", endpoint_config_name="", prompt=DEFAULT_PROMPT)
@@ -292,7 +294,7 @@ class EndpointSmokeTest(Construct):
         # Authorization Reference, "Actions, resources, and condition keys for Amazon CloudWatch":
         # docs.aws.amazon.com/service-authorization/latest/reference/list_amazoncloudwatch.html; CloudWatch user
         # guide iam-cw-condition-keys-namespace.html). Added once per provider: several gates share the statement.
-        if not getattr(self.provider, "_smoke_metrics_granted", False):
+        if self.provider.node.try_find_child(_METRICS_GRANTED) is None:
             role.add_to_principal_policy(
                 iam.PolicyStatement(
                     actions=["cloudwatch:PutMetricData"],
@@ -300,7 +302,7 @@ class EndpointSmokeTest(Construct):
                     conditions={"StringEquals": {"cloudwatch:namespace": SMOKE_METRIC_NAMESPACE}},
                 )
             )
-            self.provider._smoke_metrics_granted = True  # type: ignore[attr-defined]
+            Construct(self.provider, _METRICS_GRANTED)  # a marker (no resource): the statement is on the role
             acknowledge_wildcard(
                 role,
                 resource="*",

@@ -148,9 +148,10 @@ def _staged_adapter(
         exclude=(),
         gguf_file=None,
     )
-    return stack.model_source(  # type: ignore[return-value]
-        scope, config, pack=True, adapter_base_model_id=base_model_id, max_lora_rank=rank
-    )
+    staged = stack.model_source(scope, config, pack=True, adapter_base_model_id=base_model_id, max_lora_rank=rank)
+    if not isinstance(staged, StagedCheckpoint):  # a Hub adapter (model_id, no model_s3_uri) is always staged
+        raise TypeError(f"adapter {adapter.model_id!r} was not staged")
+    return staged
 
 
 def _add_adapters(
