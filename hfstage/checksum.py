@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import functools
+import importlib
 import importlib.machinery
 import importlib.util
 import os
@@ -172,7 +173,7 @@ def _load_from_memory(data: bytes) -> Any:
 
 def _crt() -> Algorithm | None:
     try:
-        from awscrt import checksums  # type: ignore[import-not-found]
+        checksums = importlib.import_module("awscrt.checksums")  # optional, and untyped: no stubs to find
     except ImportError:
         return None
     try:

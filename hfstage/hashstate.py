@@ -20,13 +20,15 @@ from __future__ import annotations
 import hashlib
 import sys
 import threading
+from types import ModuleType
 from typing import Any
 
+ctypes: ModuleType | None  # None on a Python built without _ctypes (libffi): hashlib only, no resume inside a file
 try:
     import ctypes
     import ctypes.util
-except ImportError:  # a Python built without _ctypes (libffi): hashlib only, no resume inside a file
-    ctypes = None  # type: ignore[assignment]
+except ImportError:
+    ctypes = None
 
 # sizeof(SHA256_CTX) = 8 + 2 + 16 + 2 words of 4 bytes; sizeof(SHA_CTX) = 5 + 2 + 16 + 1 words (sha.h).
 _CTX_SIZE = {"sha256": 112, "sha1": 96}
@@ -54,7 +56,7 @@ def _candidates() -> list[str]:
                     paths.append(path)
     except OSError:
         pass
-    found = ctypes.util.find_library("crypto")
+    found = ctypes.util.find_library("crypto") if ctypes is not None else None
     if found:
         paths.append(found)
     return paths
@@ -94,22 +96,23 @@ class ResumableHash:
 
     def __init__(self, algorithm: str, state: bytes | None = None, *, _lib_override: Any = None) -> None:
         lib = _lib_override if _lib_override is not None else _lib
-        if lib is None or algorithm not in _FUNCTIONS:
+        if lib is None or ctypes is None or algorithm not in _FUNCTIONS:
             raise ValueError("resumable hashing is not available")
+        self._ctypes = ctypes
         self.algorithm = algorithm
         self._lib = lib
         init, update, final, self._digest_size = _FUNCTIONS[algorithm]
         self._update = getattr(lib, update)
         self._final = getattr(lib, final)
         self._size = _CTX_SIZE[algorithm]
-        self._ctx = ctypes.create_string_buffer(self._size + _GUARD)
+        self._ctx = self._ctypes.create_string_buffer(self._size + _GUARD)
         if state is None:
             if getattr(lib, init)(self._ctx) != 1:
                 raise ValueError(f"{init} failed")
         else:
             if len(state) != self._size:
                 raise ValueError(f"a saved {algorithm} state has {self._size} bytes, not {len(state)}")
-            ctypes.memmove(self._ctx, state, self._size)
+            self._ctypes.memmove(self._ctx, state, self._size)
 
     def update(self, data: Any) -> None:
         if isinstance(data, bytes):
@@ -122,7 +125,7 @@ class ResumableHash:
         if view.readonly:
             self._update(self._ctx, bytes(view), n)
             return
-        holder = (ctypes.c_char * n).from_buffer(view)
+        holder = (self._ctypes.c_char * n).from_buffer(view)
         try:
             self._update(self._ctx, holder, n)
         finally:
@@ -135,8 +138,8 @@ class ResumableHash:
         return ResumableHash(self.algorithm, self.state(), _lib_override=self._lib)
 
     def digest(self) -> bytes:
-        ctx = ctypes.create_string_buffer(self.state(), self._size + _GUARD)  # Final clears its context
-        out = ctypes.create_string_buffer(self._digest_size)
+        ctx = self._ctypes.create_string_buffer(self.state(), self._size + _GUARD)  # Final clears its context
+        out = self._ctypes.create_string_buffer(self._digest_size)
         self._final(out, ctx)
         return out.raw
 

@@ -19,7 +19,7 @@ import urllib.request
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import safejson
 
@@ -122,7 +122,15 @@ def _origin(url: str) -> tuple[str, str, int]:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Hand 3xx answers back to us: we follow redirects ourselves to control the headers sent."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+    def redirect_request(
+        self,
+        req: urllib.request.Request,
+        fp: IO[bytes],
+        code: int,
+        msg: str,
+        headers: http.client.HTTPMessage,
+        newurl: str,
+    ) -> urllib.request.Request | None:
         return None
 
 

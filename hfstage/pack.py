@@ -23,11 +23,15 @@ from __future__ import annotations
 
 import hashlib
 import tarfile
-from typing import Any
+import threading
+from dataclasses import dataclass
+from typing import IO, Any, TypeGuard, cast
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hfstage.hub import HubError, HubFile, HubUnavailable, RepoRevision
+from hfstage.base import EXIT_HUB, EXIT_TRANSFER, EXIT_USAGE, Failure, call_s3
+from hfstage.events import EventLog
+from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RepoRevision
 from hfstage.manifest import (
     META_BLOB_ID,
     META_REPO_ID,
@@ -45,17 +49,35 @@ from hfstage.transfer import (
     READ_CHUNK,
     Cancelled,
     IntegrityError,
+    Settings,
     StreamedObject,
     Verifier,
     backoff_delay,
     describe_client_error,
 )
+from hfstage.uris import ARCHIVE_NAME, PACK_SUFFIX
 
-ARCHIVE_NAME = "model.tar.gz"
 GiB = 1024**3
 MAX_PACK_BYTES = 2 * GiB  # of selected files, before compression; an adapter is megabytes to a few hundred
-PACK_SUFFIX = "-packed/"
 ARCHIVE_CONTENT_TYPE = "application/gzip"
+
+
+@dataclass(frozen=True)
+class PackContext:
+    """What packing takes from the Hub run (hfstage.worker.Run): the repository and where its archive goes, the
+    patterns it was selected with, the transfer settings (part size, attempts, retry delay) and the clients."""
+
+    repo_id: str
+    bucket: str
+    destination_prefix: str  # the archive goes to <destination_prefix><Org>--<Name>/<sha>-packed/
+    include: list[str]
+    exclude: list[str]
+    resource_config: str  # the job's host list: only the leader packs
+    settings: Settings
+    hub: HubClient
+    s3: Any  # a boto3 S3 client
+    log: EventLog
+    stop: threading.Event
 
 
 def pack_prefix(destination_prefix: str, repo_id: str, sha: str) -> str:
@@ -77,7 +99,9 @@ def member_entries(files: list[HubFile]) -> list[dict[str, Any]]:
     return [{"path": f.path, "size": f.size, "blob_id": f.blob_id} for f in sorted(files, key=lambda f: f.path)]
 
 
-def pack_matches(manifest: Any, repo_id: str, sha: str, files: list[HubFile], include: list, exclude: list) -> bool:
+def pack_matches(
+    manifest: Any, repo_id: str, sha: str, files: list[HubFile], include: list, exclude: list
+) -> TypeGuard[dict[str, Any]]:
     """True when ``manifest`` is a packed archive of exactly these files with these patterns."""
     if not isinstance(manifest, dict) or not isinstance(manifest.get("archive"), dict):
         return False
@@ -112,7 +136,7 @@ def staged_state(
         manifest = None  # unreadable: the job packs again and rewrites it
     if not pack_matches(manifest, repo_id, sha, files, include, exclude):
         return False, [HubFile(path=ARCHIVE_NAME, size=sum(f.size for f in files), blob_id=members_id(files))]
-    archive = archive_file(manifest)  # type: ignore[arg-type]
+    archive = archive_file(manifest)
     return True, missing_files(s3, bucket, prefix, repo_id, sha, [archive])
 
 
@@ -154,25 +178,23 @@ class _Member:
         return data
 
 
-def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[str, Any]:
-    """Pack ``plan`` (files of ``revision``) into the archive, verified; the run summary. ``run`` is worker.Run."""
-    from hfstage.worker import EXIT_HUB, EXIT_TRANSFER, EXIT_USAGE, Failure
-
-    args, log, s3 = run.args, run.log, run.s3
+def execute_pack(context: PackContext, revision: RepoRevision, plan: list[HubFile]) -> dict[str, Any]:
+    """Pack ``plan`` (files of ``revision``) into the archive, verified; the run summary."""
+    log, s3, settings, bucket, repo_id = context.log, context.s3, context.settings, context.bucket, context.repo_id
     sha = revision.sha
     total = sum(f.size for f in plan)
     if why := too_large(plan):
-        raise Failure(EXIT_USAGE, f"{args.repo_id} at {sha}: {why}")
-    prefix = pack_prefix(args.prefix, args.repo_id, sha)
+        raise Failure(EXIT_USAGE, f"{repo_id} at {sha}: {why}")
+    prefix = pack_prefix(context.destination_prefix, repo_id, sha)
     try:
         # Member names become paths when SageMaker unpacks the archive: the same names as a staged prefix.
         refuse_unsafe(plan, prefix)
     except UnsafeFileNames as error:
         raise Failure(EXIT_HUB, str(error)) from None
-    where = f"s3://{args.bucket}/{prefix}"
+    where = f"s3://{bucket}/{prefix}"
     key = prefix + ARCHIVE_NAME
     try:
-        current, hosts = read_hosts(args.resource_config)
+        current, hosts = read_hosts(context.resource_config)
     except ValueError as error:
         raise Failure(EXIT_USAGE, str(error)) from None
     if current != leader(hosts):  # one archive, one writer: the other hosts of a larger job have nothing to do
@@ -181,14 +203,13 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
     log.emit("plan", destination=where + ARCHIVE_NAME, mode="pack", files=len(plan), bytes=total)
     summary: dict[str, Any] = {"files": len(plan), "uploaded": 0, "skipped": 0, "bytes_uploaded": 0}
     try:
-        manifest = run.s3_call(f"reading {where}", read_manifest, s3, args.bucket, prefix)
+        manifest = call_s3(f"reading {where}", read_manifest, s3, bucket, prefix)
     except ValueError as error:
         log.emit("warning", reason=f"existing manifest ignored: {error}")
         manifest = None
-    if pack_matches(manifest, args.repo_id, sha, plan, args.include, args.exclude):
-        archive = archive_file(manifest)  # type: ignore[arg-type]
-        missing = run.s3_call(
-            f"checking {where}{ARCHIVE_NAME}", missing_files, s3, args.bucket, prefix, args.repo_id, sha, [archive]
+    if pack_matches(manifest, repo_id, sha, plan, context.include, context.exclude):
+        missing = call_s3(
+            f"checking {where}{ARCHIVE_NAME}", missing_files, s3, bucket, prefix, repo_id, sha, [archive_file(manifest)]
         )
         if not missing:
             log.emit("up_to_date", destination=where, files=len(plan), reason="manifest and archive match")
@@ -196,15 +217,15 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
             return summary
 
     blob_id = members_id(plan)
-    metadata = {META_REPO_ID: args.repo_id, META_REVISION: sha, META_BLOB_ID: blob_id}
+    metadata = {META_REPO_ID: repo_id, META_REVISION: sha, META_BLOB_ID: blob_id}
     digests: dict[str, str] = {}
     writer = None
-    for attempt in range(1, run.settings.max_attempts + 1):
+    for attempt in range(1, settings.max_attempts + 1):
         writer = StreamedObject(
-            s3, args.bucket, key, max(run.settings.part_size, MIN_PART), metadata, ARCHIVE_CONTENT_TYPE, stop=run.stop
+            s3, bucket, key, max(settings.part_size, MIN_PART), metadata, ARCHIVE_CONTENT_TYPE, stop=context.stop
         )
         try:
-            digests = _pack(run, sha, plan, writer)
+            digests = _pack(context, sha, plan, writer)
             writer.finish()
             break
         except (HubUnavailable, IntegrityError, OSError, ClientError, BotoCoreError) as error:
@@ -213,11 +234,11 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
                 reason = describe_client_error(error, f"writing {where}{ARCHIVE_NAME}")
             else:
                 reason = str(error)
-            if attempt == run.settings.max_attempts:
+            if attempt == settings.max_attempts:
                 raise Failure(EXIT_TRANSFER, f"{reason} (gave up after {attempt} attempts)") from None
-            delay = backoff_delay(attempt, run.settings.retry_base_s, 30.0, getattr(error, "retry_after", None))
+            delay = backoff_delay(attempt, settings.retry_base_s, 30.0, getattr(error, "retry_after", None))
             log.emit("retry", what="archive", attempt=attempt + 1, wait_s=delay, reason=reason)
-            if run.stop.wait(delay):
+            if context.stop.wait(delay):
                 raise Cancelled() from None
         except HubError as error:
             writer.abort()
@@ -226,33 +247,35 @@ def execute_pack(run: Any, revision: RepoRevision, plan: list[HubFile]) -> dict[
             writer.abort()
             raise
     assert writer is not None
-    archive = {"path": ARCHIVE_NAME, "size": writer.size, "blob_id": blob_id}
-    manifest = build_manifest(args.repo_id, sha, [], source=run.hub.endpoint)
+    entry = {"path": ARCHIVE_NAME, "size": writer.size, "blob_id": blob_id}
+    manifest = build_manifest(repo_id, sha, [], source=context.hub.endpoint)
     manifest.update(
-        files=[archive],
+        files=[entry],
         total_bytes=writer.size,
-        archive={**archive, "sha256": writer.sha256.hexdigest()},
+        archive={**entry, "sha256": writer.sha256.hexdigest()},
         members=[{**e, "sha256": digests[e["path"]]} for e in member_entries(plan)],
-        include=list(args.include),
-        exclude=list(args.exclude),
+        include=list(context.include),
+        exclude=list(context.exclude),
     )
-    run.s3_call(f"writing the manifest in {where}", write_manifest, s3, args.bucket, prefix, manifest)
+    call_s3(f"writing the manifest in {where}", write_manifest, s3, bucket, prefix, manifest)
     log.emit("manifest", destination=where, files=len(plan), archive_bytes=writer.size, total_bytes=total)
     summary.update(uploaded=len(plan), bytes_uploaded=writer.size, manifest="written")
     return summary
 
 
-def _pack(run: Any, sha: str, plan: list[HubFile], writer: StreamedObject) -> dict[str, str]:
+def _pack(context: PackContext, sha: str, plan: list[HubFile], writer: StreamedObject) -> dict[str, str]:
     """Stream every file into the archive; each member's SHA-256. Raises IntegrityError on a hash mismatch."""
     digests: dict[str, str] = {}
-    # Stream mode ("w|gz") writes forward only; members carry no owner, a fixed time and mode 0644.
-    with tarfile.open(fileobj=writer, mode="w|gz", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+    # Stream mode ("w|gz") writes forward only; members carry no owner, a fixed time and mode 0644. It only ever
+    # calls write() on a file object it did not open (CPython Lib/tarfile.py, _Stream), all StreamedObject has;
+    # typeshed asks for a whole file object.
+    with tarfile.open(fileobj=cast(IO[bytes], writer), mode="w|gz", format=tarfile.PAX_FORMAT) as tar:
         for f in sorted(plan, key=lambda f: f.path):
             info = tarfile.TarInfo(f.path)
             info.size, info.mode, info.mtime, info.type = f.size, 0o644, 0, tarfile.REGTYPE
-            response = run.hub.open_file(run.args.repo_id, sha, f.path)
+            response = context.hub.open_file(context.repo_id, sha, f.path)
             try:
-                member = _Member(response, f, run.stop)
+                member = _Member(response, f, context.stop)
                 tar.addfile(info, member)  # raises OSError ("unexpected end of data") on a short body
                 if response.read(1):
                     raise IntegrityError(f"{f.path}: the Hub sent more than its listed {f.size} bytes")
@@ -260,5 +283,5 @@ def _pack(run: Any, sha: str, plan: list[HubFile], writer: StreamedObject) -> di
                 response.close()
             member.verifier.check()
             digests[f.path] = member.sha256.hexdigest()
-            run.log.emit("packed", path=f.path, size=f.size, sha256=digests[f.path])
+            context.log.emit("packed", path=f.path, size=f.size, sha256=digests[f.path])
     return digests

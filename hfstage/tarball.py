@@ -29,7 +29,7 @@ sizes, names over S3's key length, a pax global header setting a member's path o
 over 1 MiB or more than ``--max-header-bytes`` of them, a member that would pass ``--max-total-bytes`` (every
 byte of tar read: headers, padding, skipped members). At the end: a bad gzip CRC-32 or length, a missing
 trailer, data after the end-of-archive block.
-Exit status and failure file as for the Hub worker (hfstage.worker).
+Exit status and failure file as for the Hub worker (both in hfstage.base).
 """
 
 from __future__ import annotations
@@ -45,6 +45,19 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hfstage.base import (
+    EXIT_HUB,
+    EXIT_OK,
+    EXIT_TRANSFER,
+    EXIT_USAGE,
+    FAILURE_FILE_HELP,
+    Failure,
+    Guard,
+    UsageParser,
+    guarded_run,
+    make_s3_client,
+    parse_arguments,
+)
 from hfstage.hub import HubFile, select_files
 from hfstage.manifest import (
     build_manifest,
@@ -57,35 +70,17 @@ from hfstage.names import MAX_KEY_BYTES, format_refusal, path_problem, unsafe_pa
 from hfstage.shard import leader, read_hosts
 from hfstage.transfer import (
     CONTENT_TYPE,
-    MAX_PART,
-    MIN_PART,
     READ_CHUNK,
     MiB,
+    Settings,
     StreamedObject,
     backoff_delay,
     part_size_for,
 )
-from hfstage.worker import (
-    DESTINATION,
-    EXIT_HUB,
-    EXIT_OK,
-    EXIT_TRANSFER,
-    EXIT_USAGE,
-    Failure,
-    Guard,
-    _Parser,
-    _patterns,
-    guarded_run,
-    make_s3_client,
-)
+from hfstage.uris import archive_prefix, parse_source
 
 EXIT_SOURCE = EXIT_HUB  # the source will not give, or cannot safely give, what to stage
 FLAG = "--source-s3-uri"
-# The archive's key is written in object metadata (x-amz-meta-hf-repo-id), which S3 sends as HTTP headers:
-# printable ASCII only (S3 User Guide, UsingMetadata.html: user-defined metadata must be US-ASCII).
-SOURCE_URI = re.compile(
-    r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])/(?P<key>[!-~][ -~]{0,1000}\.tar\.gz)", re.ASCII
-)
 # An S3 ETag is the hex MD5 of a single-part object, or "<hex>-<parts>" for a multipart one (S3 API, Object).
 ETAG = re.compile(r'"?(?P<etag>[0-9a-f]{32}(?:-[0-9]{1,5})?)"?', re.ASCII)
 DEFAULT_MAX_MEMBERS = 10_000
@@ -103,33 +98,12 @@ def is_tarball_run(argv: list[str]) -> bool:
     return any(a == FLAG or a.startswith(FLAG + "=") for a in argv)
 
 
-def parse_source(uri: str) -> tuple[str, str]:
-    """``s3://bucket/key.tar.gz`` -> (bucket, key); ValueError saying what is allowed."""
-    match = SOURCE_URI.fullmatch(uri)
-    if not match or "//" in match.group("key") or "*" in uri or "?" in uri:
-        raise ValueError(
-            f"{uri[:200]!r} is not s3://<bucket>/<key>.tar.gz "
-            "(printable ASCII, no '*', '?' or '//', the key ending in .tar.gz)"
-        )
-    return match.group("bucket"), match.group("key")
-
-
 def normal_etag(etag: str) -> str:
     """S3's ETag without its quotes; a value that is no S3 ETag is refused (it names the staged prefix)."""
     match = ETAG.fullmatch(etag.strip())
     if not match:
         raise ValueError(f"ETag {etag[:80]!r} is not an S3 ETag")
     return match.group("etag")
-
-
-def archive_prefix(destination_prefix: str, source_uri: str) -> str:
-    """``models/`` + the archive's URI -> ``models/s3-tarball--<hash of URI>/``: where each of its ETags goes.
-
-    The URI is hashed, not copied: a key of up to 1,024 bytes would leave no room under S3's key limit.
-    """
-    base = destination_prefix.strip("/")
-    leaf = f"s3-tarball--{hashlib.sha256(source_uri.encode()).hexdigest()[:16]}/"
-    return f"{base}/{leaf}" if base else leaf
 
 
 def tarball_prefix(destination_prefix: str, source_uri: str, etag: str) -> str:
@@ -882,12 +856,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add("--retry-base-s", type=float, default=1.0, help="first retry delay; doubles each attempt (default 1)")
     add("--resource-config", help="host list of a multi-instance job: hosts other than the first do nothing")
     add("--progress-interval-s", type=float, default=10.0, help="accepted for the Hub worker's flags; unused")
-    add(
-        "--failure-file", help="where the failure reason goes (default $HFSTAGE_FAILURE_FILE or /opt/ml/output/message)"
-    )
+    add("--failure-file", help=FAILURE_FILE_HELP)
 
 
-def validate(args: argparse.Namespace, destination: re.Pattern[str]) -> list[str]:
+def _archive_problems(args: argparse.Namespace) -> list[str]:
     problems = []
     try:
         parse_source(args.source_s3_uri)
@@ -898,35 +870,23 @@ def validate(args: argparse.Namespace, destination: re.Pattern[str]) -> list[str
             normal_etag(args.source_etag)
         except ValueError as error:
             problems.append(f"--source-etag: {error}")
-    match = destination.fullmatch(args.destination)
-    if not match:
-        problems.append(f"--destination {args.destination[:200]!r} is not s3://<bucket>/<prefix>/")
-    else:
-        args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
-    if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
-        problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
-    for name in ("max_members", "max_total_bytes", "max_header_bytes", "max_attempts"):
-        if getattr(args, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be at least 1")
-    if args.retry_base_s < 0:
-        problems.append("--retry-base-s must be positive")
-    args.include = _patterns(args.include)
-    args.exclude = _patterns(args.exclude)
     return problems
 
 
 def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
-    parser = _Parser(prog=prog, description="Unpack a model.tar.gz in S3 into a verified prefix.")
+    parser = UsageParser(prog=prog, description="Unpack a model.tar.gz in S3 into a verified prefix.")
     add_arguments(parser)
-    args = parser.parse_args(argv)
-    problems = validate(args, DESTINATION)
-    if problems:
-        raise Failure(EXIT_USAGE, "bad arguments: " + "; ".join(problems))
-    return args
+    return parse_arguments(
+        parser,
+        argv,
+        _archive_problems,
+        counts=("max_members", "max_total_bytes", "max_header_bytes", "max_attempts"),
+        durations=("retry_base_s",),
+    )
 
 
 def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> int:
-    """The worker's tarball mode (hfstage.worker.main hands over when ``--source-s3-uri`` is given)."""
+    """The archive mode (the command line, hfstage.worker.main, hands over when ``--source-s3-uri`` is given)."""
 
     def unpack(guard: Guard) -> int:
         args = parse_args(argv, prog)
@@ -943,8 +903,6 @@ def main(argv: list[str], *, s3_client: Any = None, prog: str | None = None) -> 
                     "summary", status="ok", host=current, reason="an archive is unpacked by the first host only"
                 )
                 return EXIT_OK
-        from hfstage.transfer import Settings
-
         s3 = s3_client if s3_client is not None else make_s3_client(Settings(parts_in_flight=2, files_in_flight=1))
         guard.log.emit(
             "begin", source=args.source_s3_uri, destination=args.destination, part_size_mib=args.part_size_mib

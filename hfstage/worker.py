@@ -18,16 +18,27 @@ import argparse
 import contextlib
 import os
 import re
-import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import safejson
-from hfstage import checksum, reach
+from hfstage import checksum, reach, tarball
+from hfstage.base import (
+    EXIT_HUB,
+    EXIT_TRANSFER,
+    EXIT_USAGE,
+    FAILURE_FILE_HELP,
+    Failure,
+    Guard,
+    UsageParser,
+    call_s3,
+    guarded_run,
+    make_s3_client,
+    parse_arguments,
+)
 from hfstage.events import EventLog, Progress, ProgressReporter
 from hfstage.hub import HubClient, HubError, HubFile, HubUnavailable, RepoRevision, select_files
 from hfstage.manifest import (
@@ -39,11 +50,9 @@ from hfstage.manifest import (
     write_manifest,
 )
 from hfstage.names import UnsafeFileNames, refuse_unsafe
-from hfstage.pack import execute_pack
+from hfstage.pack import PackContext, execute_pack
 from hfstage.shard import RESOURCE_CONFIG, assign, leader, read_hosts
 from hfstage.transfer import (
-    MAX_PART,
-    MIN_PART,
     BufferPool,
     Cancelled,
     FileFailed,
@@ -58,53 +67,13 @@ from hfstage.transfer import (
     reclaim_uploads,
 )
 
-EXIT_OK = 0
-EXIT_TRANSFER = 1
-EXIT_USAGE = 2
-EXIT_HUB = 3
-DEFAULT_FAILURE_FILE = "/opt/ml/output/message"
-FAILURE_FILE_ENV = "HFSTAGE_FAILURE_FILE"
-MESSAGE_LIMIT = 1000  # bytes: SageMaker's FailureReason and CloudFormation reasons are short
 # Whole-string, ASCII matches (fullmatch, re.ASCII): "$" alone would accept a trailing newline, "\w" any letter.
 REPO_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?", re.ASCII)
-DESTINATION = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?", re.ASCII)
 TOKEN_KEYS = ("token", "HF_TOKEN")
 
 
-class Failure(Exception):
-    """Ends the run with ``code`` and a one-line, user-facing ``message``."""
-
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # type: ignore[override]
-        raise Failure(EXIT_USAGE, f"bad arguments: {message}")
-
-
-def _patterns(values: list[str] | None) -> list[str]:
-    """Repeated ``--include x`` values, any of which may be a JSON array of patterns."""
-    patterns: list[str] = []
-    for value in values or []:
-        text = value.strip()
-        if text.startswith("["):
-            try:
-                items = safejson.loads(text, source="--include/--exclude")
-            except ValueError:
-                raise Failure(EXIT_USAGE, f"bad arguments: {text[:200]!r} is not a JSON array of patterns") from None
-            if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-                raise Failure(EXIT_USAGE, f"bad arguments: {text[:200]!r} is not a JSON array of strings")
-            patterns.extend(items)
-        elif text:
-            patterns.append(text)
-    return patterns
-
-
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
-    parser = _Parser(prog=prog, description=__doc__.split("\n\n")[0])
+    parser = UsageParser(prog=prog, description=__doc__.split("\n\n")[0])
     add = parser.add_argument
     add("--repo-id", required=True, help="Hugging Face model repository, e.g. Qwen/Qwen3-8B")
     add("--revision", default="main", help="branch, tag or commit SHA (default: main)")
@@ -126,35 +95,28 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     add("--leader-poll-s", type=float, default=15.0, help="how often the leader checks the other hosts' files")
     add("--progress-interval-s", type=float, default=10.0, help="seconds between progress lines; 0: none")
     add("--pack-as-tarball", action="store_true", help="one gzip tar of the files (a LoRA adapter's ArtifactUrl)")
-    add("--failure-file", help=f"where the failure reason goes (default ${FAILURE_FILE_ENV} or {DEFAULT_FAILURE_FILE})")
+    add("--failure-file", help=FAILURE_FILE_HELP)
     return parser
 
 
 def parse_args(argv: list[str], prog: str | None = None) -> argparse.Namespace:
-    args = build_parser(prog).parse_args(argv)
+    return parse_arguments(
+        build_parser(prog),
+        argv,
+        _hub_problems,
+        counts=("parts_in_flight", "files_in_flight", "ranges_per_file", "range_size_mib", "max_attempts"),
+        durations=("retry_base_s", "retry_window_s", "timeout_s", "leader_wait_s", "leader_poll_s"),
+        nonzero=("timeout_s", "retry_window_s"),
+    )
+
+
+def _hub_problems(args: argparse.Namespace) -> list[str]:
     problems = []
     if not REPO_ID.fullmatch(args.repo_id):
         problems.append(f"--repo-id {args.repo_id[:200]!r} is not a repository id like Org/Name")
     if not args.revision or len(args.revision) > 255 or any(c.isspace() or ord(c) < 32 for c in args.revision):
         problems.append(f"--revision {args.revision[:200]!r} is not a branch, tag or commit SHA")
-    match = DESTINATION.fullmatch(args.destination)
-    if not match:
-        problems.append(f"--destination {args.destination[:200]!r} is not s3://<bucket>/<prefix>/")
-    else:
-        args.bucket, args.prefix = match.group("bucket"), (match.group("prefix") or "")
-    if not MIN_PART <= args.part_size_mib * MiB <= MAX_PART:
-        problems.append(f"--part-size-mib {args.part_size_mib} is outside 5-5120")
-    for name in ("parts_in_flight", "files_in_flight", "ranges_per_file", "range_size_mib", "max_attempts"):
-        if getattr(args, name) < 1:
-            problems.append(f"--{name.replace('_', '-')} must be at least 1")
-    for name in ("retry_base_s", "retry_window_s", "timeout_s", "leader_wait_s", "leader_poll_s"):
-        if getattr(args, name) < 0 or (name in ("timeout_s", "retry_window_s") and getattr(args, name) == 0):
-            problems.append(f"--{name.replace('_', '-')} must be positive")
-    args.include = _patterns(args.include)
-    args.exclude = _patterns(args.exclude)
-    if problems:
-        raise Failure(EXIT_USAGE, "bad arguments: " + "; ".join(problems))
-    return args
+    return problems
 
 
 def parse_token(secret: str) -> str:
@@ -200,99 +162,6 @@ def read_token(secret_arn: str | None, secrets_client: Any = None) -> str | None
         ) from None
 
 
-def make_s3_client(settings: Settings, session: Any = None) -> Any:
-    """An S3 client (AWS_ENDPOINT_URL_S3 and the usual AWS_* settings apply) with a connection per thread."""
-    import boto3
-    from botocore.config import Config
-
-    config = Config(
-        retries={"mode": "standard", "max_attempts": 5},
-        max_pool_connections=settings.parts_in_flight + settings.files_in_flight + 16,
-        connect_timeout=10,
-        read_timeout=120,
-        tcp_keepalive=True,
-        # Every part and object carries our own CRC32 checksum, which S3 verifies; SigV4 signing of the
-        # body would hash each byte once more (botocore skips it on HTTPS already; this skips it on HTTP).
-        s3={"payload_signing_enabled": False},
-    )
-    return (session or boto3.session.Session()).client("s3", config=config)
-
-
-def one_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
-    text = " ".join(text.split())
-    data = text.encode("utf-8")
-    if len(data) <= limit:
-        return text
-    return data[: limit - 3].decode("utf-8", "ignore") + "..."
-
-
-def report_failure(message: str, failure_file: str, log: EventLog) -> None:
-    message = one_line(log.redact(message))
-    log.emit("fail", reason=message)
-    print(message, file=sys.stderr, flush=True)
-    # A Processing container need not have /opt/ml/output; SageMaker reads the file into ExitMessage.
-    try:
-        os.makedirs(os.path.dirname(os.path.abspath(failure_file)), exist_ok=True)
-        with open(failure_file, "w", encoding="utf-8") as handle:
-            handle.write(message + "\n")
-    except OSError as error:
-        log.emit("warning", reason=f"cannot write {failure_file}: {type(error).__name__}")
-
-
-class Guard:
-    """What a worker mode's body shares with ``guarded_run``: the log, the stop event set by SIGTERM/SIGINT, the
-    failure file (the body may override it from its arguments) and the label failures are reported under."""
-
-    def __init__(self, label: str) -> None:
-        self.log = EventLog()
-        self.stop = threading.Event()
-        self.signals: list[str] = []
-        self.failure_file = os.environ.get(FAILURE_FILE_ENV) or DEFAULT_FAILURE_FILE
-        self.label = label
-        self.started = time.monotonic()
-
-    def on_signal(self, signum: int, frame: Any) -> None:
-        self.signals.append(signal.Signals(signum).name)
-        self.stop.set()
-
-    def done(self, summary: dict[str, Any]) -> int:
-        """Log the run's summary (with its time and throughput) and return EXIT_OK."""
-        seconds = time.monotonic() - self.started
-        mb_per_s = summary["bytes_uploaded"] / 1e6 / max(seconds, 1e-9)
-        self.log.emit("summary", status="ok", seconds=seconds, mb_per_s=mb_per_s, **summary)
-        return EXIT_OK
-
-
-# What an expected exception means for the run: the failure's text (after "<label> failed: ") and exit status.
-Explain = Callable[[BaseException, Guard], tuple[str, int]]
-
-
-def guarded_run(label: str, body: Callable[[Guard], int], explain: dict[type[BaseException], Explain]) -> int:
-    """Run a worker mode's ``body`` with SIGTERM/SIGINT setting its stop event (restored after), and turn every
-    way it can end into an exit status: ``--help``, a ``Failure``, the exceptions ``explain`` knows, anything else
-    as an internal error. Each failure goes to the log, stderr and the failure file in one redacted line."""
-    guard = Guard(label)
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            previous[sig] = signal.signal(sig, guard.on_signal)
-    try:
-        return body(guard)
-    except SystemExit as exit_:  # --help
-        return int(exit_.code or 0) if not isinstance(exit_.code, str) else EXIT_USAGE
-    except Failure as failure:
-        report_failure(f"{guard.label} failed: {failure.message}", guard.failure_file, guard.log)
-        return failure.code
-    except Exception as error:
-        known = next((how for kind, how in explain.items() if isinstance(error, kind)), None)
-        why, code = known(error, guard) if known else (f"internal error {type(error).__name__}: {error}", EXIT_TRANSFER)
-        report_failure(f"{guard.label} failed: {why}", guard.failure_file, guard.log)
-        return code
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 class Run:
     """One staging run: the state the phases share."""
 
@@ -330,13 +199,23 @@ class Run:
                 raise Failure(EXIT_HUB, str(error)) from None
         raise AssertionError("unreachable")
 
-    def s3_call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (Failure, Cancelled, ValueError):
-            raise
-        except Exception as error:  # botocore's ClientError, connection errors, missing credentials, ...
-            raise Failure(EXIT_TRANSFER, describe_client_error(error, action)) from None
+    s3_call = staticmethod(call_s3)
+
+    def pack_context(self) -> PackContext:
+        args = self.args
+        return PackContext(
+            repo_id=args.repo_id,
+            bucket=args.bucket,
+            destination_prefix=args.prefix,
+            include=args.include,
+            exclude=args.exclude,
+            resource_config=args.resource_config,
+            settings=self.settings,
+            hub=self.hub,
+            s3=self.s3,
+            log=self.log,
+            stop=self.stop,
+        )
 
     def execute(self) -> dict[str, Any]:
         args = self.args
@@ -359,7 +238,7 @@ class Run:
                 f"and exclude {args.exclude}",
             )
         if args.pack_as_tarball:  # an adapter: one archive object, not a prefix of files (hfstage/pack.py)
-            return execute_pack(self, revision, plan)
+            return execute_pack(self.pack_context(), revision, plan)
         prefix = revision_prefix(args.prefix, args.repo_id, sha)
         try:
             # A listed path becomes an S3 key and then a file in /opt/ml/model: refuse unsafe ones before any write.
@@ -535,10 +414,10 @@ class Run:
 def main(
     argv: list[str] | None = None, *, s3_client: Any = None, secrets_client: Any = None, prog: str | None = None
 ) -> int:
-    """Run the worker with ``argv`` (default: sys.argv[1:]); the exit status. Clients may be injected (tests)."""
+    """The worker's one command line, ``argv`` (default: sys.argv[1:]); the exit status. ``--source-s3-uri`` unpacks
+    an archive (hfstage.tarball); otherwise a Hub revision is staged, as files or, with ``--pack-as-tarball``, as one
+    archive (hfstage.pack). Clients may be injected (tests)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    from hfstage import tarball  # imports this module: loaded here, not at the top
-
     if tarball.is_tarball_run(argv):
         return tarball.main(argv, s3_client=s3_client, prog=prog)
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hfstage import reach, worker
+from hfstage import base, reach, worker
 
 
 def closed_port() -> int:
@@ -87,4 +87,4 @@ def test_without_the_setting_the_worker_does_not_probe(monkeypatch, tmp_path):
         ["--repo-id", "org/name", "--destination", "s3://my-bucket/models/", "--max-attempts", "1"],
         s3_client=object(),
     )
-    assert code != worker.EXIT_OK  # the Hub itself is unreachable: the worker's own retries answer
+    assert code != base.EXIT_OK  # the Hub itself is unreachable: the worker's own retries answer

@@ -32,6 +32,7 @@ from hfstage import (
     revision_prefix,
     select_files,
 )
+from hfstage.base import one_line
 from hfstage.events import EventLog
 from hfstage.manifest import utc_now, write_manifest
 from hfstage.transfer import (
@@ -46,7 +47,7 @@ from hfstage.transfer import (
     parse_checkpoint_key,
     parts_digest,
 )
-from hfstage.worker import EXIT_USAGE, Failure, one_line, parse_args, parse_token
+from hfstage.worker import EXIT_USAGE, Failure, parse_args, parse_token
 from tests.fakes.fixtures import S3Env, s3, s3_stub  # noqa: F401
 
 MiB = 1024 * 1024

@@ -333,10 +333,10 @@ def adapter_config(deep, tmp_path, monkeypatch):
 
 
 def worker_patterns(deep, tmp_path, monkeypatch):
-    from hfstage.worker import Failure, _patterns
+    from hfstage.base import Failure, patterns
 
     with pytest.raises(Failure) as refused:
-        _patterns([DEEP])  # only an array is read as JSON
+        patterns([DEEP])  # only an array is read as JSON
     return str(refused.value)
 
 

@@ -21,11 +21,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hfstage.base import EXIT_HUB, EXIT_OK
 from hfstage.hub import HubClient, HubError, UnsafeRedirect
 from hfstage.manifest import MANIFEST_NAME, revision_prefix
 from hfstage.names import MAX_SEGMENT_BYTES, OWNED_NAMES, path_problem, unsafe_paths
 from hfstage.transfer import CHECKPOINT_DIR, MAX_KEY_BYTES
-from hfstage.worker import EXIT_HUB, EXIT_OK
 from tests.fakes.fake_hub import TEST_TOKEN, FakeHub, Synthetic
 from tests.fakes.fixtures import S3Env, fake_hub, s3, worker_argv  # noqa: F401
 from tests.hostile.tally import Tally, report_fixture
