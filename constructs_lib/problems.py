@@ -4,13 +4,19 @@
 subject is ``context`` for the app's context keys and ``<Construct> <node path>`` for a construct; each problem
 names the key or prop, its value (never a secret's), and what is allowed.
 ``constructs_lib.deployment.config.ConfigError`` and every
-construct raise this; the handlers' deploy-time reasons use the same shape on one line (handler_kit.refusal),
-since CloudFormation shows a reason as one line of at most 4 KB.
+construct raise this; the handlers' deploy-time reasons use the same shape on one line (handler_kit.refusal,
+which renders both), since CloudFormation shows a reason as one line of at most 4 KB.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from handler_kit import refusal
+
+if TYPE_CHECKING:
+    from constructs import Node
 
 
 class Refusal(ValueError):
@@ -23,9 +29,7 @@ class Refusal(ValueError):
 
 
 def render(subject: str, problems: Sequence[str]) -> str:
-    if len(problems) == 1:
-        return f"{subject}: {problems[0]}"
-    return f"{subject}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
+    return refusal(subject, problems, one_line=False)
 
 
 def refuse(subject: str, problems: Sequence[str]) -> None:
@@ -34,6 +38,13 @@ def refuse(subject: str, problems: Sequence[str]) -> None:
         raise Refusal(subject, problems)
 
 
-def construct_subject(kind: str, construct: object) -> str:
+class HasNode(Protocol):
+    """What names a construct in a refusal: its construct node (``constructs.Construct`` has one)."""
+
+    @property
+    def node(self) -> Node: ...
+
+
+def construct_subject(kind: str, construct: HasNode) -> str:
     """``GpuEndpoint LlmEndpoint/Endpoint``: the construct's class and its node path."""
-    return f"{kind} {construct.node.path}"  # type: ignore[attr-defined]
+    return f"{kind} {construct.node.path}"

@@ -43,8 +43,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IDependable
 
 from handler_kit.resources import StagedCheckpointProperties
-from hfstage.pack import ARCHIVE_NAME, PACK_SUFFIX
-from hfstage.tarball import archive_prefix, parse_source
+from hfstage.uris import ARCHIVE_NAME, PACK_SUFFIX, archive_prefix, parse_source
 from preflight.checkpoint_code import staging_exclude
 
 from ._assets import package_folder
@@ -251,18 +250,18 @@ class StagedCheckpoint(Construct):
         self.max_lora_rank = max_lora_rank
         self.adapter_base_model_id = adapter_base_model_id if max_lora_rank else None
         # Defaults are the resource's own (handler_kit/resources.py), the ones its handler falls back to.
-        defaults = {f.name: f.default for f in dataclasses.fields(StagedCheckpointProperties)}
+        default = StagedCheckpointProperties.default
         self.repo_id = repo_id or ""
         self.source_s3_uri = source_s3_uri
         self.requested_revision = revision
         # What the job stages, in descriptions and log lines: the repository, or the archive.
         label = (repo_id or source_s3_uri or "")[:200]
-        max_runtime = max_runtime or cdk.Duration.seconds(defaults["max_runtime_s"])
-        handoff_after = handoff_after or cdk.Duration.seconds(defaults["handoff_s"])
-        instance_type = instance_type or defaults["instance_type"]
-        max_instances = defaults["max_instances"] if max_instances is None else max_instances
-        bytes_per_instance = bytes_per_instance or defaults["bytes_per_instance"]
-        volume_size_gb = volume_size_gb or defaults["volume_size_gb"]
+        max_runtime = max_runtime or cdk.Duration.seconds(default("max_runtime_s"))
+        handoff_after = handoff_after or cdk.Duration.seconds(default("handoff_s"))
+        instance_type = instance_type or default("instance_type")
+        max_instances = default("max_instances") if max_instances is None else max_instances
+        bytes_per_instance = bytes_per_instance or default("bytes_per_instance")
+        volume_size_gb = volume_size_gb or default("volume_size_gb")
         # The job's exclude patterns: the user's and the files the serving container would run (engines.json).
         code = checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code)
         staged_exclude = staging_exclude(exclude, code, allow=allow_checkpoint_code)

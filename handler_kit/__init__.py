@@ -12,13 +12,15 @@ package beside every ``lambda/<name>/index.py``.
 - One rule for reasons and data: CloudFormation shows at most 4 KB of a custom resource's reason and the
   Provider framework adds its own text to a failure (PRODUCT.md §8), so a handler keeps its reason to about
   3 KB: ``shorten`` cuts UTF-8 bytes, never inside a character.
+- One refusal: ``refusal`` renders every problem at once, for a handler's reason and for synth
+  (``constructs_lib.problems``, which imports it: a handler's asset bundles this package, not constructs_lib).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import safejson
@@ -57,6 +59,19 @@ def shorten(text: str, limit: int = REASON_LIMIT_BYTES) -> str:
     if len(data) <= limit:
         return text
     return data[: max(0, limit - len(ELLIPSIS.encode()))].decode(errors="ignore") + ELLIPSIS
+
+
+def refusal(subject: str, problems: Sequence[str], *, one_line: bool = True) -> str:
+    """The one shape of a refusal: ``Subject: problem``, else ``Subject: N problems:`` and each problem.
+
+    On one line, ``; `` between them, as CloudFormation shows a handler's reason; otherwise one ``  - problem``
+    line each, as synth shows a construct's (constructs_lib.problems).
+    """
+    if len(problems) == 1:
+        return f"{subject}: {problems[0]}"
+    if one_line:
+        return f"{subject}: {len(problems)} problems: " + "; ".join(problems)
+    return f"{subject}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
 def update_rolling_back(stack_id: str, cloudformation: Any, log: Callable[..., None]) -> bool:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import MISSING, Field, dataclass, fields
 from dataclasses import field as dataclass_field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import safejson
-from handler_kit import shorten, string_list
+from handler_kit import refusal, shorten, string_list
 
 GIB = 2**30
 # The tags every staging job carries besides the user's (lambda/staged_checkpoint/staging_job.py): the repository
@@ -23,216 +23,54 @@ GIB = 2**30
 JOB_TAG_KEYS = ("hf-repo-id", "hf-revision")
 
 
-@dataclass(frozen=True)
-class StagedCheckpointProperties:
-    """``Custom::StagedCheckpoint``: constructs_lib.StagedCheckpoint writes it, lambda/staged_checkpoint reads it.
-
-    Only ARNs and names: the Hub token itself is never a property.
-    """
-
-    repo_id: str
-    bucket: str
-    image_uri: str
-    role_arn: str
-    code_uri: str
-    revision: str = "main"
-    prefix: str = "models/"
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    token_secret_arn: str | None = None
-    hub_endpoint: str | None = None
-    instance_type: str = "ml.m5.2xlarge"
-    max_instances: int = 4
-    bytes_per_instance: int = 100 * GIB
-    volume_size_gb: int = 30
-    max_runtime_s: int = 6 * 3600
-    handoff_s: int = 600
-    # The job's VpcConfig (NetworkConfig.VpcConfig of CreateProcessingJob): both or neither.
-    subnets: tuple[str, ...] = ()
-    security_group_ids: tuple[str, ...] = ()
-    # The user's tags for the job, (key, value) pairs, added to the job's own (CreateProcessingJob Tags).
-    tags: tuple[tuple[str, str], ...] = ()
-    # The job's ML storage volume key (ProcessingResources.ClusterConfig.VolumeKmsKeyId).
-    volume_kms_key_arn: str | None = None
-    # A model.tar.gz to unpack instead of a Hub repository (repo_id is then ""): s3://bucket/key.tar.gz.
-    source_s3_uri: str | None = None
-    # A Hub repository packed into one model.tar.gz (hfstage.pack: a LoRA adapter's ArtifactUrl), not unpacked.
-    pack: bool = False
-    # With pack, a LoRA adapter: its adapter_config.json is checked against the base before any job
-    # (preflight/adapters.py). "" base: a base served from S3 (its name is not compared); 0 rank: no check.
-    adapter_base: str | None = None
-    max_lora_rank: int = 0
-    # Set by the construct once the other properties are known (their hash names the job family and handle).
-    job_name_prefix: str | None = None
-    wait_handle: str | None = None
-
-    # field -> the CloudFormation property name (the template's spelling, kept as the first release wrote it)
-    NAMES: ClassVar[dict[str, str]] = {
-        "repo_id": "RepoId",
-        "revision": "Revision",
-        "bucket": "Bucket",
-        "prefix": "Prefix",
-        "include": "Include",
-        "exclude": "Exclude",
-        "token_secret_arn": "TokenSecretArn",
-        "hub_endpoint": "HubEndpoint",
-        "image_uri": "ImageUri",
-        "instance_type": "InstanceType",
-        "max_instances": "MaxInstances",
-        "bytes_per_instance": "BytesPerInstance",
-        "volume_size_gb": "VolumeSizeGb",
-        "max_runtime_s": "MaxRuntimeSeconds",
-        "role_arn": "RoleArn",
-        "code_uri": "CodeUri",
-        "handoff_s": "HandoffSeconds",
-        "subnets": "Subnets",
-        "security_group_ids": "SecurityGroupIds",
-        "tags": "Tags",
-        "volume_kms_key_arn": "VolumeKmsKeyId",
-        "job_name_prefix": "JobNamePrefix",
-        "wait_handle": "WaitHandle",
-        "source_s3_uri": "SourceS3Uri",
-        "pack": "Pack",
-        "adapter_base": "AdapterBase",
-        "max_lora_rank": "MaxLoraRank",
-    }
-    # Written as "" when unset (the handler reads "" as unset); the two late ones are left out until set.
-    _EMPTY_WHEN_UNSET: ClassVar[tuple[str, ...]] = ("token_secret_arn", "hub_endpoint")
-    # Left out until set: the two late ones, and the archive source (a Hub checkpoint's template is unchanged).
-    _LATE: ClassVar[tuple[str, ...]] = ("job_name_prefix", "wait_handle", "source_s3_uri")
-    # Left out when empty, so a template without a VPC or tags keeps the properties (and their hash) it had.
-    _OMITTED_WHEN_EMPTY: ClassVar[tuple[str, ...]] = (
-        "subnets",
-        "security_group_ids",
-        "tags",
-        "volume_kms_key_arn",
-        "pack",
-        "adapter_base",
-        "max_lora_rank",
-    )
-
-    @property
-    def source(self) -> str:
-        """What is staged, as the manifest's ``repo_id`` names it: the Hub repository or the archive's URI."""
-        return self.source_s3_uri or self.repo_id
-
-    def to_properties(self) -> dict[str, Any]:
-        """The resource's properties as the template holds them (numbers as text, patterns as lists)."""
-        properties: dict[str, Any] = {}
-        for field in fields(self):
-            value = getattr(self, field.name)
-            if value is None and field.name in self._LATE:
-                continue
-            if not value and field.name in self._OMITTED_WHEN_EMPTY:
-                continue
-            if value is None:
-                value = ""
-            elif field.name == "tags":
-                value = [{"Key": k, "Value": v} for k, v in value]
-            elif isinstance(value, tuple):
-                value = list(value)
-            elif isinstance(value, bool):  # CloudFormation hands a custom resource its properties as text
-                value = "true" if value else "false"
-            elif isinstance(value, int):
-                value = str(value)
-            properties[self.NAMES[field.name]] = value
-        return properties
-
-    @classmethod
-    def from_properties(cls, props: dict[str, Any]) -> StagedCheckpointProperties:
-        """Parse what CloudFormation sent; a missing required property is a KeyError naming it."""
-        defaults = {f.name: f.default for f in fields(cls)}
-
-        def text(name: str, *, required: bool = False) -> str | None:
-            key = cls.NAMES[name]
-            if required:
-                return str(props[key])
-            return props.get(key) or defaults[name]
-
-        def number(name: str) -> int:
-            raw = props.get(cls.NAMES[name])
-            return int(raw) if raw not in (None, "") else int(defaults[name])
-
-        return cls(
-            repo_id=str(text("repo_id", required=True)),
-            bucket=str(text("bucket", required=True)),
-            image_uri=str(text("image_uri", required=True)),
-            role_arn=str(text("role_arn", required=True)),
-            code_uri=str(text("code_uri", required=True)),
-            revision=str(text("revision")),
-            prefix=str(props.get(cls.NAMES["prefix"], defaults["prefix"])),
-            include=string_list(props.get(cls.NAMES["include"])),
-            exclude=string_list(props.get(cls.NAMES["exclude"])),
-            token_secret_arn=props.get(cls.NAMES["token_secret_arn"]) or None,
-            hub_endpoint=props.get(cls.NAMES["hub_endpoint"]) or None,
-            instance_type=str(text("instance_type")),
-            max_instances=number("max_instances"),
-            bytes_per_instance=number("bytes_per_instance"),
-            volume_size_gb=number("volume_size_gb"),
-            max_runtime_s=int(props[cls.NAMES["max_runtime_s"]]),
-            handoff_s=number("handoff_s"),
-            subnets=string_list(props.get(cls.NAMES["subnets"])),
-            security_group_ids=string_list(props.get(cls.NAMES["security_group_ids"])),
-            tags=tuple(
-                (str(t["Key"]), str(t.get("Value", "")))
-                for t in props.get(cls.NAMES["tags"]) or []
-                if isinstance(t, dict) and "Key" in t
-            ),
-            volume_kms_key_arn=props.get(cls.NAMES["volume_kms_key_arn"]) or None,
-            job_name_prefix=str(props[cls.NAMES["job_name_prefix"]]),
-            wait_handle=props.get(cls.NAMES["wait_handle"]) or None,
-            source_s3_uri=props.get(cls.NAMES["source_s3_uri"]) or None,
-            pack=str(props.get(cls.NAMES["pack"], "")).lower() == "true",
-            adapter_base=props.get(cls.NAMES["adapter_base"]) or None,
-            max_lora_rank=number("max_lora_rank"),
-        )
-
-
 # --- the declared form: one ``prop`` per property, read and written by one base class -------------------------
 
 TEXT, WHOLE, NUMBER, LIST, OBJECT = "text", "whole number", "number", "list", "JSON object"
 FLAG = "flag (true or false)"
+TAGS = "list of tags ({Key, Value})"  # CreateProcessingJob's Tags shape; the field holds (key, value) pairs
 
 
 def prop(
     name: str,
     kind: str = TEXT,
-    default: Any = None,
+    default: Any = MISSING,
     *,
     required: bool = False,
     omit_default: bool = False,
+    omit_empty: bool = False,
     blank_when_unset: bool = False,
-):
+    blank_is_value: bool = False,
+) -> Any:
     """A field of a properties class: its CloudFormation name, how its text is read, and its one default.
 
-    ``omit_default``: the template leaves the property out while it has its default (so adding the property did
-    not change the templates, and re-run the resource, of stacks deployed before it existed). A field set to
-    ``None`` is left out, unless ``blank_when_unset``: then it is written as ``""`` (what older templates hold).
+    ``required``: the template must hold it; a ``default`` given with it is the constructor's only (a value the
+    construct sets late, or fills from this default). ``omit_default``: the template leaves the property out while
+    it has its default (so adding the property did not change the templates, and re-run the resource, of stacks
+    deployed before it existed); ``omit_empty``: likewise while it is empty (``""``, 0, false, no items). A field
+    set to ``None`` is left out, unless ``blank_when_unset``: then it is written as ``""`` (what older templates
+    hold). ``blank_is_value``: a blank property that is present is read as given, not as the default.
     """
     metadata = {
         "cfn": name,
         "kind": kind,
         "required": required,
         "omit_default": omit_default,
+        "omit_empty": omit_empty,
         "blank_when_unset": blank_when_unset,
+        "blank_is_value": blank_is_value,
     }
-    if required:
+    if required and default is MISSING:
         return dataclass_field(metadata=metadata)
     if isinstance(default, dict):
         frozen = dict(default)
         return dataclass_field(default_factory=lambda: dict(frozen), metadata=metadata)
-    return dataclass_field(default=() if kind == LIST and default is None else default, metadata=metadata)
+    if default is MISSING:
+        default = () if kind in (LIST, TAGS) else None
+    return dataclass_field(default=default, metadata=metadata)
 
 
 class PropertiesError(ValueError):
     """A resource's properties cannot be read: every bad property, its value and what it must be."""
-
-
-def refusal(subject: str, problems: list[str]) -> str:
-    """The one shape of a refusal (constructs_lib.problems at synth), on one line as CloudFormation shows it."""
-    if len(problems) == 1:
-        return f"{subject}: {problems[0]}"
-    return f"{subject}: {len(problems)} problems: " + "; ".join(problems)
 
 
 class ResourceProperties:
@@ -242,26 +80,34 @@ class ResourceProperties:
     lists, an object as compact JSON (or the construct's token for one), unset values left out. ``from_properties``
     reads what CloudFormation sends, with every problem in one ``PropertiesError``, or appended to ``problems``
     (the handler then adds its own checks and reports all of them together).
+
+    ``READ_AS_GIVEN`` reads a resource as the staged checkpoint's first release did, which its handler and tests
+    still rely on: a required property missing is a ``KeyError`` naming it, one present is read even when blank,
+    a blank optional one (``""``) is its default, a value that does not parse raises at once (``int()``'s
+    ``ValueError``), and a flag is true only when it reads ``true`` in any case.
     """
 
     RESOURCE: ClassVar[str] = "Custom::Resource"
+    READ_AS_GIVEN: ClassVar[bool] = False
+    if TYPE_CHECKING:  # every subclass is a dataclass: what dataclasses.fields() reads
+        __dataclass_fields__: ClassVar[dict[str, Field[Any]]]
 
     @classmethod
     def names(cls) -> dict[str, str]:
         """field -> CloudFormation property name."""
-        return {f.name: f.metadata["cfn"] for f in fields(cls)}  # type: ignore[arg-type]
+        return {f.name: f.metadata["cfn"] for f in fields(cls)}
 
     @classmethod
     def default(cls, name: str) -> Any:
         """The one default of field ``name`` (the construct's and the handler's)."""
-        (spec,) = (f for f in fields(cls) if f.name == name)  # type: ignore[arg-type]
+        (spec,) = (f for f in fields(cls) if f.name == name)
         if spec.default_factory is not MISSING:
             return spec.default_factory()
         return None if spec.default is MISSING else spec.default
 
     def to_properties(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for spec in fields(self):  # type: ignore[arg-type]
+        for spec in fields(self):
             value, kind = getattr(self, spec.name), spec.metadata["kind"]
             if value is None and spec.metadata["blank_when_unset"]:
                 out[spec.metadata["cfn"]] = ""
@@ -269,6 +115,8 @@ class ResourceProperties:
             if value is None or (kind == OBJECT and value == {}):
                 continue
             if spec.metadata["omit_default"] and value == self.default(spec.name):
+                continue
+            if spec.metadata["omit_empty"] and not value:
                 continue
             if kind == FLAG:
                 value = "true" if value else "false"
@@ -278,21 +126,27 @@ class ResourceProperties:
                 value = f"{value:g}"
             elif kind == LIST:
                 value = list(value)
+            elif kind == TAGS:
+                value = [{"Key": key, "Value": text} for key, text in value]
             elif kind == OBJECT and isinstance(value, dict):
                 value = json.dumps(value, sort_keys=True, separators=(",", ":"))
             out[spec.metadata["cfn"]] = value
         return out
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, Any], problems: list[str] | None = None) -> Any:
+    def from_properties(cls, props: Mapping[str, Any], problems: list[str] | None = None) -> Self:
         """Parse what CloudFormation sent. Without ``problems``, raise on any; with it, append them and fill the
-        bad or missing fields with their defaults (an empty text for a required one)."""
+        bad or missing fields with their defaults (an empty text for a required one). ``READ_AS_GIVEN``: raise
+        the first, with or without ``problems``."""
+        if cls.READ_AS_GIVEN:
+            return cls(**{spec.name: cls._read_as_given(spec, props) for spec in fields(cls)})
         found: list[str] = []
         values: dict[str, Any] = {}
-        for spec in fields(cls):  # type: ignore[arg-type]
+        for spec in fields(cls):
             key, kind = spec.metadata["cfn"], spec.metadata["kind"]
             raw = props.get(key)
-            if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            blank = raw is None or (isinstance(raw, str) and raw.strip() == "")
+            if blank and not (raw is not None and spec.metadata["blank_is_value"]):
                 if spec.metadata["required"]:
                     found.append(f"{key} is required")
                 values[spec.name] = "" if spec.metadata["required"] else cls.default(spec.name)
@@ -304,6 +158,28 @@ class ResourceProperties:
         if problems is not None:
             problems.extend(found)
         return cls(**values)
+
+    @classmethod
+    def _read_as_given(cls, spec: Field[Any], props: Mapping[str, Any]) -> Any:
+        """One property as ``READ_AS_GIVEN`` reads it (raising, not collecting)."""
+        key, kind, meta = spec.metadata["cfn"], spec.metadata["kind"], spec.metadata
+        if props.get(key) in (None, "") and not meta["required"] and not (meta["blank_is_value"] and key in props):
+            return cls.default(spec.name)
+        raw = props[key]  # a required property that is missing: a KeyError naming it
+        if kind == WHOLE:
+            return int(raw)
+        if kind == FLAG:
+            return str(raw).lower() == "true"
+        if kind == LIST:
+            return string_list(raw)
+        if kind == TAGS:
+            return _tags(raw)
+        return str(raw)
+
+
+def _tags(raw: Any) -> tuple[tuple[str, str], ...]:
+    """A list of ``{"Key": k, "Value": v}`` as (key, value) pairs; entries without a key are dropped."""
+    return tuple((str(t["Key"]), str(t.get("Value", ""))) for t in raw if isinstance(t, dict) and "Key" in t)
 
 
 def _read(key: str, kind: str, raw: Any, problems: list[str]) -> Any:
@@ -322,6 +198,10 @@ def _read(key: str, kind: str, raw: Any, problems: list[str]) -> Any:
             return str(text).lower() == "true"
         if kind == LIST:
             return string_list(raw)
+        if kind == TAGS:
+            if not isinstance(raw, list):
+                raise ValueError(raw)
+            return _tags(raw)
         if kind == OBJECT:
             value = safejson.loads(raw, source=key) if isinstance(raw, str) else raw
             if not isinstance(value, dict):
@@ -331,6 +211,60 @@ def _read(key: str, kind: str, raw: Any, problems: list[str]) -> Any:
         problems.append(f"{key}={shorten(repr(raw), 200)} is not a {kind}")
         return None
     raise AssertionError(f"unknown kind {kind!r}")
+
+
+@dataclass(frozen=True)
+class StagedCheckpointProperties(ResourceProperties):
+    """``Custom::StagedCheckpoint``: constructs_lib.StagedCheckpoint writes it, lambda/staged_checkpoint reads it.
+
+    Only ARNs and names: the Hub token itself is never a property. The names are the template's spelling, as the
+    first release wrote them; the VPC, tags, volume key and adapter check are left out when empty, so a template
+    without them keeps the properties (and their hash) it had.
+    """
+
+    RESOURCE: ClassVar[str] = "Custom::StagedCheckpoint"
+    READ_AS_GIVEN: ClassVar[bool] = True
+    repo_id: str = prop("RepoId", required=True)  # "" for an archive source (source_s3_uri)
+    bucket: str = prop("Bucket", required=True)
+    image_uri: str = prop("ImageUri", required=True)
+    role_arn: str = prop("RoleArn", required=True)
+    code_uri: str = prop("CodeUri", required=True)
+    revision: str = prop("Revision", TEXT, "main")
+    prefix: str = prop("Prefix", TEXT, "models/", blank_is_value=True)
+    include: tuple[str, ...] = prop("Include", LIST)
+    exclude: tuple[str, ...] = prop("Exclude", LIST)
+    token_secret_arn: str | None = prop("TokenSecretArn", blank_when_unset=True)  # "" is read as unset
+    hub_endpoint: str | None = prop("HubEndpoint", blank_when_unset=True)
+    instance_type: str = prop("InstanceType", TEXT, "ml.m5.2xlarge")
+    max_instances: int = prop("MaxInstances", WHOLE, 4)
+    bytes_per_instance: int = prop("BytesPerInstance", WHOLE, 100 * GIB)
+    volume_size_gb: int = prop("VolumeSizeGb", WHOLE, 30)
+    max_runtime_s: int = prop("MaxRuntimeSeconds", WHOLE, 6 * 3600, required=True)
+    handoff_s: int = prop("HandoffSeconds", WHOLE, 600)
+    # The job's VpcConfig (NetworkConfig.VpcConfig of CreateProcessingJob): both or neither.
+    subnets: tuple[str, ...] = prop("Subnets", LIST, omit_empty=True)
+    security_group_ids: tuple[str, ...] = prop("SecurityGroupIds", LIST, omit_empty=True)
+    # The user's tags for the job, (key, value) pairs, added to the job's own (CreateProcessingJob Tags).
+    tags: tuple[tuple[str, str], ...] = prop("Tags", TAGS, omit_empty=True)
+    # The job's ML storage volume key (ProcessingResources.ClusterConfig.VolumeKmsKeyId).
+    volume_kms_key_arn: str | None = prop("VolumeKmsKeyId", omit_empty=True)
+    # A model.tar.gz to unpack instead of a Hub repository (repo_id is then ""): s3://bucket/key.tar.gz. Left out
+    # until set, so a Hub checkpoint's template is unchanged.
+    source_s3_uri: str | None = prop("SourceS3Uri")
+    # A Hub repository packed into one model.tar.gz (hfstage.pack: a LoRA adapter's ArtifactUrl), not unpacked.
+    pack: bool = prop("Pack", FLAG, False, omit_empty=True)
+    # With pack, a LoRA adapter: its adapter_config.json is checked against the base before any job
+    # (preflight/adapters.py). "" base: a base served from S3 (its name is not compared); 0 rank: no check.
+    adapter_base: str | None = prop("AdapterBase", omit_empty=True)
+    max_lora_rank: int = prop("MaxLoraRank", WHOLE, 0, omit_empty=True)
+    # Set by the construct once the other properties are known (their hash names the job family and handle).
+    job_name_prefix: str | None = prop("JobNamePrefix", TEXT, None, required=True)
+    wait_handle: str | None = prop("WaitHandle")
+
+    @property
+    def source(self) -> str:
+        """What is staged, as the manifest's ``repo_id`` names it: the Hub repository or the archive's URI."""
+        return self.source_s3_uri or self.repo_id
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,6 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import boto3
-from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 # The checks themselves, pure, in the module beside this one (named after the handler: see tests/fakes/handlers.py).
@@ -66,23 +64,14 @@ from smoke_checks import (
 )
 from smoke_load import attributes, figures, missed, publish, run_burst
 from smoke_load import failure_reason as load_failure_reason
+from smoke_settings import Settings, SettingsError  # noqa: F401  (tests reach SettingsError through this module)
 
 import handler_kit
-import handler_kit.resources
-from endpoint_client import (
-    STREAM_FORMATS,
-    InvocationError,
-    build_chat_request,
-    classify,
-    invoke_chat,
-    stream_chat,
-)
+from endpoint_client import InvocationError, build_chat_request, classify, invoke_chat, stream_chat
 from handler_kit import update_rolling_back
 from handler_kit.resources import LOAD_FIGURES, EndpointSmokeTestProperties
 
 PHYSICAL_ID_PREFIX = "smoke-"
-ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
-COMPONENT_LOG_GROUP = "/aws/sagemaker/InferenceComponents/{}"
 # One model call may take this long; SageMaker itself gives a container 60 s for a non-streamed answer.
 CALL_TIMEOUT_S = 90
 # is_complete leaves the function when a backoff would not leave room for one more full attempt
@@ -91,113 +80,41 @@ ATTEMPT_RESERVE_S = 2 * CALL_TIMEOUT_S + 20
 FIRST_BACKOFF_S = 2.0
 MAX_BACKOFF_S = 30.0
 # The load burst must start with this much of the handler's run left beyond its window: the last requests' join
-# (5 s), publishing (at most 2 x (3 + 10) s, CLOUDWATCH below) and answering.
+# (5 s), publishing (at most 2 x (3 + 10) s, the cloudwatch CLIENT_CONFIG below) and answering.
 LOAD_SLACK_S = 45
 # A burst's requests in flight at once, at most (constructs_lib/load_gate.py CONCURRENCY_RANGE): the runtime
 # client's connection pool holds that many, so no request waits for a connection (botocore's default is 10).
 MAX_LOAD_CONCURRENCY = 64
 
 
-# Our own retry loop decides about retries: botocore makes exactly one attempt per model call.
-SAGEMAKER = boto3.client("sagemaker", config=Config(retries={"mode": "standard", "total_max_attempts": 3}))
-RUNTIME = boto3.client(
-    "sagemaker-runtime",
-    config=Config(
-        connect_timeout=10,
-        read_timeout=CALL_TIMEOUT_S,
-        retries={"total_max_attempts": 1},
-        max_pool_connections=MAX_LOAD_CONCURRENCY,
-    ),
-)
-# The load gate's figures (PutMetricData); the gate's statement allows its one namespace only.
-# Short timeouts: in subnets without a route to CloudWatch (no NAT, no monitoring endpoint) publishing gives up in
-# seconds, and the deploy does not wait on it (smoke_load.publish logs and goes on).
-CLOUDWATCH = boto3.client(
-    "cloudwatch",
-    config=Config(connect_timeout=3, read_timeout=10, retries={"mode": "standard", "total_max_attempts": 2}),
-)
-CLOUDFORMATION = boto3.client("cloudformation", config=Config(retries={"mode": "standard", "total_max_attempts": 5}))
+# Each service's botocore Config; its client is made when first used (client()). Our own retry loop decides about
+# retries: botocore makes exactly one attempt per model call. The load gate's figures (PutMetricData, the gate's
+# statement allows its one namespace only) have short timeouts: in subnets without a route to CloudWatch (no NAT,
+# no monitoring endpoint) publishing gives up in seconds, and the deploy does not wait on it (smoke_load.publish
+# logs and goes on).
+CLIENT_CONFIG: dict[str, dict[str, Any]] = {
+    "sagemaker": {"retries": {"mode": "standard", "total_max_attempts": 3}},
+    "sagemaker-runtime": {
+        "connect_timeout": 10,
+        "read_timeout": CALL_TIMEOUT_S,
+        "retries": {"total_max_attempts": 1},
+        "max_pool_connections": MAX_LOAD_CONCURRENCY,
+    },
+    "cloudwatch": {"connect_timeout": 3, "read_timeout": 10, "retries": {"mode": "standard", "total_max_attempts": 2}},
+    "cloudformation": {"retries": {"mode": "standard", "total_max_attempts": 5}},
+}
+_clients: dict[str, Any] = {}
+
+
+def client(name: str) -> Any:
+    """One boto3 client per service for the life of the execution environment, with its ``CLIENT_CONFIG``."""
+    return handler_kit.cached_client(_clients, name, **CLIENT_CONFIG[name])
+
+
 # The attributes a deploy publishes (metrics()); a rollback keeps every key, since the restored template's
 # Fn::GetAtt reads them. CloudFormation does not send the previous values, so they read ROLLBACK_VALUE.
 METRIC_KEYS = ("TimeToFirstTokenMs", "LatencyMs", "TokensPerSecond", "CompletionTokens", "StreamEndedWithDone")
 ROLLBACK_VALUE = "n/a (rolled back)"
-
-
-# --- settings ---------------------------------------------------------------------------------------
-
-
-class SettingsError(ValueError):
-    """The resource's properties are unusable; nothing was called."""
-
-
-class Settings(EndpointSmokeTestProperties):
-    """The resource's properties (handler_kit/resources.py, the class the construct writes them with), checked."""
-
-    @classmethod
-    def from_properties(cls, props: Mapping[str, Any], problems: list[str] | None = None) -> Settings:
-        """Every problem is reported together, before anything is called."""
-        problems = []
-        settings = super().from_properties(props, problems)
-        if settings.max_tokens <= 0:
-            problems.append(f"MaxTokens={props.get('MaxTokens')!r} must be positive")
-        if not (settings.budget_s > 0 and math.isfinite(settings.budget_s)):
-            problems.append(f"BudgetSeconds={props.get('BudgetSeconds')!r} must be positive")
-        if settings.expected_pattern is not None:
-            try:
-                re.compile(settings.expected_pattern)
-            except re.error as e:
-                problems.append(f"ExpectedPattern {settings.expected_pattern!r} is not a regular expression ({e})")
-        # The engine's framing of a streamed answer (engines.json stream_format): SSE or JSON Lines (LMI).
-        if settings.stream_format not in STREAM_FORMATS:
-            problems.append(
-                f"StreamFormat={settings.stream_format!r} is not allowed; allowed: {', '.join(STREAM_FORMATS)}"
-            )
-        try:
-            build_chat_request("", extra=settings.extra_body)
-        except ValueError as e:
-            problems.append(f"ExtraBody: {e}")
-        if settings.load_gate:
-            problems += _load_problems(settings, props)
-        if problems:
-            raise SettingsError(handler_kit.resources.refusal(f"{cls.RESOURCE} properties", problems))
-        return settings
-
-    @property
-    def log_groups(self) -> list[str]:
-        groups = [ENDPOINT_LOG_GROUP.format(self.endpoint_name)]
-        if self.inference_component_name:
-            groups.append(COMPONENT_LOG_GROUP.format(self.inference_component_name))
-        return groups
-
-    @property
-    def subject(self) -> str:
-        if self.inference_component_name:
-            return f"endpoint {self.endpoint_name} (inference component {self.inference_component_name})"
-        return f"endpoint {self.endpoint_name}"
-
-
-def _load_problems(settings: Settings, props: Mapping[str, Any]) -> list[str]:
-    problems = []
-    for name, key, low in (
-        ("load_requests", "LoadRequests", 1),
-        ("load_concurrency", "LoadConcurrency", 1),
-        ("load_max_tokens", "LoadMaxTokens", 2),
-    ):
-        value = getattr(settings, name)
-        if value is None or value < low:
-            problems.append(f"{key}={props.get(key)!r} must be a whole number of at least {low} with LoadRequests")
-    if not (settings.load_window_s and settings.load_window_s > 0 and math.isfinite(settings.load_window_s)):
-        problems.append(f"LoadWindowSeconds={props.get('LoadWindowSeconds')!r} must be positive with LoadRequests")
-    for name, key in (
-        ("target_ttft_p95_ms", "TargetTtftP95Ms"),
-        ("target_itl_p95_ms", "TargetItlP95Ms"),
-        ("target_min_output_tokens_per_s", "TargetMinOutputTokensPerSecond"),
-        ("target_max_error_rate", "TargetMaxErrorRate"),
-    ):
-        value = getattr(settings, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            problems.append(f"{key}={props.get(key)!r} must be a number of at least 0")
-    return problems
 
 
 # --- checks (pure) ----------------------------------------------------------------------------------
@@ -354,7 +271,7 @@ def on_event(
     if (
         request == "Update"
         and event.get("PhysicalResourceId")
-        and rolling_back(event.get("StackId", ""), cloudformation or CLOUDFORMATION)
+        and rolling_back(event.get("StackId", ""), cloudformation or client("cloudformation"))
     ):
         log("rollback", physical_id=event["PhysicalResourceId"], checks="skipped")
         # The restored template reads the attributes of its own properties: with a gate, the burst's figures too.
@@ -395,8 +312,8 @@ def complete(
     data = run_with_retries(
         settings,
         started_at,
-        sagemaker=sagemaker or SAGEMAKER,
-        runtime=runtime or RUNTIME,
+        sagemaker=sagemaker or client("sagemaker"),
+        runtime=runtime or client("sagemaker-runtime"),
         clock=clock,
         sleep=sleep,
         remaining_s=remaining_s,
@@ -409,7 +326,14 @@ def complete(
             # The checks passed late in this run: the next poll starts a fresh one, checks again, then loads.
             log("waiting", endpoint=settings.endpoint_name, next_poll="waiter", reason="load_window")
             return {"IsComplete": False}
-        data = {**data, **run_load_gate(settings, runtime=runtime or RUNTIME, cloudwatch=cloudwatch or CLOUDWATCH)}
+        data = {
+            **data,
+            **run_load_gate(
+                settings,
+                runtime=runtime or client("sagemaker-runtime"),
+                cloudwatch=cloudwatch or client("cloudwatch"),
+            ),
+        }
     return {"IsComplete": True, "Data": data}
 
 

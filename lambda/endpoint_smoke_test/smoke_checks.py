@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from smoke_settings import Settings
 
 from endpoint_client import ErrorInfo, InvocationResult, short_reason
-
-if TYPE_CHECKING:
-    from index import Settings
-
 
 TRANSIENT_ENDPOINT_STATUSES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 

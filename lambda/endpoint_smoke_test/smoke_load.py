@@ -21,14 +21,13 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from smoke_settings import Settings
 
 from endpoint_client import InvocationError, build_chat_request, short_reason, stream_chat
 from endpoint_client.load import inter_token_latency_s, mean_in_flight, percentile
 from handler_kit.resources import LOAD_FIGURES, SMOKE_METRIC_DIMENSION, SMOKE_METRIC_NAMESPACE
-
-if TYPE_CHECKING:
-    from index import Settings
 
 WINDOW_KIND = "window"  # cut off by the burst's window, or never started within it
 MESSAGE_CHARS = 300  # of the first failure's message, in the reason
@@ -59,7 +58,9 @@ class Request:
     @property
     def itl_s(self) -> float | None:
         """AIPerf's inter-token latency, as ``llmops bench`` computes it (endpoint_client.load)."""
-        return inter_token_latency_s(self.e2e_s, self.ttft_s, self.tokens) if self.ok else None  # type: ignore[arg-type]
+        if self.error is not None or self.e2e_s is None:  # not ``ok``, spelled out so that e2e_s is a float below
+            return None
+        return inter_token_latency_s(self.e2e_s, self.ttft_s, self.tokens)
 
 
 @dataclass

@@ -5,8 +5,9 @@ a new module object under a name of its own, so module-level state (cached clien
 one test into another; the shared packages it imports (handler_kit, hfstage, preflight, endpoint_client) come
 from the repository root, as the asset bundles them. A handler split by concern imports its other modules from its
 own folder (named after the handler, e.g. ``staging_job``, so no two handlers' modules share a name); they hold no
-state, so sharing them between loads leaks nothing. Module-level boto3 clients are created at load time from
-the environment: set ``AWS_DEFAULT_REGION`` and any ``AWS_ENDPOINT_URL_*`` first.
+state, so sharing them between loads leaks nothing. A handler makes each boto3 client when it first uses it
+(``handler_kit.cached_client``), from the environment then: set ``AWS_DEFAULT_REGION`` and any
+``AWS_ENDPOINT_URL_*`` before calling it, or put a stub in its ``_clients``.
 """
 
 from __future__ import annotations

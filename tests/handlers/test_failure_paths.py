@@ -345,10 +345,10 @@ class SmokeDriver(Driver):
             "AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME": self.fake.url,
         }.items():
             monkeypatch.setenv(key, value)
-        self.module = load_handler(self.name)  # its module-level clients now reach the fake
-        self.stacks = self.module.CLOUDFORMATION = Stacks()
-        self.sagemaker = Faults(self.module.SAGEMAKER)
-        self.runtime = Faults(self.module.RUNTIME)
+        self.module = load_handler(self.name)  # the clients it makes from here on reach the fake
+        self.stacks = self.module._clients["cloudformation"] = Stacks()
+        self.sagemaker = Faults(self.module.client("sagemaker"))
+        self.runtime = Faults(self.module.client("sagemaker-runtime"))
 
     def handler(self) -> HandlerUnderTest:
         module, clock = self.module, self.clock
@@ -610,7 +610,7 @@ def test_smoke_test_polls_until_in_service_within_its_budget(driver):
         if calls["n"] == 12:
             endpoint.status = "InService"
 
-    driver.module.SAGEMAKER.meta.events.register("before-send.sagemaker.DescribeEndpoint", come_up)
+    driver.module.client("sagemaker").meta.events.register("before-send.sagemaker.DescribeEndpoint", come_up)
     cfn = driver.cloudformation()
     created = cfn.create(driver.properties())
     assert created.ok, created.reason

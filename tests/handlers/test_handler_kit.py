@@ -83,11 +83,13 @@ def test_clients_are_made_once_per_service_and_region():
 
 @pytest.mark.parametrize("name", ["staged_checkpoint", "deployment_preflight", "endpoint_smoke_test"])
 def test_every_handler_uses_the_kit(name, monkeypatch):
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")  # the smoke handler makes its clients at import
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)  # no client is made at import: each when first used
     module = load_lambda(name)
     assert module.handler_kit is handler_kit and module.update_rolling_back is handler_kit.update_rolling_back
+    assert module._clients == {}
     source = (load_lambda.__globals__["ROOT"] / "lambda" / name / "index.py").read_text()
     assert "StackStatus" not in source and "_NEEDS_QUOTES" not in source  # no copy of their own
+    assert "handler_kit.cached_client(" in source and "boto3.client(" not in source  # clients through the kit
 
 
 # --- one typed properties class per custom resource ---------------------------------------------------
@@ -112,10 +114,8 @@ def test_the_staged_checkpoint_writes_what_its_handler_reads_back():
     assert parsed.max_instances == 4 and parsed.max_runtime_s == 21600 and parsed.token_secret_arn is None
     # The VPC, tags and volume key are left out when not given, so a template without them keeps its hash;
     # SourceS3Uri is written only for a model.tar.gz source (a Hub checkpoint's template does not change).
-    omitted = set(StagedCheckpointProperties._OMITTED_WHEN_EMPTY)
-    written = {
-        StagedCheckpointProperties.NAMES[f.name] for f in dataclasses.fields(parsed) if f.name not in omitted
-    } - {"SourceS3Uri"}
+    names = StagedCheckpointProperties.names()
+    written = {names[f.name] for f in dataclasses.fields(parsed) if not f.metadata["omit_empty"]} - {"SourceS3Uri"}
     assert set(props) == written
     assert parsed.to_properties() == props  # a round trip changes nothing
 

@@ -36,7 +36,7 @@ def handler(fake, monkeypatch):
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME", fake.url)
     fake.reset()
     module = load_handler("endpoint_smoke_test")
-    module.CLOUDFORMATION = Stacks()  # a plain update; the rollback tests set its status
+    module._clients["cloudformation"] = Stacks()  # a plain update; the rollback tests set its status
     return module
 
 

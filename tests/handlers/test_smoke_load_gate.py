@@ -301,7 +301,7 @@ def gated_deployed() -> dict[str, Any]:
 def test_update_that_misses_a_target_fails_and_rolls_back_to_the_fleet_that_met_it(request, clock, gated_deployed):
     driver = SmokeDriver(request, clock, gated_deployed)
     with driver.stack:
-        driver.module.CLOUDWATCH = cloudwatch = CloudWatch()
+        driver.module._clients["cloudwatch"] = cloudwatch = CloudWatch()
         endpoint = driver.fake.endpoint(SMOKE_ENDPOINT)
         endpoint.config_name, endpoint.default = "config-1", FAST
         cfn = driver.cloudformation()

@@ -95,7 +95,7 @@ def test_smoke_test_runs_when_the_stack_cannot_be_described(driver):
 
             raise ClientError({"Error": {"Code": "AccessDenied", "Message": "no"}}, "DescribeStacks")
 
-    driver.module.CLOUDFORMATION = Denied()
+    driver.module._clients["cloudformation"] = Denied()
     cfn = driver.cloudformation()
     assert cfn.create(driver.properties()).ok
     updated = cfn.update(driver.properties(MaxTokens="16"))
