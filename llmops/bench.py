@@ -822,13 +822,11 @@ def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO
     the per-request throughput target is 1 / the ITL target (the gate reads its p5, which is 1 / ITL's p95); the
     error rate allowed is the one measured, rounded up to a percent (0 when none failed). When that burst would not
     fit the gate's budget rule, the requests are lowered until it does (never below the concurrency)."""
-    from constructs_lib.load_gate import (
-        CONCURRENCY_RANGE,
-        MAX_TOKENS_RANGE,
-        REQUESTS_RANGE,
-        LoadGate,
-        load_gate_problems,
-    )
+    from constructs_lib import LoadGate
+    from constructs_lib.rules import LOAD_CONCURRENCY_RANGE as CONCURRENCY_RANGE
+    from constructs_lib.rules import LOAD_MAX_TOKENS_RANGE as MAX_TOKENS_RANGE
+    from constructs_lib.rules import LOAD_REQUESTS_RANGE as REQUESTS_RANGE
+    from constructs_lib.rules import load_gate_problems
 
     ttft, itl = level["ttft_ms"].get("p95"), level["inter_token_latency_ms"].get("p95")
     if ttft is None or itl is None:

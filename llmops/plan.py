@@ -48,11 +48,20 @@ from pathlib import Path
 from typing import Any
 
 import safejson
-from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
-from constructs_lib.engines import engine_names
-from constructs_lib.format_guard import nearest_capable
-from constructs_lib.instance_pools import MAX_FALLBACKS
-from constructs_lib.prices import LOOKUP, UNKNOWN, Price, hours_per_month, lookup_hint
+from constructs_lib.rules import (
+    MAX_FALLBACKS,
+    InstanceSpec,
+    Price,
+    engine_names,
+    hours_per_month,
+    known_instance_types,
+    lookup_hint,
+    lookup_instance,
+    nearest_capable,
+    resolve_instance,
+)
+from constructs_lib.rules import PRICE_LOOKUP as LOOKUP
+from constructs_lib.rules import PRICE_UNKNOWN as UNKNOWN
 from llmops.context import add_context_arguments, uses_context
 from llmops.facts import RECORD
 from llmops.price_list import price

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from constructs_lib.catalog import InstanceSpec, known_instance_types, lookup_instance
+from constructs_lib.rules import InstanceSpec, known_instance_types, lookup_instance
 from preflight import format_table
 from preflight.gguf import SPLIT_PART, GgufError, GgufHeader, estimate_gguf_fit, file_reader, read_header, s3_reader
 

@@ -35,9 +35,8 @@ from pathlib import Path
 from typing import Any
 
 import safejson
-from constructs_lib.catalog import known_instance_types
-from constructs_lib.prices import Price, known_regions
-from constructs_lib.prices import price as shipped_price
+from constructs_lib.rules import Price, known_instance_types, known_regions
+from constructs_lib.rules import price as shipped_price
 
 SERVICE_CODE = "AmazonSageMaker"
 # The Price List Query API has two endpoints, api.pricing.us-east-1 and api.pricing.ap-south-1; either answers for

@@ -21,9 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import safejson
-from constructs_lib.catalog import resolve_instance
-from constructs_lib.engines import engine_names, get_engine
-from constructs_lib.images import SEMANTIC_TAG, cuda_of_tag, dlc_account, recorded_tag_key, version_key
+from constructs_lib.rules import (
+    SEMANTIC_TAG,
+    cuda_of_tag,
+    dlc_account,
+    engine_names,
+    get_engine,
+    recorded_tag_key,
+    resolve_instance,
+    version_key,
+)
 
 
 def compatible_tags(tags: list[str], instance_spec: Any, pattern: re.Pattern[str] = SEMANTIC_TAG) -> list[str]:

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import safejson
-from constructs_lib.catalog import known_instance_types
-from constructs_lib.prices import hours_per_month, lookup_hint
+from constructs_lib.rules import hours_per_month, known_instance_types, lookup_hint
 from llmops.facts import METADATA_KEY
 from llmops.fleet_summary import fleet_total_lines, variant_types
 from llmops.price_list import price
@@ -172,7 +171,7 @@ def _image_text(image: object) -> str:
 
 def _engine_of(image: str, description: str) -> str:
     """The engine whose DLC repository the image names (constructs_lib/data/engines.json), else the stack's."""
-    from constructs_lib.engines import engine_names, get_engine
+    from constructs_lib.rules import engine_names, get_engine
 
     repository = image.rsplit("/", 1)[-1].split(":", 1)[0].split("@", 1)[0]
     for name in engine_names():
