@@ -13,10 +13,11 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import Refusal
-from llmops.facts import RECORD, FactsSource
+from constructs_lib.deployment import RECORD, FactsSource
+from llmops.facts import hub_lookup
 from stacks import build_stacks
 
-# The recorded Hub lookups, beside cdk.json (as cdk.context.json is): llmops/facts.py.
+# The recorded Hub lookups, beside cdk.json (as cdk.context.json is): constructs_lib/model_facts.py.
 FACTS = Path(__file__).resolve().parent / RECORD
 
 
@@ -31,7 +32,8 @@ def build_app(app: cdk.App, *, facts: FactsSource | None = None) -> cdk.App:
 def main() -> int:
     app = cdk.App()
     try:
-        build_app(app, facts=FactsSource(FACTS))
+        # A model the record lacks is looked up on the Hub (llmops/facts.py), then recorded.
+        build_app(app, facts=FactsSource(FACTS, lookup=hub_lookup))
     except Refusal as e:  # the context's keys (ConfigError) or a construct's props: one format
         print(e, file=sys.stderr)
         return 2

@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import aws_cdk as cdk
 
 from app import build_app
-from llmops.facts import FactsSource
+from constructs_lib.deployment import FactsSource
+from llmops.facts import hub_lookup
 from tests.conftest import default_context
 from tests.fakes.fake_hub import Declared, FakeHub
 
@@ -63,9 +64,11 @@ def main() -> int:
         hub.add_repo(context["model_id"], files)
         os.environ.update(HF_ENDPOINT=hub.endpoint, HF_HOME=str(Path(work) / "hf"))
         record = Path(work) / "model-facts.json"
-        known = FactsSource(record).facts_for(context["model_id"], context["revision"])  # the one lookup
+        known = FactsSource(record, lookup=hub_lookup).facts_for(
+            context["model_id"], context["revision"]
+        )  # the one lookup
         assert known.facts is not None, known.missing
-        recorded = FactsSource(record, lookup=False)
+        recorded = FactsSource(record)
         synth(None)  # warm-up: jsii loads its modules on first use
         plain, with_facts = [], []
         for _ in range(args.runs):

@@ -10,6 +10,7 @@ import importlib
 import importlib.util
 import sys
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 # subcommand -> module of this package (a hyphen in the command, an underscore in the module)
 COMMANDS = {
@@ -26,10 +27,18 @@ COMMANDS = {
 EXIT_USAGE = 2
 
 
+@runtime_checkable
+class _SourceLoader(Protocol):
+    """A loader that hands out a module's source (importlib.abc.InspectLoader's method; zipimporter has it too)."""
+
+    def get_source(self, fullname: str) -> str | None: ...
+
+
 def _summary(module: str) -> str:
     """The first line of the module's docstring, read without importing it."""
     spec = importlib.util.find_spec(f"llmops.{module}")
-    source = spec.loader.get_source(spec.name) if spec and spec.loader else None  # type: ignore[union-attr]
+    loader = spec.loader if spec else None
+    source = loader.get_source(spec.name) if spec and isinstance(loader, _SourceLoader) else None
     if not source:
         return ""
     import ast

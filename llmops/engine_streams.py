@@ -12,12 +12,17 @@ import json
 from functools import cache
 from pathlib import Path
 
-# Found without importing constructs_lib (whose __init__ loads aws-cdk): installed or in a source checkout.
-ENGINES_JSON = (
-    Path(next(iter(importlib.util.find_spec("constructs_lib").submodule_search_locations)))  # type: ignore[union-attr]
-    / "data"
-    / "engines.json"
-)
+
+def _package_folder(name: str) -> Path:
+    """The folder of package ``name``, found without importing it (constructs_lib's __init__ loads aws-cdk)."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"{name} is not an installed package", name=name)
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+# Installed or in a source checkout.
+ENGINES_JSON = _package_folder("constructs_lib") / "data" / "engines.json"
 DEFAULT_ENGINE = "vllm"
 
 

@@ -1,21 +1,20 @@
-"""What synth knows about the model: a Hub lookup recorded in ``model-facts.json``, committed with the app.
+"""The model-facts record's commands, and the Hub lookup synth makes for a model the record lacks.
 
     python -m llmops.facts refresh [-c key=value ...] [--context-file cdk.json]   # look up again, record
     python -m llmops.facts show                                                  # what is recorded
     python -m llmops.facts record DIR --model-id ORG/NAME [--sha SHA]            # from a local snapshot
 
 The way CDK records its lookups in ``cdk.context.json``: when the model comes from the Hub (``model_id``, no
-``model_s3_uri``), ``cdk synth`` (app.py) reads ``model-facts.json`` beside cdk.json; when it holds no entry for
-``model_id@revision`` it looks the model up on the Hub once with ``huggingface_hub`` (the revision's commit
-SHA, config.json, every file's name and size; no weights) and writes the entry. The next synth reads the
-record and needs no network: the same synth every time, and ``revision=main`` pinned to the recorded SHA.
-``refresh`` looks every configured model up again (a new commit on ``main``; a gated model with a token): with
-a ``deployments`` map (or ``deployments_file``) every deployment's model, as synth checks each of them. The
-token comes from ``$HF_TOKEN`` at synth; ``refresh`` also reads ``hf_token_secret_arn`` as ``plan`` does.
-``HF_HUB_OFFLINE=1`` (huggingface_hub's switch) stops synth from looking anything up. With neither a record
-nor the Hub, synth still succeeds and its summary says that fit was not checked.
-
-The record is input like any other: a malformed one fails synth naming the file, never a traceback.
+``model_s3_uri``), ``cdk synth`` (app.py) reads ``model-facts.json`` beside cdk.json (the record:
+constructs_lib/model_facts.py); when it holds no entry for ``model_id@revision``, the lookup app.py hands it
+(``hub_lookup``) asks the Hub once with ``huggingface_hub`` (the revision's commit SHA, config.json, every file's
+name and size; no weights) and the entry is written. The next synth reads the record and needs no network: the
+same synth every time, and ``revision=main`` pinned to the recorded SHA. ``refresh`` looks every configured model
+up again (a new commit on ``main``; a gated model with a token): with a ``deployments`` map (or
+``deployments_file``) every deployment's model, as synth checks each of them. The token comes from ``$HF_TOKEN``
+at synth; ``refresh`` also reads ``hf_token_secret_arn`` as ``plan`` does. ``HF_HUB_OFFLINE=1``
+(huggingface_hub's switch) stops synth from looking anything up. With neither a record nor the Hub, synth still
+succeeds and its summary says that fit was not checked.
 """
 
 from __future__ import annotations
@@ -24,174 +23,31 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+import warnings
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import safejson
-from constructs_lib.names import SHA, repo_id_problem, revision_problem
-from preflight import select_weight_files
-from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
-
-RECORD = "model-facts.json"
-METADATA_KEY = "LlmOps::ModelFacts"  # the template's Metadata entry: what synth checked (llmops.summary reads it)
-SCHEMA = 1
-LOOKUP_TIMEOUT_S = 10.0
-REFRESH = "python -m llmops.facts refresh"
-HEADER = (
-    "Model facts cdk synth looked up on the Hugging Face Hub (commit SHA, config.json, file sizes), read back by "
-    f"every later synth so that it needs no network. Commit this file. To look up again: {REFRESH} (make facts)."
+from constructs_lib import model_facts
+from constructs_lib.model_facts import METADATA_KEY as METADATA_KEY  # llmops.summary reads it from here
+from constructs_lib.model_facts import (
+    RECORD,
+    REFRESH,
+    FactsError,
+    FactsRecord,
+    FactsUnavailable,
+    ModelFacts,
+    record_key,
 )
+from constructs_lib.rules import SHA, repo_id_problem, revision_problem
+from preflight.gguf import GgufError, GgufHeader, read_header, select_gguf
+from preflight.weights import SAFETENSORS_INDEX
+
+LOOKUP_TIMEOUT_S = 10.0
 # Synth reads the token from the environment only; refresh also reads the deployment's secret.
 SYNTH_TOKEN_HINT = f"HF_TOKEN in the environment: synth reads no secret, {REFRESH} also reads hf_token_secret_arn"
 OFFLINE_VALUES = {"1", "true", "yes", "on"}  # huggingface_hub's constants._is_true
-
-
-class FactsError(ValueError):
-    """The record cannot be used; the message names the file and what to do."""
-
-
-@dataclass(frozen=True)
-class ModelFacts:
-    repo_id: str
-    revision: str  # as configured (a branch, tag or SHA)
-    sha: str  # the commit it pointed at when looked up
-    config: dict[str, Any]
-    files: dict[str, int]  # every file of that commit, with its size
-    looked_up: str  # ISO date and time (UTC)
-    endpoint: str
-    # llama.cpp: the GGUF model's header (file, version, tensor_count, header_bytes, parameter_count, metadata
-    # without its long arrays), read by range requests; None for a config.json checkpoint.
-    gguf: dict[str, Any] | None = None
-
-    @property
-    def weight_bytes(self) -> int:
-        if self.gguf is not None:  # llama.cpp loads one GGUF model: its parts, nothing else
-            _, parts = select_gguf(self.files, self.gguf["file"])
-            return sum(self.files[p] for p in parts)
-        return select_weight_files(self.files).total_bytes
-
-    def gguf_header(self) -> GgufHeader | None:
-        if self.gguf is None:
-            return None
-        g = self.gguf
-        return GgufHeader(g["version"], g["tensor_count"], g["metadata"], g["header_bytes"], g["parameter_count"])
-
-    def describes(self, repo_id: str, revision: str) -> bool:
-        """Whether these facts are those of ``repo_id@revision``: the same repository, and the same revision or
-        (a pinned SHA) the commit they were looked up at."""
-        return self.repo_id == repo_id and revision in (self.revision, self.sha)
-
-    def serves(self, gguf_file: str | None) -> bool:
-        """Whether the recorded GGUF model is the one ``gguf_file`` names (as the serving adapter chooses)."""
-        return self.gguf is not None and select_gguf(self.files, gguf_file)[0] == self.gguf["file"]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "repo_id": self.repo_id,
-            "revision": self.revision,
-            "sha": self.sha,
-            "looked_up": self.looked_up,
-            "endpoint": self.endpoint,
-            "config": self.config,
-            "files": dict(sorted(self.files.items())),
-            **({"gguf": self.gguf} if self.gguf is not None else {}),
-        }
-
-    @classmethod
-    def from_json(cls, key: str, raw: Any, where: str) -> ModelFacts:
-        def bad(why: str) -> FactsError:
-            return FactsError(f"{where}: entry {key!r} {why}; run {REFRESH} (or delete the entry)")
-
-        if not isinstance(raw, dict):
-            raise bad("is not an object")
-        text = {k: raw.get(k) for k in ("repo_id", "revision", "sha", "looked_up", "endpoint")}
-        for name, value in text.items():
-            if not isinstance(value, str) or not value:
-                raise bad(f"has no {name}")
-        if not SHA.fullmatch(text["sha"]):
-            raise bad(f"has sha={text['sha']!r}, not a 40-character commit SHA")
-        # The key is what synth looks up, the fields are what it stages: a record whose fields say another
-        # repository or revision than its key would stage that (or pin the key's model to a foreign commit).
-        for name, check in (("repo_id", repo_id_problem), ("revision", revision_problem)):
-            if problem := check(text[name]):
-                raise bad(f"has {name}={text[name]!r}: {problem}")
-        if record_key(text["repo_id"], text["revision"]) != key:
-            raise bad(
-                f"says repo_id={text['repo_id']!r} revision={text['revision']!r}, which is not its key "
-                f"(an entry is keyed repo_id@revision, exactly)"
-            )
-        if SHA.fullmatch(text["revision"]) and text["sha"] != text["revision"]:
-            raise bad(f"pins revision {text['revision']!r} to another commit sha={text['sha']!r}")
-        if not isinstance(raw.get("config"), dict):
-            raise bad("has no config object")
-        files = raw.get("files")
-        if not isinstance(files, dict) or not all(
-            isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0 for k, v in files.items()
-        ):
-            raise bad("has no files object of name -> size in bytes")
-        gguf = raw.get("gguf")
-        if gguf is not None and not (
-            isinstance(gguf, dict)
-            and isinstance(gguf.get("file"), str)
-            and gguf["file"] in files
-            and isinstance(gguf.get("metadata"), dict)
-            and all(isinstance(gguf.get(k), int) for k in ("version", "tensor_count", "header_bytes"))
-            and (gguf.get("parameter_count") is None or isinstance(gguf["parameter_count"], int))
-        ):
-            raise bad("has a gguf entry without file (one of its files), metadata, version, tensor_count")
-        return cls(config=raw["config"], files=dict(files), gguf=gguf, **text)  # type: ignore[arg-type]
-
-
-def record_key(repo_id: str, revision: str) -> str:
-    return f"{repo_id}@{revision}"
-
-
-@dataclass
-class FactsRecord:
-    """``model-facts.json``: entries by ``repo_id@revision``."""
-
-    path: Path
-    entries: dict[str, ModelFacts] = field(default_factory=dict)
-
-    @classmethod
-    def load(cls, path: Path) -> FactsRecord:
-        if not path.exists():
-            return cls(path)
-        try:
-            raw = safejson.loads(path.read_bytes(), source=str(path))
-        except OSError as e:
-            raise FactsError(f"{path}: not readable ({e}); run {REFRESH} or delete it") from None
-        except safejson.JsonError as e:  # names the file
-            raise FactsError(f"{e.source}: not readable as JSON: {e.why}; run {REFRESH} or delete it") from None
-        if not isinstance(raw, dict) or raw.get("schema") != SCHEMA or not isinstance(raw.get("models"), dict):
-            raise FactsError(f"{path}: not a model facts record (schema {SCHEMA}); run {REFRESH} or delete it")
-        entries = {key: ModelFacts.from_json(key, value, str(path)) for key, value in raw["models"].items()}
-        return cls(path, entries)
-
-    def find(self, repo_id: str, revision: str) -> ModelFacts | None:
-        """The entry for exactly this repository and revision (case-sensitive: the Hub's names are); for a pinned
-        SHA also an entry of the same repository some branch was recorded at that commit. Never by SHA alone."""
-        found = self.entries.get(record_key(repo_id, revision))
-        if found is None and SHA.fullmatch(revision):  # a pinned SHA some branch was recorded at
-            found = next((f for f in self.entries.values() if f.repo_id == repo_id and f.sha == revision), None)
-        if found is not None and not found.describes(repo_id, revision):  # load() refuses such entries
-            return None
-        return found
-
-    def put(self, facts: ModelFacts) -> None:
-        self.entries[record_key(facts.repo_id, facts.revision)] = facts
-
-    def save(self) -> None:
-        document = {
-            "//": HEADER,
-            "schema": SCHEMA,
-            "models": {key: self.entries[key].to_json() for key in sorted(self.entries)},
-        }
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        temporary.write_text(json.dumps(document, indent=1, sort_keys=False) + "\n", encoding="utf-8")
-        temporary.replace(self.path)  # a reader never sees half a record
 
 
 def _json_safe(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -264,9 +120,27 @@ def look_up(
     )
 
 
+def offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFFLINE_VALUES
+
+
+def hub_lookup(repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> ModelFacts:
+    """The lookup synth makes for a model the record lacks (a ``FactsLookup``; app.py hands it to its
+    FactsSource): the Hub, with ``$HF_TOKEN`` as the only token (synth reads no secret). FactsUnavailable when
+    ``HF_HUB_OFFLINE`` is set or the Hub does not answer."""
+    from llmops.hub import HubError
+
+    if offline():
+        raise FactsUnavailable("HF_HUB_OFFLINE is set")
+    try:
+        token = os.environ.get("HF_TOKEN") or None
+        return look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file, token_hint=SYNTH_TOKEN_HINT)
+    except HubError as e:
+        raise FactsUnavailable(f"the Hub did not answer ({e})") from None
+
+
 # What a local snapshot's walk leaves out: git's and huggingface_hub's own bookkeeping, not the model's files.
 SNAPSHOT_SKIPPED = (".git", ".cache", ".huggingface")
-SAFETENSORS_INDEX = "model.safetensors.index.json"
 
 
 def from_snapshot(
@@ -388,53 +262,18 @@ def _shards_from_index(index: dict[str, Any], present: dict[str, int], bad: Any)
     return {shard: share + (1 if i < extra else 0) for i, shard in enumerate(missing)}
 
 
-@dataclass(frozen=True)
-class Known:
-    """What synth knows: the facts and where they came from, or why there are none."""
+class FactsSource(model_facts.FactsSource):
+    """Deprecated: ``constructs_lib.deployment.FactsSource(path, lookup=hub_lookup)``, which this makes
+    (``lookup=False``: no lookup)."""
 
-    facts: ModelFacts | None
-    origin: str  # "recorded in model-facts.json (looked up ...)" or "looked up on the Hub now, recorded in ..."
-    missing: str | None = None  # why there are no facts
-
-
-def offline() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in OFFLINE_VALUES
-
-
-@dataclass(frozen=True)
-class FactsSource:
-    """The step app.py runs: the record at ``path``, and a Hub lookup (recorded) when it lacks the model."""
-
-    path: Path  # a str is taken as a path (a library user's FactsSource("model-facts.json"))
-    lookup: bool = True
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "path", Path(self.path))
-
-    def facts_for(self, repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> Known:
-        """gguf: llama.cpp serves the model (``gguf_file`` names it): the record must hold that GGUF's header."""
-        record = FactsRecord.load(self.path)  # FactsError: synth fails naming the file
-        found = record.find(repo_id, revision)
-        if found is not None and gguf and not found.serves(gguf_file):
-            found = None  # recorded for another engine or another GGUF file: look it up again
-        if found is not None:
-            return Known(found, f"recorded in {self.path.name} (looked up {found.looked_up})")
-        if not self.lookup or offline():
-            why = "HF_HUB_OFFLINE is set" if self.lookup else "lookups are off"
-            return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and {why}")
-        from llmops.hub import HubError
-
-        try:
-            token = os.environ.get("HF_TOKEN") or None
-            facts = look_up(repo_id, revision, token=token, gguf=gguf, gguf_file=gguf_file, token_hint=SYNTH_TOKEN_HINT)
-        except HubError as e:
-            return Known(None, "", f"{repo_id}@{revision} is not in {self.path.name} and the Hub did not answer ({e})")
-        record.put(facts)
-        try:
-            record.save()
-        except OSError as e:
-            return Known(facts, f"looked up on the Hub now (not recorded: {e})")
-        return Known(facts, f"looked up on the Hub now and recorded in {self.path.name}")
+    def __init__(self, path: Path | str, lookup: bool = True) -> None:
+        warnings.warn(
+            "llmops.facts.FactsSource is deprecated: use constructs_lib.deployment.FactsSource(path, "
+            "lookup=llmops.facts.hub_lookup)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        super().__init__(Path(path), hub_lookup if lookup else None)
 
 
 # -- command -------------------------------------------------------------------------------------------

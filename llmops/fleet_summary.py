@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from constructs_lib.catalog import known_instance_types
-from constructs_lib.prices import lookup_hint
+from typing import SupportsIndex, SupportsInt
+
+from constructs_lib.rules import known_instance_types, lookup_hint
 from llmops.price_list import price
 
 
@@ -17,9 +18,12 @@ def variant_types(variant: dict) -> list[object]:
 
 
 def _count(value: object) -> int | None:
+    """``value`` as int() reads it (a template's number or its text), or None when it cannot."""
+    if not isinstance(value, str | bytes | bytearray | SupportsInt | SupportsIndex):  # what int() takes
+        return None
     try:
-        return int(value)  # type: ignore[call-overload]
-    except (TypeError, ValueError):
+        return int(value)
+    except (TypeError, ValueError):  # TypeError: an __int__ that returns no int
         return None
 
 

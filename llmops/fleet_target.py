@@ -12,11 +12,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from endpoint_client.outputs import APP_OUTPUT
+
 DEFAULT_APP = "LlmEndpoint"  # cdk.json's stack_name default
-# Every stack of an app outputs its app's name (constructs_lib/deployment/llm_endpoint_stack.py, fleet_stacks.py):
-# names alone cannot
-# tell app LlmEndpoint's stack for endpoint prod from app LlmEndpoint-prod's, both LlmEndpoint-prod.
-APP_OUTPUT = "AppName"
 
 
 class TargetError(ValueError):

@@ -1,7 +1,7 @@
 """The model-against-instance checks in one call: memory fit, the context limit, tensor parallel size against the
-heads, and weight format against the GPU. ``cdk synth`` (constructs_lib/deployment/model_checks.py, from the recorded
-Hub lookup) and
-``llmops plan`` call this; the deploy preflight runs the same functions (``estimate_memory_fit``,
+heads, and weight format against the GPU (``check_model``; for a GGUF model, llama.cpp's memory fit: ``check_gguf``).
+``cdk synth`` (constructs_lib/deployment/model_checks.py, from the recorded Hub lookup) and ``llmops plan`` call
+this; the deploy preflight runs the same functions (``estimate_memory_fit``, ``estimate_gguf_fit``,
 ``context_problem``, ``tp_divides_heads``, ``check_checkpoint``) as its ``memory``, ``context``, ``tensor-parallel``
 and ``format`` checks, on what it reads from S3. A mistake is thus refused by the first of the three that sees it.
 Each check is skipped by its own name: skipping ``memory`` leaves the context limit checked (vLLM refuses a longer
@@ -16,6 +16,7 @@ from typing import Any
 
 from .context import context_problem, engine_context_limit
 from .formats import FormatCheck, check_checkpoint
+from .gguf import GgufHeader, estimate_gguf_fit, gguf_config
 from .memory_fit import DEFAULT_GPU_MEMORY_UTILIZATION, MemoryFit, estimate_memory_fit, text_config, tp_divides_heads
 
 
@@ -118,3 +119,36 @@ def check_model(
         problems += [("format", p) for p in formats.problems]
         warnings += formats.warnings
     return ModelCheck(fit=fit, formats=formats, problems=problems, warnings=warnings)
+
+
+def check_gguf(
+    header: GgufHeader,
+    *,
+    weight_bytes: int,
+    gpu_count: int,
+    gpu_memory_gib: float,
+    max_model_len: int | None = None,
+    max_num_seqs: int = 1,
+    skip: Sequence[str] = (),
+) -> ModelCheck:
+    """check_model for a GGUF model, whose header stands in for config.json: llama.cpp's memory fit
+    (``estimate_gguf_fit``), the only check that applies (llama.cpp splits layers, not heads; no format rule).
+
+    max_model_len: Default: the context the model was trained for (what the deploy preflight checks when none is
+    given). The estimate is made even when ``memory`` is skipped; its problems are then dropped. Raises ValueError
+    for a header that states no context length when none is given."""
+    if max_model_len is None:
+        limit = engine_context_limit(gguf_config(header))
+        if limit is None:
+            raise ValueError("the GGUF header states no context_length: set max_model_len")
+        max_model_len = limit.tokens
+    fit = estimate_gguf_fit(
+        header,
+        weight_bytes=weight_bytes,
+        gpu_count=gpu_count,
+        gpu_memory_gib=gpu_memory_gib,
+        max_model_len=max_model_len,
+        max_num_seqs=max_num_seqs,
+    )
+    problems = [] if "memory" in skip else [("memory", p) for p in fit.problems]
+    return ModelCheck(fit=fit, formats=None, problems=problems, warnings=fit.warnings)

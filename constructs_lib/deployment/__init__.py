@@ -5,13 +5,15 @@ The settings are the context keys of docs/context-keys.md (the registry, ``conte
 ``deployments`` map of docs/guide/fleets.md, inline or as a JSON file::
 
     app = cdk.App()
-    build_fleet_stacks(app, "fleet.json", settings={"stack_name": "Chat"}, facts=FactsSource("model-facts.json"))
+    facts = FactsSource("model-facts.json", lookup=hub_lookup)  # hub_lookup: from llmops.facts
+    build_fleet_stacks(app, "fleet.json", settings={"stack_name": "Chat"}, facts=facts)
     app.synth()
 
 Each deployment's model is checked at synth against its recorded Hub facts (``FactsSource``: a
-``model-facts.json``, looked up once and recorded when missing; ``None``: the deploy preflight checks it), and
-every problem is refused at once (``ConfigError``, a ``Refusal``) naming ``deployments.<name>.<key>``. This
-project's own app.py is these two calls; cdk-nag is the host app's choice (docs/constructs/README.md).
+``model-facts.json``, and the lookup that fills it when a model is missing, such as ``llmops.facts.hub_lookup``;
+``None``: the deploy preflight checks it), and every problem is refused at once (``ConfigError``, a ``Refusal``)
+naming ``deployments.<name>.<key>``. This project's own app.py is these two calls; cdk-nag is the host app's
+choice (docs/constructs/README.md).
 """
 
 from __future__ import annotations
@@ -22,24 +24,32 @@ from typing import Any
 
 import aws_cdk as cdk
 
-from llmops.facts import METADATA_KEY, FactsSource
+from constructs_lib.model_facts import METADATA_KEY, RECORD, FactsLookup, FactsSource, FactsUnavailable, ModelFacts
 
 from .config import ConfigError, DeploymentConfig
-from .context_keys import KEYS
+from .context_keys import KEYS, ContextKey
 from .fleet import FLEET_KEYS, Fleet, deployments_of, fleet_from_context
 from .fleet_stacks import build_fleet
 from .llm_endpoint_stack import LlmEndpointStack
-from .model_checks import check_deployment, check_fleet, fleet_metadata
+from .model_checks import check_deployment, check_fleet, check_settings, facts_of, fleet_metadata
 
 __all__ = [
+    "KEYS",
+    "RECORD",
     "ConfigError",
+    "ContextKey",
     "DeploymentConfig",
+    "FactsLookup",
     "FactsSource",
+    "FactsUnavailable",
     "Fleet",
     "LlmEndpointStack",
+    "ModelFacts",
     "build_deployment_stack",
     "build_fleet_stacks",
+    "check_settings",
     "deployments_of",
+    "fleet_from_context",
     "settings_with_defaults",
 ]
 
@@ -60,9 +70,9 @@ def build_deployment_stack(
         raise ConfigError([f"{key}: a fleet's map; give it to build_fleet_stacks, not in one deployment's settings"
                            for key in given])  # fmt: skip
     config = DeploymentConfig.from_context(settings_with_defaults(settings))
-    # The lookup is a step of the app, like CDK's own context lookups: the record when it has the model, the Hub
-    # (then recorded) when not; the checks then refuse what cannot run.
-    config, status, problems = check_deployment(config, facts)
+    # The lookup is a step of the app, like CDK's own context lookups: the record when it has the model, the
+    # source's lookup (then recorded) when not; the checks then refuse what cannot run.
+    config, status, problems = check_deployment(config, facts_of(config, facts))
     if problems:
         raise ConfigError(problems)
     return LlmEndpointStack(scope, config.stack_name, config=config, model_facts=status)

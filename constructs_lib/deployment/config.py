@@ -13,18 +13,19 @@ from dataclasses import field, make_dataclass
 from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
-from constructs_lib import (
+from constructs_lib import EngineSpec, LoadGate, Refusal, ServingImage, get_engine
+from constructs_lib.names import (
+    COMPONENT_NAME,
+    local_storage_problem,
+    matches,
+)
+from constructs_lib.rules import (
     GGUF_FILE_DESCRIPTION,
     INFERENCE_COMPONENT,
     LOAD_CONTEXT_KEYS,
     SECRET_HINT,
-    EngineSpec,
-    LoadGate,
-    Refusal,
-    ServingImage,
     default_image,
     engine_names,
-    get_engine,
     is_model_archive,
     job_source_problem,
     load_gate_problems,
@@ -39,12 +40,7 @@ from constructs_lib import (
     smoke_request_problems,
     staging_patterns,
 )
-from constructs_lib.names import (
-    COMPONENT_NAME,
-    local_storage_problem,
-    matches,
-)
-from hfstage.tarball import parse_source
+from hfstage.uris import parse_source
 from preflight import KV_CACHE_DTYPES
 
 from .context_keys import FIELDS, KEYS  # the registry: one entry per key

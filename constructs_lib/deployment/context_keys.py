@@ -12,7 +12,25 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from constructs_lib import (
+from constructs_lib.names import (
+    HUB_ENDPOINT_RULE,
+    INSTANCE_TYPE,
+    KMS_KEY_ARN,
+    MAX_SECURITY_GROUPS,
+    MAX_SUBNETS,
+    REPO_ID_RULE,
+    REVISION_RULE,
+    SECRET_ARN,
+    SECRET_ARN_RULE,
+    SECURITY_GROUP_ID,
+    STACK_NAME,
+    SUBNET_ID,
+    VPC_ID,
+    hub_endpoint_problem,
+    repo_id_problem,
+    revision_problem,
+)
+from constructs_lib.rules import (
     CONCURRENCY_THRESHOLD_RANGE,
     DEPLOYMENT_MODES,
     GGUF_FILE,
@@ -34,24 +52,6 @@ from constructs_lib import (
     WAIT_RANGE_S,
     engine_names,
     known_ami_versions,
-)
-from constructs_lib.names import (
-    HUB_ENDPOINT_RULE,
-    INSTANCE_TYPE,
-    KMS_KEY_ARN,
-    MAX_SECURITY_GROUPS,
-    MAX_SUBNETS,
-    REPO_ID_RULE,
-    REVISION_RULE,
-    SECRET_ARN,
-    SECRET_ARN_RULE,
-    SECURITY_GROUP_ID,
-    STACK_NAME,
-    SUBNET_ID,
-    VPC_ID,
-    hub_endpoint_problem,
-    repo_id_problem,
-    revision_problem,
 )
 from preflight import CHECKS
 

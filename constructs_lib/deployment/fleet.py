@@ -17,16 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import safejson
-from constructs_lib import (
-    INFERENCE_COMPONENT,
-    adapter_artifact_problems,
-    adapter_env,
-    engine_without_adapters,
-    get_engine,
-)
+from constructs_lib import get_engine
 from constructs_lib.engines import adapter_env_problems
 from constructs_lib.model_data import is_model_archive
 from constructs_lib.names import COMPONENT_NAME, REPO_ID, matches
+from constructs_lib.rules import INFERENCE_COMPONENT, adapter_artifact_problems, adapter_env, engine_without_adapters
 
 from .config import SLO_KEYS, ConfigError, DeploymentConfig
 from .context_keys import APP_SCOPED, ENDPOINT_SCOPED
@@ -390,7 +385,7 @@ def _adapters(where: str, raw: Any, config: DeploymentConfig) -> tuple[tuple[Ada
 def _adapter_slo(key: str, entry: dict, config: DeploymentConfig) -> tuple[tuple[tuple[str, Any], ...], list[str]]:
     """An adapter's own slo_* keys, each parsed as the top-level key is (context_keys.py), and the gate
     they make over the deployment's checked by the construct's rules, each problem named ``<key>.<slo key>``."""
-    from constructs_lib import LOAD_CONTEXT_KEYS, load_gate_problems
+    from constructs_lib.rules import LOAD_CONTEXT_KEYS, load_gate_problems
 
     from .context_keys import BY_NAME
 

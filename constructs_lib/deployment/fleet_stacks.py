@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, StagedCheckpoint, app_bucket_name
-from llmops.fleet_target import APP_OUTPUT
+from endpoint_client.outputs import APP_OUTPUT
 
 from .config import ConfigError, DeploymentConfig
 from .fleet import Adapter, Fleet, FleetDeployment, FleetEndpoint, claimed_ids, pascal

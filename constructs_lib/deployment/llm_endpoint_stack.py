@@ -13,8 +13,6 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from constructs_lib import (
-    DEFAULT_GPU_MEMORY_UTILIZATION,
-    INFERENCE_COMPONENT,
     ComponentEndpoint,
     DeploymentPreflight,
     EndpointSmokeTest,
@@ -27,15 +25,19 @@ from constructs_lib import (
     app_bucket_name,
     encrypt_logs_and_functions,
     get_engine,
+    place_functions_in_vpc,
+)
+from constructs_lib.model_facts import METADATA_KEY
+from constructs_lib.rules import (
+    DEFAULT_GPU_MEMORY_UTILIZATION,
+    INFERENCE_COMPONENT,
     hub_ports,
     is_model_archive,
     lookup_instance,
-    place_functions_in_vpc,
     resolve_scaling,
     weight_format_flags,
 )
-from llmops.facts import METADATA_KEY
-from llmops.fleet_target import APP_OUTPUT
+from endpoint_client.outputs import APP_OUTPUT
 from preflight.context import long_context_opt_in
 
 from .config import DeploymentConfig

@@ -1,6 +1,8 @@
-"""The model checks at synth: the recorded Hub facts (llmops/facts.py) against the configured instance.
+"""The model checks at synth: the recorded Hub facts (constructs_lib/model_facts.py) against the configured instance.
 
-The same call plan makes (``preflight.model_check.check_model``), with the settings the stack hands the deploy
+Two steps, as CDK looks up context before it checks: ``facts_of`` finds the deployment's facts (the record, else
+the source's lookup), ``check_deployment`` checks the deployment against them. The check is the same call plan makes
+(``preflight.model_check.check_model``; ``check_gguf`` for a GGUF model), with the settings the stack hands the deploy
 preflight (``LlmEndpointStack._preflight``): tensor parallel size, ``preflight_sequences`` full-length
 sequences, the KV-cache dtype, GPU memory share and dtype/quantization flags read from ``engine_env``, vLLM's
 ``VLLM_ALLOW_LONG_MAX_MODEL_LEN`` from ``container_env``, and ``preflight_skip``. A problem fails synth naming the
@@ -15,17 +17,20 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from constructs_lib import get_engine, nearest_capable, resolve_instance, weight_format_flags
+from constructs_lib import get_engine
+from constructs_lib.model_facts import REFRESH
 from constructs_lib.names import SHA, matches
+from constructs_lib.rules import nearest_capable, resolve_instance, weight_format_flags
 from preflight import DEFAULT_GPU_MEMORY_UTILIZATION
-from preflight.context import engine_context_limit, long_context_settings
-from preflight.gguf import estimate_gguf_fit, gguf_config
-from preflight.model_check import ModelCheck, check_model
+from preflight.context import long_context_settings
+from preflight.model_check import ModelCheck, check_gguf, check_model
 
 from .config import DeploymentConfig
 
 if TYPE_CHECKING:
-    from llmops.facts import FactsSource, Known
+    from constructs_lib.catalog import InstanceSpec
+    from constructs_lib.model_facts import FactsSource, Known, ModelFacts
+    from preflight.gguf import GgufHeader
 
     from .fleet import Fleet, FleetEndpoint
 
@@ -53,32 +58,26 @@ def not_checked(why: str) -> FactsStatus:
 
 
 def facts_of(config: DeploymentConfig, facts: FactsSource | None) -> Known | None:
-    """The lookup synth makes for one deployment: the record's entry, else the Hub's (then recorded); None when
-    there is nothing to look up (no FactsSource, or the model is an S3 prefix)."""
+    """The lookup synth makes for one deployment, a step of the app like CDK's own context lookups: the record's
+    entry, else the source's lookup (then recorded); None when there is nothing to look up (no FactsSource, or the
+    model is an S3 prefix). check_deployment then checks what it found."""
     if facts is None or config.model_s3_uri:
         return None
     gguf = config.engine_spec.model_format == "gguf"  # llama.cpp: the GGUF header, not config.json
     return facts.facts_for(config.model_id, config.revision, gguf=gguf, gguf_file=config.gguf_file)
 
 
-def check_deployment(
-    config: DeploymentConfig, facts: FactsSource | None
-) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
-    """Look the deployment's model up (facts_of) and check it (apply_model_facts): what app.py runs per model."""
-    return apply_model_facts(config, facts_of(config, facts))
-
-
 def check_fleet(fleet: Fleet, facts: FactsSource | None) -> tuple[Fleet, dict[str, FactsStatus], list[str]]:
-    """Every deployment of a fleet checked as a single deployment is (check_deployment), with its merged keys:
-    (the fleet, each revision pinned by its facts; each deployment's summary line by name; problems, each named
-    ``deployments.<name>.<key>`` as fleet.py names the fleet's other problems)."""
+    """Every deployment of a fleet looked up and checked as a single deployment is (facts_of, check_deployment),
+    with its merged keys: (the fleet, each revision pinned by its facts; each deployment's summary line by name;
+    problems, each named ``deployments.<name>.<key>`` as fleet.py names the fleet's other problems)."""
     statuses: dict[str, FactsStatus] = {}
     problems: list[str] = []
     endpoints = []
     for endpoint in fleet.endpoints:
         deployments = []
         for deployment in endpoint.deployments:
-            config, status, refused = check_deployment(deployment.config, facts)
+            config, status, refused = check_deployment(deployment.config, facts_of(deployment.config, facts))
             statuses[deployment.name] = status
             problems += [f"deployments.{deployment.name}.{problem}" for problem in refused]
             deployments.append(dataclasses.replace(deployment, config=config))
@@ -101,12 +100,13 @@ def fleet_metadata(endpoint: FleetEndpoint, statuses: dict[str, FactsStatus]) ->
     }
 
 
-def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
-    """(the config, its revision pinned by the facts; the summary's line; problems that fail synth)."""
+def check_deployment(config: DeploymentConfig, known: Known | None) -> tuple[DeploymentConfig, FactsStatus, list[str]]:
+    """The deployment checked against what facts_of found for it, on its instance type and each instance pool:
+    (the config, its revision pinned by the facts; the summary's line; problems that fail synth)."""
     if config.model_s3_uri:
         return config, not_checked("the model is an S3 prefix (model_s3_uri), read by the preflight"), []
     if known is None:
-        return config, not_checked("no model facts looked up (python -m llmops.facts refresh)"), []
+        return config, not_checked(f"no model facts looked up ({REFRESH})"), []
     facts = known.facts
     if facts is None:
         return config, not_checked(str(known.missing)), []
@@ -118,7 +118,7 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
             FactsStatus(False, f"refused at synth: the model facts {known.origin} describe {said}"),
             [
                 f"model_id={config.model_id} revision={config.revision}: the model facts describe {said}, another "
-                "model or revision; run python -m llmops.facts refresh"
+                f"model or revision; run {REFRESH}"
             ],
         )
     pinned_from = None
@@ -137,42 +137,34 @@ def apply_model_facts(config: DeploymentConfig, known: Known | None) -> tuple[De
     )
     if spec is None:  # DeploymentConfig already refused it; nothing more to say
         return config, not_checked(" ".join(problems)), []
-    instance = f"instance_type={config.instance_type} ({spec.gpu_count} x {spec.gpu_model}, {spec.gpu_memory_gib:g} GB)"
-    try:
-        if header is not None:  # llama.cpp: the GGUF header stands in for config.json, as in the preflight
-            checked = _gguf_check(header, facts.weight_bytes, spec, config)
-        else:
-            checked = _config_check(facts, spec, instance, config)
-    except ValueError as e:  # GgufError is one
-        what = "GGUF header" if header is not None else "config.json"
-        return config, not_checked(f"the {what} of {where} cannot be read: {e}"), []
-    model = f"model_id={config.model_id}: {facts.weight_bytes / 1e9:.2f} GB of weights, {where}"
-    refusals = [
-        f"{text} ({model})" if text.startswith(KEY_LED) else f"{instance}: {text} ({model})"
-        for _, text in checked.problems
+    pools = [
+        (f"instance_pools[{i}]={pool!r}", resolve_instance(pool)[0]) for i, pool in enumerate(config.instance_pools)
     ]
+    settings = check_settings(config)
     # Every instance pool serves the same Model with the primary's tensor parallel size (constructs_lib/
     # instance_pools.py): SageMaker may place any instance on a fallback, so the model must fit there too.
-    tensor_parallel = config.tensor_parallel_size or spec.gpu_count
-    for index, pool in enumerate(config.instance_pools):
-        pool_spec = resolve_instance(pool)[0]
-        if pool_spec is None:  # DeploymentConfig already refused it
-            continue
-        pool_config = dataclasses.replace(config, tensor_parallel_size=tensor_parallel)
-        label = (
-            f"instance_pools[{index}]={pool!r} "
-            f"({pool_spec.gpu_count} x {pool_spec.gpu_model}, {pool_spec.gpu_memory_gib:g} GB)"
-        )
+    on_pools = {**settings, "tensor_parallel_size": config.tensor_parallel_size or spec.gpu_count}
+    targets = [(f"instance_type={config.instance_type}", spec, settings)]
+    targets += [(name, pool_spec, on_pools) for name, pool_spec in pools if pool_spec is not None]  # else refused
+    model = f"model_id={config.model_id}: {facts.weight_bytes / 1e9:.2f} GB of weights, {where}"
+    refusals: list[str] = []
+    primary: set[str] = set()  # the primary's problems: the same on every type (the attention heads), said once
+    for index, (name, target, on) in enumerate(targets):
+        label = f"{name} ({target.gpu_count} x {target.gpu_model}, {target.gpu_memory_gib:g} GB)"
         try:
-            pool_checked = (
-                _gguf_check(header, facts.weight_bytes, pool_spec, pool_config)
-                if header is not None
-                else _config_check(facts, pool_spec, label, pool_config)
-            )
-        except ValueError:  # the same text as the primary's: already handled above
-            continue
-        primary = {text for _, text in checked.problems}  # the same on every type (the attention heads): once
-        refusals += [f"{label}: {text} ({model})" for _, text in pool_checked.problems if text not in primary]
+            checked = _check(facts, header, target, label, on)
+        except ValueError as e:  # GgufError is one
+            if index:  # a pool: the same text as the primary's, already handled
+                continue
+            what = "GGUF header" if header is not None else "config.json"
+            return config, not_checked(f"the {what} of {where} cannot be read: {e}"), []
+        for _, text in checked.problems:
+            if not index:
+                primary.add(text)
+            elif text in primary:
+                continue
+            said = text if not index and text.startswith(KEY_LED) else f"{label}: {text}"
+            refusals.append(f"{said} ({model})")
     if refusals:
         return config, FactsStatus(False, f"refused at synth: {where}", pinned_from), refusals
     checks = ("memory",) if header is not None else ("memory", "context", "tensor-parallel", "format")
@@ -211,35 +203,28 @@ def check_settings(config: DeploymentConfig) -> dict[str, Any]:
     }
 
 
-def _config_check(facts: Any, spec: Any, instance: str, config: DeploymentConfig) -> ModelCheck:
-    """check_model with the settings the stack hands the deploy preflight (check_settings)."""
+def _check(
+    facts: ModelFacts, header: GgufHeader | None, spec: InstanceSpec, gpu: str, settings: dict[str, Any]
+) -> ModelCheck:
+    """The model on one instance type, as the deploy preflight checks it (check_settings): a GGUF header with
+    llama.cpp's fit (``check_gguf``: no heads or format rule), else config.json with every check."""
+    if header is not None:  # llama.cpp: the GGUF header stands in for config.json, as in the preflight
+        return check_gguf(
+            header,
+            weight_bytes=facts.weight_bytes,
+            gpu_count=spec.gpu_count,
+            gpu_memory_gib=spec.gpu_memory_gib,
+            max_model_len=settings["max_model_len"],
+            max_num_seqs=settings["max_num_seqs"],
+            skip=settings["skip"],
+        )
     return check_model(
         facts.config,
         weight_bytes=facts.weight_bytes,
         gpu_count=spec.gpu_count,
         gpu_memory_gib=spec.gpu_memory_gib,
         compute_capability=spec.compute_capability,
-        gpu=instance,
+        gpu=gpu,
         alternatives=nearest_capable(spec) if spec.in_catalog else None,
-        **check_settings(config),
+        **settings,
     )
-
-
-def _gguf_check(header: Any, weight_bytes: int, spec: Any, config: DeploymentConfig) -> ModelCheck:
-    """llama.cpp's fit (preflight.gguf.estimate_gguf_fit, as the preflight runs it); no heads or format rule."""
-    max_model_len = config.max_model_len
-    if max_model_len is None:  # what the preflight checks when none is given: the trained context
-        limit = engine_context_limit(gguf_config(header))
-        if limit is None:
-            raise ValueError("the GGUF header states no context_length: set max_model_len")
-        max_model_len = limit.tokens
-    fit = estimate_gguf_fit(
-        header,
-        weight_bytes=weight_bytes,
-        gpu_count=spec.gpu_count,
-        gpu_memory_gib=spec.gpu_memory_gib,
-        max_model_len=max_model_len,
-        max_num_seqs=config.preflight_sequences,
-    )
-    problems = [] if "memory" in config.preflight_skip else [("memory", p) for p in fit.problems]
-    return ModelCheck(fit=fit, formats=None, problems=problems, warnings=fit.warnings)

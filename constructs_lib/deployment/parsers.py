@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import safejson
-from constructs_lib import BUCKET_RULE, bucket_name_problem, tag_problems
 from constructs_lib.names import INSTANCE_TYPE, matches
+from constructs_lib.rules import BUCKET_RULE, bucket_name_problem, tag_problems
 
 NONE_WORDS = {"", "null", "none"}
 

@@ -244,11 +244,12 @@ def facts_at_synth(deep, tmp_path, monkeypatch):
     import aws_cdk as cdk
 
     from app import build_app
-    from llmops.facts import FactsError, FactsSource
+    from constructs_lib.deployment import FactsSource
+    from constructs_lib.model_facts import FactsError
 
     (tmp_path / "model-facts.json").write_text(deep)
     with pytest.raises(FactsError) as refused:
-        build_app(cdk.App(context=context_with()), facts=FactsSource(tmp_path / "model-facts.json", lookup=False))
+        build_app(cdk.App(context=context_with()), facts=FactsSource(tmp_path / "model-facts.json"))
     return str(refused.value)
 
 

@@ -14,8 +14,8 @@ import pytest
 
 from app import build_app
 from constructs_lib.deployment.config import DeploymentConfig
-from constructs_lib.deployment.model_checks import apply_model_facts
-from llmops.facts import FactsError, FactsRecord, FactsSource, Known, ModelFacts
+from constructs_lib.deployment.model_checks import check_deployment
+from constructs_lib.model_facts import FactsError, FactsRecord, FactsSource, Known, ModelFacts
 from tests.conftest import context_with
 from tests.fakes.hub_models import LLAMA_31_8B
 
@@ -45,7 +45,7 @@ def write(path, entries: dict[str, dict]) -> None:
 
 
 def synth_revision(record, **context) -> str:
-    app = build_app(cdk.App(context=context_with(**{**FITS, **context})), facts=FactsSource(record, lookup=False))
+    app = build_app(cdk.App(context=context_with(**{**FITS, **context})), facts=FactsSource(record))
     template = app.synth().stacks[0].template
     (checkpoint,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::StagedCheckpoint"]
     return checkpoint["Properties"]["Revision"]
@@ -155,7 +155,7 @@ def test_synth_stages_each_neighbours_own_commit(neighbours):
 def test_facts_of_another_model_or_revision_never_pin_the_configured_one(repo_id, revision, sha):
     config = DeploymentConfig.from_context(context_with(**FITS))
     known = Known(facts(repo_id, revision, sha), "recorded in model-facts.json")
-    pinned, status, problems = apply_model_facts(config, known)
+    pinned, status, problems = check_deployment(config, known)
     assert pinned.revision == "main" and not status.checked
     (problem,) = problems
     assert problem.startswith(f"model_id={LLAMA} revision=main: the model facts describe {repo_id}@{revision}")

@@ -9,7 +9,8 @@ import pytest
 
 from app import build_app
 from constructs_lib.deployment import ConfigError
-from llmops.facts import FactsError, FactsRecord, FactsSource, from_snapshot
+from constructs_lib.model_facts import FactsError, FactsRecord, FactsSource
+from llmops.facts import from_snapshot, hub_lookup
 from llmops.facts import main as facts_main
 from tests.conftest import context_with
 from tests.fakes.hub_models import MISTRAL_SMALL_24B, MISTRAL_SMALL_24B_SHARDS
@@ -96,7 +97,7 @@ def test_recorded_from_a_snapshot_synth_refuses_what_does_not_fit_with_no_hub(tm
     assert FactsRecord.load(record).find(MISTRAL, "main").endpoint == f"local snapshot {SHA}"
     context = context_with(model_id=MISTRAL, instance_type="ml.g6e.2xlarge", max_model_len="8192")
     with pytest.raises(ConfigError) as refused:
-        build_app(cdk.App(context=context), facts=FactsSource(record))
+        build_app(cdk.App(context=context), facts=FactsSource(record, lookup=hub_lookup))
     assert any("weights do not fit: 43.91 GiB of weights" in p for p in refused.value.problems)
 
 

@@ -83,10 +83,14 @@ def summary_block(tmp_path, monkeypatch) -> str:
     import aws_cdk as cdk
 
     from app import build_app
-    from llmops.facts import RECORD, FactsSource
+    from constructs_lib.model_facts import RECORD, FactsSource
+    from llmops.facts import hub_lookup
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    app = build_app(cdk.App(context=context_with(), outdir=str(tmp_path / "out")), facts=FactsSource(tmp_path / RECORD))
+    app = build_app(
+        cdk.App(context=context_with(), outdir=str(tmp_path / "out")),
+        facts=FactsSource(tmp_path / RECORD, lookup=hub_lookup),
+    )
     (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
     template = Template.from_stack(stack).to_json()
     lines = ["LlmEndpoint.template.json", *describe(json.loads(json.dumps(template)))]

@@ -14,7 +14,8 @@ import pytest
 
 from app import build_app
 from constructs_lib.deployment.config import ConfigError
-from llmops.facts import METADATA_KEY, FactsRecord, FactsSource
+from constructs_lib.model_facts import METADATA_KEY, FactsRecord, FactsSource
+from llmops.facts import hub_lookup
 from llmops.facts import main as facts_main
 from llmops.plan import main as plan_main
 from llmops.summary import describe
@@ -70,7 +71,7 @@ def test_a_fleet_deployment_the_engine_refuses_fails_synth_naming_it_with_the_hu
     context = context_with(deployments_file=fleet_file(tmp_path))
     for _ in ("looked up on the Hub now", "recorded in model-facts.json"):  # then offline, from the record
         with pytest.raises(ConfigError) as refused:
-            build_app(cdk.App(context=context), facts=FactsSource(record))
+            build_app(cdk.App(context=context), facts=FactsSource(record, lookup=hub_lookup))
         (problem,) = refused.value.problems  # the small one fits
         assert problem.startswith(
             "deployments.big.max_model_len=200000: above the longest context the engine accepts for this model, "
@@ -101,7 +102,9 @@ def test_each_deployment_of_a_shared_endpoint_is_checked_pinned_and_summarized(e
     }
     record = tmp_path / "model-facts.json"
     context = context_with(deployments_file=fleet_file(tmp_path, deployments))
-    app = build_app(cdk.App(context=context, outdir=str(tmp_path / "out")), facts=FactsSource(record))
+    app = build_app(
+        cdk.App(context=context, outdir=str(tmp_path / "out")), facts=FactsSource(record, lookup=hub_lookup)
+    )
     stacks = {s.stack_name: s.template for s in app.synth().stacks}
     entries = FactsRecord.load(record)
     sha = {model: entries.find(model, "main").sha for model in (LLAMA, GPT_OSS)}
@@ -236,7 +239,10 @@ BATCHED = {
 
 def test_plan_reads_engine_envs_max_num_batched_tokens_and_refuses_what_synth_refuses(env, tmp_path, capsys):
     with pytest.raises(ConfigError) as refused:
-        build_app(cdk.App(context=context_with(**BATCHED)), facts=FactsSource(tmp_path / "model-facts.json"))
+        build_app(
+            cdk.App(context=context_with(**BATCHED)),
+            facts=FactsSource(tmp_path / "model-facts.json", lookup=hub_lookup),
+        )
     assert any("KV cache does not fit" in p for p in refused.value.problems), refused.value.problems
     assert plan_main(pairs(**BATCHED)) == 1  # was FITS: the key was dropped
     out = capsys.readouterr().out
@@ -277,7 +283,9 @@ def test_plan_and_synth_call_the_check_with_the_same_settings(env, tmp_path, mon
         "preflight_sequences": "3",
         "engine_env": json.dumps(engine_env),
     }
-    build_app(cdk.App(context=context_with(**context)), facts=FactsSource(tmp_path / "model-facts.json"))
+    build_app(
+        cdk.App(context=context_with(**context)), facts=FactsSource(tmp_path / "model-facts.json", lookup=hub_lookup)
+    )
     assert plan_main(pairs(**context)) == 0, capsys.readouterr()
     (synth,), (plan, *_) = calls["synth"], calls["plan"]
     assert {**plan, "skip": ()} == synth  # plan reports skipped checks instead of not running them
@@ -289,7 +297,9 @@ def test_plan_honours_preflight_skip_as_synth_does(env, tmp_path, capsys):
     # Mistral Small 24B in bf16 does not fit one L40S: with the memory check skipped, synth lets it through.
     context = {"model_id": MISTRAL, "instance_type": "ml.g6e.2xlarge", "max_model_len": "8192"}
     skipped = {**context, "preflight_skip": '["memory"]'}
-    build_app(cdk.App(context=context_with(**skipped)), facts=FactsSource(tmp_path / "model-facts.json"))
+    build_app(
+        cdk.App(context=context_with(**skipped)), facts=FactsSource(tmp_path / "model-facts.json", lookup=hub_lookup)
+    )
     assert plan_main(pairs(**context)) == 1
     capsys.readouterr()
     assert plan_main(pairs(**skipped)) == 0

@@ -10,7 +10,8 @@ import pytest
 
 from app import build_app
 from constructs_lib.deployment.config import ConfigError
-from llmops.facts import METADATA_KEY, FactsError, FactsRecord, FactsSource
+from constructs_lib.model_facts import METADATA_KEY, FactsError, FactsRecord, FactsSource
+from llmops.facts import hub_lookup
 from llmops.facts import main as facts_main
 from llmops.plan import main as plan_main
 from llmops.summary import describe
@@ -38,7 +39,7 @@ def env(hub, monkeypatch, tmp_path):
 
 def synth_problems(record, **context) -> list[str]:
     with pytest.raises(ConfigError) as refused:
-        build_app(cdk.App(context=context_with(**context)), facts=FactsSource(record))
+        build_app(cdk.App(context=context_with(**context)), facts=FactsSource(record, lookup=hub_lookup))
     return refused.value.problems
 
 
@@ -176,7 +177,7 @@ def test_plan_bad_context_exits_2_naming_the_key_and_value(env, capsys, argv, sa
 def test_no_hub_and_no_record_synth_succeeds_and_the_summary_says_fit_was_not_checked(env, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_ENDPOINT", DEAD_HUB)
     record = tmp_path / "model-facts.json"
-    app = build_app(cdk.App(context=context_with(model_id=LLAMA)), facts=FactsSource(record))
+    app = build_app(cdk.App(context=context_with(model_id=LLAMA)), facts=FactsSource(record, lookup=hub_lookup))
     template = app.synth().stacks[0].template
     facts = template["Metadata"][METADATA_KEY]
     assert facts["Checked"] is False and "PinnedFrom" not in facts
@@ -190,9 +191,9 @@ def test_no_hub_and_no_record_synth_succeeds_and_the_summary_says_fit_was_not_ch
 def test_a_recorded_lookup_pins_main_to_its_commit_and_the_summary_says_so(env, tmp_path):
     record = tmp_path / "model-facts.json"
     context = context_with(model_id=LLAMA, instance_type="ml.g6e.2xlarge", max_model_len="32768")
-    FactsSource(record).facts_for(LLAMA, "main")  # the lookup synth makes, recorded
+    FactsSource(record, lookup=hub_lookup).facts_for(LLAMA, "main")  # the lookup synth makes, recorded
     sha = FactsRecord.load(record).find(LLAMA, "main").sha
-    app = build_app(cdk.App(context=context), facts=FactsSource(record, lookup=False))
+    app = build_app(cdk.App(context=context), facts=FactsSource(record))
     template = app.synth().stacks[0].template
     (checkpoint,) = [r for r in template["Resources"].values() if r["Type"] == "Custom::StagedCheckpoint"]
     assert checkpoint["Properties"]["Revision"] == sha
@@ -204,9 +205,50 @@ def test_a_recorded_lookup_pins_main_to_its_commit_and_the_summary_says_so(env, 
 def test_hf_hub_offline_stops_the_lookup(env, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     before = len(env.requests)
-    known = FactsSource(tmp_path / "model-facts.json").facts_for(LLAMA, "main")
+    known = FactsSource(tmp_path / "model-facts.json", lookup=hub_lookup).facts_for(LLAMA, "main")
     assert known.facts is None and "HF_HUB_OFFLINE is set" in str(known.missing)
     assert len(env.requests) == before
+
+
+# -- the source's lookup: whatever the app hands it (app.py: the Hub), recorded; none reads the record only -----
+
+
+def test_a_source_records_what_its_lookup_finds_and_says_why_it_found_nothing(tmp_path):
+    from constructs_lib.model_facts import FactsUnavailable, ModelFacts
+
+    record, asked = tmp_path / "model-facts.json", []
+
+    def lookup(repo_id, revision, *, gguf, gguf_file):
+        asked.append((repo_id, revision, gguf, gguf_file))
+        if repo_id != LLAMA:
+            raise FactsUnavailable("the mirror has no such model")
+        config = hub_models.LLAMA_31_8B
+        files = {"config.json": 900, "model.safetensors": 16_060_522_496}
+        return ModelFacts(LLAMA, revision, "a" * 40, config, files, "2026-01-01T00:00:00Z", "a mirror")
+
+    source = FactsSource(record, lookup=lookup)
+    found = source.facts_for(LLAMA, "main")
+    assert found.facts is not None and found.origin == "looked up on the Hub now and recorded in model-facts.json"
+    assert FactsRecord.load(record).find(LLAMA, "main") == found.facts
+    assert source.facts_for(LLAMA, "main").origin.startswith("recorded in model-facts.json")  # not asked again
+    missing = source.facts_for(QWEN, "main")
+    assert (
+        missing.facts is None
+        and missing.missing == f"{QWEN}@main is not in model-facts.json and the mirror has no such model"
+    )
+    assert asked == [(LLAMA, "main", False, None), (QWEN, "main", False, None)]
+    unwired = FactsSource(str(record)).facts_for(QWEN, "main")  # a str is a path; no lookup: the record only
+    assert unwired.missing == f"{QWEN}@main is not in model-facts.json and lookups are off"
+
+
+def test_llmops_facts_source_is_deprecated_for_the_source_with_the_hub_lookup(tmp_path):
+    import llmops.facts
+
+    with pytest.warns(DeprecationWarning, match=r"constructs_lib\.deployment\.FactsSource"):
+        source = llmops.facts.FactsSource(tmp_path / "model-facts.json")
+    assert isinstance(source, FactsSource) and source.lookup is hub_lookup
+    with pytest.warns(DeprecationWarning):
+        assert llmops.facts.FactsSource(str(tmp_path / "model-facts.json"), lookup=False).lookup is None
 
 
 @pytest.mark.parametrize(
@@ -240,7 +282,7 @@ def test_a_malformed_record_fails_synth_naming_the_file(tmp_path, text, said):
     record = tmp_path / "model-facts.json"
     record.write_text(text)
     with pytest.raises(FactsError, match=said) as error:
-        build_app(cdk.App(context=context_with()), facts=FactsSource(record, lookup=False))
+        build_app(cdk.App(context=context_with()), facts=FactsSource(record))
     assert str(record) in str(error.value) and "python -m llmops.facts refresh" in str(error.value)
 
 
@@ -283,7 +325,7 @@ def llamacpp(**context):
 def test_llamacpp_records_the_gguf_header_read_by_ranges_and_checks_it_at_synth(gguf_hub, tmp_path):
     hub, body = gguf_hub
     record = tmp_path / "model-facts.json"
-    known = FactsSource(record).facts_for(GGUF_REPO, "main", gguf=True, gguf_file=GGUF_NAME)
+    known = FactsSource(record, lookup=hub_lookup).facts_for(GGUF_REPO, "main", gguf=True, gguf_file=GGUF_NAME)
     assert known.facts is not None, known.missing
     gguf = json.loads(record.read_text())["models"][f"{GGUF_REPO}@main"]["gguf"]
     assert gguf["file"] == GGUF_NAME and gguf["metadata"]["qwen35moe.context_length"] == 262144
@@ -300,11 +342,11 @@ def test_an_entry_recorded_for_another_engine_is_looked_up_again_for_llama_cpp(g
     both = "acme/both-formats"  # safetensors with config.json, and a GGUF of the same model
     hub.add_repo(both, {**hub_models.repo_files(hub_models.QWEN3_32B, (1000,)), GGUF_NAME: body})
     record = tmp_path / "model-facts.json"
-    FactsSource(record).facts_for(both, "main")  # recorded for a config.json engine: no header
+    FactsSource(record, lookup=hub_lookup).facts_for(both, "main")  # recorded for a config.json engine: no header
     assert "gguf" not in json.loads(record.read_text())["models"][f"{both}@main"]
-    known = FactsSource(record, lookup=False).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    known = FactsSource(record).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
     assert known.facts is None  # the record cannot answer for llama.cpp, and lookups are off
-    again = FactsSource(record).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
+    again = FactsSource(record, lookup=hub_lookup).facts_for(both, "main", gguf=True, gguf_file=GGUF_NAME)
     assert again.facts is not None and again.facts.gguf["file"] == GGUF_NAME
     assert again.facts.weight_bytes == len(body)
 
@@ -371,7 +413,10 @@ def test_skipping_memory_keeps_the_context_refusal_and_context_is_its_own_skip(e
     context = {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "200000"}
     (problem,) = synth_problems(record, **context, preflight_skip='["memory"]')
     assert "max_model_len=200000: above the longest context the engine accepts" in problem
-    app = build_app(cdk.App(context=context_with(**context, preflight_skip='["context"]')), facts=FactsSource(record))
+    app = build_app(
+        cdk.App(context=context_with(**context, preflight_skip='["context"]')),
+        facts=FactsSource(record, lookup=hub_lookup),
+    )
     template = app.synth().stacks[0].template
     assert "memory, tensor-parallel, format checked at synth, fits" in template["Metadata"][METADATA_KEY]["Line"]
     assert _preflight_properties(template)["SkipChecks"] == ["context"]
@@ -381,7 +426,9 @@ def test_vllms_long_context_variable_is_the_opt_in_in_synth_plan_and_the_preflig
     record = tmp_path / "model-facts.json"
     opt_in = json.dumps({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     context = {"model_id": LLAMA, "instance_type": "ml.g6e.12xlarge", "max_model_len": "200000"}
-    app = build_app(cdk.App(context=context_with(**context, container_env=opt_in)), facts=FactsSource(record))
+    app = build_app(
+        cdk.App(context=context_with(**context, container_env=opt_in)), facts=FactsSource(record, lookup=hub_lookup)
+    )
     template = app.synth().stacks[0].template
     assert template["Metadata"][METADATA_KEY]["Checked"] is True
     assert _preflight_properties(template)["LongContext"] == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
@@ -410,7 +457,7 @@ def test_refresh_records_the_named_gguf_model_of_several(gguf_hub, tmp_path):
 
 def test_a_config_checkpoint_serves_no_gguf(env, tmp_path):
     record = tmp_path / "model-facts.json"
-    facts = FactsSource(record).facts_for(MISTRAL, "main").facts
+    facts = FactsSource(record, lookup=hub_lookup).facts_for(MISTRAL, "main").facts
     assert facts is not None and not facts.serves(None) and not facts.serves("x.gguf")
 
 
@@ -422,7 +469,7 @@ def test_header_arrays_are_left_out_and_every_other_key_kept():
     assert _json_safe(metadata) == {"general.architecture": "qwen3", "qwen3.block_count": 28}
 
 
-# -- the GGUF check's own branches (mutation testing of constructs_lib/deployment/model_checks.py)
+# -- the GGUF check's own branches (mutation testing of preflight/model_check.py check_gguf, as synth calls it)
 # -------------------------------
 
 
@@ -439,13 +486,24 @@ def _qwen36_header(tmp_path, drop: tuple[str, ...] = ()):
 
 
 def _gguf_checked(tmp_path, *, drop=(), **context):
+    """check_gguf as synth calls it (model_checks._check): the deployment's settings, on its instance type."""
     from constructs_lib.deployment.config import DeploymentConfig
-    from constructs_lib.deployment.model_checks import _gguf_check, resolve_instance
+    from constructs_lib.deployment.model_checks import check_settings, resolve_instance
+    from preflight.model_check import check_gguf
 
     header, size = _qwen36_header(tmp_path, drop)
     config = DeploymentConfig.from_context(context_with(**llamacpp(**{"max_model_len": None, **context})))
     spec, _ = resolve_instance(config.instance_type)
-    return _gguf_check(header, size, spec, config)
+    settings = check_settings(config)
+    return check_gguf(
+        header,
+        weight_bytes=size,
+        gpu_count=spec.gpu_count,
+        gpu_memory_gib=spec.gpu_memory_gib,
+        max_model_len=settings["max_model_len"],
+        max_num_seqs=settings["max_num_seqs"],
+        skip=settings["skip"],
+    )
 
 
 def test_without_max_model_len_the_gguf_check_takes_the_trained_context(tmp_path):
