@@ -46,6 +46,7 @@ from .engines import (
 from .format_guard import nearest_capable, weight_format_flags
 from .gguf_file import DESCRIPTION as GGUF_FILE_DESCRIPTION
 from .gguf_file import GGUF_FILE, staging_patterns
+from .image_asset import default_image
 from .images import SEMANTIC_TAG, cuda_of_tag, dlc_account, known_ami_versions, recorded_tag_key, version_key
 from .instance_pools import MAX_FALLBACKS, pool_problems, reservation_pools_problem
 from .load_gate import CONCURRENCY_RANGE as LOAD_CONCURRENCY_RANGE
@@ -121,6 +122,7 @@ __all__ = [
     "bucket_name_problem",
     "checkpoint_code_patterns",
     "cuda_of_tag",
+    "default_image",
     "dlc_account",
     "engine_names",
     "engine_without_adapters",

@@ -40,7 +40,7 @@ def uses_context(args: argparse.Namespace) -> bool:
 def context_of(pairs: list[str], context_file: Path | None) -> dict[str, Any] | str:
     """The layered context, or a one-line error."""
     # The library's registry (installed with llmops): the same keys in any app that uses constructs_lib.deployment.
-    from constructs_lib.deployment.context_keys import KEYS
+    from constructs_lib.deployment import KEYS
 
     context: dict[str, Any] = {key.name: key.default for key in KEYS if key.default is not None}
     if context_file is not None:
@@ -79,8 +79,7 @@ def load_configs(pairs: list[str], context_file: Path | None) -> dict[str | None
     if isinstance(context, str):
         print(f"error: {context}", file=sys.stderr)
         return 2
-    from constructs_lib.deployment.config import ConfigError, DeploymentConfig
-    from constructs_lib.deployment.fleet import deployments_of, fleet_from_context
+    from constructs_lib.deployment import ConfigError, DeploymentConfig, deployments_of, fleet_from_context
 
     base = _base(context_file)
     try:

@@ -774,7 +774,7 @@ def _from_context(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         print(f"error: give the deployment as context keys only, not also as flags: {keys}", file=sys.stderr)
         return 2
     from constructs_lib import get_engine
-    from constructs_lib.deployment.model_checks import check_settings
+    from constructs_lib.deployment import check_settings
     from llmops.context import fleet_source, load_config
 
     config = load_config(args.context, args.context_file, args.deployment)

@@ -7,8 +7,9 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
-from constructs_lib import AdapterComponent, Refusal, S3ModelData, adapter_env, get_engine
+from constructs_lib import AdapterComponent, Refusal, S3ModelData, get_engine
 from constructs_lib.inference_component import ComponentEndpoint
+from constructs_lib.rules import adapter_env
 
 # Adapter components synthesized in whole apps: `make test-integration` (CI runs it), so `make test` stays fast.
 pytestmark = pytest.mark.integration

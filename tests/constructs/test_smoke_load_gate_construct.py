@@ -15,7 +15,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
-from constructs_lib import LoadGate, load_gate_problems
+from constructs_lib import LoadGate
 from constructs_lib.deployment.config import ConfigError
 from constructs_lib.load_gate import (
     CHECKS_ATTEMPT_S,
@@ -24,6 +24,7 @@ from constructs_lib.load_gate import (
     SERVICE_TIMEOUT_MARGIN_S,
     burst_window_s,
 )
+from constructs_lib.rules import load_gate_problems
 from constructs_lib.smoke_test import HANDLER_TIMEOUT, MAX_BUDGET, SERVICE_TIMEOUT_MARGIN
 from handler_kit.resources import LOAD_FIGURES
 from tests.conftest import stack_template
