@@ -221,39 +221,32 @@ def serving_alarms(
     publish_s, enhanced = target.publish_s, target.enhanced
     memory, capacity = gpu_memory(target), no_capacity(target)
     alarms = []
-    if thresholds.errors_5xx_percent is not None:
+    # Invocation metrics sent as 1 per failed request, else 0 (metrics.py): the Average is the failed share.
+    shares = (
+        ("Errors5xx", "Invocation5XXErrors", thresholds.errors_5xx_percent, "answered 5xx"),
+        (
+            "ModelErrors",
+            "InvocationModelErrors",
+            thresholds.model_errors_percent,
+            "failed in the model's container (ModelError, HTTP 424)",
+        ),
+    )
+    for id, metric_name, percent, failed in shares:
+        if percent is None:
+            continue
         window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(
             _alarm(
                 scope,
-                "Errors5xx",
-                # Average of 1-or-0 per request: the share of requests answered 5xx.
-                metric=window.read(sagemaker_metric("Invocation5XXErrors", dims, statistic="Average")),
-                threshold=thresholds.errors_5xx_percent / 100,
+                id,
+                metric=window.read(sagemaker_metric(metric_name, dims, statistic="Average")),
+                threshold=percent / 100,
                 comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 periods=window.periods,
                 datapoints=window.datapoints,
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
-                description=f"{what}: {thresholds.errors_5xx_percent:g}% or more of requests answered 5xx "
+                description=f"{what}: {percent:g}% or more of requests {failed} "
                 f"in {window.datapoints} of {window.span(window.periods)}.",
-                topic=topic,
-            )
-        )
-    if thresholds.model_errors_percent is not None:
-        window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
-        alarms.append(
-            _alarm(
-                scope,
-                "ModelErrors",
-                # 1 per request the container failed, else 0 (module docstring of metrics.py): the Average is the share.
-                metric=window.read(sagemaker_metric("InvocationModelErrors", dims, statistic="Average")),
-                threshold=thresholds.model_errors_percent / 100,
-                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                periods=window.periods,
-                datapoints=window.datapoints,
-                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
-                description=f"{what}: {thresholds.model_errors_percent:g}% or more of requests failed in the model's "
-                f"container (ModelError, HTTP 424) in {window.datapoints} of {window.span(window.periods)}.",
                 topic=topic,
             )
         )
