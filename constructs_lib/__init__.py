@@ -9,6 +9,7 @@ settings are ``constructs_lib.deployment``. Everything else is internal and may 
 from .adapter_component import AdapterComponent
 from .catalog import InstanceSpec
 from .engines import EngineSpec, get_engine
+from .gguf_file import staging_patterns
 from .gpu_endpoint import GpuEndpoint
 from .image_asset import AssetImage
 from .images import ServingImage
@@ -58,4 +59,5 @@ __all__ = [
     "hub_prefix",
     "logs_key_policy_statement",
     "place_functions_in_vpc",
+    "staging_patterns",
 ]
