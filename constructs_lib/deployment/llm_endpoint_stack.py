@@ -123,7 +123,7 @@ class LlmEndpointStack(cdk.Stack):
         memory = get_engine(config.engine).preflight_settings(config.engine_env)
         add_observability(
             self,
-            config,
+            vars(config),
             endpoint=self.endpoint,
             component=self.component,
             smoke_test=self.smoke_test,

@@ -8,11 +8,19 @@ the endpoint and the smoke test exist.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import aws_cdk as cdk
 
-from constructs_lib import AlarmThresholds, AlarmTopic, UpdatePolicy
+from constructs_lib import (
+    AlarmThresholds,
+    AlarmTopic,
+    ComponentEndpoint,
+    EndpointSmokeTest,
+    GpuEndpoint,
+    InferenceComponent,
+    UpdatePolicy,
+)
 from constructs_lib.rules import (
     INFERENCE_COMPONENT,
     metrics_problems,
@@ -22,9 +30,6 @@ from constructs_lib.rules import (
 )
 
 from .context_keys import KEYS
-
-if TYPE_CHECKING:
-    from .config import DeploymentConfig
 
 
 def most_copies(values: Mapping[str, Any]) -> int:
@@ -103,20 +108,21 @@ def observability_problems(values: Mapping[str, Any]) -> list[str]:
 
 def add_observability(
     stack: cdk.Stack,
-    config: DeploymentConfig,
+    values: Mapping[str, Any],
     *,
-    endpoint: Any,
-    component: Any | None,
-    smoke_test: Any | None,
+    endpoint: GpuEndpoint | ComponentEndpoint,
+    component: InferenceComponent | None,
+    smoke_test: EndpointSmokeTest | None,
     gpu_memory_share: float | None = None,
 ) -> None:
-    """Alarms (and their topic), the update policy, the dashboard and their outputs."""
-    policy = update_policy_of(vars(config))
-    guarded = component if component is not None else endpoint
+    """Alarms (and their topic), the update policy, the dashboard and their outputs, from a deployment's settings
+    (``vars(config)``)."""
+    policy = update_policy_of(values)
+    guarded: GpuEndpoint | InferenceComponent = component if component is not None else endpoint
     alarms = []
-    if config.alarms:
-        topic = AlarmTopic(stack, "AlarmTopic", email=config.alarm_email)
-        thresholds = thresholds_of(vars(config))
+    if values["alarms"]:
+        topic = AlarmTopic(stack, "AlarmTopic", email=values["alarm_email"])
+        thresholds = thresholds_of(values)
         alarms = guarded.add_alarms(thresholds, topic=topic.topic)
         cdk.CfnOutput(stack, "AlarmTopicArn", value=topic.topic.topic_arn, description="SNS topic of the alarms")
         limit = thresholds.gpu_memory_percent
@@ -128,7 +134,7 @@ def add_observability(
                 "threshold or set it to null.",
             )
     guarded.apply_update_policy(policy, rollback_on=alarms)
-    if config.dashboard:
+    if values["dashboard"]:
         # In the stack: the smoke test depends on the endpoint construct and the dashboard shows the smoke test.
         endpoint.add_dashboard(smoke_test=smoke_test, scope=stack)
         cdk.CfnOutput(
