@@ -6,6 +6,10 @@ app that checks its own settings first, as ``constructs_lib.deployment`` does); 
 settings are ``constructs_lib.deployment``. Everything else is internal and may change. Reference: docs/constructs/.
 """
 
+import importlib
+import warnings
+from typing import Any
+
 from .adapter_component import AdapterComponent
 from .catalog import InstanceSpec
 from .engines import EngineSpec, get_engine
@@ -13,7 +17,7 @@ from .gguf_file import staging_patterns
 from .gpu_endpoint import GpuEndpoint
 from .image_asset import AssetImage
 from .images import ServingImage
-from .imported import ImportedComponent, ImportedEndpoint
+from .imported import ImportedComponent, ImportedComponentEndpoint, ImportedEndpoint
 from .inference_component import ComponentEndpoint, InferenceComponent
 from .keys import encrypt_logs_and_functions, logs_key_policy_statement
 from .load_gate import LoadGate
@@ -39,6 +43,7 @@ __all__ = [
     "EngineSpec",
     "GpuEndpoint",
     "ImportedComponent",
+    "ImportedComponentEndpoint",
     "ImportedEndpoint",
     "InferenceComponent",
     "InstanceSpec",
@@ -61,3 +66,27 @@ __all__ = [
     "place_functions_in_vpc",
     "staging_patterns",
 ]
+
+# The monitoring mixins of 0.2.0: the hosting constructs now own a Monitor (composition), so these have no successor
+# to alias.
+_REMOVED = {
+    "MonitoredEndpoint": "GpuEndpoint.monitor (a Monitor)",
+    "MonitoredComponent": "InferenceComponent.monitor (a Monitor)",
+    "MonitoredComponentEndpoint": "ComponentEndpoint.monitor (a Monitor)",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The rules and planners this module exported in 0.2.0 keep working from here, with a ``DeprecationWarning``
+    naming their home, ``constructs_lib.rules`` (a public name, once released, keeps working)."""
+    rules = importlib.import_module(f"{__name__}.rules")  # not "from . import": that asks this hook for "rules"
+    if name in rules.__all__:
+        warnings.warn(
+            f"constructs_lib.{name} is deprecated: import it from constructs_lib.rules",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(rules, name)
+    if name in _REMOVED:
+        raise AttributeError(f"constructs_lib.{name} was a mixin and is gone: use {_REMOVED[name]}")
+    raise AttributeError(f"module 'constructs_lib' has no attribute {name!r}")

@@ -54,11 +54,19 @@ from .hosting import (
 )
 from .image_asset import default_image
 from .images import ServingImage
-from .imported import ImportedComponent, ImportedEndpoint
+from .imported import ImportedComponent, ImportedComponentEndpoint
 from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
-from .monitoring import AlarmThresholds, Monitor, Watchable, Watched, grant_describe_alarms, rollback_alarms
+from .monitoring import (
+    AlarmThresholds,
+    Monitor,
+    Monitored,
+    Watchable,
+    Watched,
+    grant_describe_alarms,
+    rollback_alarms,
+)
 from .monitoring.dashboards import SmokeFigures
 from .monitoring.metrics import ComponentHostMetrics, CopyMetrics, metrics_settings
 from .names import COMPONENT_NAME, matches
@@ -324,10 +332,10 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
         self.node.add_validation(_CapacityCheck(self))
 
     @classmethod
-    def from_endpoint_name(cls, scope: Construct, id: str, endpoint_name: str) -> ImportedEndpoint:
+    def from_endpoint_name(cls, scope: Construct, id: str, endpoint_name: str) -> ImportedComponentEndpoint:
         """An endpoint hosting components deployed elsewhere, by name: ``grant_invoke`` (every component on it) and the
         variant's ``metric_*``, as here."""
-        return ImportedEndpoint(scope, id, endpoint_name=endpoint_name, variant_name=VARIANT_NAME)
+        return ImportedComponentEndpoint(scope, id, endpoint_name=endpoint_name, variant_name=VARIANT_NAME)
 
     @property
     def endpoint_name(self) -> str:
@@ -403,9 +411,11 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
     def add_alarms(
         self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
     ) -> list[cloudwatch.Alarm]:
-        """``add_alarms`` on each component added so far."""
+        """``add_alarms`` on each component added so far and on each of their adapters."""
         for component in self.components:
             component.add_alarms(thresholds, topic=topic)
+            for adapter in component.adapters:
+                adapter.add_alarms(thresholds, topic=topic)
         return self.alarms
 
     def add_dashboard(
@@ -661,7 +671,7 @@ class InferenceComponent(CopyMetrics, Construct):
         self.monitor = Monitor(self)
         self.update_policy: UpdatePolicy | None = None
         # Adapter components on this base (AdapterComponent adds itself): the endpoint's dashboard shows them.
-        self.adapters: list[Watchable] = []
+        self.adapters: list[Monitored] = []
 
         self.log_group_name = f"/aws/sagemaker/InferenceComponents/{name}"
         self.log_retention = retained_log_group(

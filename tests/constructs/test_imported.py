@@ -80,6 +80,7 @@ def test_a_token_name_is_taken_as_it_is():
     name = cdk.Fn.import_value("ChatEndpointName")
     endpoint = GpuEndpoint.from_endpoint_name(s, "Chat", name)
     assert endpoint.endpoint_name == name
+    assert "ChatEndpointName" in str(s.resolve(endpoint.endpoint_arn))
 
 
 @pytest.mark.parametrize(
@@ -98,6 +99,61 @@ def test_a_token_name_is_taken_as_it_is():
 def test_bad_names_are_refused_naming_the_prop(make, message):
     with pytest.raises(ValueError, match=message):
         make(stack())
+
+
+def test_the_arn_holds_the_name_in_lower_case_and_the_metrics_keep_it():
+    # SageMaker ARNs hold the name in lower case: a grant on "Chat-Prod" is denied on endpoint/chat-prod
+    # (philschmid/cdk-samples#2). CloudWatch's dimensions are the name as created.
+    s = stack()
+    endpoint = GpuEndpoint.from_endpoint_name(s, "Chat", "LlmEndpoint-Chat-099A270C")
+    component = InferenceComponent.from_component_name(
+        s, "Small", endpoint_name="LlmEndpoint-Shared", inference_component_name="Shared-Small-13E7552F"
+    )
+    role = iam.Role(s, "Caller", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"))
+    endpoint.grant_invoke(role)
+    component.grant_invoke(role)
+    resources = [st["Resource"] for st in statements(s)]
+    assert resources == [
+        arn("endpoint/llmendpoint-chat-099a270c"),
+        [arn("endpoint/llmendpoint-shared"), arn("inference-component/shared-small-13e7552f")],
+    ]
+    assert "Chat-099A270C" not in str(resources) and "Small-13E7552F" not in str(resources)
+    assert endpoint.metric_invocations().dimensions["EndpointName"] == "LlmEndpoint-Chat-099A270C"
+    assert component.metric_invocations().dimensions == {"InferenceComponentName": "Shared-Small-13E7552F"}
+
+
+def test_a_token_name_warns_that_its_arn_keeps_its_case():
+    from aws_cdk.assertions import Annotations, Match
+
+    s = stack()
+    GpuEndpoint.from_endpoint_name(s, "Chat", cdk.Fn.import_value("ChatEndpointName"))
+    Annotations.from_stack(s).has_warning("*", Match.string_like_regexp("SageMaker ARNs hold it in lower case"))
+
+
+def _metric_methods(cls: type) -> set[str]:
+    return {n for n in dir(cls) if n.startswith("metric")}
+
+
+@pytest.mark.parametrize(
+    ("construct", "imported"),
+    [("GpuEndpoint", "ImportedEndpoint"), ("ComponentEndpoint", "ImportedComponentEndpoint"),
+     ("InferenceComponent", "ImportedComponent")],
+)  # fmt: skip
+def test_an_imported_kind_has_every_metric_helper_of_its_construct(construct, imported):
+    import constructs_lib
+
+    real, stand_in = getattr(constructs_lib, construct), getattr(constructs_lib, imported)
+    assert _metric_methods(real) == _metric_methods(stand_in)
+    # and the same series: CPU of a component-hosting endpoint is the normalized one on both
+    s = stack()
+    made = {"ImportedEndpoint": lambda: GpuEndpoint.from_endpoint_name(s, "E", "e"),
+            "ImportedComponentEndpoint": lambda: ComponentEndpoint.from_endpoint_name(s, "E", "e"),
+            "ImportedComponent": lambda: InferenceComponent.from_component_name(
+                s, "C", endpoint_name="e", inference_component_name="c")}[imported]()  # fmt: skip
+    assert type(made).__name__ == imported
+    expected = {"ImportedEndpoint": "CPUUtilization", "ImportedComponentEndpoint": "CPUUtilizationNormalized",
+                "ImportedComponent": "CPUUtilizationNormalized"}[imported]  # fmt: skip
+    assert made.metric_cpu_utilization().metric_name == expected
 
 
 def test_names_at_the_length_limit_are_taken():
