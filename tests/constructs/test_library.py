@@ -79,8 +79,26 @@ def test_the_public_surface_is_types_only_and_the_rules_are_in_one_module():
     assert len(constructs_lib.__all__) <= 35, len(constructs_lib.__all__)
     assert not [n for n in constructs_lib.__all__ if n.endswith(("_problem", "_problems", "_RANGE", "_RANGE_S"))]
     for name in ("plan_endpoint", "resolve_scaling", "THRESHOLD_RANGES", "tag_problems", "price"):
-        assert name in constructs_lib.rules.__all__ and not hasattr(constructs_lib, name), name
+        assert name in constructs_lib.rules.__all__ and name not in constructs_lib.__all__, name
     assert not [n for n in constructs_lib.rules.__all__ if not hasattr(constructs_lib.rules, n)]
+
+
+@pytest.mark.parametrize("name", ["plan_endpoint", "INFERENCE_COMPONENT", "default_image", "tag_problems"])
+def test_a_name_the_top_module_exported_in_0_2_keeps_working_with_a_deprecation_warning(name):
+    import constructs_lib.rules
+
+    with pytest.warns(
+        DeprecationWarning, match=rf"constructs_lib\.{name} is deprecated: import it from constructs_lib\.rules"
+    ):
+        value = getattr(constructs_lib, name)
+    assert value is getattr(constructs_lib.rules, name)
+
+
+def test_the_monitoring_mixins_say_what_replaced_them_and_unknown_names_fail_plainly():
+    with pytest.raises(AttributeError, match=r"MonitoredEndpoint was a mixin and is gone: use GpuEndpoint\.monitor"):
+        _ = constructs_lib.MonitoredEndpoint
+    with pytest.raises(AttributeError, match=r"has no attribute 'no_such_name'"):
+        _ = constructs_lib.no_such_name
 
 
 def test_the_app_imports_only_the_public_surface():

@@ -525,3 +525,13 @@ def test_a_gguf_header_without_a_context_length_needs_max_model_len(tmp_path):
 def test_skipping_memory_drops_the_gguf_refusal_but_keeps_the_estimate(tmp_path):
     checked = _gguf_checked(tmp_path, preflight_sequences="8", preflight_skip='["memory"]')
     assert checked.problems == [] and checked.fit is not None and checked.fit.problems
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_the_0_2_lookup_flag_keeps_working_with_a_deprecation_warning(tmp_path, flag):
+    from constructs_lib.deployment import FactsSource
+    from llmops.facts import hub_lookup
+
+    with pytest.warns(DeprecationWarning, match=r"FactsSource\(lookup=True/False\) is deprecated"):
+        source = FactsSource(tmp_path / "model-facts.json", lookup=flag)
+    assert source.lookup is (hub_lookup if flag else None)
