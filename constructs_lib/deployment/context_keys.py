@@ -766,7 +766,7 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_number(*THRESHOLD_RANGES["model_errors_percent"])),
         None,
         "observability",
-        "> 0, ≤ 100: share of requests the container failed (ModelError, HTTP 424) in 2 of 3 minutes; null: no alarm",
+        "> 0, ≤ 100: share of model calls not ending in 2xx (ModelError) in 2 of 3 minutes; null: no alarm",
         scope="endpoint",
         example=5,
         threshold="model_errors_percent",

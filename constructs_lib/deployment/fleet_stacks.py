@@ -8,7 +8,14 @@ import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from constructs import Construct
 
-from constructs_lib import AdapterComponent, InferenceComponent, ModelBucket, StagedCheckpoint, app_bucket_name
+from constructs_lib import (
+    AdapterComponent,
+    AlarmTopic,
+    InferenceComponent,
+    ModelBucket,
+    StagedCheckpoint,
+    app_bucket_name,
+)
 from endpoint_client.outputs import APP_OUTPUT
 
 from .config import ConfigError, DeploymentConfig
@@ -175,6 +182,10 @@ def _add_adapters(
             base=base,
             **({"artifact": staged} if staged is not None else {"artifact_url": adapter.artifact_url}),
         )
+        topic = stack.node.try_find_child("AlarmTopic")  # add_observability's, when alarms are on
+        if config.alarms and isinstance(topic, AlarmTopic):
+            # Its own errors and latency (its base's copies serve it: GPU memory and capacity are the base's).
+            component.add_alarms(thresholds_of(vars(config)), topic=topic.topic)
         if config.smoke_test:
             component.smoke_test(
                 component,

@@ -7,7 +7,7 @@ every target); its ``metric_*`` methods come from ``metrics.py``.
 
 from .alarms import THRESHOLD_RANGES, AlarmThresholds, AlarmTopic, AlarmWindow, grant_describe_alarms, rollback_alarms
 from .dashboards import dashboard_url
-from .monitor import Monitor
+from .monitor import Monitor, Monitored
 from .watched import Watchable, Watched
 
 __all__ = [
@@ -16,6 +16,7 @@ __all__ = [
     "AlarmTopic",
     "AlarmWindow",
     "Monitor",
+    "Monitored",
     "Watchable",
     "Watched",
     "dashboard_url",

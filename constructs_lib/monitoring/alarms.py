@@ -48,10 +48,12 @@ class AlarmThresholds:
     :param no_capacity: an endpoint with no instance reporting for 5 minutes (standard mode), or a
         component whose requests find no copy (component mode, left out with scale-to-zero, where that is
         how it wakes up). Default: on.
-    :param model_errors_percent: share of requests the model's container answered with an error, in percent, in
-        2 of 3 minutes (``InvocationModelErrors``). A container's 4xx or 5xx reaches the caller as ``ModelError``,
-        HTTP 424 (botocore sagemaker-runtime ``ModelError``: "Model (owned by the customer in the container)
-        returned 4xx or 5xx error code", ``httpStatusCode`` 424), so the 5xx alarm does not see it. Default: off.
+    :param model_errors_percent: share of requests whose call to the model did not end in a 2xx, in percent, in 2
+        of 3 minutes (``InvocationModelErrors``: the container's 4xx and 5xx, low-level socket errors, malformed
+        responses and timeouts; monitoring-cloudwatch). Callers get these as ``ModelError``, HTTP 424 (botocore
+        sagemaker-runtime). It counts the container's 4xx too, which callers cause (vLLM answers a prompt longer
+        than ``max_model_len`` with a 400), and it is among an update's rollback alarms: set it above the share of
+        bad requests your callers send. Default: off.
     """
 
     errors_5xx_percent: float | None = 5.0
@@ -228,7 +230,7 @@ def serving_alarms(
             "ModelErrors",
             "InvocationModelErrors",
             thresholds.model_errors_percent,
-            "failed in the model's container (ModelError, HTTP 424)",
+            "failed in or on the way to the model's container (ModelError to the caller)",
         ),
     )
     for id, metric_name, percent, failed in shares:

@@ -60,8 +60,9 @@ ONE_MINUTE = cdk.Duration.minutes(1)
 
 def metrics_settings(endpoint_config: sagemaker.CfnEndpointConfig) -> tuple[bool, int]:
     """An endpoint config's ``MetricsConfig`` as (``EnableEnhancedMetrics``, ``MetricPublishFrequencyInSeconds``):
-    SageMaker's off and 60 s where unset (monitoring-cloudwatch-enhanced-metrics). Read from the config itself, so an
-    override made after the construct is seen too."""
+    SageMaker's off and 60 s where unset (monitoring-cloudwatch-enhanced-metrics). Read from the config's property when
+    the alarms and rows are made, so a ``metrics_config`` assigned after the construct is seen; a raw
+    ``add_property_override`` is not (it never reaches the property)."""
     config = endpoint_config.metrics_config
     if not isinstance(config, sagemaker.CfnEndpointConfig.MetricsConfigProperty):
         return False, 60
@@ -161,13 +162,13 @@ class ComponentMetrics(_Metrics):
     def _metric_dimensions(self) -> dict[str, str]:
         return {"InferenceComponentName": self.inference_component_name}
 
-    def metric_no_capacity_invocation_failures(self, **kwargs: Any) -> cloudwatch.Metric:
-        """Requests that found no copy to serve them (the scale-to-zero wake-up signal)."""
-        return self.metric("NoCapacityInvocationFailures", statistic="Sum", **kwargs)
-
 
 class CopyMetrics(ComponentMetrics):
     """An ``InferenceComponent``'s copies (``/aws/sagemaker/InferenceComponents``, 0-100 of what a copy reserves)."""
+
+    def metric_no_capacity_invocation_failures(self, **kwargs: Any) -> cloudwatch.Metric:
+        """Requests that found no copy to serve them (the scale-to-zero wake-up signal)."""
+        return self.metric("NoCapacityInvocationFailures", statistic="Sum", **kwargs)
 
     def metric_gpu_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
         """GPU use of the component's copies, 0-100 over the GPUs reserved for them."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_sns as sns
@@ -12,6 +13,17 @@ from ..problems import construct_subject, refuse
 from .alarms import AlarmThresholds, serving_alarms
 from .dashboards import SmokeFigures, dashboard_url, new_dashboard
 from .watched import Watchable, Watched
+
+
+class Monitored(Watchable, Protocol):
+    """A watched construct with alarms of its own (an adapter component on its base, for one)."""
+
+    @property
+    def alarms(self) -> list[cloudwatch.Alarm]: ...
+
+    def add_alarms(
+        self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
+    ) -> list[cloudwatch.Alarm]: ...
 
 
 class Monitor:

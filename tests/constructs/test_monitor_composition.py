@@ -45,7 +45,12 @@ def test_every_component_and_adapter_has_rows_even_when_added_after_the_dashboar
     assert rows == ["Small", "Sql", "Medium"]
     assert "Sql: latency p50/p99 (microseconds)" in names
     assert not any(n.startswith("Sql: copies") for n in names)  # no copies of its own: its base's serve it
-    assert second.node.id == "Medium"
+    assert [n for n in names if n.startswith("Medium: ")] == [
+        "Medium: invocations and errors (per minute)",
+        "Medium: latency p50/p99 (microseconds)",
+        "Medium: copies, GPU and GPU memory of the copies (%)",
+    ]
+    assert second.inference_component_name in str(Template.from_stack(stack).to_json()["Resources"])
 
 
 def test_the_alarm_row_shows_every_components_alarms_added_after_the_dashboard():
@@ -85,7 +90,8 @@ def test_adapter_metric_helpers_name_its_component():
     adapter = AdapterComponent(stack, "Sql", base=first, artifact_url="s3://adapters/sql.tar.gz", component_name="sql")
     metric = adapter.metric_invocations()
     assert metric.metric_name == "Invocations" and metric.dimensions == {"InferenceComponentName": "sql"}
-    assert adapter.metric_no_capacity_invocation_failures().metric_name == "NoCapacityInvocationFailures"
+    # No copies of its own (its base's serve it): no copy or capacity helpers.
+    assert not hasattr(adapter, "metric_no_capacity_invocation_failures") and not hasattr(adapter, "metric_copy_count")
 
 
 class _Mine(Construct):
@@ -114,7 +120,10 @@ def test_any_watchable_construct_gets_the_same_alarms_and_dashboard():
     assert memory["Expression"] == "m / 4"
     assert {"Name": "EndpointName", "Value": "mine"} in alarms["Errors5xx"]["Dimensions"]
     assert titles(dashboard_body(t))[0] == "Invocations and errors (per minute)"
-    assert mine.monitor.dashboard_url
+    url = stack.resolve(mine.monitor.dashboard_url)["Fn::Join"][1]
+    assert "#dashboards/dashboard/" in url and url[-1] == {
+        "Ref": stack.get_logical_id(mine.monitor.dashboard.node.default_child)
+    }
 
 
 def test_a_monitor_adds_its_alarms_and_dashboard_once():
@@ -154,7 +163,7 @@ def test_model_errors_are_off_by_default_and_alarm_on_the_failed_share_when_set(
     assert props["Threshold"] == 0.025 and props["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
     assert (props["EvaluationPeriods"], props["DatapointsToAlarm"], props["Period"]) == (3, 2, 60)
     assert props["TreatMissingData"] == "notBreaching"
-    assert "ModelError, HTTP 424" in props["AlarmDescription"]
+    assert "(ModelError to the caller)" in props["AlarmDescription"]
 
 
 def test_an_update_rolls_back_on_model_errors_too():
@@ -166,3 +175,35 @@ def test_an_update_rolls_back_on_model_errors_too():
     (component,) = Template.from_stack(stack).find_resources("AWS::SageMaker::InferenceComponent").values()
     rollback = component["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"]["Alarms"]
     assert len(rollback) == 5 and any("ModelErrors" in str(a) for a in rollback)
+
+
+def test_the_endpoints_add_alarms_reaches_every_adapter_too():
+    stack, _, endpoint, first = shared_endpoint()
+    adapter = AdapterComponent(stack, "Sql", base=first, artifact_url="s3://adapters/sql.tar.gz")
+    endpoint.add_alarms()
+    assert [a.node.id for a in adapter.alarms] == ["Errors5xx", "LatencyP99"]
+    assert len(endpoint.alarms) == 4 + 2
+
+
+def test_a_monitor_needs_a_construct_to_hold_its_alarms():
+    class NotAConstruct:
+        class node:  # what the protocol reads: a node with a path
+            path = "Nowhere"
+
+        def watched(self) -> Watched:
+            return Watched(kind="variant", name="x", title="X", variant_name="AllTraffic")
+
+    with pytest.raises(TypeError, match="is not a construct"):
+        Monitor(NotAConstruct()).add_alarms(None, topic=None)
+
+
+@pytest.mark.parametrize(("gpus", "divisor"), [(None, 1), (1, 1), (8, 8)])
+def test_the_gpu_memory_share_divides_by_the_gpus_known(gpus, divisor):
+    app = cdk.App()
+    stack = cdk.Stack(app, "Test")
+    mine = _Mine(stack, "Mine", gpus=gpus)
+    mine.monitor.add_alarms(None, topic=None)
+    (memory,) = [
+        m for m in alarms_by_id(Template.from_stack(stack).to_json())["GpuMemory"]["Metrics"] if "Expression" in m
+    ]
+    assert memory["Expression"] == f"m / {divisor}"
