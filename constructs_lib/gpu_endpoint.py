@@ -16,6 +16,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IDependable
 
+from .catalog import lookup_instance
 from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, ROUTING_STRATEGIES, STANDARD, resolve_scaling
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, get_engine
@@ -42,7 +43,7 @@ from .instance_pools import pool_problems, pool_types, reservation_pools_problem
 from .keys import grant_volume_key
 from .model_data import ModelSource
 from .monitoring import AlarmThresholds, Monitor, Watched, grant_describe_alarms, rollback_alarms
-from .monitoring.dashboards import SmokeFigures, gpus_per_type
+from .monitoring.dashboards import SmokeFigures
 from .monitoring.metrics import EndpointMetrics, metrics_settings
 from .preflight_check import check_placement
 from .problems import construct_subject, refuse
@@ -390,8 +391,11 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         enhanced, publish_s = metrics_settings(self.endpoint_config)
         pool_gpus = None
         if len(self.instance_types) > 1:
-            counts = set(gpus_per_type(self.instance_types, self.instance).values())
-            pool_gpus = counts.pop() if len(counts) == 1 else None  # standard mode: one GPU count (pool_problems)
+            # The primary's resolved spec (it may be outside the catalog), the pools' from the catalog (every pool is a
+            # catalog type: pool_problems); standard mode gives them all one GPU count (pool_problems too).
+            specs = [self.instance, *(lookup_instance(t) for t in self.instance_types[1:])]
+            counts = {spec.gpu_count if spec is not None else 1 for spec in specs}
+            pool_gpus = counts.pop() if len(counts) == 1 else None
         return Watched(
             kind="variant",
             name=self.monitored_name,

@@ -62,7 +62,6 @@ from .monitoring import (
     AlarmThresholds,
     Monitor,
     Monitored,
-    Watchable,
     Watched,
     grant_describe_alarms,
     rollback_alarms,
@@ -394,9 +393,14 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
         )
 
     @property
+    def parts(self) -> list[Monitored]:
+        """Every component on this endpoint, each followed by its adapters (the order of the dashboard's rows)."""
+        return [part for c in self.components for part in (c, *c.adapters)]
+
+    @property
     def alarms(self) -> list[cloudwatch.Alarm]:
         """Every alarm of every component on this endpoint, and of their adapters."""
-        return [a for c in self.components for a in (*c.alarms, *(a for ad in c.adapters for a in ad.alarms))]
+        return [alarm for part in self.parts for alarm in part.alarms]
 
     @property
     def dashboard(self) -> cloudwatch.Dashboard | None:
@@ -412,10 +416,8 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
         self, thresholds: AlarmThresholds | None = None, *, topic: sns.ITopic | None = None
     ) -> list[cloudwatch.Alarm]:
         """``add_alarms`` on each component added so far and on each of their adapters."""
-        for component in self.components:
-            component.add_alarms(thresholds, topic=topic)
-            for adapter in component.adapters:
-                adapter.add_alarms(thresholds, topic=topic)
+        for part in self.parts:
+            part.add_alarms(thresholds, topic=topic)
         return self.alarms
 
     def add_dashboard(
@@ -425,11 +427,9 @@ class ComponentEndpoint(ComponentHostMetrics, EndpointVariantMixin, Construct):
         adapter on it, those added later too (invocations and errors, latency; a component's copies, the GPU of its
         copies and requests finding no copy), then every alarm's state. ``scope`` as for
         ``GpuEndpoint.add_dashboard``."""
-
-        def parts() -> list[Watchable]:
-            return [part for c in self.components for part in (c, *c.adapters)]
-
-        return self.monitor.add_dashboard(scope=scope, smoke_test=smoke_test, parts=parts, alarms=lambda: self.alarms)
+        return self.monitor.add_dashboard(
+            scope=scope, smoke_test=smoke_test, parts=lambda: self.parts, alarms=lambda: self.alarms
+        )
 
     def add_component(self, id: str, *, model: ModelSource, **props: Any) -> InferenceComponent:
         """A new ``InferenceComponent`` on this endpoint, as a child of it (same props)."""

@@ -77,10 +77,7 @@ def check_model(
         problems.append(("context", refusal))
     if "memory" not in skip:
         if max_model_len is None:
-            limit = engine_context_limit(text_config(config))
-            if limit is None:
-                raise ValueError("config.json gives no max_position_embeddings: set max_model_len")
-            max_model_len = limit.tokens
+            max_model_len = _trained_context(text_config(config), "config.json gives no max_position_embeddings")
         fit = estimate_memory_fit(
             config,
             weight_bytes=weight_bytes,
@@ -138,10 +135,7 @@ def check_gguf(
     given). The estimate is made even when ``memory`` is skipped; its problems are then dropped. Raises ValueError
     for a header that states no context length when none is given."""
     if max_model_len is None:
-        limit = engine_context_limit(gguf_config(header))
-        if limit is None:
-            raise ValueError("the GGUF header states no context_length: set max_model_len")
-        max_model_len = limit.tokens
+        max_model_len = _trained_context(gguf_config(header), "the GGUF header states no context_length")
     fit = estimate_gguf_fit(
         header,
         weight_bytes=weight_bytes,
@@ -152,3 +146,11 @@ def check_gguf(
     )
     problems = [] if "memory" in skip else [("memory", p) for p in fit.problems]
     return ModelCheck(fit=fit, formats=None, problems=problems, warnings=fit.warnings)
+
+
+def _trained_context(config: Mapping[str, Any], missing: str) -> int:
+    """The context the model was trained for, what the deploy preflight checks when no max_model_len is given."""
+    limit = engine_context_limit(config)
+    if limit is None:
+        raise ValueError(f"{missing}: set max_model_len")
+    return limit.tokens

@@ -14,13 +14,13 @@ import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct, IConstruct
 
-from ..catalog import lookup_instance
 from ..hosting import sagemaker_metric
 from .metrics import (
     COMPONENT_COPIES,
     ENDPOINT_INSTANCES,
     INVOCATIONS,
     ONE_MINUTE,
+    copy_count,
     insights,
     instance_count,
     invocation_metrics,
@@ -77,16 +77,6 @@ def smoke_text(smoke_test: SmokeFigures | None) -> cloudwatch.TextWidget | None:
 
 def graph(title: str, left: Sequence[cloudwatch.IMetric], **kwargs: Any) -> cloudwatch.GraphWidget:
     return cloudwatch.GraphWidget(title=title, left=list(left), width=kwargs.pop("width", 8), height=6, **kwargs)
-
-
-def gpus_per_type(instance_types: Sequence[str], primary: Any) -> dict[str, int]:
-    """GPUs per instance of each type: the primary's resolved spec (it may be outside the catalog), the pools' from the
-    catalog (every pool entry is a catalog type: instance_pools.pool_problems)."""
-    counts = {}
-    for index, instance_type in enumerate(instance_types):
-        spec = primary if index == 0 and primary is not None else lookup_instance(instance_type)
-        counts[instance_type] = spec.gpu_count if spec is not None else 1
-    return counts
 
 
 def pool_graphs(
@@ -152,7 +142,7 @@ def rows_of(target: Watched) -> list[Row]:
             ],
         ]
         if target.pools:
-            rows.append(list(pool_graphs(dims, target.pool_gpus, namespace=ENDPOINT_INSTANCES)))
+            rows.append(pool_graphs(dims, target.pool_gpus, namespace=ENDPOINT_INSTANCES))
     elif target.kind == VARIANT:
         # A component-hosting endpoint publishes its invocations per component (their rows), and its instances'
         # GPU use mixes the copies of every component: per instance type is on each component's row.
@@ -181,7 +171,7 @@ def rows_of(target: Watched) -> list[Row]:
             # Served by its base's copies: no GPU, copies or capacity of its own.
             return [[graph(f"{prefix}invocations and errors (per minute)", list(calls.values())), latency]]
         calls["NoCapacityInvocationFailures"] = sagemaker_metric("NoCapacityInvocationFailures", dims, statistic="Sum")
-        copies = instance_count_of_copies(dims)
+        copies = copy_count(dims).with_(label="copies")
         rows = [
             [
                 graph(f"{prefix}invocations and errors (per minute)", list(calls.values())),
@@ -194,7 +184,7 @@ def rows_of(target: Watched) -> list[Row]:
             ]
         ]
         if target.pools:
-            per_type: Row = list(pool_graphs(dims, None, namespace=COMPONENT_COPIES, prefix=prefix))
+            per_type: Row = pool_graphs(dims, None, namespace=COMPONENT_COPIES, prefix=prefix)
             fullest = insights(
                 per_type_query("MAX", "GPUMemoryUtilizationNormalized", COMPONENT_COPIES, dims), label=""
             )
@@ -202,23 +192,12 @@ def rows_of(target: Watched) -> list[Row]:
             rows.append(per_type)
         if target.enhanced:
             rows.append(
-                list(
-                    per_gpu_graphs(
-                        COMPONENT_COPIES, dims, ("GPUMemoryUtilizationNormalized", "GPUUtilizationNormalized")
-                    )
-                )
+                per_gpu_graphs(COMPONENT_COPIES, dims, ("GPUMemoryUtilizationNormalized", "GPUUtilizationNormalized"))
             )
         return rows
     if target.enhanced:
-        rows.append(list(per_gpu_graphs(ENDPOINT_INSTANCES, dims, ("GPUMemoryUtilization", "GPUUtilization"))))
+        rows.append(per_gpu_graphs(ENDPOINT_INSTANCES, dims, ("GPUMemoryUtilization", "GPUUtilization")))
     return rows
-
-
-def instance_count_of_copies(dims: Mapping[str, str]) -> cloudwatch.Metric:
-    """Copies reporting (each copy sends one CPUUtilizationNormalized datapoint a minute)."""
-    return sagemaker_metric(
-        "CPUUtilizationNormalized", dims, namespace=COMPONENT_COPIES, statistic="SampleCount"
-    ).with_(label="copies")
 
 
 def new_dashboard(

@@ -215,6 +215,11 @@ def instance_count(dims: Mapping[str, str]) -> cloudwatch.Metric:
     return sagemaker_metric("CPUUtilization", dims, namespace=ENDPOINT_INSTANCES, statistic="SampleCount")
 
 
+def copy_count(dims: Mapping[str, str]) -> cloudwatch.Metric:
+    """Copies reporting (each copy sends one CPUUtilizationNormalized datapoint a minute)."""
+    return sagemaker_metric("CPUUtilizationNormalized", dims, namespace=COMPONENT_COPIES, statistic="SampleCount")
+
+
 def gpu_memory(target: Watched) -> cloudwatch.IMetric | None:
     """The GPU memory an alarm watches, in percent; ``None`` for an adapter (it reserves no GPU of its own).
 

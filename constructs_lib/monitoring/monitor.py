@@ -16,7 +16,7 @@ from .watched import Watchable, Watched
 
 
 class Monitored(Watchable, Protocol):
-    """A watched construct with alarms of its own (an adapter component on its base, for one)."""
+    """A watched construct with alarms of its own: a component or an adapter (``ComponentEndpoint.parts``)."""
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]: ...

@@ -271,3 +271,22 @@ def test_the_constructs_refuse_pools_beside_a_reservation_too():
         stack = cdk.Stack(cdk.App(), "T")
         with pytest.raises(Refusal, match=r"with capacity_reservation_arn: the variant launches only into"):
             build_one(stack, s3.Bucket.from_bucket_name(stack, "B", "model-bucket"))
+
+
+def test_every_alarm_threshold_has_one_context_key_and_its_range():
+    # thresholds_of reads the registry's threshold= fields: a field without a key could never be set from context,
+    # and a key whose range is not the field's would accept what the construct refuses.
+    import dataclasses
+
+    from constructs_lib.deployment.context_keys import KEYS
+    from constructs_lib.monitoring import THRESHOLD_RANGES, AlarmThresholds
+
+    keyed = [key.threshold for key in KEYS if key.threshold]
+    assert sorted(keyed) == sorted(f.name for f in dataclasses.fields(AlarmThresholds))
+    for key in KEYS:
+        if key.threshold in THRESHOLD_RANGES:
+            low, high = THRESHOLD_RANGES[key.threshold]
+            assert key.parse(str(high)) == high and key.parse(None) is None
+            for outside in (low, high + 1):
+                with pytest.raises(ValueError):
+                    key.parse(str(outside))
