@@ -15,6 +15,13 @@ SageMaker developer guide ``realtime-endpoints-openai-compatible``): the same re
 ``Authorization: Bearer <fake.bearer_token>`` (missing: 401, another token: 403; the statuses this fake
 chooses, since the guide names none).
 
+``POST /endpoints/{name}/async-invocations`` (``InvokeEndpointAsync``, an endpoint added with ``async_output``):
+202 at once with the ``InferenceId`` and the ``X-Amzn-SageMaker-OutputLocation`` / ``-FailureLocation`` headers
+(botocore's sagemaker-runtime model), then, on a thread after the reply's ``delay_s``, the answer written to S3
+(``FakeSageMaker(s3_url=...)``, moto): ``<async_output>[/<S3OutputPathExtension>]/<uuid>.out`` holds the chat
+completion, or for a scripted error ``<async_failure>/<uuid>-error.out`` holds its message (the failure object's
+name and that the extension does not apply to it are this fake's choice: no AWS source names them). The body comes inline or from ``InputLocation``.
+
 ``sagemaker`` (JSON 1.1, ``X-Amz-Target``): ``DescribeEndpoint`` and ``DescribeInferenceComponent``.
 
 Behaviour is per endpoint: a queue of :class:`Reply` objects (one per invocation, then ``default``),
@@ -32,6 +39,7 @@ import struct
 import sys
 import threading
 import time
+import uuid
 import zlib
 from collections import deque
 from dataclasses import dataclass, field, replace
@@ -47,7 +55,10 @@ REGION = "us-east-1"
 COMPONENT_HEADER = "x-amzn-sagemaker-inference-component"
 DEFAULT_ANSWER = "Buckets hold the sky / objects drift in quiet rows / durable as stone 🪣"
 _TOKENS = re.compile(r"\S+\s*|\s+")
-_INVOKE_PATH = re.compile(r"^/endpoints/(?P<name>[^/]+)/(?P<kind>invocations|invocations-response-stream)$")
+_INVOKE_PATH = re.compile(
+    r"^/endpoints/(?P<name>[^/]+)/(?P<kind>invocations|invocations-response-stream|async-invocations)$"
+)
+ASYNC_KIND = "async-invocations"
 _OPENAI_PATH = re.compile(
     r"^/endpoints/(?P<name>[^/]+)(?:/inference-components/(?P<component>[^/]+))?/openai/v1/chat/completions$"
 )
@@ -160,6 +171,10 @@ class FakeEndpoint:
     # Injected failures by kind: {kind: n} fails every n-th invocation (1-based) with that kind; see injected_reply.
     inject: dict[str, int] = field(default_factory=dict)
     invocations: int = 0
+    # Asynchronous inference: the endpoint config's S3OutputPath and S3FailurePath (s3://bucket/prefix), None for a
+    # real-time endpoint (which refuses InvokeEndpointAsync).
+    async_output: str | None = None
+    async_failure: str | None = None
     default: Reply = field(default_factory=Reply)
     replies: deque[Reply] = field(default_factory=deque)
 
@@ -193,8 +208,10 @@ def injected_reply(kind: str, base: Reply) -> Reply:
 class FakeSageMaker:
     """Start with ``with FakeSageMaker() as fake:``; point clients at ``fake.url``."""
 
-    def __init__(self, port: int = 0, bearer_token: str = BEARER_TOKEN) -> None:
+    def __init__(self, port: int = 0, bearer_token: str = BEARER_TOKEN, s3_url: str | None = None) -> None:
         self.endpoints: dict[str, FakeEndpoint] = {}
+        self.s3_url = s3_url  # where asynchronous answers are written (a moto server)
+        self.async_threads: list[threading.Thread] = []
         self.bearer_token = bearer_token  # what the OpenAI-compatible path accepts
         self.requests: list[Recorded] = []
         self.cut_streams = 0  # streams whose client went away before the end
@@ -257,6 +274,25 @@ class FakeSageMaker:
         with self._lock:
             self.requests.append(entry)
 
+    def answer_async(self, reply: Reply, output: str, failure: str) -> None:
+        """Write one asynchronous answer after ``reply.delay_s``: the completion, or the error's message."""
+        if reply.delay_s:
+            time.sleep(reply.delay_s)
+        if reply.error:
+            location = failure
+            text = reply.original_body if reply.error == "ModelError" and reply.original_body else reply.message
+            data = (text or reply.error).encode("utf-8")
+        else:
+            location = output
+            data = reply.raw_body if reply.raw_body is not None else json.dumps(completion_payload(reply)).encode()
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        client("s3", self.s3_url).put_object(Bucket=bucket, Key=key, Body=data)
+
+    def settle(self, timeout_s: float = 10.0) -> None:
+        """Wait until every asynchronous answer so far has been written."""
+        for worker in list(self.async_threads):
+            worker.join(timeout_s)
+
     def endpoint(self, name: str) -> FakeEndpoint | None:
         with self._lock:
             return self.endpoints.get(name)
@@ -310,6 +346,9 @@ class _Handler(BaseHTTPRequestHandler):
         except ValueError:
             body = raw
         self.owner.record(Recorded(kind, name, headers, body))
+        if kind == ASYNC_KIND:
+            self._invoke_async(name, headers)
+            return
         self._invoke(name, kind, headers)
 
     def _openai(self, name: str, component: str | None, raw: bytes, headers: dict[str, str]) -> None:
@@ -436,23 +475,34 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._stream(reply)
 
+    def _invoke_async(self, name: str, headers: dict[str, str]) -> None:
+        endpoint = self.owner.endpoint(name)
+        if endpoint is None:
+            self._aws_error(400, "ValidationError", f"Endpoint {name} of account {ACCOUNT} not found.")
+            return
+        if not endpoint.async_output:
+            # The fake's wording: the API reference names no message for a real-time endpoint asked asynchronously.
+            self._aws_error(400, "ValidationError", f"Endpoint {name} is not configured for asynchronous inference.")
+            return
+        identifier = headers.get("x-amzn-sagemaker-inference-id") or f"fake-{time.monotonic_ns()}"
+        # SageMaker names the objects itself (a UUID in AWS's notification samples, not the inference id): so here.
+        file = uuid.uuid4().hex
+        extension = headers.get("x-amzn-sagemaker-s3outputpathextension")
+        output_path = endpoint.async_output.rstrip("/") + (f"/{extension.strip('/')}" if extension else "")
+        output = f"{output_path}/{file}.out"
+        failure = f"{(endpoint.async_failure or endpoint.async_output).rstrip('/')}/{file}-error.out"
+        reply = endpoint.next_reply()
+        worker = threading.Thread(target=self.owner.answer_async, args=(reply, output, failure), daemon=True)
+        self.owner.async_threads.append(worker)
+        worker.start()
+        location = {"X-Amzn-SageMaker-OutputLocation": output, "X-Amzn-SageMaker-FailureLocation": failure}
+        self._json(202, {"InferenceId": identifier}, **location)
+
     def _complete(self, reply: Reply) -> None:
         if reply.raw_body is not None:
             self._raw(200, reply.raw_body, "application/json")
             return
-        message: dict[str, Any] = {"role": "assistant", "content": reply.content}
-        if reply.reasoning:
-            message["reasoning_content"] = reply.reasoning
-        tokens = _tokens(reply.reasoning) + _tokens(reply.content)
-        answer: dict[str, Any] = {
-            "id": "chatcmpl-fake",
-            "object": "chat.completion",
-            "model": "/opt/ml/model",
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-        }
-        if reply.usage:
-            answer["usage"] = {"prompt_tokens": 12, "completion_tokens": len(tokens), "total_tokens": 12 + len(tokens)}
-        self._json(200, answer)
+        self._json(200, completion_payload(reply))
 
     def _stream(self, reply: Reply, *, openai: bool = False) -> None:
         """The streamed answer: event-stream ``PayloadPart`` messages, or (``openai``) the body itself."""
@@ -529,6 +579,23 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             body = {"message": message, **{k: v for k, v in members.items() if v is not None}}
             self._raw(status, json.dumps(body).encode("utf-8"), "application/json", {"x-amzn-ErrorType": code})
+
+
+def completion_payload(reply: Reply) -> dict[str, Any]:
+    """The chat completion a container writes for ``reply`` (non-streamed)."""
+    message: dict[str, Any] = {"role": "assistant", "content": reply.content}
+    if reply.reasoning:
+        message["reasoning_content"] = reply.reasoning
+    tokens = _tokens(reply.reasoning) + _tokens(reply.content)
+    answer: dict[str, Any] = {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": "/opt/ml/model",
+        "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+    }
+    if reply.usage:
+        answer["usage"] = {"prompt_tokens": 12, "completion_tokens": len(tokens), "total_tokens": 12 + len(tokens)}
+    return answer
 
 
 def _tokens(text: str) -> list[str]:
