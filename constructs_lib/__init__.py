@@ -11,6 +11,7 @@ import warnings
 from typing import Any
 
 from .adapter_component import AdapterComponent
+from .async_inference import AsyncInference, AsyncQueue
 from .catalog import InstanceSpec
 from .engines import EngineSpec, get_engine
 from .gguf_file import staging_patterns
@@ -37,6 +38,8 @@ __all__ = [
     "AlarmThresholds",
     "AlarmTopic",
     "AssetImage",
+    "AsyncInference",
+    "AsyncQueue",
     "ComponentEndpoint",
     "DeploymentPreflight",
     "EndpointSmokeTest",

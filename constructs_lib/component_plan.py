@@ -27,6 +27,10 @@ Defaults (each applies only when the value is not given):
   ``SageMakerInferenceComponentConcurrentRequestsPerCopyHighResolution`` (SageMaker developer guide,
   "Define a scaling policy"). A starting point, not a measurement: tune it to the model.
 - ``min_memory_mb``: 1024 MB of host memory reserved per copy (see ``DEFAULT_MIN_MEMORY_MB``).
+- ``target_backlog_per_instance`` (async mode): 5 queued requests per instance (``ApproximateBacklogSizePerInstance``,
+  AWS's example in async-inference-autoscale.html).
+- ``min_instances`` in async mode: as in standard mode, but 0 is allowed: the endpoint then releases every instance
+  while its queue is empty, and a step policy on ``HasBacklogWithoutCapacity`` starts one for the first request.
 - ``target_invocations_per_instance``: 20 invocations per instance per minute
   (``SageMakerVariantInvocationsPerInstance``), sized for LLM requests that take seconds, not the
   70 of AWS's example for millisecond models. Tune it as well.
@@ -38,9 +42,16 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-DEPLOYMENT_MODES = ("standard", "inference-component")
+DEPLOYMENT_MODES = ("standard", "inference-component", "async")
 STANDARD = "standard"
 INFERENCE_COMPONENT = "inference-component"
+# One model on whole instances behind an asynchronous endpoint (AsyncInferenceConfig): requests are queued, answered
+# into S3, and the instance count scales on the queue, down to zero ("Autoscale an asynchronous endpoint", SageMaker
+# developer guide async-inference-autoscale.html: MinCapacity 0 is allowed for asynchronous endpoints).
+ASYNC = "async"
+# Target tracking's ApproximateBacklogSizePerInstance: AWS's own example value (async-inference-autoscale.html,
+# TargetValue 5.0). A starting point: a long generation per request wants it lower.
+DEFAULT_TARGET_BACKLOG_PER_INSTANCE = 5.0
 # RoutingConfig.RoutingStrategy values (cfn-lint schema of AWS::SageMaker::EndpointConfig); PREFIX_AWARE also needs
 # its PrefixAwareRoutingConfig (serving_features.prefix_routing_problems).
 ROUTING_STRATEGIES = ("LEAST_OUTSTANDING_REQUESTS", "RANDOM", "PREFIX_AWARE")
@@ -64,6 +75,7 @@ COMPONENT_ONLY = (
     "min_memory_mb",
 )
 STANDARD_ONLY = ("target_invocations_per_instance",)
+ASYNC_ONLY = ("target_backlog_per_instance",)
 
 
 @dataclass(frozen=True)
@@ -83,14 +95,15 @@ class ScalingPlan:
     target_invocations_per_instance: float | None = None
     routing_strategy: str | None = None
     min_memory_mb: int | None = None
+    target_backlog_per_instance: float | None = None
     # Component mode: instances of max_instances kept for an update's batch (the quota counts them as an update's).
     update_instances: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
     def scales_instances(self) -> bool:
-        """Standard mode: whether Application Auto Scaling has a range of instance counts to work in."""
-        return self.deployment_mode == STANDARD and self.max_instances > self.min_instances
+        """Standard and async mode: whether Application Auto Scaling has a range of instance counts to work in."""
+        return self.deployment_mode in (STANDARD, ASYNC) and self.max_instances > self.min_instances
 
     @property
     def scales_copies(self) -> bool:
@@ -124,6 +137,7 @@ def resolve_scaling(
     target_invocations_per_instance: float | None = None,
     routing_strategy: str | None = None,
     min_memory_mb: int | None = None,
+    target_backlog_per_instance: float | None = None,
     check_copies: bool | None = None,
     update_batch_copies: int | None = None,
     capacity_reservation: bool = False,
@@ -159,14 +173,35 @@ def resolve_scaling(
         "routing_strategy": routing_strategy,
         "min_memory_mb": min_memory_mb,
         "target_invocations_per_instance": target_invocations_per_instance,
+        "target_backlog_per_instance": target_backlog_per_instance,
     }
-    if mode == STANDARD:
+    async_mode = mode == ASYNC
+    if mode in (STANDARD, ASYNC):
         for key in COMPONENT_ONLY:
             if given[key] is not None:
                 errors.append(
                     f"{key}={given[key]!r} applies only with deployment_mode='inference-component' (this is "
-                    "deployment_mode='standard', where one model uses whole instances); leave it unset or switch modes."
+                    f"deployment_mode={mode!r}, where one model uses whole instances); leave it unset or switch modes."
                 )
+    if mode != ASYNC:
+        for key in ASYNC_ONLY:
+            if given[key] is not None:
+                errors.append(
+                    f"{key}={given[key]!r} applies only with deployment_mode='async' (the queue it tracks exists only "
+                    f"on an asynchronous endpoint; this is deployment_mode={mode!r}); leave it unset or switch modes."
+                )
+    if async_mode:
+        for key in STANDARD_ONLY:
+            if given[key] is not None:
+                errors.append(
+                    f"{key}={given[key]!r} applies only with deployment_mode='standard'; an asynchronous endpoint "
+                    "scales on its queue (target_backlog_per_instance), not on invocations per minute."
+                )
+        if routing_strategy is not None:
+            errors.append(
+                f"routing_strategy={routing_strategy!r}: an asynchronous endpoint takes requests from its queue, "
+                "there is no request routing to choose; leave it unset."
+            )
     elif component_mode:
         for key in STANDARD_ONLY:
             if given[key] is not None:
@@ -175,10 +210,16 @@ def resolve_scaling(
                     "deployment_mode='inference-component' the copy count scales (target_concurrency) and SageMaker "
                     "adds or removes instances for the copies (min_instances, max_instances)."
                 )
-    if scale_to_zero and not component_mode:
+    if scale_to_zero and async_mode:
+        errors.append(
+            "scale_to_zero=true is for inference components; an asynchronous endpoint scales to zero with "
+            "min_instances=0 (its queue wakes it); allowed: false, with min_instances=0."
+        )
+    elif scale_to_zero and not component_mode:
         errors.append(
             f"scale_to_zero=true needs deployment_mode='inference-component' (this is deployment_mode={mode!r}): "
-            "SageMaker scales an endpoint to zero instances only when it hosts inference components."
+            "SageMaker scales an endpoint to zero instances only when it hosts inference components, or with "
+            "deployment_mode='async' and min_instances=0 on its queue."
         )
 
     # --- instances ---
@@ -199,6 +240,7 @@ def resolve_scaling(
     elif scale_to_zero:
         min_i = 0
     elif not component_mode and initial_instances is not None:
+        # (async mode too: the minimum is what was given, 0 only when asked)
         # Standard mode scales only when max_instances is above instance_count: a minimum of 1 would let an idle
         # endpoint of 2 lose its second Availability Zone and make every rolling batch of 1 100 % of the variant.
         min_i = max(1, min(initial_instances, max_instances if max_instances is not None else initial_instances))
@@ -206,10 +248,11 @@ def resolve_scaling(
         min_i = 1
     init_i = initial_instances if initial_instances is not None else max(1, min_i)
     max_i = max_instances if max_instances is not None else max(1, min_i, init_i)
-    if min_i == 0 and not scale_to_zero:
+    if min_i == 0 and not scale_to_zero and not async_mode:
         errors.append(
             "min_instances=0 is allowed only with scale_to_zero=true (an endpoint at zero instances needs the "
-            "wake-up alarm that scale-to-zero adds); allowed: 1 or more, or set scale_to_zero."
+            "wake-up alarm that scale-to-zero adds) or deployment_mode='async' (its queue wakes it); allowed: 1 or "
+            "more, or set scale_to_zero."
         )
     if scale_to_zero and min_i != 0:
         errors.append(
@@ -331,6 +374,18 @@ def resolve_scaling(
                 f"target_invocations_per_instance={target_invocations_per_instance!r} must be a number above 0 "
                 "(invocations per instance per minute that autoscaling aims for)."
             )
+    target_backlog = None
+    if async_mode:
+        target_backlog = (
+            target_backlog_per_instance
+            if target_backlog_per_instance is not None
+            else DEFAULT_TARGET_BACKLOG_PER_INSTANCE
+        )
+        if not _positive(target_backlog):
+            errors.append(
+                f"target_backlog_per_instance={target_backlog_per_instance!r} must be a number above 0 (queued "
+                "requests per instance that autoscaling aims for)."
+            )
     if routing_strategy is not None and routing_strategy not in ROUTING_STRATEGIES:
         errors.append(
             f"routing_strategy={routing_strategy!r} is not a routing strategy; allowed: "
@@ -351,6 +406,7 @@ def resolve_scaling(
         target_invocations_per_instance=target_inv,
         routing_strategy=routing_strategy,
         min_memory_mb=memory,
+        target_backlog_per_instance=target_backlog,
         update_instances=update_i,
         errors=errors,
     )
@@ -420,7 +476,8 @@ def plan_scaling(**settings: Any) -> list[str]:
     """Every problem with these scaling settings (empty when usable): ``resolve_scaling``'s arguments, None
     meaning "not given".
 
-    Rules: ``deployment_mode`` is standard or inference-component; scale-to-zero needs
+    Rules: ``deployment_mode`` is standard, inference-component or async; async allows ``min_instances`` 0 and
+    takes ``target_backlog_per_instance``, no routing strategy; scale-to-zero needs
     inference-component mode and means ``min_instances`` 0 and ``min_copies`` 0, which nothing else
     allows; ``initial_instances`` >= 1; ``min_instances`` <= ``initial_instances`` <= ``max_instances``
     and ``max_instances`` >= 1; a copy's accelerators are at most one instance's GPUs and equal the

@@ -162,6 +162,9 @@ class EngineSpec:
     # What the base model's container needs to serve LoRA adapter inference components (engines.json adapters:
     # engine_env, container_env, the max-rank flag and its default); None: the engine serves no adapters.
     adapters: Mapping[str, Any] | None = None
+    # The engine server's own limit on one request, which an asynchronous invocation's timeout must not pass
+    # (engines.json request_timeout: {"env", "default_s", "source"}); None: the server has none.
+    request_timeout: Mapping[str, Any] | None = None
 
     def for_model_file(self, model_file: str) -> EngineSpec:
         """This engine with its model path pointing at one file (or glob) below the model directory."""
@@ -266,6 +269,7 @@ def _engines() -> dict[str, EngineSpec]:
             remote_code_files=tuple(e.get("remote_code_files", ())),
             env_rules=tuple(e.get("env_rules", ())),
             adapters=e.get("adapters"),
+            request_timeout=e.get("request_timeout"),
         )
         for name, e in raw.items()
     }

@@ -1,4 +1,4 @@
-"""``GpuEndpoint``: one model on whole GPU instances behind a SageMaker real-time endpoint."""
+"""``GpuEndpoint``: one model on whole GPU instances behind a SageMaker real-time (or asynchronous) endpoint."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -16,8 +17,22 @@ from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_sns as sns
 from constructs import Construct, IDependable
 
+from .async_inference import (
+    AsyncInference,
+    AsyncQueue,
+    async_problems,
+    concurrency_of,
+    engine_timeout_problems,
+)
 from .catalog import lookup_instance
-from .component_plan import DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE, ROUTING_STRATEGIES, STANDARD, resolve_scaling
+from .component_plan import (
+    ASYNC,
+    DEFAULT_TARGET_BACKLOG_PER_INSTANCE,
+    DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE,
+    ROUTING_STRATEGIES,
+    STANDARD,
+    resolve_scaling,
+)
 from .endpoint_plan import plan_endpoint
 from .engines import EngineSpec, get_engine
 from .hosting import (
@@ -53,6 +68,13 @@ from .update_policy import UpdatePolicy, reservation_problems
 __all__ = ["VARIANT_NAME", "GpuEndpoint"]
 
 VARIANT_NAME = "AllTraffic"
+# The scale-out-from-zero step policy's cooldown in AWS's example (async-inference-autoscale.html: Cooldown 300).
+ASYNC_WAKE_COOLDOWN_S = 300
+
+
+def _bucket_of(model: ModelSource) -> Any:
+    """The bucket of a model source that has one (S3ModelData, StagedCheckpoint); the caller checked it has."""
+    return getattr(model, "bucket", None)
 
 
 class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
@@ -100,6 +122,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         routing_strategy: str | None = None,
         prefix_routing_length: int | None = None,
         prefix_routing_concurrency: int | None = None,
+        async_inference: AsyncInference | None = None,
     ) -> None:
         """
         :param model: where the weights are (an S3 prefix); read access is granted to the role. When the
@@ -169,6 +192,11 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         :param prefix_routing_length: with ``PREFIX_AWARE``: ``PrefixLength``, 1024-65536. Default: none (required).
         :param prefix_routing_concurrency: with ``PREFIX_AWARE``: ``ConcurrencyThreshold``, in-flight requests on an
             instance before the endpoint routes elsewhere, 1-1024. Default: none (required).
+        :param async_inference: make it an asynchronous endpoint (``AsyncInference``: where answers go, the topics,
+            the concurrency per instance): requests are queued through ``InvokeEndpointAsync`` and answered into S3,
+            up to an hour each; ``autoscale_instances`` then scales on the queue, down to zero. Not with
+            ``routing_strategy`` (nothing is routed: instances take requests from the queue). Default: a real-time
+            endpoint.
         """
         super().__init__(scope, id)
         engine_spec = engine if isinstance(engine, EngineSpec) else get_engine(engine)
@@ -230,6 +258,10 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
                 f"{', '.join(ROUTING_STRATEGIES)}"
             )
         errors += prefix_routing_problems(routing_strategy, prefix_routing_length, prefix_routing_concurrency)
+        if async_inference is not None:
+            errors += self._async_problems(
+                async_inference, model, routing_strategy, engine_spec, engine_env, container_env
+            )
         refuse(construct_subject("GpuEndpoint", self), errors)
         for warning in plan.warnings:
             cdk.Annotations.of(self).add_warning_v2("llm:gpu-endpoint", warning)
@@ -260,6 +292,20 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         network = {"vpc": vpc, "vpc_subnets": vpc_subnets, "security_groups": security_groups}
         self.placement = endpoint_placement(self, self.role, name=name, network=network, acknowledged=owned)
         check_placement(model, self.placement)  # its own preflight, if any, checks the network it is served on
+
+        self.async_queue: AsyncQueue | None = None
+        if async_inference is not None:
+            self.async_queue = AsyncQueue(
+                self,
+                "Async",
+                settings=async_inference,
+                bucket=async_inference.bucket or _bucket_of(model),
+                endpoint_name=name,
+                role=self.role,
+                max_concurrent=async_inference.max_concurrent_invocations_per_instance
+                or concurrency_of(engine_spec, max_num_seqs, engine_env),
+                acknowledged=owned,
+            )
 
         self.model = serving_model(
             self,
@@ -300,6 +346,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             log_retention=self.log_retention,
             volume_kms_key_arn=volume_kms_key.key_arn if volume_kms_key else None,
             metrics_config=metrics_config(enhanced_metrics, metric_publish_frequency_s),
+            async_inference_config=self.async_queue.config_property() if self.async_queue else None,
         )
         self.node.default_child = self.endpoint
         self.instance_count = instance_count
@@ -307,6 +354,65 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         self.capacity_reservation_arn = capacity_reservation_arn
         self.capacity_reservation_instances = capacity_reservation_instances
         self.scalable_target: appscaling.ScalableTarget | None = None
+        self.wake_alarm: cloudwatch.Alarm | None = None
+
+    def _async_problems(
+        self,
+        settings: AsyncInference,
+        model: ModelSource,
+        routing_strategy: str | None,
+        engine: EngineSpec,
+        engine_env: Mapping[str, Any] | None,
+        container_env: Mapping[str, Any] | None,
+    ) -> list[str]:
+        names = {
+            k: f"async_inference.{v}"
+            for k, v in {
+                "prefix": "prefix",
+                "max_concurrent": "max_concurrent_invocations_per_instance",
+                "invocation_timeout_s": "invocation_timeout",
+                "include_response_in": "include_response_in",
+            }.items()
+        }
+        timeout = settings.invocation_timeout.to_seconds() if settings.invocation_timeout is not None else None
+        problems = async_problems(
+            prefix=settings.prefix,
+            max_concurrent=settings.max_concurrent_invocations_per_instance,
+            invocation_timeout_s=timeout,
+            include_response_in=settings.include_response_in,
+            names=names,
+        )
+        if not problems:
+            problems += engine_timeout_problems(
+                engine,
+                engine_env,
+                container_env,
+                settings.invocation_timeout_s,
+                key="async_inference.invocation_timeout",
+            )
+        if settings.bucket is None and getattr(model, "bucket", None) is None:
+            problems.append(
+                "async_inference.bucket: the model source has no bucket to write answers to; allowed: an s3.IBucket"
+            )
+        if routing_strategy is not None:
+            problems.append(
+                f"routing_strategy={routing_strategy!r}: an asynchronous endpoint's instances take requests from its "
+                "queue, nothing is routed; leave it unset"
+            )
+        return problems
+
+    @property
+    def asynchronous(self) -> bool:
+        """Whether requests go through ``InvokeEndpointAsync`` (``async_inference`` was given)."""
+        return self.async_queue is not None
+
+    def grant_invoke_async(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Let ``grantee`` submit requests (``sagemaker:InvokeEndpointAsync``: the endpoint is its one resource type in
+        the IAM service authorization reference), read the answers and failures, and upload large requests below
+        the input path. Only on an asynchronous endpoint."""
+        if self.async_queue is None:
+            raise ValueError(f"GpuEndpoint {self.node.path} is a real-time endpoint: use grant_invoke")
+        return self.async_queue.grant_invoke(grantee, self.endpoint_arn)
 
     @classmethod
     def from_endpoint_name(cls, scope: Construct, id: str, endpoint_name: str) -> ImportedEndpoint:
@@ -329,8 +435,15 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         target_invocations_per_instance: float | None = None,
         scale_in_cooldown: cdk.Duration | None = None,
         scale_out_cooldown: cdk.Duration | None = None,
+        target_backlog_per_instance: float | None = None,
     ) -> appscaling.ScalableTarget:
         """Scale the instance count between ``min_capacity`` and ``max_capacity`` with the traffic.
+
+        On an asynchronous endpoint (``async_inference``) it scales on the queue instead, as AWS documents it
+        ("Autoscale an asynchronous endpoint", async-inference-autoscale.html): target tracking on
+        ``ApproximateBacklogSizePerInstance`` (average, ``target_backlog_per_instance``), and with
+        ``min_capacity=0`` a step policy that adds one instance when ``HasBacklogWithoutCapacity`` is 1 (average
+        of two 1-minute periods), since target tracking has no per-instance value to act on at zero instances.
 
         Registers ``endpoint/<name>/variant/AllTraffic`` (``sagemaker:variant:DesiredInstanceCount``)
         with Application Auto Scaling, acting through its service-linked role for SageMaker, and tracks
@@ -344,14 +457,17 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             seconds; tune it from ``metric_invocations()`` under real load.
         :param scale_in_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).
         :param scale_out_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).
+        :param target_backlog_per_instance: asynchronous endpoints only: queued requests per instance to aim for.
+            Default: 5 (AWS's example); an asynchronous endpoint's ``min_capacity`` may be 0.
         """
         plan = resolve_scaling(
-            deployment_mode=STANDARD,
+            deployment_mode=ASYNC if self.asynchronous else STANDARD,
             instance_spec_gpu_count=self.instance.gpu_count if self.instance else None,
             min_instances=min_capacity,
             max_instances=max_capacity,
             initial_instances=self.instance_count,
             target_invocations_per_instance=target_invocations_per_instance,
+            target_backlog_per_instance=target_backlog_per_instance,
         )
         errors = list(plan.errors)
         if self.scalable_target is not None:
@@ -377,6 +493,15 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             max_capacity=plan.max_instances,
             role=sagemaker_scaling_role(self, "ScalingRole"),
         )
+        if self.asynchronous:
+            self._scale_on_backlog(
+                self.scalable_target,
+                plan.target_backlog_per_instance,
+                plan.min_instances,
+                scale_in_cooldown,
+                scale_out_cooldown,
+            )
+            return self.scalable_target
         self.scalable_target.scale_to_track_metric(
             "InvocationsPerInstance",
             target_value=plan.target_invocations_per_instance or DEFAULT_TARGET_INVOCATIONS_PER_INSTANCE,
@@ -385,6 +510,47 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             scale_out_cooldown=scale_out_cooldown,
         )
         return self.scalable_target
+
+    def _scale_on_backlog(
+        self,
+        scalable_target: appscaling.ScalableTarget,
+        target: float | None,
+        min_instances: int,
+        scale_in_cooldown: cdk.Duration | None,
+        scale_out_cooldown: cdk.Duration | None,
+    ) -> None:
+        """AWS's two policies for an asynchronous endpoint (async-inference-autoscale.html)."""
+        scalable_target.scale_to_track_metric(
+            "BacklogPerInstance",
+            target_value=target or DEFAULT_TARGET_BACKLOG_PER_INSTANCE,
+            custom_metric=self.metric_queue("ApproximateBacklogSizePerInstance", statistic="Average"),
+            scale_in_cooldown=scale_in_cooldown,
+            scale_out_cooldown=scale_out_cooldown,
+        )
+        if min_instances > 0:
+            return
+        wake = appscaling.StepScalingAction(
+            self,
+            "WakeFromZero",
+            scaling_target=scalable_target,
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            metric_aggregation_type=appscaling.MetricAggregationType.AVERAGE,
+            cooldown=cdk.Duration.seconds(ASYNC_WAKE_COOLDOWN_S),
+        )
+        wake.add_adjustment(adjustment=1, lower_bound=0)
+        self.wake_alarm = cloudwatch.Alarm(
+            self,
+            "WakeAlarm",
+            metric=self.metric_queue("HasBacklogWithoutCapacity", statistic="Average"),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=2,
+            datapoints_to_alarm=2,
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+            alarm_description=f"Starts an instance of asynchronous endpoint {self.monitored_name} when requests "
+            "wait with none running.",
+        )
+        self.wake_alarm.add_alarm_action(cloudwatch_actions.ApplicationScalingAction(wake))
 
     def watched(self) -> Watched:
         """What its monitor watches: the variant, by its literal names, with the endpoint config's MetricsConfig."""
@@ -406,6 +572,8 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             pool_gpus=pool_gpus,
             enhanced=enhanced,
             publish_s=publish_s,
+            queue=self.async_queue is not None,
+            error_topic=self.async_queue.error_topic.topic_name if self.async_queue else None,
         )
 
     @property

@@ -379,6 +379,7 @@ def config_and_endpoint(
     network_isolation: bool | None = None,
     vpc_config: sagemaker.CfnEndpointConfig.VpcConfigProperty | None = None,
     metrics_config: sagemaker.CfnEndpointConfig.MetricsConfigProperty | None = None,
+    async_inference_config: sagemaker.CfnEndpointConfig.AsyncInferenceConfigProperty | None = None,
 ) -> tuple[sagemaker.CfnEndpointConfig, sagemaker.CfnEndpoint]:
     """The endpoint config (``Config``) and endpoint (``Resource``) of one variant.
 
@@ -395,6 +396,7 @@ def config_and_endpoint(
         enable_network_isolation=network_isolation,
         vpc_config=vpc_config,
         metrics_config=metrics_config,
+        async_inference_config=async_inference_config,
     )
     endpoint = sagemaker.CfnEndpoint(
         scope, "Resource", endpoint_config_name=config.attr_endpoint_config_name, endpoint_name=endpoint_name

@@ -50,6 +50,9 @@ SECRET_ARN_RULE = (
 )
 KMS_KEY_ARN = re.compile(r"arn:aws(?:-[a-z]+)*:kms:[a-z]{2}(?:-[a-z]+)+-\d:\d{12}:key/[A-Za-z0-9-]{1,128}", re.ASCII)
 
+# SnsTopicArn of AsyncInferenceNotificationConfig (botocore sagemaker model).
+SNS_TOPIC_ARN = re.compile(r"arn:aws[a-z\-]*:sns:[a-z0-9\-]*:[0-9]{12}:[a-zA-Z0-9_.-]+", re.ASCII)
+
 # CloudFormation stack names (CreateStack API reference: letters, digits, hyphens; starts with a letter; 128).
 STACK_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,127}", re.ASCII)
 # EndpointName and InferenceComponentName patterns in botocore's SageMaker model (service-2.json shapes of those

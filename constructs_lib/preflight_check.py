@@ -84,6 +84,11 @@ class _CheckedModel:
     def dependable(self) -> IDependable:
         return self._dependable
 
+    @property
+    def bucket(self) -> Any:
+        """The source's bucket, where it has one (an asynchronous endpoint writes its answers there by default)."""
+        return getattr(self._source, "bucket", None)
+
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
         return self._source.grant_read(grantee)
 

@@ -22,8 +22,16 @@ Everything not named here or in ``constructs_lib`` is internal and may change.
 """
 
 from .adapter_component import artifact_problems as adapter_artifact_problems
+from .async_inference import (
+    DEFAULT_INVOCATION_TIMEOUT_S,
+    INVOCATION_TIMEOUT_RANGE_S,
+    MAX_CONCURRENT_INVOCATIONS_RANGE,
+    async_problems,
+    engine_timeout_problems,
+)
 from .catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from .component_plan import (
+    ASYNC,
     DEPLOYMENT_MODES,
     INFERENCE_COMPONENT,
     ROUTING_STRATEGIES,
@@ -81,14 +89,17 @@ from .tags import MAX_TAGS, job_source_problem, tag_problems, tag_value_problem
 from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, reservation_problems
 
 __all__ = [
+    "ASYNC",
     "BUCKET_RULE",
     "CONCURRENCY_THRESHOLD_RANGE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
+    "DEFAULT_INVOCATION_TIMEOUT_S",
     "DEPLOYMENT_MODES",
     "FUNCTION_ENDPOINTS",
     "GGUF_FILE",
     "GGUF_FILE_DESCRIPTION",
     "INFERENCE_COMPONENT",
+    "INVOCATION_TIMEOUT_RANGE_S",
     "LOAD_CONCURRENCY_RANGE",
     "LOAD_CONTEXT_KEYS",
     "LOAD_ERROR_RATE_RANGE",
@@ -97,6 +108,7 @@ __all__ = [
     "LOAD_OUTPUT_TOKENS_PER_S_RANGE",
     "LOAD_REQUESTS_RANGE",
     "LOAD_TTFT_P95_RANGE_MS",
+    "MAX_CONCURRENT_INVOCATIONS_RANGE",
     "MAX_FALLBACKS",
     "MAX_TAGS",
     "PREFIX_LENGTH_RANGE",
@@ -119,12 +131,14 @@ __all__ = [
     "ScalingPlan",
     "adapter_artifact_problems",
     "adapter_env",
+    "async_problems",
     "bucket_name_problem",
     "checkpoint_code_patterns",
     "cuda_of_tag",
     "default_image",
     "dlc_account",
     "engine_names",
+    "engine_timeout_problems",
     "engine_without_adapters",
     "get_engine",
     "hours_per_month",

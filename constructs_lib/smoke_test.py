@@ -36,6 +36,7 @@ from handler_kit.resources import (
     LOAD_FIGURES,
     SMOKE_METRIC_DIMENSION,
     SMOKE_METRIC_NAMESPACE,
+    SMOKE_OUTPUT_EXTENSION,
     EndpointSmokeTestProperties,
 )
 
@@ -45,6 +46,7 @@ from .problems import construct_subject, refuse
 from .provider import HandlerProvider
 
 if TYPE_CHECKING:
+    from .async_inference import AsyncQueue
     from .gpu_endpoint import GpuEndpoint
     from .inference_component import InferenceComponent
 
@@ -161,6 +163,7 @@ class EndpointSmokeTest(Construct):
         depends_on: Sequence[IDependable] = (),
         load: LoadGate | None = None,
         metric_deployment: str | None = None,
+        async_queue: AsyncQueue | None = None,
     ) -> None:
         """
         :param endpoint_name: the endpoint to invoke.
@@ -196,6 +199,11 @@ class EndpointSmokeTest(Construct):
         :param metric_deployment: with ``load``, the value of the metrics' ``Deployment`` dimension, what a
             dashboard plots each deploy's figures by. Default: this construct's path (``<stack>/<id>...``), stable
             from one deploy to the next.
+        :param async_queue: the endpoint is asynchronous (``GpuEndpoint.async_queue``): the check submits one
+            request with ``InvokeEndpointAsync`` (inline body), waits for its answer object within the budget, applies
+            the same answer checks and deletes what it wrote; no stream, no load gate. Its role may invoke
+            asynchronously and read and delete only the answers below ``<output>/smoke-test/`` and the failures.
+            Default: a real-time endpoint (``for_endpoint`` passes it).
         """
         super().__init__(scope, id)
         budget = budget or cdk.Duration.seconds(_DEFAULT.budget_s)
@@ -212,8 +220,10 @@ class EndpointSmokeTest(Construct):
             budget=budget,
             stream_format=stream_format,
             load=load,
+            asynchronous=async_queue is not None,
         )
         self.load = load
+        self.async_queue = async_queue
         self.metric_deployment = metric_deployment or self.node.path
         self.provider = HandlerProvider.of(
             self,
@@ -230,15 +240,19 @@ class EndpointSmokeTest(Construct):
         role.add_to_principal_policy(
             iam.PolicyStatement(actions=["sagemaker:DescribeEndpoint"], resources=[endpoint_arn])
         )
-        # InvokeEndpointWithResponseStream is authorized as sagemaker:InvokeEndpoint; both are named so
-        # the grant matches GpuEndpoint.grant_invoke. With a component, IAM checks the endpoint and the
-        # inference component (service authorization reference: InvokeEndpoint, resource types
-        # endpoint* and inference-component).
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"], resources=invoked
+        if async_queue is not None:
+            async_queue.grant_smoke_test(role, endpoint_arn, SMOKE_OUTPUT_EXTENSION)
+        else:
+            # InvokeEndpointWithResponseStream is authorized as sagemaker:InvokeEndpoint; both are named so
+            # the grant matches GpuEndpoint.grant_invoke. With a component, IAM checks the endpoint and the
+            # inference component (service authorization reference: InvokeEndpoint, resource types
+            # endpoint* and inference-component).
+            role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["sagemaker:InvokeEndpoint", "sagemaker:InvokeEndpointWithResponseStream"],
+                    resources=invoked,
+                )
             )
-        )
         if inference_component_arn:
             role.add_to_principal_policy(
                 iam.PolicyStatement(
@@ -260,10 +274,19 @@ class EndpointSmokeTest(Construct):
             extra_body=cdk.Stack.of(self).to_json_string(dict(extra_body)) if extra_body else {},
             expected_pattern=expected_pattern,
             budget_s=int(budget.to_seconds()),
-            stream=stream,
+            stream=stream and async_queue is None,  # an asynchronous answer is written whole
             stream_format=stream_format,  # left out while it is SSE, so the SSE engines' templates stay as they were
             fingerprint=cdk.Lazy.string(_Fingerprint(self, fingerprint)),
             **(self._load_properties(load, window_s) if load is not None else {}),
+            **(
+                {
+                    "async_output_path": async_queue.output_path,
+                    "async_failure_path": async_queue.failure_path,
+                    "invocation_timeout_s": async_queue.invocation_timeout_s,
+                }
+                if async_queue is not None
+                else {}
+            ),
         ).to_properties()
         self.resource = cdk.CustomResource(
             self,
@@ -354,6 +377,7 @@ class EndpointSmokeTest(Construct):
             id,
             **_endpoint_props(endpoint),
             stream_format=options.pop("stream_format", endpoint.engine.stream_format),
+            async_queue=options.pop("async_queue", getattr(endpoint, "async_queue", None)),
             fingerprint=[endpoint.model, endpoint.endpoint_config, endpoint.endpoint, *options.pop("fingerprint", ())],
             depends_on=[endpoint, *options.pop("depends_on", ())],
             **options,
@@ -419,6 +443,7 @@ class EndpointSmokeTest(Construct):
         budget: cdk.Duration,
         stream_format: str = "sse",
         load: LoadGate | None = None,
+        asynchronous: bool = False,
     ) -> None:
         problems: list[str] = []
         for name, value in (
@@ -445,4 +470,11 @@ class EndpointSmokeTest(Construct):
             )
         if load is not None:
             problems += load_gate_problems(load, seconds, names=_LOAD_PROP_NAMES)
+        if load is not None and asynchronous:
+            problems.append(
+                "load: the load gate streams its requests, and an asynchronous endpoint answers only through its "
+                "queue (no InvokeEndpoint, no response stream); leave load unset, or measure with llmops bench --async"
+            )
+        if inference_component_name and asynchronous:
+            problems.append("inference_component_name: an asynchronous endpoint hosts no inference components")
         refuse(construct_subject("EndpointSmokeTest", self), problems)

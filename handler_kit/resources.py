@@ -299,16 +299,30 @@ class EndpointSmokeTestProperties(ResourceProperties):
     target_min_output_tokens_per_s: float | None = prop("TargetMinOutputTokensPerSecond", NUMBER)
     target_max_error_rate: float | None = prop("TargetMaxErrorRate", NUMBER)
     metric_deployment: str | None = prop("MetricDeployment")  # the metrics' Deployment dimension
+    # An asynchronous endpoint (AsyncInferenceConfig): the answer check submits with InvokeEndpointAsync (inline
+    # body) and reads the answer from the output object; no stream, no load gate. Left out of real-time templates.
+    async_output_path: str | None = prop("AsyncOutputPath")  # the config's S3OutputPath, s3://bucket/prefix
+    async_failure_path: str | None = prop("AsyncFailurePath")  # its S3FailurePath
+    invocation_timeout_s: int | None = prop("InvocationTimeoutSeconds", WHOLE)  # per request, 1-3600
 
     @property
     def load_gate(self) -> bool:
         return self.load_requests is not None
+
+    @property
+    def asynchronous(self) -> bool:
+        return bool(self.async_output_path)
 
 
 # The load gate's figures: the resource's attributes (Fn::GetAtt) and, under the same names, one CloudWatch metric
 # each in SMOKE_METRIC_NAMESPACE with the dimension Deployment. Attribute -> CloudWatch unit (PutMetricData
 # MetricDatum.Unit). The handler writes them, the construct reads them and grants PutMetricData in that namespace.
 SMOKE_METRIC_NAMESPACE = "LlmEndpoint/SmokeTest"
+# The smoke test's requests to an asynchronous endpoint: their InferenceId starts with the prefix (logs), and their
+# answers go below <S3OutputPath>/<extension>/ (InvokeEndpointAsync S3OutputPathExtension), the only answers its
+# role may read and delete. SageMaker names the objects itself, so the extension, not the name, scopes the grant.
+SMOKE_INFERENCE_ID_PREFIX = "smoke-test-"
+SMOKE_OUTPUT_EXTENSION = "smoke-test"
 SMOKE_METRIC_DIMENSION = "Deployment"
 LOAD_FIGURES: dict[str, str] = {
     "LoadTtftP50Ms": "Milliseconds",

@@ -20,12 +20,15 @@ from constructs_lib.names import (
     matches,
 )
 from constructs_lib.rules import (
+    ASYNC,
+    DEFAULT_INVOCATION_TIMEOUT_S,
     GGUF_FILE_DESCRIPTION,
     INFERENCE_COMPONENT,
     LOAD_CONTEXT_KEYS,
     SECRET_HINT,
     default_image,
     engine_names,
+    engine_timeout_problems,
     is_model_archive,
     job_source_problem,
     load_gate_problems,
@@ -68,6 +71,15 @@ SCALING_KEYS = (
     "target_invocations_per_instance",
     "routing_strategy",
     "min_memory_mb",
+    "target_backlog_per_instance",
+)
+# The keys of an asynchronous endpoint (deployment_mode=async), refused in the other modes rather than ignored.
+ASYNC_KEYS = (
+    "async_max_concurrent_invocations",
+    "async_invocation_timeout_s",
+    "async_output_s3_uri",
+    "async_success_topic_arn",
+    "async_error_topic_arn",
 )
 
 
@@ -109,6 +121,37 @@ def _load_gate_problems(values: Mapping[str, Any]) -> list[str]:
             f"{given}: the load gate runs in the smoke test, and smoke_test=false leaves it out; set both or neither"
         ]
     return load_gate_problems(gate, values["smoke_budget_s"], names=LOAD_CONTEXT_KEYS, own_ranges=False)
+
+
+def _async_problems(values: Mapping[str, Any], engine: Any) -> list[str]:
+    """What an asynchronous deployment cannot do, and async keys outside one, each named by its key."""
+    if "deployment_mode" not in values:
+        return []
+    given = [key for key in ASYNC_KEYS if values.get(key) is not None]
+    if values["deployment_mode"] != ASYNC:
+        return [
+            f"{key}={values[key]!r} applies only with deployment_mode=async (this is deployment_mode="
+            f"{values['deployment_mode']}); leave it unset or switch modes"
+            for key in given
+        ]
+    problems = []
+    slo = [key for key in SLO_KEYS if values.get(key) is not None]
+    if slo:
+        problems.append(
+            f"{', '.join(slo)}: the load gate streams its requests, and an asynchronous endpoint answers only "
+            "through its queue (no InvokeEndpoint, no response stream); leave them unset, and measure with "
+            "llmops bench --async"
+        )
+    if engine is not None:
+        timeout = values.get("async_invocation_timeout_s") or DEFAULT_INVOCATION_TIMEOUT_S
+        problems += engine_timeout_problems(
+            engine,
+            values.get("engine_env"),
+            values.get("container_env"),
+            timeout,
+            key="async_invocation_timeout_s",
+        )
+    return problems
 
 
 def _preflight_engine_settings(engine: Any, engine_env: Mapping[str, Any]) -> list[str]:
@@ -408,6 +451,7 @@ class _Settings:
             pattern_key="smoke_expected_pattern",
         )
         problems += _load_gate_problems(values)
+        problems += _async_problems(values, engine if engine_known else None)
         problems += observability_problems(values)
         if problems:
             raise ConfigError(problems)

@@ -23,6 +23,7 @@ from constructs_lib.names import (
     SECRET_ARN,
     SECRET_ARN_RULE,
     SECURITY_GROUP_ID,
+    SNS_TOPIC_ARN,
     STACK_NAME,
     SUBNET_ID,
     VPC_ID,
@@ -32,9 +33,11 @@ from constructs_lib.names import (
 )
 from constructs_lib.rules import (
     CONCURRENCY_THRESHOLD_RANGE,
+    DEFAULT_INVOCATION_TIMEOUT_S,
     DEPLOYMENT_MODES,
     GGUF_FILE,
     GGUF_FILE_DESCRIPTION,
+    INVOCATION_TIMEOUT_RANGE_S,
     LOAD_CONCURRENCY_RANGE,
     LOAD_ERROR_RATE_RANGE,
     LOAD_ITL_P95_RANGE_MS,
@@ -42,6 +45,7 @@ from constructs_lib.rules import (
     LOAD_OUTPUT_TOKENS_PER_S_RANGE,
     LOAD_REQUESTS_RANGE,
     LOAD_TTFT_P95_RANGE_MS,
+    MAX_CONCURRENT_INVOCATIONS_RANGE,
     PREFIX_LENGTH_RANGE,
     ROUTING_STRATEGIES,
     STAGING_MAX_INSTANCES_RANGE,
@@ -52,6 +56,7 @@ from constructs_lib.rules import (
     WAIT_RANGE_S,
     engine_names,
     known_ami_versions,
+    parse_s3_uri,
 )
 from preflight import CHECKS
 
@@ -84,10 +89,19 @@ SECTIONS = {
     "model": "model and staging",
     "serving": "serving",
     "scaling": "mode and scaling",
+    "async": "asynchronous endpoints",
     "checks": "checks",
     "observability": "dashboard, alarms, updates",
     "governance": "network, keys, tags",
 }
+
+
+def _s3_prefix_problem(uri: str) -> str | None:
+    try:
+        parse_s3_uri(uri)
+    except ValueError as e:
+        return str(e)
+    return None
 
 
 @dataclass(frozen=True)
@@ -250,7 +264,8 @@ KEYS: tuple[ContextKey, ...] = (
         _choice(list(DEPLOYMENT_MODES)),
         "standard",
         "scaling",
-        "`standard` \\| `inference-component`",
+        "`standard` \\| `inference-component` \\| `async` (requests queued through InvokeEndpointAsync, answered into "
+        "S3, up to an hour each; docs/guide/async-inference.md)",
         scope="endpoint",
         example="inference-component",
     ),
@@ -351,6 +366,64 @@ KEYS: tuple[ContextKey, ...] = (
         "`LEAST_OUTSTANDING_REQUESTS` \\| `RANDOM` \\| `PREFIX_AWARE` (with both `prefix_routing_*` keys)",
         scope="endpoint",
         example="RANDOM",
+    ),
+    ContextKey(
+        "target_backlog_per_instance",
+        _optional(_number(0, 1_000_000)),
+        None,
+        "scaling",
+        "async mode: queued requests per instance to track (`ApproximateBacklogSizePerInstance`); null: 5, AWS's "
+        "example",
+        scope="endpoint",
+        example=2,
+    ),
+    ContextKey(
+        "async_max_concurrent_invocations",
+        _optional(_integer(*MAX_CONCURRENT_INVOCATIONS_RANGE)),
+        None,
+        "async",
+        "async mode: requests one instance is handed at once (`MaxConcurrentInvocationsPerInstance`, 1-1000); null: "
+        "`max_num_seqs` (or its engine flag) when set, else SageMaker's choice",
+        scope="endpoint",
+        example=8,
+    ),
+    ContextKey(
+        "async_invocation_timeout_s",
+        _optional(_integer(*INVOCATION_TIMEOUT_RANGE_S)),
+        None,
+        "async",
+        f"async mode: the `InvocationTimeoutSeconds` the smoke test sends, 1-3600; refused above the engine's own "
+        f"request timeout; null: the API's default, {DEFAULT_INVOCATION_TIMEOUT_S}",
+        scope="endpoint",
+        example=1800,
+    ),
+    ContextKey(
+        "async_output_s3_uri",
+        _optional(_checked(_s3_prefix_problem, "an S3 prefix s3://<bucket>/<prefix>/")),
+        None,
+        "async",
+        "async mode: where answers (`output/`), failures (`failure/`) and large requests (`input/`) go; null: "
+        "`async-inference/<endpoint>/` in the model's bucket",
+        scope="endpoint",
+        example="s3://my-answers/llm/",
+    ),
+    ContextKey(
+        "async_success_topic_arn",
+        _optional(_pattern(SNS_TOPIC_ARN, "an SNS topic ARN arn:aws:sns:<region>:<account>:<name>")),
+        None,
+        "async",
+        "async mode: the topic told of each answer (`SuccessTopic`); null: one the stack creates",
+        scope="endpoint",
+        example="arn:aws:sns:us-east-1:123456789012:answers",
+    ),
+    ContextKey(
+        "async_error_topic_arn",
+        _optional(_pattern(SNS_TOPIC_ARN, "an SNS topic ARN arn:aws:sns:<region>:<account>:<name>")),
+        None,
+        "async",
+        "async mode: the topic told of each failure (`ErrorTopic`); null: one the stack creates",
+        scope="endpoint",
+        example="arn:aws:sns:us-east-1:123456789012:failures",
     ),
     ContextKey(
         "min_memory_mb",
@@ -770,6 +843,17 @@ KEYS: tuple[ContextKey, ...] = (
         scope="endpoint",
         example=5,
         threshold="model_errors_percent",
+    ),
+    ContextKey(
+        "alarm_async_failures",
+        _optional(_number(*THRESHOLD_RANGES["async_failures"])),
+        1,
+        "observability",
+        "async mode: failed queued requests (`InvocationFailures`) in 5 minutes that raise the alarm, > 0; null: "
+        "no alarm",
+        scope="endpoint",
+        example=5,
+        threshold="async_failures",
     ),
     ContextKey(
         "alarm_no_capacity",

@@ -10,9 +10,11 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from constructs_lib import (
+    AsyncInference,
     ComponentEndpoint,
     DeploymentPreflight,
     EndpointSmokeTest,
@@ -29,11 +31,13 @@ from constructs_lib import (
 )
 from constructs_lib.model_facts import METADATA_KEY
 from constructs_lib.rules import (
+    ASYNC,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     INFERENCE_COMPONENT,
     hub_ports,
     is_model_archive,
     lookup_instance,
+    parse_s3_uri,
     resolve_scaling,
     weight_format_flags,
 )
@@ -142,12 +146,23 @@ class LlmEndpointStack(cdk.Stack):
                 value=self.component.inference_component_name,
                 description="Inference component to name in every invocation (InferenceComponentName)",
             )
-        cdk.CfnOutput(
-            self,
-            "OpenAiBaseUrl",
-            value=(self.component or self.endpoint).openai_base_url,
-            description="OpenAI-compatible base URL (bearer token: sagemaker:CallWithBearerToken + InvokeEndpoint)",
-        )
+        queue = getattr(self.endpoint, "async_queue", None)
+        if queue is None:
+            cdk.CfnOutput(
+                self,
+                "OpenAiBaseUrl",
+                value=(self.component or self.endpoint).openai_base_url,
+                description="OpenAI-compatible base URL (bearer token: sagemaker:CallWithBearerToken + InvokeEndpoint)",
+            )
+        else:
+            cdk.CfnOutput(self, "AsyncOutputPath", value=queue.output_path, description="Where answers are written")
+            cdk.CfnOutput(self, "AsyncFailurePath", value=queue.failure_path, description="Where failures are written")
+            cdk.CfnOutput(
+                self, "AsyncSuccessTopicArn", value=queue.success_topic.topic_arn, description="Told of each answer"
+            )
+            cdk.CfnOutput(
+                self, "AsyncErrorTopicArn", value=queue.error_topic.topic_arn, description="Told of each failure"
+            )
         cdk.CfnOutput(self, "ModelDataUri", value=model.s3_uri, description="S3 prefix the model is served from")
         if self.checkpoint is not None:
             cdk.CfnOutput(
@@ -186,6 +201,23 @@ class LlmEndpointStack(cdk.Stack):
                         description=f"Load gate after this deploy: {description}",
                     )
         body = '{"messages":[{"role":"user","content":"Say hello"}],"max_tokens":64}'
+        if queue is not None:
+            cdk.CfnOutput(
+                self,
+                "InvokeCommand",
+                description="Submit a request and wait for its answer (an asynchronous endpoint)",
+                value=cdk.Fn.join(
+                    "",
+                    [
+                        "python -m llmops.invoke --async --region ",
+                        self.region,
+                        " --endpoint ",
+                        self.endpoint.endpoint_name,
+                        " 'Say hello'",
+                    ],
+                ),
+            )
+            return
         cdk.CfnOutput(
             self,
             "InvokeCommand",
@@ -307,6 +339,7 @@ class LlmEndpointStack(cdk.Stack):
             routing_strategy=config.routing_strategy,
             prefix_routing_length=config.prefix_routing_length,
             prefix_routing_concurrency=config.prefix_routing_concurrency,
+            async_inference=self._async_inference(config) if config.deployment_mode == ASYNC else None,
         )
         scaling = resolve_scaling(
             deployment_mode=config.deployment_mode,
@@ -315,15 +348,40 @@ class LlmEndpointStack(cdk.Stack):
             min_instances=config.min_instances,
             max_instances=config.max_instances,
             target_invocations_per_instance=config.target_invocations_per_instance,
+            target_backlog_per_instance=config.target_backlog_per_instance,
         )
         if scaling.scales_instances:
             endpoint.autoscale_instances(
                 min_capacity=scaling.min_instances,
                 max_capacity=scaling.max_instances,
-                target_invocations_per_instance=scaling.target_invocations_per_instance,
+                target_invocations_per_instance=config.target_invocations_per_instance,
+                target_backlog_per_instance=config.target_backlog_per_instance,
                 **_cooldowns(config),
             )
         return endpoint
+
+    def _async_inference(self, config: DeploymentConfig) -> AsyncInference:
+        """The queue's settings from the ``async_*`` keys (docs/guide/async-inference.md)."""
+        holder = Construct(self, "AsyncSettings")
+        bucket = prefix = None
+        if config.async_output_s3_uri:
+            name, prefix = parse_s3_uri(config.async_output_s3_uri)
+            bucket = s3.Bucket.from_bucket_name(holder, "OutputBucket", name)
+        topics = {
+            field: sns.Topic.from_topic_arn(holder, id, arn) if arn else None
+            for field, id, arn in (
+                ("success_topic", "SuccessTopic", config.async_success_topic_arn),
+                ("error_topic", "ErrorTopic", config.async_error_topic_arn),
+            )
+        }
+        timeout = config.async_invocation_timeout_s
+        return AsyncInference(
+            bucket=bucket,
+            prefix=prefix,
+            max_concurrent_invocations_per_instance=config.async_max_concurrent_invocations,
+            invocation_timeout=cdk.Duration.seconds(timeout) if timeout else None,
+            **topics,
+        )
 
     def _component_endpoint(self, config: DeploymentConfig, model: ModelSource) -> ComponentEndpoint:
         endpoint = ComponentEndpoint(

@@ -31,6 +31,7 @@ THRESHOLD_RANGES = {
     "p99_latency_ms": (0, 3_600_000),  # an hour: ModelLatency beyond any answer
     "gpu_memory_percent": (0, 100),
     "model_errors_percent": (0, 100),
+    "async_failures": (0, 1_000_000),
 }
 
 
@@ -54,6 +55,8 @@ class AlarmThresholds:
         sagemaker-runtime). It counts the container's 4xx too, which callers cause (vLLM answers a prompt longer
         than ``max_model_len`` with a 400), and it is among an update's rollback alarms: set it above the share of
         bad requests your callers send. Default: off.
+    :param async_failures: an asynchronous endpoint's failed requests (``InvocationFailures``, a Sum) in 5 minutes
+        at or above this; other endpoints have no such alarm. Default: 1 (any failure).
     """
 
     errors_5xx_percent: float | None = 5.0
@@ -61,6 +64,7 @@ class AlarmThresholds:
     gpu_memory_percent: float | None = 95.0
     no_capacity: bool = True
     model_errors_percent: float | None = None
+    async_failures: float | None = 1.0
 
     def problems(self) -> list[str]:
         errors = []
@@ -234,7 +238,8 @@ def serving_alarms(
         ),
     )
     for id, metric_name, percent, failed in shares:
-        if percent is None:
+        if percent is None or (target.queue and id == "ModelErrors"):
+            # An asynchronous endpoint publishes no Invocations (async-inference-monitor.html): no share to take.
             continue
         window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(
@@ -252,7 +257,8 @@ def serving_alarms(
                 topic=topic,
             )
         )
-    if thresholds.p99_latency_ms is not None:
+    if thresholds.p99_latency_ms is not None and not target.queue:
+        # (an asynchronous request may run up to its invocation timeout by design: no latency alarm there)
         window = AlarmWindow.over(180, 3, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(
             _alarm(
@@ -287,6 +293,45 @@ def serving_alarms(
                 topic=topic,
             )
         )
+    if target.queue and thresholds.async_failures is not None:
+        alarms.append(
+            _alarm(
+                scope,
+                "AsyncFailures",
+                metric=sagemaker_metric("InvocationFailures", dims, statistic="Sum", period=cdk.Duration.minutes(5)),
+                threshold=thresholds.async_failures,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=1,
+                datapoints=1,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: {thresholds.async_failures:g} or more queued requests failed in 5 minutes "
+                "(InvocationFailures; each failure is also on the error topic).",
+                topic=topic,
+            )
+        )
+    if thresholds.no_capacity and target.queue:
+        # No instance is normal for an asynchronous endpoint that scales to zero; requests waiting with none for 15
+        # minutes are not (HasBacklogWithoutCapacity: 1 while requests are queued and no instance runs).
+        alarms.append(
+            _alarm(
+                scope,
+                "NoCapacity",
+                metric=sagemaker_metric(
+                    "HasBacklogWithoutCapacity",
+                    {"EndpointName": target.name},
+                    statistic="Minimum",
+                    period=cdk.Duration.minutes(5),
+                ),
+                threshold=1,
+                comparison=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                periods=3,
+                datapoints=3,
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+                description=f"{what}: requests waited 15 minutes in the queue with no instance to serve them.",
+                topic=topic,
+            )
+        )
+        capacity = None
     if thresholds.no_capacity and capacity is not None:
         metric, is_count = capacity
         # The instance count is CPUUtilization's SampleCount (a utilization metric); failures an invocation metric.

@@ -112,6 +112,41 @@ def per_gpu_graphs(namespace: str, dims: Mapping[str, str], metrics: Sequence[st
     ]
 
 
+def queue_graphs(target: Watched) -> Row:
+    """An asynchronous endpoint's queue: backlog and the oldest request's age (``EndpointName`` only), failed and
+    expired requests (with the variant), and the messages on its error topic (AWS/SNS ``NumberOfMessagesPublished``
+    by ``TopicName``); async-inference-monitor.html, SNS developer guide sns-monitoring-using-cloudwatch."""
+    endpoint = {"EndpointName": target.name}
+    backlog = graph(
+        "Queue: requests waiting, and the oldest one's age (s)",
+        [sagemaker_metric("ApproximateBacklogSize", endpoint, statistic="Maximum")],
+        right=[sagemaker_metric("ApproximateAgeOfOldestRequest", endpoint, statistic="Maximum")],
+    )
+    failed = graph(
+        "Queued requests failed and expired (per minute)",
+        [
+            sagemaker_metric("InvocationFailures", target.dimensions, statistic="Sum"),
+            sagemaker_metric("ExpiredRequests", target.dimensions, statistic="Sum"),
+        ],
+    )
+    row: Row = [backlog, failed]
+    if target.error_topic:
+        row.append(
+            graph(
+                "Error topic: failures announced (per minute)",
+                [
+                    sagemaker_metric(
+                        "NumberOfMessagesPublished",
+                        {"TopicName": target.error_topic},
+                        namespace="AWS/SNS",
+                        statistic="Sum",
+                    )
+                ],
+            )
+        )
+    return row
+
+
 def _instances(dims: Mapping[str, str]) -> cloudwatch.GraphWidget:
     return graph("Instances reporting", [instance_count(dims).with_(label="instances")])
 
@@ -143,6 +178,8 @@ def rows_of(target: Watched) -> list[Row]:
         ]
         if target.pools:
             rows.append(pool_graphs(dims, target.pool_gpus, namespace=ENDPOINT_INSTANCES))
+        if target.queue:
+            rows.append(queue_graphs(target))
     elif target.kind == VARIANT:
         # A component-hosting endpoint publishes its invocations per component (their rows), and its instances'
         # GPU use mixes the copies of every component: per instance type is on each component's row.

@@ -135,6 +135,13 @@ class EndpointMetrics(VariantMetrics):
     def metric_gpu_memory_utilization(self, **kwargs: Any) -> cloudwatch.Metric:
         return self.metric("GPUMemoryUtilization", namespace=ENDPOINT_INSTANCES, **kwargs)
 
+    def metric_queue(self, metric_name: str, **kwargs: Any) -> cloudwatch.Metric:
+        """An asynchronous endpoint's queue metric, whose one dimension is ``EndpointName``
+        (``ApproximateBacklogSize``, ``ApproximateBacklogSizePerInstance``, ``ApproximateAgeOfOldestRequest``,
+        ``HasBacklogWithoutCapacity``; "Monitoring asynchronous endpoints", async-inference-monitor.html)."""
+        endpoint = {"EndpointName": self._metric_dimensions()["EndpointName"]}
+        return sagemaker_metric(metric_name, endpoint, **kwargs)
+
 
 class ComponentHostMetrics(VariantMetrics):
     """A ``ComponentEndpoint``'s instance metrics (normalized, 0-100 whatever the GPU count)."""

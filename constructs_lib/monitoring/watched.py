@@ -38,6 +38,9 @@ class Watched:
     :param enhanced: the endpoint's ``MetricsConfig.EnableEnhancedMetrics``.
     :param publish_s: the endpoint's ``MetricPublishFrequencyInSeconds`` (60 when unset).
     :param wakes_on_request: a component that scales to zero (a request finding no copy is how it wakes).
+    :param queue: a variant of an asynchronous endpoint: its requests wait in a queue (the queue metrics, with the
+        ``EndpointName`` dimension only: async-inference-monitor.html), and no instance may be normal.
+    :param error_topic: with ``queue``, the name of the topic SageMaker announces failures on (its SNS metrics).
     """
 
     kind: Kind
@@ -51,6 +54,8 @@ class Watched:
     enhanced: bool = False
     publish_s: int = 60
     wakes_on_request: bool = False
+    queue: bool = False
+    error_topic: str | None = None
 
     @property
     def dimensions(self) -> dict[str, str]:
