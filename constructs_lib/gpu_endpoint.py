@@ -48,6 +48,7 @@ from .hosting import (
     provision_timeout_problems,
     retained_log_group,
     routing_config,
+    sagemaker_metric,
     sagemaker_scaling_role,
     serving_model,
 )
@@ -523,7 +524,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         scalable_target.scale_to_track_metric(
             "BacklogPerInstance",
             target_value=target or DEFAULT_TARGET_BACKLOG_PER_INSTANCE,
-            custom_metric=self.metric_queue("ApproximateBacklogSizePerInstance", statistic="Average"),
+            custom_metric=sagemaker_metric("ApproximateBacklogSizePerInstance", {"EndpointName": self.monitored_name}),
             scale_in_cooldown=scale_in_cooldown,
             scale_out_cooldown=scale_out_cooldown,
         )
@@ -541,7 +542,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         self.wake_alarm = cloudwatch.Alarm(
             self,
             "WakeAlarm",
-            metric=self.metric_queue("HasBacklogWithoutCapacity", statistic="Average"),
+            metric=sagemaker_metric("HasBacklogWithoutCapacity", {"EndpointName": self.monitored_name}),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             evaluation_periods=2,

@@ -148,20 +148,29 @@ def submit_chat(
     )
 
 
-def _read(s3: Any, location: str, max_bytes: int) -> bytes | None:
-    """The object's bytes (at most ``max_bytes``), or None while it does not exist."""
+def _read(s3: Any, location: str, max_bytes: int, *, cut: bool = False) -> bytes | None:
+    """The object's bytes (at most ``max_bytes``: more is refused, or with ``cut`` its first ``max_bytes``), or None
+    while it does not exist.
+
+    Without ``s3:ListBucket`` on the bucket, S3 answers a missing key with 403 AccessDenied instead of 404 NoSuchKey
+    (S3 API reference, GetObject "Permissions"); the grants here give GetObject on the answer prefixes only, so an
+    AccessDenied counts as "not there yet" and the wait's deadline ends it (its message says so).
+    """
     bucket, key = s3_location(location)
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as e:
         code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
-        if code in ("NoSuchKey", "404", "NotFound"):
+        if code in ("NoSuchKey", "404", "NotFound", "AccessDenied", "403"):
             return None
         raise InvocationError(classify(e)) from e
+    body = response["Body"]
     try:
-        return read_capped(response["Body"], max_bytes)
+        return body.read(max_bytes) if cut else read_capped(body, max_bytes)
+    except Exception as e:
+        raise InvocationError(classify(e)) from e
     finally:
-        response["Body"].close()
+        body.close()
 
 
 def wait_for_answer(
@@ -190,7 +199,7 @@ def wait_for_answer(
                 raise InvocationError(classify(e)) from e
             return InvocationResult.of_completion(completion, clock() - submitted.submitted_at)
         if submitted.failure_location:
-            failure = _read(s3, submitted.failure_location, BODY_EXCERPT_BYTES)
+            failure = _read(s3, submitted.failure_location, BODY_EXCERPT_BYTES, cut=True)
             if failure is not None:
                 text = excerpt(failure, BODY_EXCERPT_BYTES)
                 where = f"SageMaker wrote the failure object {submitted.failure_location}"
@@ -199,7 +208,11 @@ def wait_for_answer(
         left = deadline - clock()
         if left <= 0:
             waited = clock() - submitted.submitted_at
-            message = f"no answer or failure object {waited:.0f} s after submission ({submitted.output_location})"
+            message = (
+                f"no answer or failure object {waited:.0f} s after submission ({submitted.output_location}; S3 "
+                "answers AccessDenied for a missing object to a reader without s3:ListBucket, so a denied read "
+                "looks the same)"
+            )
             raise InvocationError(ErrorInfo(code=EXPIRED, message=message, transient=True))
         sleep(min(delay, left))
         delay = min(delay * 2, MAX_POLL_S)

@@ -25,6 +25,18 @@ a reason a person can act on. The checks, in order:
    the create or the update (which CloudFormation then rolls back) with each figure beside its target. The
    burst runs after the checks pass, in the same handler run, within ``LoadWindowSeconds``.
 
+Asynchronous endpoints (``AsyncOutputPath`` set, the config's ``AsyncInferenceConfig``): after check 1, one
+non-streamed chat completion goes through the queue instead of checks 3-5. ``InvokeEndpointAsync`` takes the body
+inline (``Body``, at most 128,000 bytes) and answers 202 with the ``OutputLocation`` and ``FailureLocation`` the
+answer or the error will be written to (botocore's sagemaker-runtime model, ``InvokeEndpointAsync``). The answer
+goes below ``<AsyncOutputPath>/smoke-test/`` (``S3OutputPathExtension``) and the failure below
+``AsyncFailurePath``, the only objects the role may read: a location elsewhere fails at once. The handler polls
+them until the budget ends or its own run is nearly over, applies check 3 to the answer, and deletes both objects
+whatever happened. A failure object fails the stack with its text. No object yet is transient: the run hands back
+to the waiter, whose next poll submits a fresh request; the answer to the one given up on is written after its
+removal and stays (``note=answer_still_pending`` names its InferenceId). ``Stream`` is not read; a load gate is
+refused. The attributes are the same keys: first token and latency are both the queue-to-answer time.
+
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
 Permanent (fails at once): the container's 4xx (a bad request does not get better), other validation
@@ -58,6 +70,7 @@ from smoke_checks import (
     check_answer,
     check_component,
     check_endpoint,
+    check_locations,
     check_stream,
     failure_reason,
     metrics,
@@ -67,9 +80,23 @@ from smoke_load import failure_reason as load_failure_reason
 from smoke_settings import Settings, SettingsError  # noqa: F401  (tests reach SettingsError through this module)
 
 import handler_kit
-from endpoint_client import InvocationError, build_chat_request, classify, invoke_chat, stream_chat
+from endpoint_client import (
+    InvocationError,
+    InvocationResult,
+    MalformedResponse,
+    build_chat_request,
+    classify,
+    invoke_chat,
+    stream_chat,
+)
+from endpoint_client.async_invocations import EXPIRED, Submitted, new_inference_id, remove, submit_chat, wait_for_answer
 from handler_kit import update_rolling_back
-from handler_kit.resources import LOAD_FIGURES, EndpointSmokeTestProperties
+from handler_kit.resources import (
+    LOAD_FIGURES,
+    SMOKE_INFERENCE_ID_PREFIX,
+    SMOKE_OUTPUT_EXTENSION,
+    EndpointSmokeTestProperties,
+)
 
 PHYSICAL_ID_PREFIX = "smoke-"
 # One model call may take this long; SageMaker itself gives a container 60 s for a non-streamed answer.
@@ -85,6 +112,11 @@ LOAD_SLACK_S = 45
 # A burst's requests in flight at once, at most (constructs_lib/load_gate.py CONCURRENCY_RANGE): the runtime
 # client's connection pool holds that many, so no request waits for a connection (botocore's default is 10).
 MAX_LOAD_CONCURRENCY = 64
+# An asynchronous answer is waited for until this much of the handler's run is left: the wait's last round (two
+# GetObject) and the removal (two DeleteObject) run after its deadline, each at most 2 x (3 + 5) s and a back-off
+# (the s3 CLIENT_CONFIG below), and then the answer.
+ASYNC_CLEANUP_RESERVE_S = 75
+ASYNC_CHECK = "asynchronous chat completion"
 
 
 # Each service's botocore Config; its client is made when first used (client()). Our own retry loop decides about
@@ -102,6 +134,8 @@ CLIENT_CONFIG: dict[str, dict[str, Any]] = {
     },
     "cloudwatch": {"connect_timeout": 3, "read_timeout": 10, "retries": {"mode": "standard", "total_max_attempts": 2}},
     "cloudformation": {"retries": {"mode": "standard", "total_max_attempts": 5}},
+    # An asynchronous endpoint's answer and failure objects: small, polled every few seconds, then deleted.
+    "s3": {"connect_timeout": 3, "read_timeout": 5, "retries": {"mode": "standard", "total_max_attempts": 2}},
 }
 _clients: dict[str, Any] = {}
 
@@ -139,10 +173,25 @@ def _describe(call: Callable[..., dict], check: str, **kwargs: Any) -> dict:
         raise CheckFailure.from_error(check, classify(e)) from e
 
 
-def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str, str]:
-    """One attempt at every check; raises :class:`CheckFailure` at the first that fails."""
+def run_checks(
+    settings: Settings,
+    *,
+    sagemaker: Any,
+    runtime: Any,
+    s3: Any = None,
+    answer_by: float = math.inf,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, str]:
+    """One attempt at every check; raises :class:`CheckFailure` at the first that fails.
+
+    An asynchronous endpoint's answer is waited for until ``answer_by`` (on ``clock``), in S3 through ``s3``.
+    """
     endpoint = _describe(sagemaker.describe_endpoint, "DescribeEndpoint", EndpointName=settings.endpoint_name)
     check_endpoint(endpoint, settings)
+    if settings.asynchronous:
+        whole = run_async_check(settings, runtime=runtime, s3=s3, answer_by=answer_by, clock=clock, sleep=sleep)
+        return metrics(whole, None)
     component = settings.inference_component_name
     if component:
         described = _describe(
@@ -153,7 +202,7 @@ def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str,
         if copies == 0:
             log("note", note="component_scaled_to_zero", component=component)
 
-    body = build_chat_request(settings.prompt, max_tokens=settings.max_tokens, extra=settings.extra_body)
+    body = settings.chat_body
     try:
         whole = invoke_chat(runtime, settings.endpoint_name, body, inference_component_name=component)
     except InvocationError as e:
@@ -190,12 +239,64 @@ def run_checks(settings: Settings, *, sagemaker: Any, runtime: Any) -> dict[str,
     return metrics(whole, streamed)
 
 
+def run_async_check(
+    settings: Settings,
+    *,
+    runtime: Any,
+    s3: Any,
+    answer_by: float,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+) -> InvocationResult:
+    """One request through the endpoint's queue: submitted inline, its answer read from S3, its objects removed."""
+    try:
+        submitted = submit_chat(
+            runtime,
+            settings.endpoint_name,
+            settings.chat_body,
+            inference_id=new_inference_id(SMOKE_INFERENCE_ID_PREFIX),
+            invocation_timeout_s=settings.invocation_timeout_s,
+            output_path_extension=SMOKE_OUTPUT_EXTENSION,
+            clock=clock,
+        )
+    except InvocationError as e:
+        raise CheckFailure.from_error(ASYNC_CHECK, e.info) from e
+    log("submitted", endpoint=settings.endpoint_name, inference_id=submitted.inference_id)
+    # Outside the paths the role may not read the objects, nor delete them: nothing to wait for or remove.
+    check_locations(submitted, settings, ASYNC_CHECK)
+    try:
+        whole = wait_for_answer(s3, submitted, deadline=answer_by, clock=clock, sleep=sleep)
+    except InvocationError as e:
+        if e.info.code == EXPIRED:
+            # Still queued or running: its answer is written after the removal below, and stays (see the docstring).
+            log("note", note="answer_still_pending", inference_id=submitted.inference_id)
+        raise CheckFailure.from_error(ASYNC_CHECK, e.info) from e
+    except MalformedResponse as e:  # an object over the reader's cap, not classified by the waiter
+        raise CheckFailure.from_error(ASYNC_CHECK, classify(e)) from e
+    finally:
+        remove_objects(s3, submitted)
+    check_answer(whole, settings, ASYNC_CHECK)
+    log("call_passed", call="invoke_async", latency_ms=round(whole.latency_s * 1000), tokens=whole.tokens)
+    return whole
+
+
+def remove_objects(s3: Any, submitted: Submitted) -> None:
+    """Delete the request's output and failure objects; a failure is logged, never raised (the verdict stands)."""
+    try:
+        remove(s3, submitted)
+    except (ClientError, BotoCoreError) as e:
+        log("note", note="async_objects_not_removed", inference_id=submitted.inference_id, code=classify(e).code)
+    else:
+        log("removed", inference_id=submitted.inference_id)
+
+
 def run_with_retries(
     settings: Settings,
     started_at: float,
     *,
     sagemaker: Any,
     runtime: Any,
+    s3: Any = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
@@ -203,14 +304,24 @@ def run_with_retries(
 ) -> dict[str, str] | None:
     """The checks' data; ``None`` to be called again later; :class:`SmokeTestFailed` when it is over.
 
-    ``reserve_s``: the handler's run left for one more attempt (and, with a gate, its burst) after a back-off.
+    ``reserve_s``: the handler's run left for one more attempt (and, with a gate, its burst) after a back-off. An
+    asynchronous answer is waited for until the budget ends or only ``ASYNC_CLEANUP_RESERVE_S`` of the run is left.
     """
     delay = FIRST_BACKOFF_S
     attempt = 0
     while True:
         attempt += 1
+        answer_by = min(started_at + settings.budget_s, clock() + remaining_s() - ASYNC_CLEANUP_RESERVE_S)
         try:
-            data = run_checks(settings, sagemaker=sagemaker, runtime=runtime)
+            data = run_checks(
+                settings,
+                sagemaker=sagemaker,
+                runtime=runtime,
+                s3=s3,
+                answer_by=answer_by,
+                clock=clock,
+                sleep=sleep,
+            )
         except CheckFailure as failure:
             elapsed = clock() - started_at
             info = failure.info
@@ -285,8 +396,9 @@ def on_event(
         request=request,
         endpoint=settings.endpoint_name,
         component=settings.inference_component_name,
+        mode="async" if settings.asynchronous else "real-time",
         budget_s=round(settings.budget_s),
-        stream=str(settings.stream).lower(),
+        stream=str(settings.stream and not settings.asynchronous).lower(),
         load_requests=settings.load_requests,
         load_concurrency=settings.load_concurrency,
     )
@@ -299,6 +411,7 @@ def complete(
     sagemaker: Any = None,
     runtime: Any = None,
     cloudwatch: Any = None,
+    s3: Any = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
@@ -314,6 +427,7 @@ def complete(
         started_at,
         sagemaker=sagemaker or client("sagemaker"),
         runtime=runtime or client("sagemaker-runtime"),
+        s3=(s3 or client("s3")) if settings.asynchronous else None,
         clock=clock,
         sleep=sleep,
         remaining_s=remaining_s,

@@ -10,9 +10,11 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from smoke_settings import Settings
+from smoke_settings import Settings, s3_prefix
 
 from endpoint_client import ErrorInfo, InvocationResult, short_reason
+from endpoint_client.async_invocations import Submitted, s3_location
+from handler_kit.resources import SMOKE_OUTPUT_EXTENSION
 
 TRANSIENT_ENDPOINT_STATUSES = frozenset({"Creating", "Updating", "SystemUpdating", "RollingBack"})
 
@@ -93,6 +95,40 @@ def check_answer(result: InvocationResult, settings: Settings, check: str) -> No
             f"python -m llmops.invoke --endpoint {settings.endpoint_name} shows what the model says",
             transient=False,
         )
+
+
+def check_locations(submitted: Submitted, settings: Settings, check: str) -> None:
+    """The answer must lie below ``AsyncOutputPath``/``SMOKE_OUTPUT_EXTENSION`` and the failure below
+    ``AsyncFailurePath`` (without one, below the output path): the handler's role reads and deletes only there, so
+    anything else cannot be checked."""
+    output_path = f"{(settings.async_output_path or '').rstrip('/')}/{SMOKE_OUTPUT_EXTENSION}"
+    expected = (
+        ("OutputLocation", submitted.output_location, output_path, "AsyncOutputPath and S3OutputPathExtension"),
+        (
+            "FailureLocation",
+            submitted.failure_location,
+            settings.async_failure_path or settings.async_output_path or "",
+            "AsyncFailurePath" if settings.async_failure_path else "AsyncOutputPath",
+        ),
+    )
+    for name, location, path, source in expected:
+        if location is not None and not _under(location, path):
+            raise CheckFailure(
+                check,
+                f"InvokeEndpointAsync answered {name} {location}, outside {path.rstrip('/')}/ ({source}), where "
+                "the smoke test may read: the endpoint's config is not the one this deployment created, or the "
+                "properties name other paths",
+                transient=False,
+            )
+
+
+def _under(location: str, path: str) -> bool:
+    prefix = s3_prefix(path)
+    try:
+        bucket, key = s3_location(location)
+    except ValueError:
+        return False
+    return prefix is not None and bucket == prefix[0] and key.startswith(prefix[1])
 
 
 def check_stream(result: InvocationResult) -> None:

@@ -6,6 +6,7 @@ The lowest module of the handler: index.py, smoke_checks.py and smoke_load.py im
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Mapping
@@ -13,6 +14,7 @@ from typing import Any
 
 import handler_kit
 from endpoint_client import STREAM_FORMATS, build_chat_request
+from endpoint_client.async_invocations import INVOCATION_TIMEOUT_RANGE, MAX_INLINE_BODY_BYTES
 from handler_kit.resources import EndpointSmokeTestProperties
 
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
@@ -51,6 +53,7 @@ class Settings(EndpointSmokeTestProperties):
             problems.append(f"ExtraBody: {e}")
         if settings.load_gate:
             problems += _load_problems(settings, props)
+        problems += _async_problems(settings, props)
         if problems:
             raise SettingsError(handler_kit.refusal(f"{cls.RESOURCE} properties", problems))
         return settings
@@ -61,6 +64,11 @@ class Settings(EndpointSmokeTestProperties):
         if self.inference_component_name:
             groups.append(COMPONENT_LOG_GROUP.format(self.inference_component_name))
         return groups
+
+    @property
+    def chat_body(self) -> dict[str, Any]:
+        """The non-streamed chat completion the answer check sends."""
+        return build_chat_request(self.prompt, max_tokens=self.max_tokens, extra=self.extra_body)
 
     @property
     def subject(self) -> str:
@@ -90,4 +98,58 @@ def _load_problems(settings: Settings, props: Mapping[str, Any]) -> list[str]:
         value = getattr(settings, name)
         if value is not None and not (math.isfinite(value) and value >= 0):
             problems.append(f"{key}={props.get(key)!r} must be a number of at least 0")
+    return problems
+
+
+def s3_prefix(path: str) -> tuple[str, str] | None:
+    """``s3://bucket[/prefix]`` -> (bucket, prefix ending in ``/`` or empty); None when it is not such a path."""
+    if not path.startswith("s3://"):
+        return None
+    bucket, _, prefix = path[5:].partition("/")
+    if not bucket:
+        return None
+    prefix = prefix.rstrip("/")
+    return bucket, f"{prefix}/" if prefix else ""
+
+
+def _async_problems(settings: Settings, props: Mapping[str, Any]) -> list[str]:
+    """An asynchronous endpoint's properties (``AsyncOutputPath`` set). ``Stream`` is not read with them: the queue
+    writes one whole answer to S3, so the answer check is one non-streamed request whatever ``Stream`` says."""
+    problems = []
+    if not settings.asynchronous:
+        for name, key in (
+            ("async_failure_path", "AsyncFailurePath"),
+            ("invocation_timeout_s", "InvocationTimeoutSeconds"),
+        ):
+            if getattr(settings, name) is not None:
+                problems.append(f"{key}={props.get(key)!r} is for an asynchronous endpoint: set AsyncOutputPath too")
+        return problems
+    for key in ("AsyncOutputPath", "AsyncFailurePath"):
+        value = props.get(key)
+        if value is not None and s3_prefix(str(value)) is None:
+            problems.append(f"{key}={value!r} must be an S3 path, s3://<bucket>/<prefix>")
+    low, high = INVOCATION_TIMEOUT_RANGE
+    timeout = settings.invocation_timeout_s
+    if timeout is not None and not low <= timeout <= high:
+        problems.append(f"InvocationTimeoutSeconds={props.get('InvocationTimeoutSeconds')!r} must be {low}-{high}")
+    if settings.load_gate:
+        problems.append(
+            f"LoadRequests={props.get('LoadRequests')!r} cannot gate an asynchronous endpoint (AsyncOutputPath): the "
+            "load gate measures a burst of streamed real-time requests, and such an endpoint answers through its "
+            "queue into S3; leave the load gate out"
+        )
+    if settings.inference_component_name:
+        problems.append(
+            f"InferenceComponentName={settings.inference_component_name!r} cannot be checked on an asynchronous "
+            "endpoint (AsyncOutputPath): InvokeEndpointAsync names no inference component"
+        )
+    try:
+        size = len(json.dumps(settings.chat_body).encode("utf-8"))
+    except ValueError:
+        return problems  # ExtraBody's own problem is reported already
+    if size > MAX_INLINE_BODY_BYTES:
+        problems.append(
+            f"the request (Prompt, ExtraBody) is {size} bytes; InvokeEndpointAsync takes at most "
+            f"{MAX_INLINE_BODY_BYTES} bytes inline: shorten the prompt"
+        )
     return problems

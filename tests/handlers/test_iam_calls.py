@@ -289,6 +289,8 @@ def templates() -> dict[str, dict]:
         "private-network": stack_template(deployment_mode="inference-component", **common, **private).to_json(),
         # The smoke test's load gate on: its PutMetricData (only_in_mode "load-gate" in tests/data/iam_calls.json).
         "load-gate": stack_template(slo_ttft_p95_ms="500", **common).to_json(),
+        # An asynchronous endpoint: the smoke test's InvokeEndpointAsync and its S3 reads and deletes.
+        "async": stack_template(deployment_mode="async", bucket_kms_key_arn=KEY, **common).to_json(),
     }
 
 
@@ -303,6 +305,8 @@ def test_every_call_is_granted_to_the_role_that_makes_it(component):
             for action in actions_for(call):
                 if component.get("only_in_mode", {}).get(action, mode) != mode:
                     continue  # the handler makes this call only in that mode
+                if component.get("not_in_mode", {}).get(action) == mode:
+                    continue  # ... or never in that one (an asynchronous endpoint takes no real-time invocation)
                 if not grants(statements, action, action.split(":")[0], template["Resources"]):
                     missing.append(f"{action} (for {call.service} {call.operation} at {call.where})")
         assert not missing, f"{component['name']} ({mode} mode): role {role} does not grant " + "; ".join(

@@ -1,0 +1,506 @@
+"""Asynchronous endpoints (issue 38): AsyncInferenceConfig, the topics, the grants, scaling on the queue, the rules.
+
+IAM statements are asserted whole (actions, resources, conditions); each range at its minimum, maximum and one step
+outside; the stack's context keys both sides of each rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from aws_cdk.assertions import Match, Template
+
+from constructs_lib import AsyncInference, EndpointSmokeTest, GpuEndpoint, LoadGate, S3ModelData, get_engine
+from constructs_lib.async_inference import concurrency_of, engine_timeout_problems
+from tests.conftest import stack_template
+from tests.stacks.test_config import load, problems_of
+
+ENV = cdk.Environment(account="123456789012", region="us-east-1")
+NAME = "async-llm"
+BUCKET = "my-model-bucket"
+PREFIX = f"async-inference/{NAME}/"
+
+
+def arn(path: str) -> dict[str, Any]:
+    return {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, f":s3:::{BUCKET}/{path}"]]}
+
+
+def build(
+    settings: AsyncInference | None = None, *, scale: dict[str, Any] | None = None, **props: Any
+) -> tuple[cdk.Stack, GpuEndpoint]:
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    bucket = s3.Bucket.from_bucket_name(stack, "B", BUCKET)
+    endpoint = GpuEndpoint(
+        stack,
+        "E",
+        model=S3ModelData(bucket, "models/x/"),
+        endpoint_name=NAME,
+        async_inference=settings if settings is not None else AsyncInference(),
+        **props,
+    )
+    if scale is not None:
+        endpoint.autoscale_instances(**scale)
+    return stack, endpoint
+
+
+def template(settings: AsyncInference | None = None, **kwargs: Any) -> Template:
+    stack, _ = build(settings, **kwargs)
+    return Template.from_stack(stack)
+
+
+def refusal(settings: AsyncInference | None = None, **kwargs: Any) -> str:
+    with pytest.raises(ValueError) as info:
+        build(settings, **kwargs)
+    return str(info.value)
+
+
+def statements(t: Template, policy_prefix: str) -> list[dict[str, Any]]:
+    policies = t.find_resources("AWS::IAM::Policy")
+    (found,) = [p for k, p in policies.items() if k.startswith(policy_prefix)]
+    return found["Properties"]["PolicyDocument"]["Statement"]
+
+
+# --- the endpoint config -------------------------------------------------------------------------------------------
+
+
+def test_the_config_names_both_paths_both_topics_and_the_concurrency_from_max_num_seqs():
+    t = template(max_num_seqs=48)
+    topics = t.find_resources("AWS::SNS::Topic")
+    success = next(k for k in topics if "Success" in k)
+    error = next(k for k in topics if "Error" in k)
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "AsyncInferenceConfig": {
+                "ClientConfig": {"MaxConcurrentInvocationsPerInstance": 48},
+                "OutputConfig": {
+                    "S3OutputPath": f"s3://{BUCKET}/{PREFIX}output",
+                    "S3FailurePath": f"s3://{BUCKET}/{PREFIX}failure",
+                    "NotificationConfig": {"SuccessTopic": {"Ref": success}, "ErrorTopic": {"Ref": error}},
+                },
+            }
+        },
+    )
+    for key in (success, error):
+        assert topics[key]["Properties"]["KmsMasterKeyId"] == {
+            "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":kms:us-east-1:123456789012:alias/aws/sns"]]
+        }
+    # enforce_ssl: each topic's policy denies non-TLS publishing (cdk-nag AwsSolutions-SNS3).
+    policies = t.find_resources("AWS::SNS::TopicPolicy")
+    assert len(policies) == 2
+    for policy in policies.values():
+        (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_without_a_batch_size_sagemaker_chooses_the_concurrency_and_a_given_one_wins():
+    t = template()
+    config = next(iter(t.find_resources("AWS::SageMaker::EndpointConfig").values()))
+    assert "ClientConfig" not in config["Properties"]["AsyncInferenceConfig"]
+    template(AsyncInference(max_concurrent_invocations_per_instance=3), max_num_seqs=48).has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {"AsyncInferenceConfig": {"ClientConfig": {"MaxConcurrentInvocationsPerInstance": 3}}},
+    )
+
+
+def test_given_bucket_prefix_topics_key_and_responses_in_notifications():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    model_bucket = s3.Bucket.from_bucket_name(stack, "B", BUCKET)
+    answers = s3.Bucket.from_bucket_name(stack, "Answers", "answers-bucket")
+    ok = sns.Topic.from_topic_arn(stack, "Ok", "arn:aws:sns:us-east-1:123456789012:ok")
+    bad = sns.Topic.from_topic_arn(stack, "Bad", "arn:aws:sns:us-east-1:123456789012:bad")
+    key = kms.Key.from_key_arn(stack, "K", "arn:aws:kms:us-east-1:123456789012:key/1234")
+    GpuEndpoint(
+        stack,
+        "E",
+        model=S3ModelData(model_bucket, "models/x/"),
+        endpoint_name=NAME,
+        async_inference=AsyncInference(
+            bucket=answers,
+            prefix="llm/",
+            success_topic=ok,
+            error_topic=bad,
+            output_key=key,
+            include_response_in=("SUCCESS_NOTIFICATION_TOPIC",),
+        ),
+    )
+    t = Template.from_stack(stack)
+    t.resource_count_is("AWS::SNS::Topic", 0)
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "AsyncInferenceConfig": {
+                "OutputConfig": {
+                    "S3OutputPath": "s3://answers-bucket/llm/output",
+                    "S3FailurePath": "s3://answers-bucket/llm/failure",
+                    "KmsKeyId": "arn:aws:kms:us-east-1:123456789012:key/1234",
+                    "NotificationConfig": {
+                        "SuccessTopic": "arn:aws:sns:us-east-1:123456789012:ok",
+                        "ErrorTopic": "arn:aws:sns:us-east-1:123456789012:bad",
+                        "IncludeInferenceResponseIn": ["SUCCESS_NOTIFICATION_TOPIC"],
+                    },
+                }
+            }
+        },
+    )
+    role = statements(t, "ERoleDefaultPolicy")
+    assert {
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey"],
+        "Condition": {
+            "StringEquals": {
+                "kms:ViaService": {"Fn::Join": ["", ["s3.us-east-1.", {"Ref": "AWS::URLSuffix"}]]},
+                "kms:CallerAccount": "123456789012",
+            }
+        },
+        "Effect": "Allow",
+        "Resource": "arn:aws:kms:us-east-1:123456789012:key/1234",
+    } in role
+
+
+# --- IAM, whole -----------------------------------------------------------------------------------------------------
+
+
+def test_the_role_writes_only_the_two_prefixes_reads_only_the_input_and_publishes_only_to_its_topics():
+    t = template()
+    topics = sorted(t.find_resources("AWS::SNS::Topic"))
+    role = statements(t, "ERoleDefaultPolicy")
+    assert {
+        "Action": ["s3:AbortMultipartUpload", "s3:PutObject"],
+        "Effect": "Allow",
+        "Resource": [arn(f"{PREFIX}output/*"), arn(f"{PREFIX}failure/*")],
+    } in role
+    assert {"Action": "s3:GetObject", "Effect": "Allow", "Resource": arn(f"{PREFIX}input/*")} in role
+    success = next(k for k in topics if "Success" in k)
+    error = next(k for k in topics if "Error" in k)
+    assert {"Action": "sns:Publish", "Effect": "Allow", "Resource": [{"Ref": success}, {"Ref": error}]} in role
+    # Nothing else touches the async prefix or any topic.
+    async_statements = [s for s in role if "sns:" in str(s["Action"]) or "async-inference" in str(s["Resource"])]
+    assert len(async_statements) == 3
+
+
+def test_grant_invoke_async_submits_reads_answers_and_uploads_inputs_only():
+    stack, endpoint = build()
+    caller = iam.Role(stack, "Caller", assumed_by=iam.AccountRootPrincipal())
+    endpoint.grant_invoke_async(caller)
+    t = Template.from_stack(stack)
+    assert statements(t, "CallerDefaultPolicy") == [
+        {
+            "Action": "sagemaker:InvokeEndpointAsync",
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [stack.get_logical_id(endpoint.endpoint), "EndpointArn"]},
+        },
+        {
+            "Action": "s3:GetObject",
+            "Effect": "Allow",
+            "Resource": [arn(f"{PREFIX}output/*"), arn(f"{PREFIX}failure/*")],
+        },
+        {"Action": "s3:PutObject", "Effect": "Allow", "Resource": arn(f"{PREFIX}input/*")},
+    ]
+
+
+def test_grant_invoke_async_on_a_real_time_endpoint_is_refused():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    endpoint = GpuEndpoint(stack, "E", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", BUCKET), "m/"))
+    with pytest.raises(ValueError, match="real-time endpoint: use grant_invoke"):
+        endpoint.grant_invoke_async(iam.Role(stack, "C", assumed_by=iam.AccountRootPrincipal()))
+    assert not endpoint.asynchronous
+
+
+def test_the_smoke_test_submits_asynchronously_and_reads_and_deletes_only_its_own_answers_and_failures():
+    stack, endpoint = build()
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", endpoint)
+    t = Template.from_stack(stack)
+    endpoint_arn = {"Fn::GetAtt": [stack.get_logical_id(endpoint.endpoint), "EndpointArn"]}
+    role = statements(t, "EndpointSmokeTestProviderRoleDefaultPolicy")
+    assert {"Action": "sagemaker:DescribeEndpoint", "Effect": "Allow", "Resource": endpoint_arn} in role
+    assert {"Action": "sagemaker:InvokeEndpointAsync", "Effect": "Allow", "Resource": endpoint_arn} in role
+    assert {
+        "Action": ["s3:DeleteObject", "s3:GetObject"],
+        "Effect": "Allow",
+        "Resource": [arn(f"{PREFIX}output/smoke-test/*"), arn(f"{PREFIX}failure/*")],
+    } in role
+    assert not [s for s in role if "sagemaker:InvokeEndpoint" in [s["Action"], *s["Action"]]]  # no real-time invoke
+    functions = t.find_resources("AWS::Lambda::Function")
+    assert [f["Properties"]["Timeout"] for k, f in functions.items() if "SmokeTestProviderIsComplete" in k] == [900]
+    t.has_resource_properties(
+        "Custom::EndpointSmokeTest",
+        {
+            "Stream": "false",
+            "AsyncOutputPath": f"s3://{BUCKET}/{PREFIX}output",
+            "AsyncFailurePath": f"s3://{BUCKET}/{PREFIX}failure",
+            "InvocationTimeoutSeconds": "900",
+        },
+    )
+
+
+def test_a_real_time_smoke_test_has_no_async_property():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    endpoint = GpuEndpoint(stack, "E", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", BUCKET), "m/"))
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", endpoint)
+    (smoke,) = Template.from_stack(stack).find_resources("Custom::EndpointSmokeTest").values()
+    assert not {"AsyncOutputPath", "AsyncFailurePath", "InvocationTimeoutSeconds"} & set(smoke["Properties"])
+
+
+def test_a_load_gate_on_an_asynchronous_endpoint_is_refused():
+    stack, endpoint = build()
+    with pytest.raises(ValueError, match="load: the load gate streams its requests"):
+        EndpointSmokeTest.for_endpoint(stack, "Smoke", endpoint, load=LoadGate(ttft_p95_ms=500))
+
+
+# --- scaling on the queue ------------------------------------------------------------------------------------------
+
+
+def test_scaling_to_zero_tracks_the_backlog_and_a_step_policy_wakes_it():
+    t = template(scale={"min_capacity": 0, "max_capacity": 3})
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalableTarget",
+        {"MinCapacity": 0, "MaxCapacity": 3, "ScalableDimension": "sagemaker:variant:DesiredInstanceCount"},
+    )
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "TargetTrackingScaling",
+            "TargetTrackingScalingPolicyConfiguration": {
+                "TargetValue": 5,
+                "CustomizedMetricSpecification": {
+                    "MetricName": "ApproximateBacklogSizePerInstance",
+                    "Namespace": "AWS/SageMaker",
+                    "Dimensions": [{"Name": "EndpointName", "Value": NAME}],
+                    "Statistic": "Average",
+                },
+            },
+        },
+    )
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {
+            "PolicyType": "StepScaling",
+            "StepScalingPolicyConfiguration": {
+                "AdjustmentType": "ChangeInCapacity",
+                "Cooldown": 300,
+                "MetricAggregationType": "Average",
+                "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
+            },
+        },
+    )
+    t.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "MetricName": "HasBacklogWithoutCapacity",
+            "Namespace": "AWS/SageMaker",
+            "Dimensions": [{"Name": "EndpointName", "Value": NAME}],
+            "Statistic": "Average",
+            "Period": 60,
+            "EvaluationPeriods": 2,
+            "DatapointsToAlarm": 2,
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "missing",
+            "AlarmActions": [Match.any_value()],
+        },
+    )
+
+
+def test_a_floor_of_one_instance_needs_no_wake_up_and_the_target_is_the_users():
+    t = template(scale={"min_capacity": 1, "max_capacity": 2, "target_backlog_per_instance": 2})
+    policies = t.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy")
+    assert [p["Properties"]["PolicyType"] for p in policies.values()] == ["TargetTrackingScaling"]
+    (policy,) = policies.values()
+    assert policy["Properties"]["TargetTrackingScalingPolicyConfiguration"]["TargetValue"] == 2
+    assert not [a for a in t.find_resources("AWS::CloudWatch::Alarm").values() if "Backlog" in str(a)]
+
+
+def test_invocations_per_instance_is_refused_on_the_queue_and_the_backlog_target_on_a_real_time_endpoint():
+    assert "target_invocations_per_instance=10 applies only with deployment_mode='standard'" in refusal(
+        scale={"max_capacity": 2, "target_invocations_per_instance": 10}
+    )
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    endpoint = GpuEndpoint(stack, "E", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", BUCKET), "m/"))
+    with pytest.raises(ValueError, match="target_backlog_per_instance=2 applies only with deployment_mode='async'"):
+        endpoint.autoscale_instances(max_capacity=2, target_backlog_per_instance=2)
+    with pytest.raises(ValueError, match="min_instances=0 is allowed only with scale_to_zero"):
+        endpoint.autoscale_instances(min_capacity=0, max_capacity=2)
+
+
+# --- ranges, each at its edges --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("value", "ok"), [(0, False), (1, True), (1000, True), (1001, False)])
+def test_max_concurrent_invocations_per_instance_is_1_to_1000(value, ok):
+    settings = AsyncInference(max_concurrent_invocations_per_instance=value)
+    if ok:
+        build(settings)
+    else:
+        assert f"async_inference.max_concurrent_invocations_per_instance={value}: allowed: a whole number 1-1000" in (
+            refusal(settings)
+        )
+
+
+@pytest.mark.parametrize(("seconds", "ok"), [(0, False), (1, True), (3600, True), (3601, False)])
+def test_the_invocation_timeout_is_1_to_3600_seconds(seconds, ok):
+    settings = AsyncInference(invocation_timeout=cdk.Duration.seconds(seconds))
+    if ok:
+        build(settings)
+    else:
+        assert f"async_inference.invocation_timeout={seconds} s: allowed: 1-3600 whole seconds" in refusal(settings)
+
+
+@pytest.mark.parametrize("prefix", ["no-slash", "/leading/", "a//b/", "sp ace/"])
+def test_a_prefix_that_is_not_a_key_prefix_is_refused(prefix):
+    assert f"async_inference.prefix={prefix!r}" in refusal(AsyncInference(prefix=prefix))
+
+
+def test_an_unknown_notification_type_and_a_routing_strategy_are_refused_together():
+    message = refusal(AsyncInference(include_response_in=("ALL",)), routing_strategy="RANDOM")
+    assert (
+        "async_inference.include_response_in=['ALL']: allowed: SUCCESS_NOTIFICATION_TOPIC, ERROR_NOTIFICATION_TOPIC"
+        in (message)
+    )
+    assert "routing_strategy='RANDOM': an asynchronous endpoint's instances take requests from its queue" in message
+
+
+# --- the engine's own request timeout -------------------------------------------------------------------------------
+
+
+def test_lmi_cuts_a_non_streamed_answer_at_its_chunked_read_timeout_unless_raised():
+    lmi = get_engine("lmi")
+    (problem,) = engine_timeout_problems(lmi, {}, {}, 900)
+    assert problem.startswith(
+        "invocation_timeout=900 s is longer than engine='lmi''s own request timeout, SERVING_CHUNKED_READ_TIMEOUT "
+        "unset (its default, 120 s)"
+    )
+    assert engine_timeout_problems(lmi, {}, {}, 120) == []
+    assert engine_timeout_problems(lmi, {}, {}, 121)
+    assert engine_timeout_problems(lmi, {}, {"SERVING_CHUNKED_READ_TIMEOUT": "900"}, 900) == []
+    (short,) = engine_timeout_problems(lmi, {}, {"SERVING_CHUNKED_READ_TIMEOUT": "899"}, 900)
+    assert "SERVING_CHUNKED_READ_TIMEOUT=899" in short
+    assert engine_timeout_problems(lmi, {}, {"SERVING_CHUNKED_READ_TIMEOUT": "soon"}, 900) == [
+        "SERVING_CHUNKED_READ_TIMEOUT='soon': allowed: a number of seconds (the engine's request timeout)"
+    ]
+
+
+def test_sglangs_running_timeout_is_off_unless_set_and_vllm_has_none():
+    sglang = get_engine("sglang")
+    assert engine_timeout_problems(sglang, {}, {}, 3600) == []
+    assert engine_timeout_problems(sglang, {}, {"SGLANG_REQ_RUNNING_TIMEOUT": "-1"}, 3600) == []
+    assert engine_timeout_problems(sglang, {}, {"SGLANG_REQ_RUNNING_TIMEOUT": "0"}, 3600) == []
+    assert engine_timeout_problems(sglang, {}, {"SGLANG_REQ_RUNNING_TIMEOUT": "600"}, 601)
+    assert engine_timeout_problems(sglang, {}, {"SGLANG_REQ_RUNNING_TIMEOUT": "600"}, 600) == []
+    assert engine_timeout_problems(get_engine("vllm"), {}, {}, 3600) == []
+
+
+def test_an_lmi_async_endpoint_with_the_default_timeout_is_refused_at_synth():
+    message = refusal(engine="lmi")
+    assert "async_inference.invocation_timeout=900 s is longer than engine='lmi''s own request timeout" in message
+
+
+@pytest.mark.parametrize(
+    ("max_num_seqs", "env", "expected"),
+    [
+        (None, {}, None),
+        (32, {}, 32),
+        (None, {"SM_VLLM_MAX_NUM_SEQS": "16"}, 16),
+        (None, {"SM_VLLM_MAX_NUM_SEQS": 1001}, 1000),
+        (None, {"SM_VLLM_MAX_NUM_SEQS": "many"}, None),
+        (0, {}, None),
+    ],
+)
+def test_the_concurrency_follows_the_engines_batch_size_within_the_apis_range(max_num_seqs, env, expected):
+    assert concurrency_of(get_engine("vllm"), max_num_seqs, env) == expected
+
+
+# --- monitoring -----------------------------------------------------------------------------------------------------
+
+
+def test_alarms_watch_failed_requests_and_a_queue_without_instances_not_latency():
+    stack, endpoint = build(scale={"min_capacity": 0, "max_capacity": 2})
+    endpoint.add_alarms()
+    endpoint.add_dashboard()
+    t = Template.from_stack(stack)
+    alarms = {k: a["Properties"] for k, a in t.find_resources("AWS::CloudWatch::Alarm").items() if "Alarms" in k}
+    by_id = {next(i for i in ("AsyncFailures", "NoCapacity", "Errors5xx", "GpuMemory", "LatencyP99") if i in k): a
+             for k, a in alarms.items()}  # fmt: skip
+    assert set(by_id) == {"AsyncFailures", "NoCapacity", "Errors5xx", "GpuMemory"}
+    assert by_id["AsyncFailures"]["MetricName"] == "InvocationFailures"
+    assert by_id["AsyncFailures"]["Statistic"] == "Sum" and by_id["AsyncFailures"]["Period"] == 300
+    assert by_id["AsyncFailures"]["Threshold"] == 1
+    assert by_id["NoCapacity"]["MetricName"] == "HasBacklogWithoutCapacity"
+    assert by_id["NoCapacity"]["EvaluationPeriods"] == 3 and by_id["NoCapacity"]["TreatMissingData"] == "notBreaching"
+    body = str(t.find_resources("AWS::CloudWatch::Dashboard"))
+    for shown in (
+        "ApproximateBacklogSize",
+        "ApproximateAgeOfOldestRequest",
+        "ExpiredRequests",
+        "NumberOfMessagesPublished",
+    ):
+        assert shown in body
+
+
+# --- the app: deployment_mode=async and its keys --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def async_stack() -> Template:
+    return stack_template(deployment_mode="async", min_instances=0, max_instances=2)
+
+
+def test_cdk_synth_with_deployment_mode_async_gives_the_queue_the_policies_and_the_smoke_test(async_stack):
+    async_stack.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig", {"AsyncInferenceConfig": {"OutputConfig": Match.object_like({})}}
+    )
+    async_stack.resource_count_is("AWS::SNS::Topic", 3)  # the two of the queue, the alarms' one
+    async_stack.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 0})
+    kinds = [
+        p["Properties"]["PolicyType"]
+        for p in async_stack.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    ]
+    assert sorted(kinds) == ["StepScaling", "TargetTrackingScaling"]
+    async_stack.has_resource_properties("Custom::EndpointSmokeTest", {"AsyncOutputPath": Match.any_value()})
+    outputs = async_stack.to_json()["Outputs"]
+    assert {"AsyncOutputPath", "AsyncFailurePath", "AsyncSuccessTopicArn", "AsyncErrorTopicArn"} <= set(outputs)
+    assert "OpenAiBaseUrl" not in outputs  # no OpenAI-compatible path on a queue
+    assert "invoke --async" in str(outputs["InvokeCommand"])
+
+
+def test_async_keys_outside_async_mode_are_refused_naming_each():
+    problems = problems_of(async_max_concurrent_invocations=8, async_invocation_timeout_s=600)
+    assert "async_max_concurrent_invocations=8 applies only with deployment_mode=async" in problems[0]
+    assert "async_invocation_timeout_s=600 applies only with deployment_mode=async" in problems[1]
+
+
+def test_async_mode_refuses_the_load_gate_and_an_engine_timeout_it_would_pass():
+    (problem,) = problems_of(deployment_mode="async", slo_ttft_p95_ms=500)
+    assert problem.startswith("slo_ttft_p95_ms: the load gate streams its requests")
+    (problem,) = problems_of(deployment_mode="async", engine="lmi")
+    assert problem.startswith("async_invocation_timeout_s=900 s is longer than engine='lmi''s own request timeout")
+    config = load(deployment_mode="async", engine="lmi", async_invocation_timeout_s=120)
+    assert config.async_invocation_timeout_s == 120
+
+
+@pytest.mark.parametrize(
+    ("key", "low", "high"), [("async_max_concurrent_invocations", 1, 1000), ("async_invocation_timeout_s", 1, 3600)]
+)
+def test_the_async_ranges_at_their_edges(key, low, high):
+    for value in (low, high):
+        assert getattr(load(deployment_mode="async", **{key: value}), key) == value
+    for value in (low - 1, high + 1):
+        (problem,) = problems_of(deployment_mode="async", **{key: value})
+        assert problem.startswith(f"{key}={value}")
+
+
+def test_min_instances_zero_is_allowed_in_async_mode_only():
+    assert load(deployment_mode="async", min_instances=0, max_instances=1).min_instances == 0
+    assert any(
+        "min_instances=0 is allowed only with scale_to_zero" in p for p in problems_of(min_instances=0, max_instances=1)
+    )
