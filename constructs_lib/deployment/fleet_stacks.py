@@ -130,6 +130,8 @@ def _deployment_outputs(
             value=component.inference_component_name,
             description=f"Inference component of deployment {deployment.name}",
         )
+    if getattr(stack.endpoint, "asynchronous", False):
+        return  # a queue has no OpenAI-compatible path (InvokeEndpointAsync only)
     cdk.CfnOutput(
         stack,
         f"{pascal(deployment.name)}OpenAiBaseUrl",
