@@ -16,6 +16,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from constructs_lib.deployment.config import ConfigError, DeploymentConfig
+from constructs_lib.rules import DEPLOYMENT_MODES
 from llmops.summary import describe
 from tests.conftest import ROOT, context_with
 
@@ -65,7 +66,7 @@ def context_of(command: str) -> dict[str, str]:
 def test_the_readme_has_a_recipe_per_engine_and_mode():
     contexts = [context_of(line) for line in recipes()]
     assert {c.get("engine", "vllm") for c in contexts} >= {"vllm", "sglang", "lmi", "llamacpp"}
-    assert {c.get("deployment_mode", "standard") for c in contexts} == {"standard", "inference-component"}
+    assert {c.get("deployment_mode", "standard") for c in contexts} == set(DEPLOYMENT_MODES)
 
 
 @pytest.mark.parametrize("command", recipes())
