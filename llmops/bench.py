@@ -3,6 +3,7 @@
     python -m llmops.bench --endpoint NAME [--ic COMPONENT] --concurrency 1,4,16 --requests 64 \\
         --input-tokens 512 --output-tokens 256 [--json out.json] [--plot out.png]
     python -m llmops.bench --openai-base-url URL [--bearer-token-env OPENAI_API_KEY] --concurrency 1,4,16
+    python -m llmops.bench --async --endpoint NAME --concurrency 4 --requests 64 [--invocation-timeout-s S]
 
 The first calls InvokeEndpointWithResponseStream (SigV4); the second POSTs the same streamed chat requests
 to ``URL/chat/completions`` (the stack's OpenAiBaseUrl output) with the bearer token in that environment
@@ -23,6 +24,12 @@ when the client looks like the bottleneck. Metric definitions follow AIPerf's (e
 the README). Exit status: 0 ran (errors are counted in the report), 1 no request succeeded, 2 bad
 arguments, 130 interrupted with Ctrl-C (the report covers what finished). Prompts and answers are never
 printed or written.
+
+``--async`` measures an asynchronous endpoint instead (llmops/async_bench.py): C requests are kept queued
+(InvokeEndpointAsync with an inline body), each followed by a look for its answer object in S3 every
+``--poll-interval`` seconds; it reports queue-to-answer latency (p50, p90, p95, p99), requests/s and output
+tokens/s (usage.completion_tokens), and errors with the failure object's text, then deletes the answer and failure
+objects it made. There is no TTFT or ITL: nothing streams, the answer is written whole.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from typing import Any, TextIO
 
 import safejson
 from endpoint_client import Delta, InvocationError, OpenAiEndpoint, build_chat_request, stream_chat, token_from_env
+from endpoint_client.async_invocations import EXPIRED, INVOCATION_TIMEOUT_RANGE, REQUEST_TTL_RANGE
 from endpoint_client.load import PERCENTILES, distribution, inter_token_latency_s, mean_in_flight, percentile
 from llmops.engine_streams import engine_option, stream_formats
 from llmops.fleet_target import TargetError, add_fleet_options, apply_target
@@ -62,7 +70,8 @@ CLIENT_CPU_WARNING = 0.8
 QUEUE_WAIT_WARNING_MS = 10.0
 TIMEOUT_KIND = "timeout"
 # A request's time ran out: ours (--request-timeout over the whole answer) or a socket's (each read).
-TIMEOUT_CODES = frozenset({"RequestTimedOut", "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError"})
+# An asynchronous request's answer object not found in time (EXPIRED) is the same kind.
+TIMEOUT_CODES = frozenset({"RequestTimedOut", "TimeoutError", "ReadTimeoutError", "ConnectTimeoutError", EXPIRED})
 ARRIVALS = ("poisson", "constant")
 DEFAULT_REQUESTS = 64  # per level, without --duration
 # With --duration and no --requests a level is bounded by its duration only, and by this (a safety cap).
@@ -274,13 +283,16 @@ def load_prompts(path: Path) -> list[dict[str, Any]]:
     return entries
 
 
-def request_body(entry: Mapping[str, Any], max_tokens: int, extra: Mapping[str, Any] | None) -> dict[str, Any]:
+def request_body(
+    entry: Mapping[str, Any], max_tokens: int, extra: Mapping[str, Any] | None, *, stream: bool = True
+) -> dict[str, Any]:
+    """One request's body; ``stream=False`` for an asynchronous endpoint, which writes its answer whole."""
     max_tokens = int(entry.get("max_tokens") or max_tokens)
     if "messages" in entry:
-        body = build_chat_request("", max_tokens=max_tokens, extra=extra, stream=True)
+        body = build_chat_request("", max_tokens=max_tokens, extra=extra, stream=stream)
         body["messages"] = list(entry["messages"])
         return body
-    return build_chat_request(entry["prompt"], max_tokens=max_tokens, extra=extra, stream=True)
+    return build_chat_request(entry["prompt"], max_tokens=max_tokens, extra=extra, stream=stream)
 
 
 # --- load -------------------------------------------------------------------------------------------
@@ -450,6 +462,7 @@ def run_level(
     duration_s: float | None = None,
     request_timeout_s: float | None = None,
     secrets: Sequence[str] = (),
+    send: Callable[[Mapping[str, Any], Sample], Sample | None] | None = None,
 ) -> None:
     """Send every body with ``level.concurrency`` workers, filling ``level.samples``.
 
@@ -465,6 +478,9 @@ def run_level(
     ``stop`` abandons requests in flight (they are not counted) and sends no more. Called from the main
     thread, it returns when every worker has finished; a ``KeyboardInterrupt`` there sets ``stop``, waits
     a moment for the workers and propagates, leaving the finished requests in ``level``.
+
+    ``send(body, sample)``, when given, makes each request instead of a streamed call (``--async``): it fills the
+    sample (its ``end_s`` too, else the time it returned is taken) or returns None for a request abandoned on stop.
     """
     lock = threading.Lock()
     next_index = iter(range(len(bodies)))
@@ -472,6 +488,11 @@ def run_level(
 
     def one(body: Mapping[str, Any], due_s: float) -> Sample | None:
         sample = Sample(concurrency=level.concurrency, start_s=level.elapsed(), due_s=due_s)
+        if send is not None:
+            done = send(body, sample)
+            if done is not None and done.end_s is None:
+                done.end_s = level.elapsed()
+            return None if stop.is_set() else done
         times: list[float] = []
         deadline = time.monotonic() + request_timeout_s if request_timeout_s else None
 
@@ -590,8 +611,32 @@ def _fmt(value: float | None, digits: int = 0) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
-def _triple(dist: Mapping[str, float | None], digits: int = 0) -> str:
-    return "/".join(_fmt(dist[f"p{q}"], digits) for q in TABLE_PERCENTILES)
+def _triple(dist: Mapping[str, float | None], digits: int = 0, percentiles: Sequence[int] = TABLE_PERCENTILES) -> str:
+    return "/".join(_fmt(dist[f"p{q}"], digits) for q in percentiles)
+
+
+def aligned(rows: Sequence[Sequence[str]]) -> list[str]:
+    """The rows right-aligned in columns, a rule under the first (the header)."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return lines
+
+
+def level_notes(levels: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Under a table, per level: the client's own figures, its errors with a message, its warnings."""
+    lines = []
+    for level in levels:
+        lines.append(client_line(level))
+        if level["errors"]:
+            messages = level.get("error_messages") or {}
+            kinds = ", ".join(
+                f"{kind} {count}" + (f" ({messages[kind]})" if messages.get(kind) else "")
+                for kind, count in level["errors"].items()
+            )
+            lines.append(f"errors at concurrency {level['concurrency']}: {kinds}")
+        lines.extend(f"warning: {warning}" for warning in level.get("warnings") or ())
+    return lines
 
 
 def table(levels: Sequence[Mapping[str, Any]]) -> str:
@@ -623,23 +668,12 @@ def table(levels: Sequence[Mapping[str, Any]]) -> str:
                 _triple(e2e_s, 2),
             )
         )
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    lines = ["  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)) for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
+    lines = aligned(rows)
     lines.append(
         "ITL: (E2E - TTFT) / (output tokens - 1) per request, as AIPerf's inter token latency; "
         "inter-chunk: every gap between streamed chunks (AIPerf's ICL)"
     )
-    for level in levels:
-        lines.append(client_line(level))
-        if level["errors"]:
-            messages = level.get("error_messages") or {}
-            kinds = ", ".join(
-                f"{kind} {count}" + (f" ({messages[kind]})" if messages.get(kind) else "")
-                for kind, count in level["errors"].items()
-            )
-            lines.append(f"errors at concurrency {level['concurrency']}: {kinds}")
-        lines.extend(f"warning: {warning}" for warning in level.get("warnings") or ())
+    lines.extend(level_notes(levels))
     return "\n".join(lines)
 
 
@@ -739,7 +773,8 @@ def _parser() -> argparse.ArgumentParser:
         "--request-timeout",
         type=float,
         metavar="S",
-        help="a request not answered whole within S seconds is an error of kind timeout (default: 300 s per read)",
+        help="a request not answered whole within S seconds is an error of kind timeout (default: 300 s per read; "
+        "with --async, 900 s or --invocation-timeout-s for its answer object)",
     )
     parser.add_argument("--input-tokens", type=int, default=512, help="words per synthetic prompt (default: 512)")
     parser.add_argument("--output-tokens", type=int, default=256, help="max_tokens of each request (default: 256)")
@@ -762,6 +797,22 @@ def _parser() -> argparse.ArgumentParser:
         f"times HEADROOM (default {SLO_HEADROOM:g}, 1 to 10)",
     )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    group = parser.add_argument_group("asynchronous endpoints (--async)")
+    group.add_argument(
+        "--async",
+        dest="asynchronous",
+        action="store_true",
+        help="measure an asynchronous endpoint: queue-to-answer latency and throughput with --concurrency requests "
+        "queued; the answer and failure objects made are deleted afterwards",
+    )
+    group.add_argument(
+        "--poll-interval",
+        type=float,
+        metavar="S",
+        help=f"with --async: look for each answer object every S seconds, which bounds how late a latency can be "
+        f"(default: {DEFAULT_POLL_INTERVAL_S:g}; two S3 GETs per request in flight each time)",
+    )
+    add_async_request_options(group)
     return parser
 
 
@@ -780,6 +831,31 @@ def add_openai_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_async_request_options(parser: Any) -> None:
+    """``--invocation-timeout-s`` and ``--request-ttl-s`` of an asynchronous request, shared with ``llmops.invoke``."""
+    parser.add_argument(
+        "--invocation-timeout-s",
+        type=int,
+        metavar="S",
+        help=f"with --async: the container's time to answer a request, {INVOCATION_TIMEOUT_RANGE[0]} to "
+        f"{INVOCATION_TIMEOUT_RANGE[1]} s (InvocationTimeoutSeconds; default: 900 s)",
+    )
+    parser.add_argument(
+        "--request-ttl-s",
+        type=int,
+        metavar="S",
+        help=f"with --async: how long a request may wait in the queue, {REQUEST_TTL_RANGE[0]} to "
+        f"{REQUEST_TTL_RANGE[1]} s (RequestTTLSeconds; default: 21600 s)",
+    )
+
+
+# The per-request limits of InvokeEndpointAsync (endpoint_client/async_invocations.py, from botocore's model).
+ASYNC_REQUEST_RANGES: dict[str, tuple[float, bool, float, str]] = {
+    "invocation_timeout_s": (INVOCATION_TIMEOUT_RANGE[0], True, INVOCATION_TIMEOUT_RANGE[1], "seconds"),
+    "request_ttl_s": (REQUEST_TTL_RANGE[0], True, REQUEST_TTL_RANGE[1], "seconds"),
+}
+DEFAULT_POLL_INTERVAL_S = 0.25
+
 # Each numeric option's range: (lowest, whether the lowest itself is allowed, highest, unit). The highest values
 # keep one run to what a person means (a day, an hour per request, 10,000 requests a second).
 OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
@@ -792,6 +868,8 @@ OPTION_RANGES: dict[str, tuple[float, bool, float, str]] = {
     "duration": (0, False, 86_400, "seconds"),
     "request_timeout": (0, False, 3_600, "seconds"),
     "suggest_slo": (1, True, 10, "x the measured latencies"),
+    "poll_interval": (0.05, True, 10, "seconds"),
+    **ASYNC_REQUEST_RANGES,
 }
 
 
@@ -855,10 +933,10 @@ def suggest_slo(level: Mapping[str, Any], max_tokens: int, headroom: float = SLO
     return keys, said
 
 
-def option_problems(args: argparse.Namespace) -> list[str]:
-    """Every option outside its range, each naming the option, its value and what is allowed."""
+def range_problems(args: argparse.Namespace, ranges: Mapping[str, tuple[float, bool, float, str]]) -> list[str]:
+    """Every option of ``ranges`` outside its range, each naming the option, its value and what is allowed."""
     problems = []
-    for name, (low, low_allowed, high, unit) in OPTION_RANGES.items():
+    for name, (low, low_allowed, high, unit) in ranges.items():
         given = getattr(args, name)
         option = f"--{name.replace('_', '-')}"
         allowed = f"allowed: {'' if low_allowed else 'more than '}{_number(low)} to {_number(high)} {unit}"
@@ -874,6 +952,13 @@ def option_problems(args: argparse.Namespace) -> list[str]:
             elif value > high:
                 problems.append(f"{option} {shown} must be at most {_number(high)} ({allowed})")
                 break
+    return problems
+
+
+def option_problems(args: argparse.Namespace) -> list[str]:
+    """Every option outside its range, each naming the option, its value and what is allowed; every option that
+    does not go with another (``--async`` with what only a stream or a real-time endpoint has)."""
+    problems = range_problems(args, OPTION_RANGES)
     words = max(args.concurrency) * args.input_tokens
     if not args.prompts and words > MAX_WORDS_IN_FLIGHT and max(args.concurrency) <= MAX_CONCURRENCY:
         problems.append(
@@ -882,6 +967,13 @@ def option_problems(args: argparse.Namespace) -> list[str]:
         )
     if args.arrival and args.request_rate is None:
         problems.append(f"--arrival {args.arrival} needs --request-rate (the closed loop has no arrivals)")
+    if args.asynchronous:
+        from llmops.async_bench import refused_with_async
+
+        problems.extend(refused_with_async(args))
+    else:
+        given = [name for name in ("poll_interval", *ASYNC_REQUEST_RANGES) if getattr(args, name) is not None]
+        problems.extend(f"--{name.replace('_', '-')} needs --async" for name in given)
     return problems
 
 
@@ -908,6 +1000,17 @@ def openai_endpoint(args: argparse.Namespace, environ: Mapping[str, str]) -> Ope
     return OpenAiEndpoint(args.openai_base_url, token_from_env(environ, args.bearer_token_env), timeout_s=timeout)
 
 
+def s3_client_like(runtime_client: Any, pool: int) -> Any:
+    """An S3 client in the runtime client's region, from the same session (``--async`` reads its answers with it)."""
+    import boto3
+    from botocore.config import Config
+
+    region = getattr(getattr(runtime_client, "meta", None), "region_name", None)
+    # Standard retries: a poll S3 slowed down (503 SlowDown) is better answered late than counted as an error.
+    config = Config(connect_timeout=10, read_timeout=60, retries={"mode": "standard"}, max_pool_connections=pool)
+    return boto3.client("s3", region_name=region, config=config)
+
+
 def _runtime_client(region: str | None, pool: int, timeout_s: float | None = None) -> Any:
     import boto3
     from botocore.config import Config
@@ -929,10 +1032,13 @@ def main(
     *,
     runtime_client: Any = None,
     cloudformation_client: Any = None,
+    s3_client: Any = None,
     stdout: TextIO | None = None,
     stderr: TextIO | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> int:
+    """``s3_client`` (with ``--async``): where the answers are read and deleted; default: one from the runtime
+    client's region."""
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     environ = os.environ if environ is None else environ
     parser = _parser()
@@ -966,14 +1072,22 @@ def main(
         sent = per_level * len(args.concurrency)
         entries = load_prompts(args.prompts) if args.prompts else None
 
+        stream = not args.asynchronous  # an asynchronous endpoint writes its answer whole
+
         def make_body(index: int) -> dict[str, Any]:
             if entries is not None:
-                return request_body(entries[index % len(entries)], args.output_tokens, extra)
+                return request_body(entries[index % len(entries)], args.output_tokens, extra, stream=stream)
             prompt = synthetic_prompt(index, args.input_tokens, args.seed)
-            return request_body({"prompt": prompt}, args.output_tokens, extra)
+            return request_body({"prompt": prompt}, args.output_tokens, extra, stream=stream)
 
         for index in range(len(entries) if entries is not None else 1):  # every entry's problems, before any request
-            make_body(index)
+            body = make_body(index)
+            if args.asynchronous:
+                from llmops.async_bench import inline_body_problem
+
+                what = f"prompt {index + 1} of {args.prompts}" if entries is not None else "each request"
+                if problem := inline_body_problem(body, what):
+                    raise ValueError(problem)
         warmup_bodies = Bodies(make_body, args.warmup, start=sent)
     except (OSError, ValueError) as e:
         return fail(EXIT_USAGE, str(e))
@@ -995,13 +1109,19 @@ def main(
             apply_target(args, cloudformation_client)
         except TargetError as e:
             return fail(EXIT_USAGE, str(e))
+        if args.asynchronous and args.inference_component:
+            return fail(EXIT_USAGE, f"--deployment {args.deployment} is an inference component: not with --async")
+    pool = max(args.concurrency) + 2
     if runtime_client is None:
         from botocore.exceptions import NoRegionError
 
         try:
-            runtime_client = _runtime_client(args.region, max(args.concurrency) + 2, args.request_timeout)
+            # An asynchronous call answers at once (202): the timeout is not the answer's.
+            runtime_client = _runtime_client(args.region, pool, None if args.asynchronous else args.request_timeout)
         except NoRegionError:
             return fail(EXIT_USAGE, "no AWS region: pass --region or set AWS_REGION")
+    if args.asynchronous and s3_client is None:
+        s3_client = s3_client_like(runtime_client, pool)
     notes = [w for w in [runtime_pool_warning(runtime_client, max(args.concurrency))] if w]
     for note in notes:
         print(f"warning: {note}", file=stderr)
@@ -1011,6 +1131,25 @@ def main(
     samples: list[Sample] = []
     interrupted = False
     stream_format = stream_formats()[args.engine]
+    send = None
+    if args.asynchronous:
+        from llmops import async_bench
+
+        poll_s = args.poll_interval or DEFAULT_POLL_INTERVAL_S
+        send = async_bench.AsyncRequests(
+            runtime_client,
+            s3_client,
+            args.endpoint,
+            stop,
+            wait_s=args.request_timeout or max(async_bench.DEFAULT_WAIT_S, args.invocation_timeout_s or 0),
+            poll_s=poll_s,
+            invocation_timeout_s=args.invocation_timeout_s,
+            request_ttl_s=args.request_ttl_s,
+        )
+
+    def summary(level: Level, interrupted: bool) -> dict[str, Any]:
+        done = level.summary(interrupted=interrupted)
+        return async_bench.async_level(done) if args.asynchronous else done
 
     def measure(level: Level, level_bodies: Sequence[Mapping[str, Any]], desc: str = "", **load: Any) -> bool:
         """One level's requests with a progress bar; whether Ctrl-C stopped them."""
@@ -1036,6 +1175,7 @@ def main(
                 stream_format=stream_format,
                 request_timeout_s=args.request_timeout,
                 secrets=secrets,
+                send=send,
                 **load,
             )
         except KeyboardInterrupt:
@@ -1050,7 +1190,7 @@ def main(
         # that many warm-up requests), and the endpoint has seen that many requests at once.
         level = Level(max(args.concurrency))
         interrupted = measure(level, warmup_bodies, desc="warm-up")
-        done = level.summary(interrupted=interrupted)
+        done = summary(level, interrupted)
         warmup = {key: done[key] for key in ("concurrency", "requests", "completed", "errors", "error_messages")}
         print(f"warm-up: {done['completed']}/{done['requests']} requests, not counted", file=stderr)
     for number, concurrency in enumerate(args.concurrency):
@@ -1065,7 +1205,7 @@ def main(
         )
         interrupted = measure(level, level_bodies, arrivals=arrivals, duration_s=args.duration)
         if level.samples or not interrupted:
-            levels.append(level.summary(interrupted=interrupted))
+            levels.append(summary(level, interrupted))
             samples.extend(sorted(level.samples, key=lambda s: s.start_s))
         if interrupted:
             print("interrupted: the report covers the requests that finished", file=stderr)
@@ -1088,6 +1228,7 @@ def main(
             "arrival": (args.arrival or "poisson") if args.request_rate is not None else None,
             "duration_s": args.duration,
             "request_timeout_s": args.request_timeout,
+            "asynchronous": args.asynchronous,
         },
         "interrupted": interrupted,
         "warmup": warmup,
@@ -1098,7 +1239,25 @@ def main(
     }
     if isinstance(runtime_client, OpenAiEndpoint):
         runtime_client.close()
-    print(table(levels), file=stdout)
+    if send is not None:
+        report["settings"].update(
+            poll_interval_s=poll_s,
+            wait_s=send.wait_s,
+            invocation_timeout_s=args.invocation_timeout_s,
+            request_ttl_s=args.request_ttl_s,
+        )
+        report["objects"] = cleaned = send.delete_objects()
+        said = f"deleted the answer and failure objects of the {cleaned['requests']} requests submitted"
+        late = {"had no answer in time": cleaned["timed_out"], "were stopped in flight": cleaned["abandoned"]}
+        for why, count in late.items():
+            if count:
+                said += f"; {count} requests {why} and may still be answered, into objects made after this delete"
+        print(said, file=stderr)
+        for failure in cleaned["failed"]:
+            print(f"warning: not deleted: {failure}", file=stderr)
+        print(async_bench.table(levels, poll_s), file=stdout)
+    else:
+        print(table(levels), file=stdout)
     if args.suggest_slo is not None and levels:
         busiest = max(levels, key=lambda done: done["concurrency"])
         keys, said = suggest_slo(busiest, args.output_tokens, args.suggest_slo)

@@ -5,8 +5,12 @@
     python -m llmops.status --expect-none         # after cdk destroy: exit 1 while compute is left
 
 Billing compute: the app's endpoints (status, instance type and count of each variant), the inference components
-on them (copies desired and current) and staging Processing jobs in progress. Kept by design: the model bucket
-(size from CloudWatch's daily BucketSizeBytes) and the endpoints' log groups, which ``cdk destroy`` leaves.
+on them (copies desired and current) and staging Processing jobs in progress. An asynchronous endpoint (its
+endpoint config has AsyncInferenceConfig) is marked ``(async)`` with its output and failure paths and its queue:
+CloudWatch's ``AWS/SageMaker ApproximateBacklogSize`` for the endpoint, the latest 1-minute average of the last
+5 minutes (one GetMetricStatistics call per asynchronous endpoint); a queue that cannot be read shows "unknown"
+and never fails the report. Kept by design: the model bucket (size from CloudWatch's daily BucketSizeBytes) and
+the endpoints' log groups, which ``cdk destroy`` leaves.
 
 The app's resources are found through its stacks and its tag: the stacks named exactly ``<stack>`` or tagged
 ``llm-endpoint-app=<stack>`` (a fleet's ``<stack>-<endpoint>`` stacks; a stack tagged for another app is never
@@ -51,6 +55,11 @@ DEFINED_TYPES = {"AWS::SageMaker::Model": "model", "AWS::SageMaker::EndpointConf
 TARGET_ENV = "HFSTAGE_TARGET"
 JOB_FAMILY = "hfstage-"  # constructs_lib.staged_checkpoint names every staging job hfstage-<hash>-...
 RUNNING_JOB = ("InProgress", "Stopping")
+# Asynchronous endpoints' queue ("Monitoring asynchronous endpoints", SageMaker developer guide,
+# async-inference-monitor.html): namespace AWS/SageMaker, dimension EndpointName, statistic Average.
+BACKLOG_METRIC = "ApproximateBacklogSize"
+BACKLOG_WINDOW = dt.timedelta(minutes=5)
+BACKLOG_PERIOD_S = 60
 # The constructs' retained log groups (constructs_lib/gpu_endpoint.py, inference_component.py).
 LOG_GROUP_PREFIXES = ("/aws/sagemaker/Endpoints/", "/aws/sagemaker/InferenceComponents/")
 APP_PART = 27  # constructs_lib/model_bucket.py APP_PART: the app's share of the bucket name
@@ -96,6 +105,11 @@ class Endpoint:
     name: str
     status: str
     variants: list[Variant] = field(default_factory=list)
+    mode: str | None = "real-time"  # or "async" (its config has AsyncInferenceConfig); None: config not found
+    output_path: str | None = None  # async: AsyncInferenceConfig.OutputConfig.S3OutputPath
+    failure_path: str | None = None  # async: OutputConfig.S3FailurePath, when set
+    backlog: float | None = None  # async: requests queued or in progress (ApproximateBacklogSize), None: unknown
+    backlog_note: str = ""  # when the backlog was measured, or why it is unknown
 
 
 @dataclass
@@ -258,10 +272,12 @@ def describe_endpoint(sagemaker: Any, name: str) -> Endpoint | None:
         raise AwsFailure(f"DescribeEndpoint {name}: {_error_of(error)[0]}") from None
     # DescribeEndpoint's variants carry counts, not the instance type: that is in the endpoint config.
     types: dict[str, str | None] = {}
+    mode: dict[str, Any] = {"mode": None}  # without a config to read, unknown
     if answer.get("EndpointConfigName"):
         try:
             config = sagemaker.describe_endpoint_config(EndpointConfigName=answer["EndpointConfigName"])
             types = {v["VariantName"]: _instance_types(v) for v in config.get("ProductionVariants", [])}
+            mode = _mode(config)
         except Exception as error:
             if not _gone(error):  # a config deleted while its endpoint updates: its counts are still shown
                 raise AwsFailure(
@@ -278,7 +294,41 @@ def describe_endpoint(sagemaker: Any, name: str) -> Endpoint | None:
         )
         for v in answer.get("ProductionVariants", [])
     ]
-    return Endpoint(name=name, status=str(answer["EndpointStatus"]), variants=variants)
+    return Endpoint(name=name, status=str(answer["EndpointStatus"]), variants=variants, **mode)
+
+
+def _mode(config: dict[str, Any]) -> dict[str, Any]:
+    """An endpoint config's mode: ``async`` with its output paths when it has AsyncInferenceConfig (its
+    OutputConfig holds S3OutputPath and S3FailurePath: botocore sagemaker service-2.json), else ``real-time``."""
+    asynchronous = config.get("AsyncInferenceConfig")
+    if not asynchronous:
+        return {"mode": "real-time"}
+    output = asynchronous.get("OutputConfig") or {}
+    return {"mode": "async", "output_path": output.get("S3OutputPath"), "failure_path": output.get("S3FailurePath")}
+
+
+def async_backlog(cloudwatch: Any, endpoint: str, now: dt.datetime) -> tuple[float | None, str]:
+    """(requests queued or in progress, when that was measured) of an asynchronous endpoint: the latest 1-minute
+    Average of ApproximateBacklogSize in the last 5 minutes. Read-only and never fatal: a failed read or no
+    datapoint is ``(None, "unknown (why)")``."""
+    try:
+        answer = cloudwatch.get_metric_statistics(
+            Namespace="AWS/SageMaker",
+            MetricName=BACKLOG_METRIC,
+            Dimensions=[{"Name": "EndpointName", "Value": endpoint}],
+            StartTime=now - BACKLOG_WINDOW,
+            EndTime=now,
+            Period=BACKLOG_PERIOD_S,
+            Statistics=["Average"],
+        )
+    except Exception as error:  # denied, throttled, no connection: the queue is unknown, the report goes on
+        return None, f"unknown (GetMetricStatistics {BACKLOG_METRIC}: {_error_of(error)[0]})"
+    points = sorted(answer.get("Datapoints", []), key=lambda p: p["Timestamp"])
+    if not points or points[-1].get("Average") is None:
+        return None, f"unknown (no {BACKLOG_METRIC} datapoint in the last 5 minutes)"
+    latest = points[-1]
+    when = latest["Timestamp"].astimezone(dt.UTC) if latest["Timestamp"].tzinfo else latest["Timestamp"]
+    return float(latest["Average"]), f"{BACKLOG_METRIC}, average of the minute from {when:%H:%M} UTC"
 
 
 def _instance_types(variant: dict[str, Any]) -> str | None:
@@ -376,6 +426,7 @@ def collect(
     extra_stacks: list[str] | None = None,
     now: dt.datetime | None = None,
 ) -> Report:
+    now = now or dt.datetime.now(dt.UTC)
     identity = _call("GetCallerIdentity", clients["sts"].get_caller_identity)
     account = str(identity["Account"])
     region = str(clients["sagemaker"].meta.region_name)
@@ -393,11 +444,13 @@ def collect(
         endpoint = describe_endpoint(clients["sagemaker"], name)
         if endpoint is None:
             continue
+        if endpoint.mode == "async":
+            endpoint.backlog, endpoint.backlog_note = async_backlog(clients["cloudwatch"], name, now)
         report.endpoints.append(endpoint)
         report.components.extend(components_on(clients["sagemaker"], name))
     bucket = bucket or app_bucket_name(stack, account, region)
     report.jobs = staging_jobs(clients["sagemaker"], bucket)
-    kept = bucket_kept(clients["s3"], clients["cloudwatch"], bucket, account, now or dt.datetime.now(dt.UTC))
+    kept = bucket_kept(clients["s3"], clients["cloudwatch"], bucket, account, now)
     report.kept = ([kept] if kept else []) + log_groups_kept(clients["logs"], stack, [e.name for e in report.endpoints])
     return report
 
@@ -427,7 +480,12 @@ def render(report: Report, out: TextIO) -> None:
     if not report.compute:
         write("  nothing: no endpoint, inference component or staging job\n")
     for e in report.endpoints:
-        write(f"  endpoint {e.name}: {e.status}\n")
+        write(f"  endpoint {e.name}: {e.status}" + (" (async)" if e.mode == "async" else "") + "\n")
+        if e.mode == "async":
+            failures = f", failures to {e.failure_path}" if e.failure_path else ""
+            write(f"    answers to {e.output_path or 'an unknown path'}{failures}\n")
+            queued = "" if e.backlog is None else f"{e.backlog:g} requests "
+            write(f"    queue: {queued}({e.backlog_note})\n" if queued else f"    queue: {e.backlog_note}\n")
         for v in e.variants:
             count = f"{_known(v.current_instances)} of {_known(v.desired_instances)}"
             write(f"    variant {v.name}: {v.instance_type or 'instance type unknown'} x {count} instances\n")
