@@ -45,9 +45,9 @@ from endpoint_client.async_invocations import (
     submit_chat,
     wait_for_answer,
 )
-from llmops.bench import (
+from endpoint_client.load import PERCENTILES
+from llmops.bench_parts import (
     DEFAULT_POLL_INTERVAL_S,
-    PERCENTILES,
     Sample,
     _fmt,
     _message_texts,
