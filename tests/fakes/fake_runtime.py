@@ -20,7 +20,8 @@ chooses, since the guide names none).
 (botocore's sagemaker-runtime model), then, on a thread after the reply's ``delay_s``, the answer written to S3
 (``FakeSageMaker(s3_url=...)``, moto): ``<async_output>[/<S3OutputPathExtension>]/<uuid>.out`` holds the chat
 completion, or for a scripted error ``<async_failure>/<uuid>-error.out`` holds its message (the failure object's
-name and that the extension does not apply to it are this fake's choice: no AWS source names them). The body comes inline or from ``InputLocation``.
+name and that the extension does not apply to it are this fake's choice: no AWS source names them). The body
+comes inline or from ``InputLocation``.
 
 ``sagemaker`` (JSON 1.1, ``X-Amz-Target``): ``DescribeEndpoint`` and ``DescribeInferenceComponent``.
 
