@@ -55,14 +55,19 @@ class Submitted:
 
 
 def s3_location(uri: str) -> tuple[str, str]:
-    """``s3://bucket/key`` (or ``https://bucket.s3...amazonaws.com/key``) -> (bucket, key); ValueError otherwise."""
+    """``s3://bucket/key``, or an S3 ``https://`` address (virtual-hosted ``bucket.s3.<region>.amazonaws.com/key`` or
+    path-style ``s3.<region>.amazonaws.com/bucket/key``, as DestinationS3Uri's pattern allows) -> (bucket, key);
+    ValueError otherwise."""
+    bucket = key = ""
     if uri.startswith("s3://"):
         bucket, _, key = uri[5:].partition("/")
     elif uri.startswith("https://"):
-        host, _, key = uri[8:].partition("/")
-        bucket = host.split(".s3", 1)[0] if ".s3" in host else ""
-    else:
-        bucket = key = ""
+        host, _, path = uri[8:].partition("/")
+        if host.startswith(("s3.", "s3-")):  # path-style: the bucket is the first segment
+            bucket, _, key = path.partition("/")
+        elif ".s3." in host or ".s3-" in host:  # virtual-hosted: the bucket is the host up to its last .s3
+            bucket = host.rsplit(".s3.", 1)[0] if ".s3." in host else host.rsplit(".s3-", 1)[0]
+            key = path
     if not bucket or not key:
         raise ValueError(f"{uri!r} is not an S3 object location (s3://<bucket>/<key>)")
     return bucket, key
@@ -160,8 +165,12 @@ def _read(s3: Any, location: str, max_bytes: int, *, cut: bool = False) -> bytes
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as e:
-        code = str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
-        if code in ("NoSuchKey", "404", "NotFound", "AccessDenied", "403"):
+        error = getattr(e, "response", {}).get("Error", {})
+        code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+        # A denied decryption is a real denial, not a missing object (S3 names the KMS key in its message).
+        if code in ("NoSuchKey", "404", "NotFound") or (
+            code in ("AccessDenied", "403") and "kms" not in message.lower()
+        ):
             return None
         raise InvocationError(classify(e)) from e
     body = response["Body"]
