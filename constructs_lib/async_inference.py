@@ -41,7 +41,7 @@ DEFAULT_INVOCATION_TIMEOUT_S = 900
 NOTIFICATION_TOPIC_TYPES = ("SUCCESS_NOTIFICATION_TOPIC", "ERROR_NOTIFICATION_TOPIC")
 # DestinationS3Uri: at most 512 characters (botocore sagemaker model); the prefix is ours to choose within it.
 MAX_S3_URI = 512
-_PREFIX = re.compile(r"^[A-Za-z0-9!_.*'()/-]+/$")
+PREFIX = re.compile(r"[A-Za-z0-9!_.*'()/-]+/")
 
 
 @dataclass(frozen=True)
@@ -103,7 +103,7 @@ def async_problems(
         **(names or {}),
     }
     problems = []
-    if prefix is not None and (not _PREFIX.fullmatch(prefix) or prefix.startswith("/") or "//" in prefix):
+    if prefix is not None and (not PREFIX.fullmatch(prefix) or prefix.startswith("/") or "//" in prefix):
         problems.append(
             f"{name['prefix']}={prefix!r}: allowed: a key prefix ending in '/', of letters, digits and !_.*'()/- "
             "(no leading '/', no empty segment)"
@@ -216,6 +216,7 @@ class AsyncQueue(Construct):
         self.failure_path = f"s3://{bucket.bucket_name}/{self.failure_prefix}"
         self.max_concurrent = max_concurrent
         self.invocation_timeout_s = settings.invocation_timeout_s
+        self._expiring: set[str] = set()
         # SSE with the AWS-managed key (AwsSolutions-SNS2), SSL only (AwsSolutions-SNS3). The endpoint's role is the
         # publisher, an IAM principal of this account, which the alias/aws/sns key policy lets use the key through
         # SNS; only AWS service principals need a customer-managed key (SNS developer guide, sns-key-management,
@@ -255,8 +256,20 @@ class AsyncQueue(Construct):
                 grantee=role,
                 actions=["kms:Decrypt", "kms:GenerateDataKey*"],
                 resource_arns=[settings.topic_key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"sns.{stack.region}.{stack.url_suffix}"}},
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": f"sns.{stack.region}.{stack.url_suffix}",
+                        "kms:CallerAccount": stack.account,
+                    }
+                },
             )
+            if acknowledged:
+                acknowledge_wildcard(
+                    role,
+                    action="kms:GenerateDataKey*",
+                    reason="The SNS developer guide's policy for a publisher to a topic with SSE names "
+                    "kms:GenerateDataKey*; limited to the topics' key and to requests made through SNS.",
+                )
         if acknowledged:
             for path, why in (
                 (written[0], "SageMaker writes each answer as a new object it names itself"),
@@ -285,6 +298,15 @@ class AsyncQueue(Construct):
                 ),
             ),
         )
+
+    def expire_smoke_answers(self, extension: str) -> None:
+        """On a bucket this app creates, expire what the smoke test may leave below ``<output>/<extension>/`` after a
+        day (S3 lifecycle Expiration; an imported bucket's rules are its owner's, so nothing is added there)."""
+        prefix = f"{self.output_prefix}/{extension}/"
+        if isinstance(self.bucket, s3.Bucket) and prefix not in self._expiring:
+            # Rule ids are unique per bucket (PutBucketLifecycleConfiguration LifecycleRule.ID, at most 255).
+            self.bucket.add_lifecycle_rule(id=f"expire-{prefix}"[:255], prefix=prefix, expiration=cdk.Duration.days(1))
+            self._expiring.add(prefix)
 
     def grant_smoke_test(self, role: iam.IRole, endpoint_arn: str, extension: str) -> None:
         """What the smoke test needs: submit, then read and delete its own answers (below ``<output>/<extension>/``,

@@ -69,7 +69,9 @@ from .update_policy import UpdatePolicy, reservation_problems
 __all__ = ["VARIANT_NAME", "GpuEndpoint"]
 
 VARIANT_NAME = "AllTraffic"
-# The scale-out-from-zero step policy's cooldown in AWS's example (async-inference-autoscale.html: Cooldown 300).
+# The scale-out-from-zero step policy's cooldown in AWS's example (async-inference-autoscale.html: Cooldown 300), at
+# least; HasBacklogWithoutCapacity stays 1 until an instance serves, so a shorter cooldown than an LLM's cold start
+# (its download and start-up timeouts) would add an instance per cooldown, up to max_capacity, for one request.
 ASYNC_WAKE_COOLDOWN_S = 300
 
 
@@ -536,7 +538,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             scaling_target=scalable_target,
             adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
             metric_aggregation_type=appscaling.MetricAggregationType.AVERAGE,
-            cooldown=cdk.Duration.seconds(ASYNC_WAKE_COOLDOWN_S),
+            cooldown=cdk.Duration.seconds(max(ASYNC_WAKE_COOLDOWN_S, self.provisioning_s)),
         )
         wake.add_adjustment(adjustment=1, lower_bound=0)
         self.wake_alarm = cloudwatch.Alarm(
@@ -575,7 +577,16 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             publish_s=publish_s,
             queue=self.async_queue is not None,
             error_topic=self.async_queue.error_topic.topic_name if self.async_queue else None,
+            idles_to_zero=self.async_queue is not None and self._min_instances() == 0,
+            wake_s=self.provisioning_s,
         )
+
+    def _min_instances(self) -> int:
+        """The fewest instances autoscaling may leave (``instance_count`` without autoscaling)."""
+        target = self.scalable_target.node.default_child if self.scalable_target is not None else None
+        if isinstance(target, appscaling.CfnScalableTarget):
+            return int(target.min_capacity)
+        return self.instance_count
 
     @property
     def alarms(self) -> list[cloudwatch.Alarm]:
@@ -654,6 +665,8 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
                 a
                 for a in (list(rollback_on) if rollback_on is not None else self.alarms)
                 if a is not self.no_capacity_alarm  # created after the endpoint serves (add_alarms)
+                # A caller's bad request writes a failure object too (the container's 4xx): one would roll back.
+                and a.node.id != "AsyncFailures"
             ],
             self.node.path,
         )

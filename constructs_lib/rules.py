@@ -26,9 +26,11 @@ from .async_inference import (
     DEFAULT_INVOCATION_TIMEOUT_S,
     INVOCATION_TIMEOUT_RANGE_S,
     MAX_CONCURRENT_INVOCATIONS_RANGE,
+    MAX_S3_URI,
     async_problems,
     engine_timeout_problems,
 )
+from .async_inference import PREFIX as ASYNC_PREFIX
 from .catalog import InstanceSpec, known_instance_types, lookup_instance, resolve_instance
 from .component_plan import (
     ASYNC,
@@ -81,6 +83,7 @@ from .serving_features import (
     metrics_problems,
     prefix_routing_problems,
 )
+from .smoke_test import BUDGET_RANGE_S as SMOKE_BUDGET_RANGE_S
 from .smoke_test import request_problems as smoke_request_problems
 from .staged_checkpoint import MAX_INSTANCES_RANGE as STAGING_MAX_INSTANCES_RANGE
 from .staged_checkpoint import MAX_RUNTIME_RANGE_S as STAGING_MAX_RUNTIME_RANGE_S
@@ -90,6 +93,7 @@ from .update_policy import TIMEOUT_RANGE_S, UPDATE_POLICIES, WAIT_RANGE_S, reser
 
 __all__ = [
     "ASYNC",
+    "ASYNC_PREFIX",
     "BUCKET_RULE",
     "CONCURRENCY_THRESHOLD_RANGE",
     "DEFAULT_GPU_MEMORY_UTILIZATION",
@@ -110,6 +114,7 @@ __all__ = [
     "LOAD_TTFT_P95_RANGE_MS",
     "MAX_CONCURRENT_INVOCATIONS_RANGE",
     "MAX_FALLBACKS",
+    "MAX_S3_URI",
     "MAX_TAGS",
     "PREFIX_LENGTH_RANGE",
     "PRICE_LOOKUP",
@@ -118,6 +123,7 @@ __all__ = [
     "SECRET_HINT",
     "SEMANTIC_TAG",
     "SHA",
+    "SMOKE_BUDGET_RANGE_S",
     "STAGING_MAX_INSTANCES_RANGE",
     "STAGING_MAX_RUNTIME_RANGE_S",
     "STANDARD",

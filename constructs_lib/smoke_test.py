@@ -57,8 +57,9 @@ _METRICS_GRANTED = "SmokeMetricsGranted"
 DEFAULT_PROMPT = "In one short sentence: what is Amazon S3?"
 # The resource's own defaults (handler_kit/resources.py), the ones its handler falls back to.
 _DEFAULT = EndpointSmokeTestProperties(endpoint_name="", endpoint_config_name="", prompt=DEFAULT_PROMPT)
-MIN_BUDGET = cdk.Duration.minutes(1)
-MAX_BUDGET = cdk.Duration.minutes(45)
+BUDGET_RANGE_S = (60, 2700)  # 1 to 45 minutes: CloudFormation waits at most an hour for a custom resource
+MIN_BUDGET = cdk.Duration.seconds(BUDGET_RANGE_S[0])
+MAX_BUDGET = cdk.Duration.seconds(BUDGET_RANGE_S[1])
 # One handler run: two describes and two model calls of at most 90 s each, with room to spare.
 HANDLER_TIMEOUT = cdk.Duration.minutes(5)
 QUERY_INTERVAL = cdk.Duration.seconds(20)
@@ -242,6 +243,7 @@ class EndpointSmokeTest(Construct):
         )
         if async_queue is not None:
             async_queue.grant_smoke_test(role, endpoint_arn, SMOKE_OUTPUT_EXTENSION)
+            async_queue.expire_smoke_answers(SMOKE_OUTPUT_EXTENSION)
             # A queued answer may take minutes: each handler run waits as long as Lambda allows (900 s, Lambda
             # quotas), so fewer runs hand back to the waiter and submit again.
             self._longest_handler_run()

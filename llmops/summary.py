@@ -265,6 +265,43 @@ def _model_block(
                 if _target(variant.get("ModelName")) == logical_id:
                     shown.add(id(variant))
                     lines += _variant_lines(variant, region)
+                    queue = res.get("Properties", {}).get("AsyncInferenceConfig")
+                    if queue:
+                        lines[0] = f"  model {logical_id} (async):"
+                        lines += _queue_lines(queue, resources)
+    return lines
+
+
+def _joined(value: object) -> str:
+    """An ``Fn::Join`` read as text, each token shown by the logical ID it names (``s3://<ModelBucket>/...``)."""
+    if isinstance(value, dict) and isinstance(value.get("Fn::Join"), list) and len(value["Fn::Join"]) == 2:
+        separator, parts = value["Fn::Join"]
+        if isinstance(separator, str) and isinstance(parts, list):
+            return separator.join(_text(part) for part in parts)
+    return _text(value)
+
+
+def _queue_lines(queue: dict, resources: dict) -> list[str]:
+    """An asynchronous endpoint's queue: where answers and failures go, and how far it scales in (AsyncInferenceConfig;
+    the variant's scalable target)."""
+    output = queue.get("OutputConfig", {})
+    lines = [
+        f"    queue: InvokeEndpointAsync; answers to {_joined(output.get('S3OutputPath'))}, failures to "
+        f"{_joined(output.get('S3FailurePath'))}"
+    ]
+    targets = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"
+        and r.get("Properties", {}).get("ScalableDimension") == "sagemaker:variant:DesiredInstanceCount"
+    ]
+    if len(targets) == 1:
+        low, high = _count(targets[0].get("MinCapacity")), _count(targets[0].get("MaxCapacity"))
+        lines.append(f"    scales on the backlog: {low} to {high} instances")
+        if low == 0:
+            lines.append(
+                "    idle: no instance (USD 0/h) while the queue is empty; the first request waits for one to start"
+            )
     return lines
 
 
@@ -327,7 +364,11 @@ def governance_lines(resources: dict) -> list[str]:
             keys.append(f"logs {_text(props['KmsKeyId'])}")
         elif kind == "AWS::Lambda::Function" and props.get("KmsKeyArn"):
             keys.append(f"function environment {_text(props['KmsKeyArn'])}")
-        elif kind == "AWS::SNS::Topic" and props.get("KmsMasterKeyId"):
+        elif (
+            kind == "AWS::SNS::Topic"
+            and props.get("KmsMasterKeyId")
+            and "alias/aws/sns" not in str(props["KmsMasterKeyId"])
+        ):  # (an asynchronous endpoint's topics use the AWS-managed key)
             keys.append(f"alarm topic {_text(props['KmsMasterKeyId'])}")
         elif kind == "Custom::StagedCheckpoint" and props.get("VolumeKmsKeyArn"):
             keys.append(f"staging volumes {_text(props['VolumeKmsKeyArn'])}")

@@ -80,6 +80,8 @@ ASYNC_KEYS = (
     "async_output_s3_uri",
     "async_success_topic_arn",
     "async_error_topic_arn",
+    "async_output_kms_key_arn",
+    "async_topic_kms_key_arn",
 )
 
 
@@ -135,6 +137,12 @@ def _async_problems(values: Mapping[str, Any], engine: Any) -> list[str]:
             for key in given
         ]
     problems = []
+    if values.get("alarm_model_errors_percent") is not None:
+        problems.append(
+            f"alarm_model_errors_percent={values['alarm_model_errors_percent']}: an asynchronous endpoint publishes no "
+            "InvocationModelErrors (async-inference-monitor.html); its failed requests have their own alarm, "
+            "alarm_async_failures; leave it unset"
+        )
     slo = [key for key in SLO_KEYS if values.get(key) is not None]
     if slo:
         problems.append(

@@ -32,6 +32,9 @@ from constructs_lib.names import (
     revision_problem,
 )
 from constructs_lib.rules import (
+    ASYNC_PREFIX as PREFIX_PATTERN,
+)
+from constructs_lib.rules import (
     CONCURRENCY_THRESHOLD_RANGE,
     DEFAULT_INVOCATION_TIMEOUT_S,
     DEPLOYMENT_MODES,
@@ -46,17 +49,19 @@ from constructs_lib.rules import (
     LOAD_REQUESTS_RANGE,
     LOAD_TTFT_P95_RANGE_MS,
     MAX_CONCURRENT_INVOCATIONS_RANGE,
+    MAX_S3_URI,
     PREFIX_LENGTH_RANGE,
     ROUTING_STRATEGIES,
+    SMOKE_BUDGET_RANGE_S,
     STAGING_MAX_INSTANCES_RANGE,
     STAGING_MAX_RUNTIME_RANGE_S,
     THRESHOLD_RANGES,
     TIMEOUT_RANGE_S,
     UPDATE_POLICIES,
     WAIT_RANGE_S,
+    bucket_name_problem,
     engine_names,
     known_ami_versions,
-    parse_s3_uri,
 )
 from preflight import CHECKS
 
@@ -96,12 +101,21 @@ SECTIONS = {
 }
 
 
-def _s3_prefix_problem(uri: str) -> str | None:
-    try:
-        parse_s3_uri(uri)
-    except ValueError as e:
-        return str(e)
-    return None
+CUSTOMER_KEY = "the ARN of a customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>"
+
+
+def _async_output_problem(uri: str) -> str | None:
+    """Why ``uri`` is not a prefix for asynchronous answers (the key's own words; DestinationS3Uri: 512 at most)."""
+    match = re.fullmatch(r"s3://([^/]+)/(.+/)", uri)
+    if len(uri) + len("failure") > MAX_S3_URI:
+        return f"{uri!r} is too long: with 'failure' after it, at most {MAX_S3_URI} characters (DestinationS3Uri)"
+    if match is None:
+        return f"{uri!r} is not s3://<bucket>/<prefix>/ (a prefix ending in '/', not the bucket root)"
+    return bucket_name_problem(match[1]) or (
+        None
+        if PREFIX_PATTERN.fullmatch(match[2]) and "//" not in match[2]
+        else f"{match[2]!r} is not a key prefix of letters, digits and !_.*'()/-"
+    )
 
 
 @dataclass(frozen=True)
@@ -399,13 +413,37 @@ KEYS: tuple[ContextKey, ...] = (
     ),
     ContextKey(
         "async_output_s3_uri",
-        _optional(_checked(_s3_prefix_problem, "an S3 prefix s3://<bucket>/<prefix>/")),
+        _optional(_checked(_async_output_problem, "an S3 prefix s3://<bucket>/<prefix>/")),
         None,
         "async",
         "async mode: where answers (`output/`), failures (`failure/`) and large requests (`input/`) go; null: "
         "`async-inference/<endpoint>/` in the model's bucket",
         scope="endpoint",
         example="s3://my-answers/llm/",
+    ),
+    ContextKey(
+        "async_output_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the ARN of a customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>")
+        ),
+        None,
+        "async",
+        "async mode: the key SageMaker encrypts answers with (`OutputConfig.KmsKeyId`); the role may use it through "
+        "S3; null: the bucket's own encryption",
+        scope="endpoint",
+        example="arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
+    ),
+    ContextKey(
+        "async_topic_kms_key_arn",
+        _optional(
+            _pattern(KMS_KEY_ARN, "the ARN of a customer-managed KMS key arn:aws:kms:<region>:<account>:key/<id>")
+        ),
+        None,
+        "async",
+        "async mode: the key of the given topics' server-side encryption, which the role may use to publish; null: "
+        "none (the created topics use alias/aws/sns)",
+        scope="endpoint",
+        example="arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab",
     ),
     ContextKey(
         "async_success_topic_arn",
@@ -508,7 +546,7 @@ KEYS: tuple[ContextKey, ...] = (
     ),
     ContextKey(
         "smoke_budget_s",
-        _integer(60, 2700),
+        _integer(*SMOKE_BUDGET_RANGE_S),
         600,
         "checks",
         "60-2700: how long transient errors are retried",

@@ -34,6 +34,7 @@ from constructs_lib.rules import (
     ASYNC,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     INFERENCE_COMPONENT,
+    SMOKE_BUDGET_RANGE_S,
     hub_ports,
     is_model_archive,
     lookup_instance,
@@ -45,9 +46,13 @@ from endpoint_client.outputs import APP_OUTPUT
 from preflight.context import long_context_opt_in
 
 from .config import DeploymentConfig
+from .context_keys import BY_NAME
 from .model_checks import FactsStatus
 from .observability import add_observability, update_batch_copies, update_policy_of
 from .parsers import APP_TAG
+
+# An asynchronous endpoint woken from zero by the smoke test's request: the wake-up alarm's 2 minutes and a margin.
+ASYNC_WAKE_SLACK_S = 300
 
 # The load gate's figures a stack shows as outputs (every figure is an attribute and a metric: handler_kit.resources).
 LOAD_OUTPUTS = {
@@ -374,8 +379,16 @@ class LlmEndpointStack(cdk.Stack):
                 ("error_topic", "ErrorTopic", config.async_error_topic_arn),
             )
         }
+        keys = {
+            field: kms.Key.from_key_arn(holder, id, arn) if arn else None
+            for field, id, arn in (
+                ("output_key", "OutputKey", config.async_output_kms_key_arn),
+                ("topic_key", "TopicKey", config.async_topic_kms_key_arn),
+            )
+        }
         timeout = config.async_invocation_timeout_s
         return AsyncInference(
+            **keys,
             bucket=bucket,
             prefix=prefix,
             max_concurrent_invocations_per_instance=config.async_max_concurrent_invocations,
@@ -482,7 +495,7 @@ class LlmEndpointStack(cdk.Stack):
             "max_tokens": config.smoke_max_tokens,
             "extra_body": config.smoke_inputs or None,
             "expected_pattern": config.smoke_expected_pattern,
-            "budget": cdk.Duration.seconds(config.smoke_budget_s),
+            "budget": cdk.Duration.seconds(self._smoke_budget_s(config)),
             "stream_format": get_engine(config.engine).stream_format,
         }
         if config.load_gate is not None:  # left out without one: the construct's default, no gate
@@ -491,6 +504,29 @@ class LlmEndpointStack(cdk.Stack):
         if component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
         return EndpointSmokeTest.for_component(scope or self, "SmokeTest", component, **options)
+
+    def _smoke_budget_s(self, config: DeploymentConfig) -> int:
+        """The smoke test's budget: ``smoke_budget_s``, except on an asynchronous endpoint that may idle at zero
+        instances, where an update's request first wakes it (the step policy, then an instance's download and
+        start-up): the default budget then grows to cover that, within the construct's 45 minutes, and a smaller
+        given one is warned about."""
+        given = config.smoke_budget_s
+        if config.deployment_mode != ASYNC or config.min_instances != 0:
+            return given
+        cold = config.download_timeout_s + config.startup_timeout_s
+        needed = min(SMOKE_BUDGET_RANGE_S[1], cold + ASYNC_WAKE_SLACK_S)
+        if given >= needed:
+            return given
+        if given == BY_NAME["smoke_budget_s"].default:
+            return needed
+        cdk.Annotations.of(self).add_warning_v2(
+            "llm:async-smoke-budget",
+            f"smoke_budget_s={given} with deployment_mode=async and min_instances=0: an update made while the "
+            "endpoint idles at zero instances waits for the wake-up alarm (2 minutes), then an instance's download and "
+            f"start-up (download_timeout_s + startup_timeout_s = {cold} s); the smoke test may fail such an update. "
+            f"Allowed: {needed} or more.",
+        )
+        return given
 
     def _preflight(
         self, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None

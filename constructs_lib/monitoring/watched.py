@@ -41,6 +41,9 @@ class Watched:
     :param queue: a variant of an asynchronous endpoint: its requests wait in a queue (the queue metrics, with the
         ``EndpointName`` dimension only: async-inference-monitor.html), and no instance may be normal.
     :param error_topic: with ``queue``, the name of the topic SageMaker announces failures on (its SNS metrics).
+    :param idles_to_zero: with ``queue``, autoscaling may leave no instance (``min_instances=0``): "no instance" is
+        then normal, and requests waiting with none are what the capacity alarm watches.
+    :param wake_s: how long an instance may take to serve from zero (the download and start-up timeouts).
     """
 
     kind: Kind
@@ -56,6 +59,8 @@ class Watched:
     wakes_on_request: bool = False
     queue: bool = False
     error_topic: str | None = None
+    idles_to_zero: bool = False
+    wake_s: int = 0
 
     @property
     def dimensions(self) -> dict[str, str]:

@@ -287,7 +287,7 @@ def test_scaling_to_zero_tracks_the_backlog_and_a_step_policy_wakes_it():
             "PolicyType": "StepScaling",
             "StepScalingPolicyConfiguration": {
                 "AdjustmentType": "ChangeInCapacity",
-                "Cooldown": 300,
+                "Cooldown": 2400,  # the download and start-up timeouts (20 minutes each): no second instance meanwhile
                 "MetricAggregationType": "Average",
                 "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
             },
@@ -436,7 +436,8 @@ def test_alarms_watch_failed_requests_and_a_queue_without_instances_not_latency(
     assert by_id["AsyncFailures"]["Statistic"] == "Sum" and by_id["AsyncFailures"]["Period"] == 300
     assert by_id["AsyncFailures"]["Threshold"] == 1
     assert by_id["NoCapacity"]["MetricName"] == "HasBacklogWithoutCapacity"
-    assert by_id["NoCapacity"]["EvaluationPeriods"] == 3 and by_id["NoCapacity"]["TreatMissingData"] == "notBreaching"
+    # Longer than an instance takes to serve from zero: (2400 + 300) s in 5-minute periods.
+    assert by_id["NoCapacity"]["EvaluationPeriods"] == 9 and by_id["NoCapacity"]["TreatMissingData"] == "notBreaching"
     body = str(t.find_resources("AWS::CloudWatch::Dashboard"))
     for shown in (
         "ApproximateBacklogSize",
@@ -504,3 +505,152 @@ def test_min_instances_zero_is_allowed_in_async_mode_only():
     assert any(
         "min_instances=0 is allowed only with scale_to_zero" in p for p in problems_of(min_instances=0, max_instances=1)
     )
+
+
+def test_a_short_cold_start_keeps_awss_cooldown_and_a_15_minute_capacity_alarm():
+    quick = {"download_timeout": cdk.Duration.seconds(60), "startup_timeout": cdk.Duration.seconds(60)}
+    stack, endpoint = build(scale={"min_capacity": 0, "max_capacity": 2}, **quick)
+    endpoint.add_alarms()
+    t = Template.from_stack(stack)
+    t.has_resource_properties(
+        "AWS::ApplicationAutoScaling::ScalingPolicy",
+        {"StepScalingPolicyConfiguration": Match.object_like({"Cooldown": 300})},
+    )
+    t.has_resource_properties(
+        "AWS::CloudWatch::Alarm", {"MetricName": "HasBacklogWithoutCapacity", "EvaluationPeriods": 3, "Period": 300}
+    )
+
+
+def test_with_a_floor_of_one_instance_the_capacity_alarm_counts_instances():
+    stack, endpoint = build(scale={"min_capacity": 1, "max_capacity": 2})
+    endpoint.add_alarms()
+    alarms = Template.from_stack(stack).find_resources("AWS::CloudWatch::Alarm")
+    (capacity,) = [a["Properties"] for k, a in alarms.items() if "NoCapacity" in k]
+    assert capacity["TreatMissingData"] == "breaching"  # no instance reporting is the signal
+    assert "HasBacklogWithoutCapacity" not in str(capacity)
+
+
+def test_a_failed_queued_request_does_not_roll_an_update_back():
+    from constructs_lib import UpdatePolicy
+
+    stack, endpoint = build()
+    endpoint.add_alarms()
+    endpoint.apply_update_policy(UpdatePolicy("all-at-once"))
+    (resource,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint").values()
+    named = str(resource["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"])
+    assert "Errors5xx" in named and "AsyncFailures" not in named
+
+
+def test_the_smoke_tests_leftovers_expire_on_a_bucket_the_app_creates():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=ENV)
+    bucket = s3.Bucket(stack, "Owned", enforce_ssl=True)
+    endpoint = GpuEndpoint(
+        stack, "E", model=S3ModelData(bucket, "m/"), endpoint_name=NAME, async_inference=AsyncInference()
+    )
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", endpoint)
+    EndpointSmokeTest.for_endpoint(stack, "Smoke2", endpoint)  # one rule per prefix
+    (owned,) = Template.from_stack(stack).find_resources("AWS::S3::Bucket").values()
+    (rule,) = owned["Properties"]["LifecycleConfiguration"]["Rules"]
+    assert rule == {
+        "ExpirationInDays": 1,
+        "Id": f"expire-{PREFIX}output/smoke-test/",
+        "Prefix": f"{PREFIX}output/smoke-test/",
+        "Status": "Enabled",
+    }
+
+
+def test_an_async_deployment_that_idles_at_zero_gets_a_smoke_budget_for_a_cold_start():
+    woken = stack_template(deployment_mode="async", min_instances=0, max_instances=1)
+    woken.has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "2700"})
+    floor = stack_template(deployment_mode="async", min_instances=1, max_instances=2)
+    floor.has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "600"})
+    quick = stack_template(
+        deployment_mode="async", min_instances=0, max_instances=1, download_timeout_s=300, startup_timeout_s=300
+    )
+    quick.has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "900"})
+
+
+def test_a_given_budget_too_short_for_a_cold_start_is_kept_with_a_warning():
+    from aws_cdk.assertions import Annotations
+
+    from tests.conftest import build as build_app
+
+    app = build_app(deployment_mode="async", min_instances=0, max_instances=1, smoke_budget_s=1200)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "1200"})
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("smoke_budget_s=1200"))
+    assert len(warnings) == 1 and "Allowed: 2700 or more" in str(warnings[0].entry.data)
+
+
+def test_the_model_errors_alarm_key_is_refused_on_a_queue():
+    (problem,) = problems_of(deployment_mode="async", alarm_model_errors_percent=5)
+    assert problem.startswith(
+        "alarm_model_errors_percent=5.0: an asynchronous endpoint publishes no InvocationModelErrors"
+    )
+
+
+def test_given_keys_for_answers_and_topics_are_granted():
+    key = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    t = stack_template(
+        deployment_mode="async",
+        async_output_kms_key_arn=key,
+        async_topic_kms_key_arn=key,
+        async_success_topic_arn="arn:aws:sns:us-east-1:123456789012:ok",
+        async_error_topic_arn="arn:aws:sns:us-east-1:123456789012:bad",
+        async_output_s3_uri="s3://answers-bucket/llm/",
+    )
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig",
+        {
+            "AsyncInferenceConfig": {
+                "OutputConfig": Match.object_like({"KmsKeyId": key, "S3OutputPath": "s3://answers-bucket/llm/output"})
+            }
+        },
+    )
+    (policy,) = [
+        p for k, p in t.find_resources("AWS::IAM::Policy").items() if k.startswith("EndpointRoleDefaultPolicy")
+    ]
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert {
+        "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+        "Condition": {
+            "StringEquals": {
+                "kms:ViaService": {"Fn::Join": ["", ["sns.", {"Ref": "AWS::Region"}, ".", {"Ref": "AWS::URLSuffix"}]]},
+                "kms:CallerAccount": {"Ref": "AWS::AccountId"},
+            }
+        },
+        "Effect": "Allow",
+        "Resource": key,
+    } in statements
+    publish = [s for s in statements if s["Action"] == "sns:Publish"]
+    assert publish == [
+        {
+            "Action": "sns:Publish",
+            "Effect": "Allow",
+            "Resource": ["arn:aws:sns:us-east-1:123456789012:bad", "arn:aws:sns:us-east-1:123456789012:ok"],
+        }
+    ]  # (the app minimizes policies: statements merged, resources sorted)
+
+
+@pytest.mark.parametrize(
+    ("uri", "problem"),
+    [
+        ("s3://answers-bucket", "is not s3://<bucket>/<prefix>/"),
+        ("s3://answers-bucket/", "is not s3://<bucket>/<prefix>/"),
+        ("s3://answers-bucket/llm", "is not s3://<bucket>/<prefix>/"),
+        ("s3://Bad_Bucket/llm/", "valid S3 bucket name"),
+        ("s3://answers-bucket/a b/", "is not a key prefix"),
+        ("s3://answers-bucket/a//b/", "is not a key prefix"),
+        ("s3://answers-bucket/" + "p" * 485 + "/", "too long"),
+    ],
+)
+def test_a_bad_async_output_uri_is_refused_naming_the_key(uri, problem):
+    (message,) = problems_of(deployment_mode="async", async_output_s3_uri=uri)
+    assert message.startswith("async_output_s3_uri=") and problem in message
+
+
+def test_the_longest_async_output_uri_is_accepted():
+    uri = "s3://answers-bucket/" + "p" * 484 + "/"
+    assert len(uri) + len("failure") == 512
+    assert load(deployment_mode="async", async_output_s3_uri=uri).async_output_s3_uri == uri

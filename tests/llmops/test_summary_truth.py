@@ -90,3 +90,22 @@ def test_two_checkpoints_each_block_names_its_own_repository():
 def test_help_prints_usage_and_exits_0(capsys):
     assert main(["--help"]) == 0
     assert "usage: llmops summary" in capsys.readouterr().out
+
+
+def test_an_async_endpoint_says_so_with_its_queue_its_range_and_no_customer_key_for_its_topics():
+    lines = describe(stack_template(deployment_mode="async", min_instances=0, max_instances=2).to_json())
+    ((header, block),) = blocks(lines).items()
+    assert header.endswith(" (async):")
+    (queue,) = [line for line in block if line.startswith("queue: InvokeEndpointAsync; answers to ")]
+    assert "output" in queue and "failures to " in queue
+    assert "scales on the backlog: 0 to 2 instances" in block
+    assert any(line.startswith("idle: no instance (USD 0/h) while the queue is empty") for line in block)
+    keys = next(line for line in lines if "customer keys:" in line)
+    assert keys.strip().startswith("customer keys: alarm topic") and "(x" not in keys  # only the alarms' own key
+
+
+def test_an_async_endpoint_with_a_floor_has_no_idle_line():
+    lines = describe(stack_template(deployment_mode="async", min_instances=1, max_instances=3).to_json())
+    ((_, block),) = blocks(lines).items()
+    assert "scales on the backlog: 1 to 3 instances" in block
+    assert not [line for line in block if line.startswith("idle:")]
