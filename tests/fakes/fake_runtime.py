@@ -19,7 +19,8 @@ chooses, since the guide names none).
 202 at once with the ``InferenceId`` and the ``X-Amzn-SageMaker-OutputLocation`` / ``-FailureLocation`` headers
 (botocore's sagemaker-runtime model), then, on a thread after the reply's ``delay_s``, the answer written to S3
 (``FakeSageMaker(s3_url=...)``, moto): ``<async_output>[/<S3OutputPathExtension>]/<uuid>.out`` holds the chat
-completion, or for a scripted error ``<async_failure>/<uuid>-error.out`` holds its message (the failure object's
+completion, or for a scripted error ``<async_failure>/<uuid>-error.out`` holds its message, and the endpoint's
+``async_success_topic`` or ``async_error_topic`` (moto SNS) gets the notification (the failure object's
 name and that the extension does not apply to it are this fake's choice: no AWS source names them). The body
 comes inline or from ``InputLocation``.
 
@@ -176,6 +177,9 @@ class FakeEndpoint:
     # real-time endpoint (which refuses InvokeEndpointAsync).
     async_output: str | None = None
     async_failure: str | None = None
+    # Its NotificationConfig: topic ARNs (in moto, beside the bucket) told of each answer and each failure.
+    async_success_topic: str | None = None
+    async_error_topic: str | None = None
     default: Reply = field(default_factory=Reply)
     replies: deque[Reply] = field(default_factory=deque)
 
@@ -275,19 +279,48 @@ class FakeSageMaker:
         with self._lock:
             self.requests.append(entry)
 
-    def answer_async(self, reply: Reply, output: str, failure: str) -> None:
-        """Write one asynchronous answer after ``reply.delay_s``: the completion, or the error's message."""
+    def answer_async(
+        self,
+        reply: Reply,
+        output: str,
+        failure: str,
+        inference_id: str = "",
+        request: dict[str, Any] | None = None,
+        topics: tuple[str | None, str | None] = (None, None),
+    ) -> None:
+        """Write one asynchronous answer after ``reply.delay_s``: the completion, or the error's message; then tell
+        the success or error topic, in the message AWS documents ("Check prediction results", SageMaker developer
+        guide async-inference-check-predictions.html; its failure form, which AWS does not document, as AWS Labs'
+        osml-model-runner reads it: ``invocationStatus`` Failed with a ``failureReason``)."""
+        received = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
         if reply.delay_s:
             time.sleep(reply.delay_s)
+        message: dict[str, Any] = {
+            "awsRegion": REGION,
+            "eventTime": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime()),
+            "receivedTime": received,
+            "requestParameters": request or {},
+            "inferenceId": inference_id,
+            "eventVersion": "1.0",
+            "eventSource": "aws:sagemaker",
+            "eventName": "InferenceResult",
+        }
         if reply.error:
-            location = failure
+            location, topic = failure, topics[1]
             text = reply.original_body if reply.error == "ModelError" and reply.original_body else reply.message
             data = (text or reply.error).encode("utf-8")
+            message |= {"invocationStatus": "Failed", "failureReason": f"ClientError: {text or reply.error}"}
         else:
-            location = output
+            location, topic = output, topics[0]
             data = reply.raw_body if reply.raw_body is not None else json.dumps(completion_payload(reply)).encode()
+            message |= {
+                "invocationStatus": "Completed",
+                "responseParameters": {"contentType": "application/json", "outputLocation": output},
+            }
         bucket, _, key = location.removeprefix("s3://").partition("/")
         client("s3", self.s3_url).put_object(Bucket=bucket, Key=key, Body=data)
+        if topic:
+            client("sns", self.s3_url).publish(TopicArn=topic, Message=json.dumps(message))
 
     def settle(self, timeout_s: float = 10.0) -> None:
         """Wait until every asynchronous answer so far has been written."""
@@ -493,7 +526,19 @@ class _Handler(BaseHTTPRequestHandler):
         output = f"{output_path}/{file}.out"
         failure = f"{(endpoint.async_failure or endpoint.async_output).rstrip('/')}/{file}-error.out"
         reply = endpoint.next_reply()
-        worker = threading.Thread(target=self.owner.answer_async, args=(reply, output, failure), daemon=True)
+        request = {
+            "endpointName": name,
+            "contentType": headers.get("x-amzn-sagemaker-content-type", "application/octet-stream"),
+            **(
+                {"inputLocation": headers["x-amzn-sagemaker-inputlocation"]}
+                if "x-amzn-sagemaker-inputlocation" in headers
+                else {}
+            ),
+        }
+        topics = (endpoint.async_success_topic, endpoint.async_error_topic)
+        worker = threading.Thread(
+            target=self.owner.answer_async, args=(reply, output, failure, identifier, request, topics), daemon=True
+        )
         self.owner.async_threads.append(worker)
         worker.start()
         location = {"X-Amzn-SageMaker-OutputLocation": output, "X-Amzn-SageMaker-FailureLocation": failure}
