@@ -29,8 +29,8 @@ Defaults (each applies only when the value is not given):
 - ``min_memory_mb``: 1024 MB of host memory reserved per copy (see ``DEFAULT_MIN_MEMORY_MB``).
 - ``target_backlog_per_instance`` (async mode): 5 queued requests per instance (``ApproximateBacklogSizePerInstance``,
   AWS's example in async-inference-autoscale.html).
-- ``min_instances`` in async mode: as in standard mode, but 0 is allowed: the endpoint then releases every instance
-  while its queue is empty, and a step policy on ``HasBacklogWithoutCapacity`` starts one for the first request.
+- ``min_instances`` in async mode: 0: the endpoint releases every instance while its queue is empty, and a step
+  policy on ``HasBacklogWithoutCapacity`` starts one for the first request (a given minimum is kept).
 - ``target_invocations_per_instance``: 20 invocations per instance per minute
   (``SageMakerVariantInvocationsPerInstance``), sized for LLM requests that take seconds, not the
   70 of AWS's example for millisecond models. Tune it as well.
@@ -237,7 +237,8 @@ def resolve_scaling(
 
     if min_instances is not None:
         min_i = min_instances
-    elif scale_to_zero:
+    elif scale_to_zero or async_mode:
+        # An asynchronous endpoint releases every instance while its queue is empty unless told to keep some.
         min_i = 0
     elif not component_mode and initial_instances is not None:
         # (async mode too: the minimum is what was given, 0 only when asked)

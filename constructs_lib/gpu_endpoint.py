@@ -455,7 +455,8 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
 
         :param max_capacity: most instances. ``instance_count`` must lie between the two capacities.
         :param min_capacity: fewest instances, 1 or more (a standard endpoint cannot scale to zero;
-            inference components can). Default: ``instance_count`` (scaling only adds instances above it).
+            inference components can), or 0 on an asynchronous endpoint. Default: ``instance_count`` (scaling only
+            adds instances above it); 0 on an asynchronous endpoint.
         :param target_invocations_per_instance: Default: 20 per minute, sized for LLM requests that take
             seconds; tune it from ``metric_invocations()`` under real load.
         :param scale_in_cooldown: Default: Application Auto Scaling's (300 s for SageMaker variants).

@@ -297,8 +297,8 @@ KEYS: tuple[ContextKey, ...] = (
         _optional(_integer(0, 100)),
         None,
         "scaling",
-        "0-100 / 1-100; standard mode autoscales instances when `max_instances` > the minimum; null: "
-        "`instance_count` in standard mode, 1 in component mode (0 with scale-to-zero)",
+        "0-100 / 1-100; standard and async mode autoscale instances when `max_instances` > the minimum; null: "
+        "`instance_count` in standard mode, 0 in async mode, 1 in component mode (0 with scale-to-zero)",
         scope="endpoint",
         example=0,
     ),

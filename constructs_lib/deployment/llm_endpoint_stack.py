@@ -35,6 +35,7 @@ from constructs_lib.rules import (
     DEFAULT_GPU_MEMORY_UTILIZATION,
     INFERENCE_COMPONENT,
     SMOKE_BUDGET_RANGE_S,
+    ScalingPlan,
     hub_ports,
     is_model_archive,
     lookup_instance,
@@ -120,6 +121,7 @@ class LlmEndpointStack(cdk.Stack):
         model = self.preflight.checked_model  # the Model (or component) waits for the preflight
 
         self.component: InferenceComponent | None = None
+        self.scaling: ScalingPlan | None = None  # a standard or async endpoint's instances (_standard_endpoint)
         if config.deployment_mode == INFERENCE_COMPONENT:
             self.endpoint = self._component_endpoint(config, model)
         else:
@@ -355,6 +357,7 @@ class LlmEndpointStack(cdk.Stack):
             target_invocations_per_instance=config.target_invocations_per_instance,
             target_backlog_per_instance=config.target_backlog_per_instance,
         )
+        self.scaling = scaling
         if scaling.scales_instances:
             endpoint.autoscale_instances(
                 min_capacity=scaling.min_instances,
@@ -511,7 +514,7 @@ class LlmEndpointStack(cdk.Stack):
         start-up): the default budget then grows to cover that, within the construct's 45 minutes, and a smaller
         given one is warned about."""
         given = config.smoke_budget_s
-        if config.deployment_mode != ASYNC or config.min_instances != 0:
+        if config.deployment_mode != ASYNC or self.scaling is None or self.scaling.min_instances != 0:
             return given
         cold = config.download_timeout_s + config.startup_timeout_s
         needed = min(SMOKE_BUDGET_RANGE_S[1], cold + ASYNC_WAKE_SLACK_S)

@@ -654,3 +654,21 @@ def test_the_longest_async_output_uri_is_accepted():
     uri = "s3://answers-bucket/" + "p" * 484 + "/"
     assert len(uri) + len("failure") == 512
     assert load(deployment_mode="async", async_output_s3_uri=uri).async_output_s3_uri == uri
+
+
+def test_deployment_mode_async_alone_scales_zero_to_one_on_the_queue():
+    t = stack_template(deployment_mode="async")
+    t.has_resource_properties("AWS::ApplicationAutoScaling::ScalableTarget", {"MinCapacity": 0, "MaxCapacity": 1})
+    kinds = sorted(
+        p["Properties"]["PolicyType"] for p in t.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+    )
+    assert kinds == ["StepScaling", "TargetTrackingScaling"]
+    t.has_resource_properties(
+        "AWS::SageMaker::EndpointConfig", {"ProductionVariants": [Match.object_like({"InitialInstanceCount": 1})]}
+    )
+
+
+def test_a_given_floor_keeps_instances_warm_and_nothing_scales_without_room():
+    t = stack_template(deployment_mode="async", min_instances=1)
+    t.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 0)
+    assert load(deployment_mode="async", min_instances=1).min_instances == 1
