@@ -244,8 +244,9 @@ class EndpointSmokeTest(Construct):
         if async_queue is not None:
             async_queue.grant_smoke_test(role, endpoint_arn, SMOKE_OUTPUT_EXTENSION)
             async_queue.expire_smoke_answers(SMOKE_OUTPUT_EXTENSION)
-            # A queued answer may take minutes: each handler run waits as long as Lambda allows (900 s, Lambda
-            # quotas), so fewer runs hand back to the waiter and submit again.
+            # A queued answer may take minutes: each is_complete run waits for it as long as Lambda allows (900 s,
+            # Lambda quotas), so fewer runs hand back to the waiter (the request itself is submitted once, by
+            # on_event).
             self._longest_handler_run()
         else:
             # InvokeEndpointWithResponseStream is authorized as sagemaker:InvokeEndpoint; both are named so

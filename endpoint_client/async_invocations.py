@@ -5,9 +5,10 @@
 an S3 object the caller uploads first (``InputLocation``). SageMaker answers 202 at once with the ``InferenceId``,
 the ``OutputLocation`` its answer will be written to and the ``FailureLocation`` of an error (the response headers
 ``X-Amzn-SageMaker-OutputLocation`` / ``-FailureLocation``, same model). ``wait_for_answer`` polls both objects
-until one exists: the output object holds the container's ``/invocations`` response as it wrote it (a chat
-completion, read with the same parser as ``invoke_chat``), the failure object SageMaker's reason. ``remove``
-deletes both, so a smoke test leaves nothing behind.
+until one exists, trying a read S3 failed for a transient reason again at the next poll: the output object holds
+the container's ``/invocations`` response as it wrote it (a chat completion, read with the same parser as
+``invoke_chat``), the failure object SageMaker's reason. ``remove`` deletes both, so a smoke test leaves nothing
+behind.
 
 Per request: ``InvocationTimeoutSeconds`` (1-3600, default 900) bounds the container's processing, and
 ``RequestTTLSeconds`` (60-21600, default 21600) the time it may wait in the queue (botocore, same shapes).
@@ -165,7 +166,9 @@ def _read(s3: Any, location: str, max_bytes: int, *, cut: bool = False) -> bytes
     try:
         response = s3.get_object(Bucket=bucket, Key=key)
     except Exception as e:
-        error = getattr(e, "response", {}).get("Error", {})
+        # A ClientError's response is a dict; botocore's ReadTimeoutError has one too, None (requests' exception).
+        response = getattr(e, "response", None)
+        error = response.get("Error", {}) if isinstance(response, dict) else {}
         code, message = str(error.get("Code", "")), str(error.get("Message", ""))
         # A denied decryption is a real denial, not a missing object (S3 names the KMS key in its message).
         if code in ("NoSuchKey", "404", "NotFound") or (
@@ -196,11 +199,15 @@ def wait_for_answer(
 
     A failure object ends the wait with :class:`InvocationError` code ``AsyncInferenceFailed`` (permanent) and
     the object's first bytes; no object by ``deadline`` (a time on ``clock``) with code ``AsyncAnswerTimedOut``
-    (transient: the request may still be queued).
+    (transient: the request may still be queued). A read that fails for a transient reason (S3's ``SlowDown`` or
+    another 5xx, a connection error or timeout) is tried again at the next poll until ``deadline``, and the
+    timeout's message names the last such failure; a permanent one (a denied KMS decryption, an answer over
+    ``max_bytes`` or not a chat completion) raises at once.
     """
     delay = FIRST_POLL_S
+    unread: list[ErrorInfo] = []  # the transient read failures so far, each tried again at the next poll
     while True:
-        raw = _read(s3, submitted.output_location, max_bytes)
+        raw = _read_again_later(unread, s3, submitted.output_location, max_bytes)
         if raw is not None:
             try:
                 completion = parse_completion(raw)
@@ -208,7 +215,7 @@ def wait_for_answer(
                 raise InvocationError(classify(e)) from e
             return InvocationResult.of_completion(completion, clock() - submitted.submitted_at)
         if submitted.failure_location:
-            failure = _read(s3, submitted.failure_location, BODY_EXCERPT_BYTES, cut=True)
+            failure = _read_again_later(unread, s3, submitted.failure_location, BODY_EXCERPT_BYTES, cut=True)
             if failure is not None:
                 text = excerpt(failure, BODY_EXCERPT_BYTES)
                 where = f"SageMaker wrote the failure object {submitted.failure_location}"
@@ -222,9 +229,26 @@ def wait_for_answer(
                 "answers AccessDenied for a missing object to a reader without s3:ListBucket, so a denied read "
                 "looks the same)"
             )
+            if unread:
+                last = unread[-1]
+                status = f", HTTP {last.status}" if last.status is not None else ""
+                message += f"; {len(unread)} reads failed and were tried again, the last with {last.code}{status}"
             raise InvocationError(ErrorInfo(code=EXPIRED, message=message, transient=True))
         sleep(min(delay, left))
         delay = min(delay * 2, MAX_POLL_S)
+
+
+def _read_again_later(
+    unread: list[ErrorInfo], s3: Any, location: str, max_bytes: int, *, cut: bool = False
+) -> bytes | None:
+    """:func:`_read`, with a transient failure counted in ``unread`` and answered as "not there yet"."""
+    try:
+        return _read(s3, location, max_bytes, cut=cut)
+    except InvocationError as e:
+        if not e.info.transient:
+            raise
+        unread.append(e.info)
+        return None
 
 
 def remove(s3: Any, submitted: Submitted) -> None:

@@ -1,6 +1,7 @@
 """Custom::EndpointSmokeTest: the last step of a deploy asks the model a question and checks the answer.
 
-``on_event`` validates the properties and records the start time; ``is_complete`` runs the checks,
+``on_event`` validates the properties and records the start time (and, for an asynchronous endpoint, submits the
+one request its check waits for); ``is_complete`` runs the checks,
 retrying transient failures with exponential backoff until ``BudgetSeconds`` is spent, and raises with
 a reason a person can act on. The checks, in order:
 
@@ -28,14 +29,24 @@ a reason a person can act on. The checks, in order:
 Asynchronous endpoints (``AsyncOutputPath`` set, the config's ``AsyncInferenceConfig``): after check 1, one
 non-streamed chat completion goes through the queue instead of checks 3-5. ``InvokeEndpointAsync`` takes the body
 inline (``Body``, at most 128,000 bytes) and answers 202 with the ``OutputLocation`` and ``FailureLocation`` the
-answer or the error will be written to (botocore's sagemaker-runtime model, ``InvokeEndpointAsync``). The answer
-goes below ``<AsyncOutputPath>/smoke-test/`` (``S3OutputPathExtension``) and the failure below
-``AsyncFailurePath``, the only objects the role may read: a location elsewhere fails at once. The handler polls
-them until the budget ends or its own run is nearly over, applies check 3 to the answer, and deletes both objects
-whatever happened. A failure object fails the stack with its text. No object yet is transient: the run hands back
-to the waiter, whose next poll submits a fresh request; the answer to the one given up on is written after its
-removal and stays (``note=answer_still_pending`` names its InferenceId). ``Stream`` is not read; a load gate is
-refused. The attributes are the same keys: first token and latency are both the queue-to-answer time.
+answer or the error will be written to (botocore's sagemaker-runtime model, ``InvokeEndpointAsync``). The request is
+submitted once per CloudFormation request, by ``on_event`` on Create and on an Update that is not a rollback: its
+``InferenceId``, both locations and the submission time go into on_event's ``Data`` (``AsyncInferenceId``,
+``AsyncOutputLocation``, ``AsyncFailureLocation``, ``AsyncSubmittedAt``), which the Provider framework hands to every
+``is_complete`` run, so a run that ends before the answer and a transient failure while waiting both wait again for
+the same request: nothing is submitted twice. A submission that fails for a transient reason (throttling, a 5xx, a
+connection error) is tried again within on_event for at most ``SUBMIT_RETRY_S``, well inside its Lambda timeout; a
+permanent one fails the resource at once. The request carries ``RequestTTLSeconds``, the budget within the API's
+60-21600 s, so one still queued when the test stops waiting expires instead of waking a scaled-to-zero endpoint
+hours later (API reference: "Maximum age in seconds a request can be in the queue before it is marked as expired").
+The answer goes below ``<AsyncOutputPath>/smoke-test/`` (``S3OutputPathExtension``) and the failure below
+``AsyncFailurePath``, the only objects the role may read: a location elsewhere fails on_event at once. Each
+``is_complete`` run polls them (a read S3 fails for a transient reason, such as ``SlowDown``, is tried again) until
+the budget ends or its own run is nearly over, then hands back to the waiter. Once the answer or the failure object
+is read (the check passed, the answer check failed, or the failure object's text fails the stack), or the budget ends
+without either (the reason says so), both objects are deleted (DeleteObject answers 204 for an absent key). ``Stream``
+is not read; a load gate is refused. The attributes are the same keys: first token and latency are both the
+queue-to-answer time.
 
 Transient (retried): endpoint or component still ``Creating``/``Updating``, ``ModelNotReadyException``,
 throttling, 5xx from SageMaker or the container, stream failures, connection errors, "no capacity".
@@ -83,13 +94,12 @@ import handler_kit
 from endpoint_client import (
     InvocationError,
     InvocationResult,
-    MalformedResponse,
     build_chat_request,
     classify,
     invoke_chat,
     stream_chat,
 )
-from endpoint_client.async_invocations import EXPIRED, Submitted, new_inference_id, remove, submit_chat, wait_for_answer
+from endpoint_client.async_invocations import Submitted, new_inference_id, remove, submit_chat, wait_for_answer
 from handler_kit import update_rolling_back
 from handler_kit.resources import (
     LOAD_FIGURES,
@@ -117,6 +127,17 @@ MAX_LOAD_CONCURRENCY = 64
 # (the s3 CLIENT_CONFIG below), and then the answer.
 ASYNC_CLEANUP_RESERVE_S = 75
 ASYNC_CHECK = "asynchronous chat completion"
+# on_event's Data for an asynchronous endpoint: the one request of this CloudFormation request, which every is_complete
+# run waits for (the Provider framework passes on_event's Data to is_complete). They become attributes too.
+ASYNC_DATA_KEYS = ("AsyncInferenceId", "AsyncOutputLocation", "AsyncFailureLocation", "AsyncSubmittedAt")
+# A submission that fails for a transient reason is tried again within on_event for this long, with these back-offs.
+# The on_event function runs at most 300 s (constructs_lib/smoke_test.py HANDLER_TIMEOUT): the last attempt starts
+# within SUBMIT_RETRY_S and takes at most the runtime client's connect and read timeouts (10 + 90 s, CLIENT_CONFIG).
+SUBMIT_RETRY_S = 60.0
+SUBMIT_FIRST_BACKOFF_S = 1.0
+SUBMIT_MAX_BACKOFF_S = 10.0
+# Another attempt starts only with this much of on_event's run left: one call's timeouts and the answer.
+SUBMIT_ATTEMPT_RESERVE_S = CALL_TIMEOUT_S + 20
 
 
 # Each service's botocore Config; its client is made when first used (client()). Our own retry loop decides about
@@ -179,18 +200,26 @@ def run_checks(
     sagemaker: Any,
     runtime: Any,
     s3: Any = None,
+    submitted: Submitted | None = None,
     answer_by: float = math.inf,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, str]:
     """One attempt at every check; raises :class:`CheckFailure` at the first that fails.
 
-    An asynchronous endpoint's answer is waited for until ``answer_by`` (on ``clock``), in S3 through ``s3``.
+    An asynchronous endpoint's answer, to the request on_event submitted (``submitted``), is waited for until
+    ``answer_by`` (on ``clock``), in S3 through ``s3``.
     """
     endpoint = _describe(sagemaker.describe_endpoint, "DescribeEndpoint", EndpointName=settings.endpoint_name)
     check_endpoint(endpoint, settings)
     if settings.asynchronous:
-        whole = run_async_check(settings, runtime=runtime, s3=s3, answer_by=answer_by, clock=clock, sleep=sleep)
+        if submitted is None:
+            raise CheckFailure(
+                ASYNC_CHECK,
+                "on_event recorded no request to wait for (" + ", ".join(ASYNC_DATA_KEYS[:2]) + " in its Data)",
+                transient=False,
+            )
+        whole = run_async_check(settings, submitted, s3=s3, answer_by=answer_by, clock=clock, sleep=sleep)
         return metrics(whole, None)
     component = settings.inference_component_name
     if component:
@@ -239,42 +268,102 @@ def run_checks(
     return metrics(whole, streamed)
 
 
-def run_async_check(
+def submit_check_request(
     settings: Settings,
     *,
     runtime: Any,
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    remaining_s: Callable[[], float] = lambda: math.inf,
+) -> Submitted:
+    """The asynchronous check's one request, submitted inline with the budget as its ``RequestTTLSeconds``;
+    :class:`SmokeTestFailed` when SageMaker refuses it, when it keeps failing for a transient reason for
+    ``SUBMIT_RETRY_S`` (or on_event's run nearly ends), or when its locations lie outside the configured paths.
+
+    Every attempt carries the same ``InferenceId``: one request, tried again, under one name in the logs.
+    """
+    inference_id = new_inference_id(SMOKE_INFERENCE_ID_PREFIX)
+    began = clock()
+    delay = SUBMIT_FIRST_BACKOFF_S
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            submitted = submit_chat(
+                runtime,
+                settings.endpoint_name,
+                settings.chat_body,
+                inference_id=inference_id,
+                invocation_timeout_s=settings.invocation_timeout_s,
+                request_ttl_s=settings.request_ttl_s,
+                output_path_extension=SMOKE_OUTPUT_EXTENSION,
+                clock=clock,
+            )
+        except InvocationError as e:
+            failure = CheckFailure.from_error(ASYNC_CHECK, e.info)
+        else:
+            log(
+                "submitted",
+                endpoint=settings.endpoint_name,
+                inference_id=submitted.inference_id,
+                request_ttl_s=settings.request_ttl_s,
+                attempt=attempt,
+            )
+            try:
+                # Outside the paths the role may not read the objects, nor delete them: nothing to wait for or remove.
+                check_locations(submitted, settings, ASYNC_CHECK)
+                return submitted
+            except CheckFailure as refused:
+                failure = refused
+        elapsed = clock() - began
+        _log_failure(settings, failure, attempt=attempt, elapsed_s=elapsed)
+        again = elapsed + delay <= SUBMIT_RETRY_S and remaining_s() - delay >= SUBMIT_ATTEMPT_RESERVE_S
+        if not (failure.transient and again):
+            outcome = f"still failing after {attempt} submissions in {elapsed:.0f} s" if failure.transient else None
+            reason = failure_reason(failure, settings, elapsed_s=elapsed, budget_spent=False, outcome=outcome)
+            raise SmokeTestFailed(reason) from None
+        sleep(delay)
+        delay = min(delay * 2, SUBMIT_MAX_BACKOFF_S)
+
+
+def submission_data(submitted: Submitted) -> dict[str, str]:
+    """on_event's Data for the request (``ASYNC_DATA_KEYS``): strings, as attributes are."""
+    return dict(
+        zip(
+            ASYNC_DATA_KEYS,
+            (
+                submitted.inference_id,
+                submitted.output_location,
+                submitted.failure_location or "",
+                f"{submitted.submitted_at:.3f}",
+            ),
+            strict=True,
+        )
+    )
+
+
+def submitted_from(data: Mapping[str, Any], started_at: float) -> Submitted | None:
+    """The request on_event submitted, from the Data is_complete gets; None when it names none."""
+    inference_id, output, failure, sent = (data.get(key) for key in ASYNC_DATA_KEYS)
+    if not inference_id or not output:
+        return None
+    return Submitted(str(inference_id), str(output), str(failure) if failure else None, float(sent or started_at))
+
+
+def run_async_check(
+    settings: Settings,
+    submitted: Submitted,
+    *,
     s3: Any,
     answer_by: float,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
 ) -> InvocationResult:
-    """One request through the endpoint's queue: submitted inline, its answer read from S3, its objects removed."""
-    try:
-        submitted = submit_chat(
-            runtime,
-            settings.endpoint_name,
-            settings.chat_body,
-            inference_id=new_inference_id(SMOKE_INFERENCE_ID_PREFIX),
-            invocation_timeout_s=settings.invocation_timeout_s,
-            output_path_extension=SMOKE_OUTPUT_EXTENSION,
-            clock=clock,
-        )
-    except InvocationError as e:
-        raise CheckFailure.from_error(ASYNC_CHECK, e.info) from e
-    log("submitted", endpoint=settings.endpoint_name, inference_id=submitted.inference_id)
-    # Outside the paths the role may not read the objects, nor delete them: nothing to wait for or remove.
-    check_locations(submitted, settings, ASYNC_CHECK)
+    """The answer to on_event's request, read from S3 once there (``complete`` removes the objects)."""
     try:
         whole = wait_for_answer(s3, submitted, deadline=answer_by, clock=clock, sleep=sleep)
     except InvocationError as e:
-        if e.info.code == EXPIRED:
-            # Still queued or running: its answer is written after the removal below, and stays (see the docstring).
-            log("note", note="answer_still_pending", inference_id=submitted.inference_id)
         raise CheckFailure.from_error(ASYNC_CHECK, e.info) from e
-    except MalformedResponse as e:  # an object over the reader's cap, not classified by the waiter
-        raise CheckFailure.from_error(ASYNC_CHECK, classify(e)) from e
-    finally:
-        remove_objects(s3, submitted)
     check_answer(whole, settings, ASYNC_CHECK)
     log("call_passed", call="invoke_async", latency_ms=round(whole.latency_s * 1000), tokens=whole.tokens)
     return whole
@@ -297,6 +386,7 @@ def run_with_retries(
     sagemaker: Any,
     runtime: Any,
     s3: Any = None,
+    submitted: Submitted | None = None,
     clock: Callable[[], float] = time.time,
     sleep: Callable[[float], None] = time.sleep,
     remaining_s: Callable[[], float] = lambda: math.inf,
@@ -318,36 +408,48 @@ def run_with_retries(
                 sagemaker=sagemaker,
                 runtime=runtime,
                 s3=s3,
+                submitted=submitted,
                 answer_by=answer_by,
                 clock=clock,
                 sleep=sleep,
             )
         except CheckFailure as failure:
             elapsed = clock() - started_at
-            info = failure.info
-            log(
-                "check_failed",
-                endpoint=settings.endpoint_name,
-                check=failure.check,
-                transient=str(failure.transient).lower(),
-                code=info.code if info else None,
-                status=info.status if info else None,
-                attempt=attempt,
-                elapsed_s=round(elapsed),
-            )
+            _log_failure(settings, failure, attempt=attempt, elapsed_s=elapsed)
             left = settings.budget_s - elapsed
             if not failure.transient or left <= 0:
                 reason = failure_reason(failure, settings, elapsed_s=elapsed, budget_spent=failure.transient)
                 raise SmokeTestFailed(reason) from None
             wait = min(delay, left)
             if remaining_s() - wait < reserve_s:
-                log("waiting", endpoint=settings.endpoint_name, elapsed_s=round(elapsed), next_poll="waiter")
+                # An asynchronous request stays queued: the next run waits for the same one.
+                log(
+                    "waiting",
+                    endpoint=settings.endpoint_name,
+                    elapsed_s=round(elapsed),
+                    next_poll="waiter",
+                    inference_id=submitted.inference_id if submitted else None,
+                )
                 return None
             sleep(wait)
             delay = min(delay * 2, MAX_BACKOFF_S)
         else:
             log("passed", endpoint=settings.endpoint_name, attempt=attempt, **{_snake(k): v for k, v in data.items()})
             return data
+
+
+def _log_failure(settings: Settings, failure: CheckFailure, *, attempt: int, elapsed_s: float) -> None:
+    info = failure.info
+    log(
+        "check_failed",
+        endpoint=settings.endpoint_name,
+        check=failure.check,
+        transient=str(failure.transient).lower(),
+        code=info.code if info else None,
+        status=info.status if info else None,
+        attempt=attempt,
+        elapsed_s=round(elapsed_s),
+    )
 
 
 def _snake(name: str) -> str:
@@ -373,7 +475,13 @@ def rolling_back(stack_id: str, cloudformation: Any) -> bool:
 
 
 def on_event(
-    event: dict, context: Any = None, *, clock: Callable[[], float] = time.time, cloudformation: Any = None
+    event: dict,
+    context: Any = None,
+    *,
+    clock: Callable[[], float] = time.time,
+    cloudformation: Any = None,
+    runtime: Any = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> dict:
     request = event["RequestType"]
     if request == "Delete":
@@ -385,9 +493,14 @@ def on_event(
         and rolling_back(event.get("StackId", ""), cloudformation or client("cloudformation"))
     ):
         log("rollback", physical_id=event["PhysicalResourceId"], checks="skipped")
-        # The restored template reads the attributes of its own properties: with a gate, the burst's figures too.
-        gated = EndpointSmokeTestProperties.from_properties(event.get("ResourceProperties") or {}, []).load_gate
-        keys = METRIC_KEYS + (tuple(LOAD_FIGURES) if gated else ())
+        # The restored template reads the attributes of its own properties: with a gate, the burst's figures too;
+        # for an asynchronous endpoint, the request's keys on_event wrote.
+        restored = EndpointSmokeTestProperties.from_properties(event.get("ResourceProperties") or {}, [])
+        keys = (
+            METRIC_KEYS
+            + (tuple(LOAD_FIGURES) if restored.load_gate else ())
+            + (ASYNC_DATA_KEYS if restored.asynchronous else ())
+        )
         data = {**dict.fromkeys(keys, ROLLBACK_VALUE), "StartedAt": f"{clock():.3f}", "RolledBack": "true"}
         return {"PhysicalResourceId": event["PhysicalResourceId"], "Data": data}
     settings = Settings.from_properties(event["ResourceProperties"])
@@ -402,7 +515,17 @@ def on_event(
         load_requests=settings.load_requests,
         load_concurrency=settings.load_concurrency,
     )
-    return {"PhysicalResourceId": physical_id(event, settings), "Data": {"StartedAt": f"{clock():.3f}"}}
+    data = {"StartedAt": f"{clock():.3f}"}
+    if settings.asynchronous:
+        submitted = submit_check_request(
+            settings,
+            runtime=runtime or client("sagemaker-runtime"),
+            clock=clock,
+            sleep=sleep,
+            remaining_s=_remaining_s(context),
+        )
+        data.update(submission_data(submitted))
+    return {"PhysicalResourceId": physical_id(event, settings), "Data": data}
 
 
 def complete(
@@ -419,22 +542,35 @@ def complete(
     if event["RequestType"] == "Delete" or (event.get("Data") or {}).get("RolledBack") == "true":
         return {"IsComplete": True}
     settings = Settings.from_properties(event["ResourceProperties"])
-    started_raw = (event.get("Data") or {}).get("StartedAt")
+    recorded = event.get("Data") or {}
+    started_raw = recorded.get("StartedAt")
     started_at = float(started_raw) if started_raw else clock()
     window = settings.load_window_s or 0.0
-    data = run_with_retries(
-        settings,
-        started_at,
-        sagemaker=sagemaker or client("sagemaker"),
-        runtime=runtime or client("sagemaker-runtime"),
-        s3=(s3 or client("s3")) if settings.asynchronous else None,
-        clock=clock,
-        sleep=sleep,
-        remaining_s=remaining_s,
-        reserve_s=ATTEMPT_RESERVE_S + (window + LOAD_SLACK_S if settings.load_gate else 0),
-    )
+    submitted = submitted_from(recorded, started_at) if settings.asynchronous else None
+    s3 = (s3 or client("s3")) if settings.asynchronous else None
+    try:
+        data = run_with_retries(
+            settings,
+            started_at,
+            sagemaker=sagemaker or client("sagemaker"),
+            runtime=runtime or client("sagemaker-runtime"),
+            s3=s3,
+            submitted=submitted,
+            clock=clock,
+            sleep=sleep,
+            remaining_s=remaining_s,
+            reserve_s=ATTEMPT_RESERVE_S + (window + LOAD_SLACK_S if settings.load_gate else 0),
+        )
+    except Exception:
+        # The resource fails: its answer or failure object was read, or the budget is spent. Either way the request
+        # is over for this test, and its objects go (an absent one too: harmless).
+        if submitted is not None:
+            remove_objects(s3, submitted)
+        raise
     if data is None:
-        return {"IsComplete": False}
+        return {"IsComplete": False}  # the request is still pending: its objects stay until the next run reads them
+    if submitted is not None:
+        remove_objects(s3, submitted)
     if settings.load_gate:
         if remaining_s() < window + LOAD_SLACK_S:
             # The checks passed late in this run: the next poll starts a fresh one, checks again, then loads.
@@ -475,6 +611,11 @@ def run_load_gate(settings: Settings, *, runtime: Any, cloudwatch: Any) -> dict[
     return attributes(measured)
 
 
-def is_complete(event: dict, context: Any = None) -> dict:
+def _remaining_s(context: Any) -> Callable[[], float]:
+    """Seconds left in this Lambda run (``context``), or no limit without one."""
     remaining = getattr(context, "get_remaining_time_in_millis", None)
-    return complete(event, remaining_s=(lambda: remaining() / 1000) if remaining else (lambda: math.inf))
+    return (lambda: remaining() / 1000) if remaining else (lambda: math.inf)
+
+
+def is_complete(event: dict, context: Any = None) -> dict:
+    return complete(event, remaining_s=_remaining_s(context))

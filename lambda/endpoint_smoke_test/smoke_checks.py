@@ -154,13 +154,19 @@ def metrics(whole: InvocationResult, streamed: InvocationResult | None) -> dict[
     }
 
 
-def failure_reason(failure: CheckFailure, settings: Settings, *, elapsed_s: float, budget_spent: bool) -> str:
-    if budget_spent:
-        outcome = f"still failing after {elapsed_s:.0f} s, the smoke-test budget of {settings.budget_s:.0f} s is spent"
-    elif failure.info is not None and failure.info.status is not None and 400 <= failure.info.status < 500:
-        outcome = "not retried: a client error does not go away"
-    else:
-        outcome = "not retried"
+def failure_reason(
+    failure: CheckFailure, settings: Settings, *, elapsed_s: float, budget_spent: bool, outcome: str | None = None
+) -> str:
+    """The resource's failure reason, under 3000 bytes; ``outcome`` (what the retries came to) replaces the one
+    derived from ``budget_spent`` and the status."""
+    if outcome is None:
+        if budget_spent:
+            spent = f"the smoke-test budget of {settings.budget_s:.0f} s is spent"
+            outcome = f"still failing after {elapsed_s:.0f} s, {spent}"
+        elif failure.info is not None and failure.info.status is not None and 400 <= failure.info.status < 500:
+            outcome = "not retried: a client error does not go away"
+        else:
+            outcome = "not retried"
     head = f"Smoke test of {settings.subject} failed: {failure.check}: {failure.detail} ({outcome})."
     groups = " and ".join(settings.log_groups)
     noun = "groups" if len(settings.log_groups) > 1 else "group"

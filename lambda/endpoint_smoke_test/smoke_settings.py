@@ -14,7 +14,7 @@ from typing import Any
 
 import handler_kit
 from endpoint_client import STREAM_FORMATS, build_chat_request
-from endpoint_client.async_invocations import INVOCATION_TIMEOUT_RANGE, MAX_INLINE_BODY_BYTES
+from endpoint_client.async_invocations import INVOCATION_TIMEOUT_RANGE, MAX_INLINE_BODY_BYTES, REQUEST_TTL_RANGE
 from handler_kit.resources import EndpointSmokeTestProperties
 
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
@@ -69,6 +69,13 @@ class Settings(EndpointSmokeTestProperties):
     def chat_body(self) -> dict[str, Any]:
         """The non-streamed chat completion the answer check sends."""
         return build_chat_request(self.prompt, max_tokens=self.max_tokens, extra=self.extra_body)
+
+    @property
+    def request_ttl_s(self) -> int:
+        """The asynchronous request's ``RequestTTLSeconds``: the budget, within the API's 60-21600 s. A request still
+        queued when the test stops waiting expires instead of waking a scaled-to-zero endpoint hours later."""
+        low, high = REQUEST_TTL_RANGE
+        return min(max(math.ceil(self.budget_s), low), high)
 
     @property
     def subject(self) -> str:
