@@ -241,7 +241,6 @@ def resolve_scaling(
         # An asynchronous endpoint releases every instance while its queue is empty unless told to keep some.
         min_i = 0
     elif not component_mode and initial_instances is not None:
-        # (async mode too: the minimum is what was given, 0 only when asked)
         # Standard mode scales only when max_instances is above instance_count: a minimum of 1 would let an idle
         # endpoint of 2 lose its second Availability Zone and make every rolling batch of 1 100 % of the variant.
         min_i = max(1, min(initial_instances, max_instances if max_instances is not None else initial_instances))

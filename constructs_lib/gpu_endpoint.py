@@ -69,9 +69,7 @@ from .update_policy import UpdatePolicy, reservation_problems
 __all__ = ["VARIANT_NAME", "GpuEndpoint"]
 
 VARIANT_NAME = "AllTraffic"
-# The scale-out-from-zero step policy's cooldown in AWS's example (async-inference-autoscale.html: Cooldown 300), at
-# least; HasBacklogWithoutCapacity stays 1 until an instance serves, so a shorter cooldown than an LLM's cold start
-# (its download and start-up timeouts) would add an instance per cooldown, up to max_capacity, for one request.
+# The scale-out-from-zero step policy's cooldown in AWS's example (async-inference-autoscale.html: Cooldown 300).
 ASYNC_WAKE_COOLDOWN_S = 300
 
 
@@ -476,6 +474,11 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         errors = list(plan.errors)
         if self.scalable_target is not None:
             errors.append("autoscale_instances was already called; an endpoint variant has one scalable target.")
+        if self.asynchronous and self.alarms:
+            errors.append(
+                "autoscale_instances after add_alarms: on an asynchronous endpoint the capacity alarm depends on "
+                "whether it may idle at zero instances; call autoscale_instances first."
+            )
         refuse(construct_subject("GpuEndpoint", self), errors)
         cdk.Annotations.of(self).add_warning_v2(
             "llm:autoscaled-instance-type",
@@ -533,13 +536,18 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         )
         if min_instances > 0:
             return
+        # ExactCapacity 1, not AWS's ChangeInCapacity +1: HasBacklogWithoutCapacity stays 1 until an instance serves,
+        # and an LLM's cold start outlasts the cooldown, after which +1 would add another instance per cooldown for a
+        # single request; setting 1 again adds nothing, and the metric is 1 only at zero instances, so it never
+        # scales a running endpoint in. A longer cooldown instead would delay the next wake ("won't increase the
+        # desired capacity again unless ... the cooldown period ends", StepScalingPolicyConfiguration.Cooldown).
         wake = appscaling.StepScalingAction(
             self,
             "WakeFromZero",
             scaling_target=scalable_target,
-            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            adjustment_type=appscaling.AdjustmentType.EXACT_CAPACITY,
             metric_aggregation_type=appscaling.MetricAggregationType.AVERAGE,
-            cooldown=cdk.Duration.seconds(max(ASYNC_WAKE_COOLDOWN_S, self.provisioning_s)),
+            cooldown=cdk.Duration.seconds(ASYNC_WAKE_COOLDOWN_S),
         )
         wake.add_adjustment(adjustment=1, lower_bound=0)
         self.wake_alarm = cloudwatch.Alarm(
@@ -661,13 +669,14 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
                 min_instances=int(scaled.min_capacity), max_instances=int(scaled.max_capacity)
             ):
                 cdk.Annotations.of(self).add_warning_v2("llm:update-policy-autoscaled", warning)
+        # By default not the failed-requests alarm of a queue either: a caller's bad request writes a failure object
+        # too (the container's 4xx), and one would roll the update back.
+        default = [a for a in self.alarms if a is not self.monitor.alarm("AsyncFailures")]
         alarms = rollback_alarms(
             [
                 a
-                for a in (list(rollback_on) if rollback_on is not None else self.alarms)
+                for a in (list(rollback_on) if rollback_on is not None else default)
                 if a is not self.no_capacity_alarm  # created after the endpoint serves (add_alarms)
-                # A caller's bad request writes a failure object too (the container's 4xx): one would roll back.
-                and a.node.id != "AsyncFailures"
             ],
             self.node.path,
         )

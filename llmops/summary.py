@@ -258,17 +258,27 @@ def _model_block(
                     shown.add(id(variant))
                     lines += _variant_lines(variant, region, copies)
     else:
-        for res in resources.values():
+        for config_id, res in resources.items():
             if res["Type"] != "AWS::SageMaker::EndpointConfig":
                 continue
             for variant in res.get("Properties", {}).get("ProductionVariants", []):
                 if _target(variant.get("ModelName")) == logical_id:
                     shown.add(id(variant))
-                    lines += _variant_lines(variant, region)
                     queue = res.get("Properties", {}).get("AsyncInferenceConfig")
-                    if queue:
-                        lines[0] = f"  model {logical_id} (async):"
-                        lines += _queue_lines(queue, resources)
+                    if not queue:
+                        lines += _variant_lines(variant, region)
+                        continue
+                    lines[0] = f"  model {logical_id} (async):"
+                    scale = _variant_range(resources, config_id)
+                    if scale is not None:  # its cost as managed scaling's: idle at the minimum, full at the maximum
+                        low, high = scale
+                        variant = {**variant, "ManagedInstanceScaling": {
+                            "Status": "ENABLED", "MinInstanceCount": low, "MaxInstanceCount": high}}  # fmt: skip
+                    # Queued requests wait for the instance; they do not fail as a component's do.
+                    queued = "and queued requests wait until it is in service"
+                    lines += [line.replace("and requests fail until it is in service", queued) for line in
+                              _variant_lines(variant, region)]  # fmt: skip
+                    lines += _queue_lines(queue, scale)
     return lines
 
 
@@ -281,27 +291,37 @@ def _joined(value: object) -> str:
     return _text(value)
 
 
-def _queue_lines(queue: dict, resources: dict) -> list[str]:
-    """An asynchronous endpoint's queue: where answers and failures go, and how far it scales in (AsyncInferenceConfig;
+def _variant_range(resources: dict, config_id: str) -> tuple[int, int] | None:
+    """The instance range autoscaling keeps the endpoint running ``config_id`` in: its scalable target's MinCapacity
+    and MaxCapacity (ResourceId ``endpoint/<that endpoint>/variant/...``), or None without one."""
+    endpoints = {
+        lid for lid, r in resources.items()
+        if r["Type"] == "AWS::SageMaker::Endpoint"
+        and _target(r.get("Properties", {}).get("EndpointConfigName")) == config_id
+    }  # fmt: skip
+    for res in resources.values():
+        props = res.get("Properties", {})
+        if (
+            res["Type"] != "AWS::ApplicationAutoScaling::ScalableTarget"
+            or not _targets(props.get("ResourceId")) & endpoints
+        ):
+            continue
+        low, high = _count(props.get("MinCapacity")), _count(props.get("MaxCapacity"))
+        if low is not None and high is not None:
+            return low, high
+    return None
+
+
+def _queue_lines(queue: dict, scale: tuple[int, int] | None) -> list[str]:
+    """An asynchronous endpoint's queue: where answers and failures go, and how far it scales (AsyncInferenceConfig;
     the variant's scalable target)."""
     output = queue.get("OutputConfig", {})
     lines = [
         f"    queue: InvokeEndpointAsync; answers to {_joined(output.get('S3OutputPath'))}, failures to "
         f"{_joined(output.get('S3FailurePath'))}"
     ]
-    targets = [
-        r["Properties"]
-        for r in resources.values()
-        if r["Type"] == "AWS::ApplicationAutoScaling::ScalableTarget"
-        and r.get("Properties", {}).get("ScalableDimension") == "sagemaker:variant:DesiredInstanceCount"
-    ]
-    if len(targets) == 1:
-        low, high = _count(targets[0].get("MinCapacity")), _count(targets[0].get("MaxCapacity"))
-        lines.append(f"    scales on the backlog: {low} to {high} instances")
-        if low == 0:
-            lines.append(
-                "    idle: no instance (USD 0/h) while the queue is empty; the first request waits for one to start"
-            )
+    if scale is not None:
+        lines.append(f"    scales on the backlog: {scale[0]} to {scale[1]} instances")
     return lines
 
 

@@ -510,26 +510,27 @@ class LlmEndpointStack(cdk.Stack):
 
     def _smoke_budget_s(self, config: DeploymentConfig) -> int:
         """The smoke test's budget: ``smoke_budget_s``, except on an asynchronous endpoint that may idle at zero
-        instances, where an update's request first wakes it (the step policy, then an instance's download and
-        start-up): the default budget then grows to cover that, within the construct's 45 minutes, and a smaller
-        given one is warned about."""
+        instances, where an update's request first wakes it (the wake-up alarm, then getting an instance, its
+        download and start-up): the default budget then grows to cover that, within the construct's 45 minutes,
+        and a synth warning says when the budget used is shorter than that."""
         given = config.smoke_budget_s
         if config.deployment_mode != ASYNC or self.scaling is None or self.scaling.min_instances != 0:
             return given
-        cold = config.download_timeout_s + config.startup_timeout_s
-        needed = min(SMOKE_BUDGET_RANGE_S[1], cold + ASYNC_WAKE_SLACK_S)
-        if given >= needed:
-            return given
-        if given == BY_NAME["smoke_budget_s"].default:
-            return needed
-        cdk.Annotations.of(self).add_warning_v2(
-            "llm:async-smoke-budget",
-            f"smoke_budget_s={given} with deployment_mode=async and min_instances=0: an update made while the "
-            "endpoint idles at zero instances waits for the wake-up alarm (2 minutes), then an instance's download and "
-            f"start-up (download_timeout_s + startup_timeout_s = {cold} s); the smoke test may fail such an update. "
-            f"Allowed: {needed} or more.",
-        )
-        return given
+        cold = config.download_timeout_s + config.startup_timeout_s + (config.provision_timeout_s or 0)
+        needed = cold + ASYNC_WAKE_SLACK_S
+        budget = given
+        if given == BY_NAME["smoke_budget_s"].default:  # the default (a given 600 reads the same: it is the default)
+            budget = max(given, min(SMOKE_BUDGET_RANGE_S[1], needed))
+        if budget < needed:
+            cdk.Annotations.of(self).add_warning_v2(
+                "llm:async-smoke-budget",
+                f"smoke_budget_s={budget} with deployment_mode=async and min_instances=0: an update made while the "
+                "endpoint idles at zero instances waits for the wake-up alarm (2 minutes), then for an instance, its "
+                f"download and start-up (download_timeout_s + startup_timeout_s + provision_timeout_s = {cold} s); "
+                f"the smoke test may fail such an update. Allowed: {needed} or more (at most "
+                f"{SMOKE_BUDGET_RANGE_S[1]}: then lower those timeouts), or min_instances=1.",
+            )
+        return budget
 
     def _preflight(
         self, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None

@@ -67,6 +67,10 @@ class Monitor:
             self.no_capacity_alarm.node.add_dependency(serving)
         return self.alarms
 
+    def alarm(self, id: str) -> cloudwatch.Alarm | None:
+        """The alarm of ``add_alarms`` with this id (``Errors5xx``, ``AsyncFailures``...), if there is one."""
+        return next((a for a in self.alarms if a.node.id == id), None)
+
     def add_dashboard(
         self,
         *,

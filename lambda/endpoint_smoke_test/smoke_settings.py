@@ -18,6 +18,7 @@ from endpoint_client.async_invocations import INVOCATION_TIMEOUT_RANGE, MAX_INLI
 from handler_kit.resources import EndpointSmokeTestProperties
 
 ENDPOINT_LOG_GROUP = "/aws/sagemaker/Endpoints/{}"
+TTL_MARGIN_S = 60  # the request expires this long before the budget ends
 COMPONENT_LOG_GROUP = "/aws/sagemaker/InferenceComponents/{}"
 
 
@@ -72,10 +73,11 @@ class Settings(EndpointSmokeTestProperties):
 
     @property
     def request_ttl_s(self) -> int:
-        """The asynchronous request's ``RequestTTLSeconds``: the budget, within the API's 60-21600 s. A request still
-        queued when the test stops waiting expires instead of waking a scaled-to-zero endpoint hours later."""
+        """The asynchronous request's ``RequestTTLSeconds``: the budget less a minute (``TTL_MARGIN_S``), within the
+        API's 60-21600 s, so a request still queued expires before the test's last read instead of waking a
+        scaled-to-zero endpoint later (it is submitted as the budget starts)."""
         low, high = REQUEST_TTL_RANGE
-        return min(max(math.ceil(self.budget_s), low), high)
+        return min(max(math.ceil(self.budget_s) - TTL_MARGIN_S, low), high)
 
     @property
     def subject(self) -> str:

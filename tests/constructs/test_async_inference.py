@@ -286,8 +286,9 @@ def test_scaling_to_zero_tracks_the_backlog_and_a_step_policy_wakes_it():
         {
             "PolicyType": "StepScaling",
             "StepScalingPolicyConfiguration": {
-                "AdjustmentType": "ChangeInCapacity",
-                "Cooldown": 2400,  # the download and start-up timeouts (20 minutes each): no second instance meanwhile
+                # Exactly one instance: a cold start longer than the cooldown adds no second one for one request.
+                "AdjustmentType": "ExactCapacity",
+                "Cooldown": 300,
                 "MetricAggregationType": "Average",
                 "StepAdjustments": [{"MetricIntervalLowerBound": 0, "ScalingAdjustment": 1}],
             },
@@ -672,3 +673,35 @@ def test_a_given_floor_keeps_instances_warm_and_nothing_scales_without_room():
     t = stack_template(deployment_mode="async", min_instances=1)
     t.resource_count_is("AWS::ApplicationAutoScaling::ScalableTarget", 0)
     assert load(deployment_mode="async", min_instances=1).min_instances == 1
+
+
+def test_autoscaling_an_async_endpoint_after_its_alarms_is_refused():
+    _stack, endpoint = build()
+    endpoint.add_alarms()
+    with pytest.raises(ValueError, match="autoscale_instances after add_alarms"):
+        endpoint.autoscale_instances(min_capacity=0, max_capacity=2)
+
+
+def test_alarms_given_for_rollback_are_kept_even_the_failed_requests_one():
+    from constructs_lib import UpdatePolicy
+
+    stack, endpoint = build()
+    endpoint.add_alarms()
+    failures = endpoint.monitor.alarm("AsyncFailures")
+    assert failures is not None
+    endpoint.apply_update_policy(UpdatePolicy("all-at-once"), rollback_on=[failures])
+    (resource,) = Template.from_stack(stack).find_resources("AWS::SageMaker::Endpoint").values()
+    assert "AsyncFailures" in str(resource["Properties"]["DeploymentConfig"]["AutoRollbackConfiguration"])
+
+
+def test_a_provision_timeout_enters_the_cold_start_and_a_budget_below_it_is_warned_about():
+    from aws_cdk.assertions import Annotations
+
+    from tests.conftest import build as build_app
+
+    app = build_app(deployment_mode="async", provision_timeout_s=600)
+    (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
+    Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "2700"})
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("smoke_budget_s=2700"))
+    assert len(warnings) == 1
+    assert "= 3000 s" in str(warnings[0].entry.data) and "Allowed: 3300 or more" in str(warnings[0].entry.data)

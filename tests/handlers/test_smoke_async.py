@@ -247,7 +247,7 @@ def test_answer_in_the_output_object_passes_with_the_attributes_and_leaves_no_ob
     inference_id = submitted.headers["x-amzn-sagemaker-inference-id"]
     assert inference_id.startswith(SMOKE_INFERENCE_ID_PREFIX) and len(inference_id) <= 64
     assert submitted.headers["x-amzn-sagemaker-invocationtimeoutseconds"] == "120"
-    assert submitted.headers[TTL_HEADER] == "600"
+    assert submitted.headers[TTL_HEADER] == "540"  # the budget of 600 s less a minute
     assert submitted.headers["x-amzn-sagemaker-s3outputpathextension"] == SMOKE_OUTPUT_EXTENSION == "smoke-test"
     # Both objects removed (the answer below the extension), and nothing else is in the bucket once the fake is done.
     output, failure_object = spy.deleted
@@ -314,9 +314,12 @@ def test_stream_true_is_not_read_and_the_budget_waits_for_an_updating_endpoint(
 # --- RequestTTLSeconds -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("budget", "ttl"), [("59", "60"), ("60", "60"), ("21600", "21600"), ("21601", "21600")])
+@pytest.mark.parametrize(
+    ("budget", "ttl"),
+    [("60", "60"), ("120", "60"), ("121", "61"), ("600", "540"), ("21660", "21600"), ("21661", "21600")],
+)
 def test_the_requests_time_to_live_is_the_budget_within_the_apis_range(handler, runtime, fake, bucket, budget, ttl):
-    # The construct allows budgets of 60-2700 s; the handler clamps whatever it is given to RequestTTLSeconds' range.
+    # The budget less a minute (it expires before the last read), clamped to RequestTTLSeconds' 60-21600 s.
     async_endpoint(fake, bucket)
     submit(handler, runtime, bucket, clock=Clock(), BudgetSeconds=budget)
     (submitted,) = submissions(fake)

@@ -93,13 +93,17 @@ def test_help_prints_usage_and_exits_0(capsys):
 
 
 def test_an_async_endpoint_says_so_with_its_queue_its_range_and_no_customer_key_for_its_topics():
-    lines = describe(stack_template(deployment_mode="async", min_instances=0, max_instances=2).to_json())
+    lines = describe(stack_template(deployment_mode="async", max_instances=2).to_json())
     ((header, block),) = blocks(lines).items()
     assert header.endswith(" (async):")
     (queue,) = [line for line in block if line.startswith("queue: InvokeEndpointAsync; answers to ")]
     assert "output" in queue and "failures to " in queue
     assert "scales on the backlog: 0 to 2 instances" in block
-    assert any(line.startswith("idle: no instance (USD 0/h) while the queue is empty") for line in block)
+    (cost,) = [line for line in block if line.startswith("cost in us-east-1: ")]
+    assert cost.startswith("cost in us-east-1: USD 0.00/h idle (0 x ml.g6.xlarge), USD 2.25/h at full scale (2 x)")
+    assert "730 h always on" not in cost
+    (idle,) = [line for line in block if line.startswith("scale-to-zero: no instance (USD 0/h) while idle")]
+    assert idle.endswith("and queued requests wait until it is in service")
     keys = next(line for line in lines if "customer keys:" in line)
     assert keys.strip().startswith("customer keys: alarm topic") and "(x" not in keys  # only the alarms' own key
 
@@ -108,4 +112,14 @@ def test_an_async_endpoint_with_a_floor_has_no_idle_line():
     lines = describe(stack_template(deployment_mode="async", min_instances=1, max_instances=3).to_json())
     ((_, block),) = blocks(lines).items()
     assert "scales on the backlog: 1 to 3 instances" in block
-    assert not [line for line in block if line.startswith("idle:")]
+    assert any(
+        line.startswith("cost in us-east-1: USD 1.13/h idle (1 x ml.g6.xlarge), USD 3.38/h at full") for line in block
+    )
+    assert not [line for line in block if line.startswith("scale-to-zero:")]
+
+
+def test_an_async_endpoint_without_autoscaling_costs_its_instances_always_on():
+    lines = describe(stack_template(deployment_mode="async", min_instances=1).to_json())
+    ((_, block),) = blocks(lines).items()
+    assert any("730 h always on" in line for line in block)
+    assert not [line for line in block if line.startswith("scales on the backlog")]
