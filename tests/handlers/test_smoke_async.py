@@ -30,7 +30,7 @@ from tests.conftest import default_context
 from tests.fakes.fake_runtime import FakeSageMaker, Reply, client, load_handler
 from tests.fakes.fixtures import moto_endpoint
 from tests.handlers import test_smoke_handler as smoke
-from tests.handlers.test_failure_paths import ENDPOINT_ARN, SMOKE_ENDPOINT, Driver, assert_well_behaved
+from tests.handlers.test_failure_paths import SMOKE_ENDPOINT, Driver, assert_well_behaved
 from tests.handlers.test_smoke_handler import CONFIG, ENDPOINT, PROMPT, Clock, describe, event
 from tests.harness import Clock as HarnessClock
 from tests.harness import Faults, HandlerUnderTest, LambdaContext, Stacks, Timeouts
@@ -40,6 +40,7 @@ ASYNC = "async-invocations"
 METRIC_KEYS = {"TimeToFirstTokenMs", "LatencyMs", "TokensPerSecond", "CompletionTokens", "StreamEndedWithDone"}
 ASYNC_KEYS = {"AsyncInferenceId", "AsyncOutputLocation", "AsyncFailureLocation", "AsyncSubmittedAt"}
 TTL_HEADER = "x-amzn-sagemaker-requestttlseconds"
+RESOURCE = "Custom::EndpointSmokeTest"
 REFUSED = "prompt is longer than the model's context (4096 tokens)"
 
 
@@ -727,13 +728,29 @@ def test_real_time_properties_are_read_as_before(handler):
 
 @pytest.fixture(scope="module")
 def deployed() -> dict[str, Any]:
-    """The smoke test's limits as the construct deploys them (handler timeout, waiter, ServiceTimeout)."""
+    """The smoke test of an asynchronous GpuEndpoint as the construct deploys it: its properties, and its limits
+    (is_complete's 900 s run, the waiter, ServiceTimeout)."""
+    from aws_cdk import aws_s3 as s3
+
+    from constructs_lib import AsyncInference, GpuEndpoint, S3ModelData
+
     app = cdk.App(context=default_context())
     stack = cdk.Stack(app, "Handlers")
-    EndpointSmokeTest(
-        stack, "SmokeTest", endpoint_name=SMOKE_ENDPOINT, endpoint_config_name="config-2", endpoint_arn=ENDPOINT_ARN
+    model = S3ModelData(s3.Bucket.from_bucket_name(stack, "Models", "model-bucket"), "models/x/")
+    endpoint = GpuEndpoint(
+        stack, "Endpoint", model=model, endpoint_name=SMOKE_ENDPOINT, async_inference=AsyncInference()
     )
+    EndpointSmokeTest.for_endpoint(stack, "SmokeTest", endpoint)
     return Template.from_stack(stack).to_json()
+
+
+def test_the_sequence_runs_under_the_async_templates_limits(deployed):
+    functions = [r["Properties"] for r in deployed["Resources"].values() if r["Type"] == "AWS::Lambda::Function"]
+    assert 900 in [f.get("Timeout") for f in functions]  # is_complete's run in async mode
+    (smoke,) = [r["Properties"] for r in deployed["Resources"].values() if r["Type"] == RESOURCE]
+    assert {"AsyncOutputPath", "AsyncFailurePath", "InvocationTimeoutSeconds"} <= set(smoke) and smoke[
+        "Stream"
+    ] == "false"
 
 
 @pytest.fixture
@@ -787,8 +804,7 @@ class AsyncSmokeDriver(Driver):
         return HandlerUnderTest(self.name, self.resource_type, on_event, self.timeouts, is_complete)
 
     def properties(self, **overrides: Any) -> dict[str, Any]:
-        # Written by hand from the synthesized real-time ones: what the construct writes for an asynchronous endpoint
-        # (the paths, the invocation timeout, no stream). Switch to its template once it writes them.
+        # The construct's own properties, with the paths of this test's bucket (the template's name the model bucket).
         synthesized = {k: v for k, v in self.template_properties.items() if k not in ("ServiceToken", "ServiceTimeout")}
         return {**synthesized, **async_props(self.bucket), "EndpointName": SMOKE_ENDPOINT, **overrides}
 

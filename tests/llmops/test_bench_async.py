@@ -77,7 +77,9 @@ def test_eight_requests_at_concurrency_4_report_queue_to_answer_latency_and_thro
     assert (level["requests"], level["completed"], level["errors"]) == (8, 8, {})
     latency = level["queue_to_answer_ms"]
     # Each answer is written DELAY_S after it was accepted and found by a poll every POLL_S (plus HTTP to moto).
-    assert DELAY_S * 1000 <= latency["p50"] <= (DELAY_S + POLL_S) * 1000 + 250
+    # The upper bound leaves a loaded machine (2 cores, xdist) a second; without the poll interval the back-off alone
+    # would add up to 5 s.
+    assert DELAY_S * 1000 <= latency["p50"] <= (DELAY_S + POLL_S) * 1000 + 1000
     assert latency["p50"] <= latency["p90"] <= latency["p95"] <= latency["p99"]
     # Two rounds of four: 8 requests in about 2 x the latency.
     assert 4 / (latency["p99"] / 1000) * 0.5 <= level["requests_per_s"] <= 4 / DELAY_S
