@@ -705,3 +705,15 @@ def test_a_provision_timeout_enters_the_cold_start_and_a_budget_below_it_is_warn
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("smoke_budget_s=2700"))
     assert len(warnings) == 1
     assert "= 3000 s" in str(warnings[0].entry.data) and "Allowed: 3300 or more" in str(warnings[0].entry.data)
+
+
+def test_the_apps_model_bucket_keeps_its_own_rules_and_gains_the_expiry_only_in_async_mode():
+    def rules(template: Template) -> list[dict]:
+        (bucket,) = template.find_resources("AWS::S3::Bucket").values()
+        return bucket["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
+
+    real_time, queued = rules(stack_template()), rules(stack_template(deployment_mode="async"))
+    assert real_time and all(rule in queued for rule in real_time)  # the bucket's own rules stay as they were
+    (added,) = [rule for rule in queued if rule not in real_time]
+    assert added["ExpirationInDays"] == 1 and added["Prefix"].endswith("/output/smoke-test/")
+    assert added["Prefix"].startswith("async-inference/")
