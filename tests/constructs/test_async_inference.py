@@ -709,7 +709,8 @@ def test_a_provision_timeout_enters_the_cold_start_and_a_budget_below_it_is_warn
 
 def test_the_apps_model_bucket_keeps_its_own_rules_and_gains_the_expiry_only_in_async_mode():
     def rules(template: Template) -> list[dict]:
-        (bucket,) = template.find_resources("AWS::S3::Bucket").values()
+        buckets = template.find_resources("AWS::S3::Bucket")
+        (bucket,) = [b for k, b in buckets.items() if k.startswith("ModelBucket") and "AccessLogs" not in k]
         return bucket["Properties"].get("LifecycleConfiguration", {}).get("Rules", [])
 
     real_time, queued = rules(stack_template()), rules(stack_template(deployment_mode="async"))
