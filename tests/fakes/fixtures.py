@@ -181,3 +181,18 @@ def worker_argv(repo: str, bucket: str, failure_file: Path, resource_config: Pat
         f"--resource-config={resource_config}",
         *extra,
     ]
+
+
+@pytest.fixture(scope="module")
+def moto_url() -> str:
+    """The session's moto server (S3, SNS, SQS...), for a module's clients and the fake runtime's answers."""
+    return moto_endpoint()
+
+
+@pytest.fixture(scope="module")
+def async_fake(moto_url):
+    """The fake SageMaker (tests/fakes/fake_runtime.py) whose asynchronous answers go to the session's moto S3."""
+    from tests.fakes.fake_runtime import FakeSageMaker
+
+    with FakeSageMaker(s3_url=moto_url) as server:
+        yield server

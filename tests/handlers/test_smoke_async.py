@@ -27,8 +27,8 @@ from constructs_lib import EndpointSmokeTest
 from endpoint_client.async_invocations import Submitted
 from handler_kit.resources import SMOKE_INFERENCE_ID_PREFIX, SMOKE_OUTPUT_EXTENSION
 from tests.conftest import default_context
+from tests.fakes import fixtures
 from tests.fakes.fake_runtime import FakeSageMaker, Reply, client, load_handler
-from tests.fakes.fixtures import moto_endpoint
 from tests.handlers import test_smoke_handler as smoke
 from tests.handlers.test_failure_paths import SMOKE_ENDPOINT, Driver, assert_well_behaved
 from tests.handlers.test_smoke_handler import CONFIG, ENDPOINT, PROMPT, Clock, describe, event
@@ -44,15 +44,13 @@ RESOURCE = "Custom::EndpointSmokeTest"
 REFUSED = "prompt is longer than the model's context (4096 tokens)"
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> str:
-    return moto_endpoint()
+# The shared fixtures: the session's moto server and the fake runtime answering into it.
+moto_url, async_fake = fixtures.moto_url, fixtures.async_fake
 
 
 @pytest.fixture(scope="module")
-def fake(moto_url):
-    with FakeSageMaker(s3_url=moto_url) as server:
-        yield server
+def fake(async_fake):
+    return async_fake
 
 
 @pytest.fixture

@@ -13,8 +13,8 @@ import threading
 import pytest
 
 from llmops import async_bench, bench
-from tests.fakes.fake_runtime import FakeSageMaker, Reply, client
-from tests.fakes.fixtures import moto_endpoint
+from tests.fakes import fixtures
+from tests.fakes.fake_runtime import Reply, client
 from tests.fakes.serve_runtime import answer_text
 
 BUCKET = "bench-async-answers"
@@ -23,15 +23,13 @@ POLL_S = 0.05
 TOKENS = 6  # answer_text(6): six words, and the fake's usage.completion_tokens counts them
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> str:
-    return moto_endpoint()
+# The shared fixtures: the session's moto server and the fake runtime answering into it.
+moto_url, async_fake = fixtures.moto_url, fixtures.async_fake
 
 
 @pytest.fixture(scope="module")
-def fake(moto_url):
-    with FakeSageMaker(s3_url=moto_url) as server:
-        yield server
+def fake(async_fake):
+    return async_fake
 
 
 @pytest.fixture

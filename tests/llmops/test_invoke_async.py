@@ -13,8 +13,8 @@ import pytest
 
 from endpoint_client import async_invocations
 from llmops import invoke
-from tests.fakes.fake_runtime import CREDENTIALS, DEFAULT_ANSWER, REGION, FakeSageMaker, Reply, client
-from tests.fakes.fixtures import moto_endpoint
+from tests.fakes import fixtures
+from tests.fakes.fake_runtime import CREDENTIALS, DEFAULT_ANSWER, REGION, Reply, client
 
 BUCKET = "invoke-async-answers"
 PROMPT = "Write a haiku about S3"
@@ -27,15 +27,13 @@ def quick_polls(monkeypatch):
     monkeypatch.setattr(async_invocations, "MAX_POLL_S", 0.05)
 
 
-@pytest.fixture(scope="module")
-def moto_url() -> str:
-    return moto_endpoint()
+# The shared fixtures: the session's moto server and the fake runtime answering into it.
+moto_url, async_fake = fixtures.moto_url, fixtures.async_fake
 
 
 @pytest.fixture(scope="module")
-def fake(moto_url):
-    with FakeSageMaker(s3_url=moto_url) as server:
-        yield server
+def fake(async_fake):
+    return async_fake
 
 
 @pytest.fixture
