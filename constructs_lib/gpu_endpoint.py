@@ -586,9 +586,21 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             publish_s=publish_s,
             queue=self.async_queue is not None,
             error_topic=self.async_queue.error_topic.topic_name if self.async_queue else None,
-            idles_to_zero=self.async_queue is not None and self._min_instances() == 0,
-            wake_s=self.provisioning_s,
+            idles_to_zero=self.idles_to_zero,
+            wake_s=self.cold_start_s,
         )
+
+    @property
+    def idles_to_zero(self) -> bool:
+        """An asynchronous endpoint whose autoscaling may leave no instance (``autoscale_instances(min_capacity=0)``,
+        the default there): a request after idle waits for an instance to start."""
+        return self.asynchronous and self._min_instances() == 0
+
+    @property
+    def cold_start_s(self) -> int:
+        """The longest an instance may take to serve: getting it (``provision_timeout``), the model download and the
+        container's start-up."""
+        return self.provision_s + self.provisioning_s
 
     def _min_instances(self) -> int:
         """The fewest instances autoscaling may leave (``instance_count`` without autoscaling)."""
@@ -638,6 +650,15 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             create polls DescribeEndpoint for up to 160 minutes and whose delete polls it too (cfn-lint schema of
             AWS::SageMaker::Endpoint, handlers), so the alarm starts once the endpoint is created and goes first.
         """
+        if self.asynchronous and thresholds is not None and thresholds.model_errors_percent is not None:
+            refuse(
+                construct_subject("GpuEndpoint", self),
+                [
+                    f"thresholds.model_errors_percent={thresholds.model_errors_percent:g}: an asynchronous endpoint "
+                    "publishes no InvocationModelErrors (async-inference-monitor.html); its failed requests have "
+                    "their own alarm, thresholds.async_failures; leave it unset"
+                ],
+            )
         return self.monitor.add_alarms(thresholds, topic=topic, serving=serving or self.endpoint)
 
     def apply_update_policy(

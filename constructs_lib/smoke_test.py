@@ -87,6 +87,28 @@ def _endpoint_props(endpoint: Any) -> dict[str, str]:
     }
 
 
+# Waking an asynchronous endpoint from zero: the wake-up alarm's two minutes (GpuEndpoint's step policy) and a margin.
+WAKE_SLACK_S = 300
+
+
+def _cold_start_budget(endpoint: GpuEndpoint, budget: cdk.Duration | None) -> cdk.Duration:
+    """The budget of an asynchronous endpoint that may idle at zero instances: a deploy's request first wakes it
+    (the wake-up alarm, then an instance's provisioning, download and start-up). Not given: long enough for that,
+    within ``MAX_BUDGET``; a budget shorter than that (given, or capped) is kept with a synth warning."""
+    needed = endpoint.cold_start_s + WAKE_SLACK_S
+    chosen = budget or cdk.Duration.seconds(min(MAX_BUDGET.to_seconds(), max(_DEFAULT.budget_s, needed)))
+    if chosen.to_seconds() < needed:
+        cdk.Annotations.of(endpoint).add_warning_v2(
+            "llm:async-smoke-budget",
+            f"the smoke test's budget of {chosen.to_seconds():.0f} s is shorter than waking this asynchronous "
+            f"endpoint from zero instances may take: the wake-up alarm (2 minutes), then an instance's provisioning, "
+            f"download and start-up ({endpoint.cold_start_s} s), so a deploy made while it idles may fail its smoke "
+            f"test. Allowed: a budget of {needed} s or more (at most {MAX_BUDGET.to_seconds():.0f}: then lower "
+            "those timeouts), or a minimum of 1 instance.",
+        )
+    return chosen
+
+
 def request_problems(
     extra_body: Mapping[str, Any] | None,
     expected_pattern: str | None,
@@ -183,7 +205,8 @@ class EndpointSmokeTest(Construct):
         :param expected_pattern: a Python regular expression the answer must contain (``re.search``).
             Default: any non-empty answer passes.
         :param budget: how long transient failures (model not ready, 5xx, throttling, no capacity yet)
-            are retried, 1 to 45 minutes. Default: 10 minutes.
+            are retried, 1 to 45 minutes. Default: 10 minutes; with ``for_endpoint`` of an asynchronous endpoint that may
+            idle at zero instances, its cold start (``GpuEndpoint.cold_start_s``) plus 5 minutes, at most 45.
         :param stream: also check a streamed answer. Default: yes.
         :param stream_format: how the engine frames a streamed answer, the ``stream_format`` of its
             entry in data/engines.json: ``sse`` or ``jsonlines`` (LMI). Default: ``sse``.
@@ -381,6 +404,8 @@ class EndpointSmokeTest(Construct):
 
         if isinstance(endpoint, InferenceComponent):
             return cls.for_component(scope, id, endpoint, **options)
+        if getattr(endpoint, "idles_to_zero", False):
+            options["budget"] = _cold_start_budget(endpoint, options.get("budget"))
         return cls(
             scope,
             id,

@@ -170,7 +170,9 @@ def _read(s3: Any, location: str, max_bytes: int, *, cut: bool = False) -> bytes
         response = getattr(e, "response", None)
         error = response.get("Error", {}) if isinstance(response, dict) else {}
         code, message = str(error.get("Code", "")), str(error.get("Message", ""))
-        # A denied decryption is a real denial, not a missing object (S3 names the KMS key in its message).
+        # A denied decryption is a real denial, not a missing object: S3 relays KMS's "not authorized to perform
+        # kms:Decrypt" (re:Post knowledge center decrypt-kms-encrypted-objects-s3; the message format is not an API
+        # contract, so a denial not naming kms reads as missing until the deadline, whose message says so).
         if code in ("NoSuchKey", "404", "NotFound") or (
             code in ("AccessDenied", "403") and "kms" not in message.lower()
         ):

@@ -34,8 +34,6 @@ from constructs_lib.rules import (
     ASYNC,
     DEFAULT_GPU_MEMORY_UTILIZATION,
     INFERENCE_COMPONENT,
-    SMOKE_BUDGET_RANGE_S,
-    ScalingPlan,
     hub_ports,
     is_model_archive,
     lookup_instance,
@@ -51,9 +49,6 @@ from .context_keys import BY_NAME
 from .model_checks import FactsStatus
 from .observability import add_observability, update_batch_copies, update_policy_of
 from .parsers import APP_TAG
-
-# An asynchronous endpoint woken from zero by the smoke test's request: the wake-up alarm's 2 minutes and a margin.
-ASYNC_WAKE_SLACK_S = 300
 
 # The load gate's figures a stack shows as outputs (every figure is an attribute and a metric: handler_kit.resources).
 LOAD_OUTPUTS = {
@@ -121,7 +116,6 @@ class LlmEndpointStack(cdk.Stack):
         model = self.preflight.checked_model  # the Model (or component) waits for the preflight
 
         self.component: InferenceComponent | None = None
-        self.scaling: ScalingPlan | None = None  # a standard or async endpoint's instances (_standard_endpoint)
         if config.deployment_mode == INFERENCE_COMPONENT:
             self.endpoint = self._component_endpoint(config, model)
         else:
@@ -357,7 +351,6 @@ class LlmEndpointStack(cdk.Stack):
             target_invocations_per_instance=config.target_invocations_per_instance,
             target_backlog_per_instance=config.target_backlog_per_instance,
         )
-        self.scaling = scaling
         if scaling.scales_instances:
             endpoint.autoscale_instances(
                 min_capacity=scaling.min_instances,
@@ -498,39 +491,17 @@ class LlmEndpointStack(cdk.Stack):
             "max_tokens": config.smoke_max_tokens,
             "extra_body": config.smoke_inputs or None,
             "expected_pattern": config.smoke_expected_pattern,
-            "budget": cdk.Duration.seconds(self._smoke_budget_s(config)),
             "stream_format": get_engine(config.engine).stream_format,
         }
+        if config.smoke_budget_s != BY_NAME["smoke_budget_s"].default:
+            # Left out at its default: the construct's own (600 s; longer for a queue that may idle at zero).
+            options["budget"] = cdk.Duration.seconds(config.smoke_budget_s)
         if config.load_gate is not None:  # left out without one: the construct's default, no gate
             options["load"] = config.load_gate
         component = component or self.component
         if component is None:
             return EndpointSmokeTest.for_endpoint(self, "SmokeTest", self.endpoint, **options)
         return EndpointSmokeTest.for_component(scope or self, "SmokeTest", component, **options)
-
-    def _smoke_budget_s(self, config: DeploymentConfig) -> int:
-        """The smoke test's budget: ``smoke_budget_s``, except on an asynchronous endpoint that may idle at zero
-        instances, where an update's request first wakes it (the wake-up alarm, then getting an instance, its
-        download and start-up): the default budget then grows to cover that, within the construct's 45 minutes,
-        and a synth warning says when the budget used is shorter than that."""
-        given = config.smoke_budget_s
-        if config.deployment_mode != ASYNC or self.scaling is None or self.scaling.min_instances != 0:
-            return given
-        cold = config.download_timeout_s + config.startup_timeout_s + (config.provision_timeout_s or 0)
-        needed = cold + ASYNC_WAKE_SLACK_S
-        budget = given
-        if given == BY_NAME["smoke_budget_s"].default:  # the default (a given 600 reads the same: it is the default)
-            budget = max(given, min(SMOKE_BUDGET_RANGE_S[1], needed))
-        if budget < needed:
-            cdk.Annotations.of(self).add_warning_v2(
-                "llm:async-smoke-budget",
-                f"smoke_budget_s={budget} with deployment_mode=async and min_instances=0: an update made while the "
-                "endpoint idles at zero instances waits for the wake-up alarm (2 minutes), then for an instance, its "
-                f"download and start-up (download_timeout_s + startup_timeout_s + provision_timeout_s = {cold} s); "
-                f"the smoke test may fail such an update. Allowed: {needed} or more (at most "
-                f"{SMOKE_BUDGET_RANGE_S[1]}: then lower those timeouts), or min_instances=1.",
-            )
-        return budget
 
     def _preflight(
         self, config: DeploymentConfig, model: ModelSource, scope: Construct | None = None

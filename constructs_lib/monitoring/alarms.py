@@ -240,7 +240,7 @@ def serving_alarms(
     for id, metric_name, percent, failed in shares:
         if percent is None or (target.queue and id == "ModelErrors"):
             # InvocationModelErrors is not among an asynchronous endpoint's metrics (async-inference-monitor.html's
-            # list); the configuration refuses the key there (config.py), a construct user's threshold is ignored.
+            # list): GpuEndpoint.add_alarms and the configuration refuse the threshold there.
             continue
         window = AlarmWindow.over(180, 2, 3, publish_s=publish_s, applies=enhanced)
         alarms.append(

@@ -580,8 +580,8 @@ def test_a_given_budget_too_short_for_a_cold_start_is_kept_with_a_warning():
     app = build_app(deployment_mode="async", min_instances=0, max_instances=1, smoke_budget_s=1200)
     (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
     Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "1200"})
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("smoke_budget_s=1200"))
-    assert len(warnings) == 1 and "Allowed: 2700 or more" in str(warnings[0].entry.data)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("budget of 1200 s"))
+    assert len(warnings) == 1 and "Allowed: a budget of 2700 s or more" in str(warnings[0].entry.data)
 
 
 def test_the_model_errors_alarm_key_is_refused_on_a_queue():
@@ -702,9 +702,9 @@ def test_a_provision_timeout_enters_the_cold_start_and_a_budget_below_it_is_warn
     app = build_app(deployment_mode="async", provision_timeout_s=600)
     (stack,) = [c for c in app.node.children if isinstance(c, cdk.Stack)]
     Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "2700"})
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("smoke_budget_s=2700"))
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("budget of 2700 s"))
     assert len(warnings) == 1
-    assert "= 3000 s" in str(warnings[0].entry.data) and "Allowed: 3300 or more" in str(warnings[0].entry.data)
+    assert "(3000 s)" in str(warnings[0].entry.data) and "a budget of 3300 s or more" in str(warnings[0].entry.data)
 
 
 def test_the_apps_model_bucket_keeps_its_own_rules_and_gains_the_expiry_only_in_async_mode():
@@ -718,3 +718,26 @@ def test_the_apps_model_bucket_keeps_its_own_rules_and_gains_the_expiry_only_in_
     (added,) = [rule for rule in queued if rule not in real_time]
     assert added["ExpirationInDays"] == 1 and added["Prefix"].endswith("/output/smoke-test/")
     assert added["Prefix"].startswith("async-inference/")
+
+
+def test_a_library_users_smoke_test_of_a_queue_idling_at_zero_gets_the_cold_start_budget():
+    quick = {"download_timeout": cdk.Duration.seconds(300), "startup_timeout": cdk.Duration.seconds(301)}
+    stack, idle = build(scale={"min_capacity": 0, "max_capacity": 1}, **quick)
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", idle)
+    # 300 + 301 + the wake's 300 s: a count that is not a whole number of minutes.
+    Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "901"})
+    stack, warm = build(scale={"min_capacity": 1, "max_capacity": 2}, **quick)
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", warm)
+    Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "600"})
+    fast = {"download_timeout": cdk.Duration.seconds(60), "startup_timeout": cdk.Duration.seconds(60)}
+    stack, small = build(scale={"min_capacity": 0, "max_capacity": 1}, **fast)
+    EndpointSmokeTest.for_endpoint(stack, "Smoke", small)  # never below the default 600 s
+    Template.from_stack(stack).has_resource_properties("Custom::EndpointSmokeTest", {"BudgetSeconds": "600"})
+
+
+def test_a_model_errors_threshold_on_a_queue_is_refused_not_ignored():
+    from constructs_lib import AlarmThresholds
+
+    _stack, endpoint = build()
+    with pytest.raises(ValueError, match=r"thresholds.model_errors_percent=5: an asynchronous endpoint publishes no"):
+        endpoint.add_alarms(AlarmThresholds(model_errors_percent=5))
