@@ -6,8 +6,8 @@
 hour each (``InvocationTimeoutSeconds`` 1-3600, botocore sagemaker-runtime model), where a real-time invocation
 must answer within 60 seconds (InvokeEndpoint API reference).
 
-The rules (``async_problems``, ``engine_timeout_problems``) take plain values, so the app's configuration loader
-checks the same things before any construct exists; ``AsyncQueue`` is what ``GpuEndpoint`` builds from them.
+The rules (``AsyncInference.problems``, ``engine_timeout_problems``) take plain values, so the app's configuration
+loader checks the same things before any construct exists; ``AsyncQueue`` is what ``GpuEndpoint`` builds from them.
 """
 
 from __future__ import annotations
@@ -79,58 +79,43 @@ class AsyncInference:
     #: engine's own request timeout at synth. Default: the API's, 900 s.
     invocation_timeout: cdk.Duration | None = None
 
+    def problems(self, owner: str = "") -> list[str]:
+        """Every problem with these settings, each named by its field (after ``owner``, e.g. ``async_inference.``)."""
+        problems = []
+        prefix = self.prefix
+        if prefix is not None and (not PREFIX.fullmatch(prefix) or prefix.startswith("/") or "//" in prefix):
+            problems.append(
+                f"{owner}prefix={prefix!r}: allowed: a key prefix ending in '/', of letters, digits and !_.*'()/- "
+                "(no leading '/', no empty segment)"
+            )
+        low, high = MAX_CONCURRENT_INVOCATIONS_RANGE
+        count = self.max_concurrent_invocations_per_instance
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int) or not low <= count <= high):
+            problems.append(
+                f"{owner}max_concurrent_invocations_per_instance={count!r}: allowed: a whole number {low}-{high} "
+                "(AsyncInferenceClientConfig.MaxConcurrentInvocationsPerInstance)"
+            )
+        low, high = INVOCATION_TIMEOUT_RANGE_S
+        if self.invocation_timeout is not None:
+            seconds = self.invocation_timeout.to_seconds()
+            if seconds != int(seconds) or not low <= seconds <= high:
+                problems.append(
+                    f"{owner}invocation_timeout={seconds:g} s: allowed: {low}-{high} whole seconds "
+                    "(InvokeEndpointAsync InvocationTimeoutSeconds)"
+                )
+        unknown = [t for t in self.include_response_in if t not in NOTIFICATION_TOPIC_TYPES]
+        if unknown:
+            problems.append(
+                f"{owner}include_response_in={list(self.include_response_in)!r}: allowed: "
+                f"{', '.join(NOTIFICATION_TOPIC_TYPES)}"
+            )
+        return problems
+
     @property
     def invocation_timeout_s(self) -> int:
         if self.invocation_timeout is None:
             return DEFAULT_INVOCATION_TIMEOUT_S
         return int(self.invocation_timeout.to_seconds())
-
-
-def async_problems(
-    *,
-    prefix: str | None,
-    max_concurrent: int | None,
-    invocation_timeout_s: float | None,
-    include_response_in: Sequence[str] = (),
-    names: Mapping[str, str] | None = None,
-) -> list[str]:
-    """Every problem with these settings, each named as the caller names it (``names``: field -> key)."""
-    name = {
-        "prefix": "prefix",
-        "max_concurrent": "max_concurrent_invocations_per_instance",
-        "invocation_timeout_s": "invocation_timeout",
-        "include_response_in": "include_response_in",
-        **(names or {}),
-    }
-    problems = []
-    if prefix is not None and (not PREFIX.fullmatch(prefix) or prefix.startswith("/") or "//" in prefix):
-        problems.append(
-            f"{name['prefix']}={prefix!r}: allowed: a key prefix ending in '/', of letters, digits and !_.*'()/- "
-            "(no leading '/', no empty segment)"
-        )
-    low, high = MAX_CONCURRENT_INVOCATIONS_RANGE
-    if max_concurrent is not None and (
-        isinstance(max_concurrent, bool) or not isinstance(max_concurrent, int) or not low <= max_concurrent <= high
-    ):
-        problems.append(
-            f"{name['max_concurrent']}={max_concurrent!r}: allowed: a whole number {low}-{high} "
-            "(AsyncInferenceClientConfig.MaxConcurrentInvocationsPerInstance)"
-        )
-    low, high = INVOCATION_TIMEOUT_RANGE_S
-    if invocation_timeout_s is not None and (
-        invocation_timeout_s != int(invocation_timeout_s) or not low <= invocation_timeout_s <= high
-    ):
-        problems.append(
-            f"{name['invocation_timeout_s']}={invocation_timeout_s:g} s: allowed: {low}-{high} whole seconds "
-            "(InvokeEndpointAsync InvocationTimeoutSeconds)"
-        )
-    unknown = [t for t in include_response_in if t not in NOTIFICATION_TOPIC_TYPES]
-    if unknown:
-        problems.append(
-            f"{name['include_response_in']}={list(include_response_in)!r}: allowed: "
-            f"{', '.join(NOTIFICATION_TOPIC_TYPES)}"
-        )
-    return problems
 
 
 def concurrency_of(engine: EngineSpec, max_num_seqs: int | None, engine_env: Mapping[str, Any] | None) -> int | None:

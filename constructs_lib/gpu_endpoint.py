@@ -20,7 +20,6 @@ from constructs import Construct, IDependable
 from .async_inference import (
     AsyncInference,
     AsyncQueue,
-    async_problems,
     concurrency_of,
     engine_timeout_problems,
 )
@@ -366,23 +365,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
         engine_env: Mapping[str, Any] | None,
         container_env: Mapping[str, Any] | None,
     ) -> list[str]:
-        names = {
-            k: f"async_inference.{v}"
-            for k, v in {
-                "prefix": "prefix",
-                "max_concurrent": "max_concurrent_invocations_per_instance",
-                "invocation_timeout_s": "invocation_timeout",
-                "include_response_in": "include_response_in",
-            }.items()
-        }
-        timeout = settings.invocation_timeout.to_seconds() if settings.invocation_timeout is not None else None
-        problems = async_problems(
-            prefix=settings.prefix,
-            max_concurrent=settings.max_concurrent_invocations_per_instance,
-            invocation_timeout_s=timeout,
-            include_response_in=settings.include_response_in,
-            names=names,
-        )
+        problems = settings.problems("async_inference.")
         if not problems:
             problems += engine_timeout_problems(
                 engine,

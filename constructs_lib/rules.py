@@ -27,7 +27,6 @@ from .async_inference import (
     INVOCATION_TIMEOUT_RANGE_S,
     MAX_CONCURRENT_INVOCATIONS_RANGE,
     MAX_S3_URI,
-    async_problems,
     engine_timeout_problems,
 )
 from .async_inference import PREFIX as ASYNC_PREFIX
@@ -137,7 +136,6 @@ __all__ = [
     "ScalingPlan",
     "adapter_artifact_problems",
     "adapter_env",
-    "async_problems",
     "bucket_name_problem",
     "checkpoint_code_patterns",
     "cuda_of_tag",

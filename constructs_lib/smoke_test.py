@@ -205,8 +205,8 @@ class EndpointSmokeTest(Construct):
         :param expected_pattern: a Python regular expression the answer must contain (``re.search``).
             Default: any non-empty answer passes.
         :param budget: how long transient failures (model not ready, 5xx, throttling, no capacity yet)
-            are retried, 1 to 45 minutes. Default: 10 minutes; with ``for_endpoint`` of an asynchronous endpoint that may
-            idle at zero instances, its cold start (``GpuEndpoint.cold_start_s``) plus 5 minutes, at most 45.
+            are retried, 1 to 45 minutes. Default: 10 minutes; with ``for_endpoint`` of an asynchronous endpoint that
+            may idle at zero instances, its cold start (``GpuEndpoint.cold_start_s``) plus 5 minutes, at most 45.
         :param stream: also check a streamed answer. Default: yes.
         :param stream_format: how the engine frames a streamed answer, the ``stream_format`` of its
             entry in data/engines.json: ``sse`` or ``jsonlines`` (LMI). Default: ``sse``.

@@ -73,16 +73,8 @@ SCALING_KEYS = (
     "min_memory_mb",
     "target_backlog_per_instance",
 )
-# The keys of an asynchronous endpoint (deployment_mode=async), refused in the other modes rather than ignored.
-ASYNC_KEYS = (
-    "async_max_concurrent_invocations",
-    "async_invocation_timeout_s",
-    "async_output_s3_uri",
-    "async_success_topic_arn",
-    "async_error_topic_arn",
-    "async_output_kms_key_arn",
-    "async_topic_kms_key_arn",
-)
+# The keys of an asynchronous endpoint (the registry's "async" section), refused in the other modes rather than ignored.
+ASYNC_KEYS = tuple(key.name for key in KEYS if key.section == "async")
 
 
 def is_cdk_key(key: str) -> bool:
