@@ -741,3 +741,14 @@ def test_a_model_errors_threshold_on_a_queue_is_refused_not_ignored():
     _stack, endpoint = build()
     with pytest.raises(ValueError, match=r"thresholds.model_errors_percent=5: an asynchronous endpoint publishes no"):
         endpoint.add_alarms(AlarmThresholds(model_errors_percent=5))
+
+
+def test_the_capacity_alarm_rounds_a_cold_start_up_to_whole_periods():
+    # 1200 + 1201 s and the wake's 300 s: 2701 s is 9 periods of 300 s and one second, so 10.
+    uneven = {"download_timeout": cdk.Duration.seconds(1200), "startup_timeout": cdk.Duration.seconds(1201)}
+    stack, endpoint = build(scale={"min_capacity": 0, "max_capacity": 2}, **uneven)
+    endpoint.add_alarms()
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {"MetricName": "HasBacklogWithoutCapacity", "EvaluationPeriods": 10, "DatapointsToAlarm": 10, "Period": 300},
+    )
