@@ -312,7 +312,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             "Model",
             role=self.role,
             model=model,
-            image_uri=image.image_uri(self),
+            image=image,
             environment=plan.environment,
             vpc_config=self.placement.model_vpc_config() if self.placement else None,
         )

@@ -193,7 +193,7 @@ def serving_model(
     *,
     role: iam.IRole,
     model: ModelSource,
-    image_uri: str,
+    image: ServingImage,
     environment: Mapping[str, str],
     vpc_config: sagemaker.CfnModel.VpcConfigProperty | None = None,
 ) -> sagemaker.CfnModel:
@@ -210,7 +210,7 @@ def serving_model(
         # The model's network interfaces in the given subnets (host-vpc.html; AWS::SageMaker::Model VpcConfig).
         vpc_config=vpc_config,
         primary_container=sagemaker.CfnModel.ContainerDefinitionProperty(
-            image=image_uri,
+            image=image.image_uri(scope),
             environment=dict(environment),
             model_data_source=sagemaker.CfnModel.ModelDataSourceProperty(
                 s3_data_source=sagemaker.CfnModel.S3DataSourceProperty(

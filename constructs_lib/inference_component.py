@@ -694,7 +694,7 @@ class InferenceComponent(CopyMetrics, Construct):
             "Model",
             role=self.role,
             model=model,
-            image_uri=image.image_uri(self),
+            image=image,
             environment=environment,
             vpc_config=endpoint.placement.model_vpc_config() if endpoint.placement else None,
         )
