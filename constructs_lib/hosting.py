@@ -21,6 +21,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct, IDependable
 
+from .image_check import ServingImageCheck
 from .images import ServingImage
 from .model_data import ModelSource
 from .nag import acknowledge, acknowledge_wildcard
@@ -199,8 +200,9 @@ def serving_model(
 ) -> sagemaker.CfnModel:
     """The SageMaker Model: weights from an uncompressed S3 prefix, network isolation on.
 
-    It waits for the role's policy (SageMaker checks its access when the model is created) and for
-    the model source's ``dependable``, when the source has one (a staging step that must finish first).
+    It waits for the role's policy (SageMaker checks its access when the model is created), for the model
+    source's ``dependable``, when the source has one (a staging step that must finish first), and for a
+    ``ServingImageCheck`` of ``image`` (``<id>ImageCheck`` beside it), which runs as the stack starts.
     """
     cfn_model = sagemaker.CfnModel(
         scope,
@@ -220,6 +222,7 @@ def serving_model(
         ),
     )
     cfn_model.node.add_dependency(role)
+    cfn_model.node.add_dependency(ServingImageCheck(scope, f"{id}ImageCheck", image=image))
     dependable: IDependable | None = getattr(model, "dependable", None)
     if dependable is not None:
         cfn_model.node.add_dependency(dependable)

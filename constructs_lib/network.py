@@ -237,6 +237,9 @@ FUNCTION_ENDPOINTS = {
     "states": "states",
     "logs": "logs",
     "cloudwatch": "monitoring",  # PutMetricData: com.amazonaws.<region>.monitoring (CloudWatch VPC endpoints)
+    # BatchGetImage, GetDownloadUrlForLayer: com.amazonaws.<region>.ecr.api ("Amazon ECR interface VPC endpoints");
+    # the layer URL it returns is S3's, through the s3 gateway endpoint.
+    "ecr": "ecr.api",
 }
 
 

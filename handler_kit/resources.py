@@ -396,3 +396,15 @@ class DeploymentPreflightProperties(ResourceProperties):
     # The engine's opt-in to start beyond the model's context limit as set ("VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"): the
     # context check then notes a longer max_model_len instead of refusing it. "": not set.
     long_context: str = prop("LongContext", TEXT, "", omit_default=True)
+
+
+@dataclass(frozen=True)
+class ServingImageCheckProperties(ResourceProperties):
+    """``Custom::ServingImageCheck``: constructs_lib.image_check.ServingImageCheck writes it, lambda/serving_image_check
+    reads it."""
+
+    RESOURCE: ClassVar[str] = "Custom::ServingImageCheck"
+    image_uri: str = prop("ImageUri", required=True)
+    # The instances' CPU, as an OCI platform architecture: every GPU type in constructs_lib/data/instances.json is
+    # x86-64 (its note: the one ARM64 host, ml.p6e-gb200, is left out).
+    architecture: str = prop("Architecture", TEXT, "amd64", omit_default=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
@@ -98,7 +100,9 @@ def test_endpoint_has_a_stable_default_name_and_waits_for_its_log_group():
     assert endpoint_resource(again)["Properties"]["EndpointName"] == name
     t = Template.from_stack(stack)
     # Created (or adopted) before the endpoint, kept after it: a failed deploy's logs survive rollback.
-    t.resource_count_is("AWS::Logs::LogGroup", 0)
+    # No AWS::Logs::LogGroup of that name: the only log groups are the image check's function's.
+    groups = [r["Properties"].get("LogGroupName") for r in t.find_resources("AWS::Logs::LogGroup").values()]
+    assert all("/aws/sagemaker/Endpoints" not in json.dumps(g) for g in groups)
     (retention_id,) = t.find_resources("Custom::LogRetention")
     assert retention_id in resource["DependsOn"]
     t.has_resource_properties(
@@ -123,7 +127,9 @@ def test_two_endpoints_in_one_stack_share_the_retention_handler():
     t = Template.from_stack(stack)
     t.resource_count_is("AWS::SageMaker::Endpoint", 2)
     t.resource_count_is("Custom::LogRetention", 2)
-    t.resource_count_is("AWS::Lambda::Function", 1)
+    # One log-retention function and one image-check provider (its handler and the framework's) for both.
+    t.resource_count_is("AWS::Lambda::Function", 3)
+    t.resource_count_is("Custom::ServingImageCheck", 2)
     names = {r["Properties"]["EndpointName"] for r in t.find_resources("AWS::SageMaker::Endpoint").values()}
     assert len(names) == 2
 
@@ -338,9 +344,9 @@ def test_given_role_is_used_and_no_role_is_created():
     role = iam.Role.from_role_arn(stack, "Given", "arn:aws:iam::123456789012:role/mine", mutable=False)
     GpuEndpoint(stack, "Endpoint", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", "bkt"), "m/"), role=role)
     t = Template.from_stack(stack)
-    # Only the log-retention handler's role; no execution role.
+    # Only the log-retention and image-check handlers' roles; no execution role.
     roles = t.find_resources("AWS::IAM::Role")
-    assert [k for k in roles if not k.startswith("LogRetention")] == []
+    assert [k for k in roles if not k.startswith(("LogRetention", "ServingImageCheckProvider"))] == []
     t.has_resource_properties("AWS::SageMaker::Model", {"ExecutionRoleArn": "arn:aws:iam::123456789012:role/mine"})
 
 

@@ -462,7 +462,7 @@ def test_execution_role_is_scoped_to_the_model_and_the_log_groups():
     assert len(log_groups) == 2
     assert any("/aws/sagemaker/Endpoints/Test-Endpoint-" in g for g in log_groups)
     assert any("/aws/sagemaker/InferenceComponents/Test-Endpoint-Chat-" in g for g in log_groups)
-    roles = [k for k in of_type(t, "AWS::IAM::Role") if not k.startswith("LogRetention")]
+    roles = [k for k in of_type(t, "AWS::IAM::Role") if not k.startswith(("LogRetention", "ServingImageCheckProvider"))]
     assert len(roles) == 1
 
 
@@ -473,7 +473,9 @@ def test_given_role_is_used_everywhere():
     endpoint = ComponentEndpoint(stack, "Endpoint", role=role)
     endpoint.add_component("Chat", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", "bkt"), "m/"))
     t = Template.from_stack(stack).to_json()
-    assert [k for k in of_type(t, "AWS::IAM::Role") if not k.startswith("LogRetention")] == []
+    assert [
+        k for k in of_type(t, "AWS::IAM::Role") if not k.startswith(("LogRetention", "ServingImageCheckProvider"))
+    ] == []
     assert one(t, "AWS::SageMaker::EndpointConfig")[1]["Properties"]["ExecutionRoleArn"] == role.role_arn
     assert one(t, "AWS::SageMaker::Model")[1]["Properties"]["ExecutionRoleArn"] == role.role_arn
 

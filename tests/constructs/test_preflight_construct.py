@@ -124,7 +124,14 @@ def test_instance_pools_are_passed_for_their_quotas_only_when_given(synthesized)
 def test_the_handler_is_bundled_with_the_preflight_package(synthesized):
     template = template_of(synthesized)
     functions = template.find_resources(
-        "AWS::Lambda::Function", {"Properties": {"Handler": "index.on_event", "Timeout": 120}}
+        "AWS::Lambda::Function",
+        {
+            "Properties": {
+                "Handler": "index.on_event",
+                "Timeout": 120,
+                "Role": {"Fn::GetAtt": [Match.string_like_regexp("^DeploymentPreflightProviderRole"), "Arn"]},
+            }
+        },
     )
     assert len(functions) == 1
     assert template.find_resources("AWS::Lambda::Function", {"Properties": {"Handler": "index.is_complete"}}) == {}

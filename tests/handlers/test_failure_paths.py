@@ -26,6 +26,8 @@ import botocore.endpoint
 import pytest
 from aws_cdk.assertions import Template
 
+from constructs_lib.image_check import ServingImageCheck
+from constructs_lib.images import ServingImage
 from constructs_lib.preflight_check import DeploymentPreflight
 from constructs_lib.staged_checkpoint import StagedCheckpoint
 from hfstage.worker import main as stage_worker
@@ -50,6 +52,8 @@ from tests.harness import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+IMAGE_REPOSITORY_URI = "123456789012.dkr.ecr.us-east-1.amazonaws.com/vllm"  # moto's account
+IMAGE_TAG = "0.11.0-gpu-py312-cu129-ubuntu22.04-sagemaker"
 ENDPOINT_ARN = "arn:aws:sagemaker:us-east-1:123456789012:endpoint/llm-endpoint"
 
 
@@ -68,6 +72,7 @@ def deployed() -> dict[str, Any]:
     stack = cdk.Stack(app, "Handlers")
     checkpoint = StagedCheckpoint(stack, "Checkpoint", repo_id="acme/tiny-llm")
     DeploymentPreflight(stack, "Preflight", model=checkpoint, instance_type="ml.g6.xlarge", max_model_len=32768)
+    ServingImageCheck(stack, "ImageCheck", image=ServingImage.from_uri(f"{IMAGE_REPOSITORY_URI}:{IMAGE_TAG}"))
     if handler_exists("endpoint_smoke_test"):
         from constructs_lib.smoke_test import EndpointSmokeTest
 
@@ -391,7 +396,77 @@ class SmokeDriver(Driver):
     }
 
 
-DRIVERS: list[type[Driver]] = [StagingDriver, PreflightDriver, SmokeDriver]
+# Serving image check -------------------------------------------------------------------------------
+
+
+def image_index(*platforms: str) -> str:
+    """An OCI image index listing one image per ``os/architecture``."""
+    manifests = [
+        {
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "digest": f"sha256:{i:064x}",
+            "size": 1000,
+            "platform": dict(zip(("os", "architecture"), p.split("/"), strict=True)),
+        }
+        for i, p in enumerate(platforms, 1)
+    ]
+    return json.dumps(
+        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
+    )
+
+
+class ImageCheckDriver(Driver):
+    name = "serving_image_check"
+    resource_type = "Custom::ServingImageCheck"
+
+    def __init__(self, request, clock, template) -> None:
+        super().__init__(request, clock, template)
+        moto = request.getfixturevalue("s3").endpoint  # a reset moto server; boto3 here points at it
+        request.getfixturevalue("monkeypatch").setenv("AWS_ENDPOINT_URL_ECR", moto)
+        self.module = load_lambda(self.name)
+        self.module._clients.clear()
+        self.stacks = self.module._clients["cloudformation"] = Stacks()
+        self.ecr = self.module.client("ecr", "us-east-1")
+        self.ecr.create_repository(repositoryName="vllm")
+        self.push(IMAGE_TAG, "linux/amd64", "unknown/unknown")
+        self.ecr_faults = Faults(self.ecr)
+
+    def push(self, tag: str, *platforms: str) -> None:
+        self.ecr.put_image(
+            repositoryName="vllm",
+            imageManifest=image_index(*platforms),
+            imageManifestMediaType="application/vnd.oci.image.index.v1+json",
+            imageTag=tag,
+        )
+
+    def handler(self) -> HandlerUnderTest:
+        return HandlerUnderTest.from_module(self.module, resource_type=self.resource_type, timeouts=self.timeouts)
+
+    def properties(self, **overrides: Any) -> dict[str, Any]:
+        synthesized = {k: v for k, v in self.template_properties.items() if k not in ("ServiceToken", "ServiceTimeout")}
+        return {**synthesized, **overrides}
+
+    def changed_properties(self) -> dict[str, Any]:
+        self.push("0.12.0", "linux/amd64")
+        return self.properties(ImageUri=f"{IMAGE_REPOSITORY_URI}:0.12.0")
+
+    failures: ClassVar[dict[str, Failure]] = {
+        "tag-missing": Failure(
+            lambda d: d.ecr.batch_delete_image(repositoryName="vllm", imageIds=[{"imageTag": IMAGE_TAG}]),
+            r"tag '0\.11\.0-gpu.*' is not in repository vllm of account 123456789012 in us-east-1 \(ImageNotFound",
+        ),
+        "repository-missing": Failure(
+            lambda d: d.ecr.delete_repository(repositoryName="vllm", force=True),
+            r"repository vllm does not exist in account 123456789012 in us-east-1",
+        ),
+        "arm64-only": Failure(
+            lambda d: d.push(IMAGE_TAG, "linux/arm64"),
+            r"the image index lists the platforms linux/arm64, not linux/amd64",
+        ),
+    }
+
+
+DRIVERS: list[type[Driver]] = [StagingDriver, PreflightDriver, SmokeDriver, ImageCheckDriver]
 # Bugs this harness found are fixed; list a new one here as (handler, failure) -> description to xfail it.
 KNOWN_BUGS: dict[tuple[str, str], str] = {}
 

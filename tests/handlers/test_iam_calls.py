@@ -314,6 +314,13 @@ def test_every_call_is_granted_to_the_role_that_makes_it(component):
         )
 
 
+def test_every_handler_entry_point_is_followed():
+    """A new handler not listed above would have its calls checked by nothing."""
+    listed = {path for component in DATA["components"] for path, _ in component["entries"]}
+    handlers = {f"lambda/{p.parent.name}/index.py" for p in (ROOT / "lambda").glob("*/index.py")}
+    assert handlers <= listed, f"add to tests/data/iam_calls.json: {sorted(handlers - listed)}"
+
+
 def test_every_action_name_exists_in_the_iam_database():
     for component in DATA["components"]:
         for call in calls_of(component):

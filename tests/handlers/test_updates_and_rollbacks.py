@@ -19,6 +19,7 @@ from tests.handlers.test_failure_paths import (
     FILES,
     REPO,
     SMOKE_ENDPOINT,
+    ImageCheckDriver,
     PreflightDriver,
     SmokeDriver,
     StagingDriver,
@@ -535,25 +536,31 @@ def test_the_synth_limit_is_what_create_processing_job_takes(driver):
 HUGE = "User: arn:aws:sts::123456789012:assumed-role/handler is not authorized; context: " + "é" * 20_000
 
 
-def _huge_fault(driver) -> None:
+def _huge_fault(driver) -> str:
+    """Inject an error with a huge message; what the failure's reason must say."""
     if isinstance(driver, StagingDriver):
         driver.jobs.inject("DescribeProcessingJob", "AccessDeniedException", HUGE, times=None)
     elif isinstance(driver, PreflightDriver):
         driver.quotas.inject("ListServiceQuotas", "AccessDeniedException", HUGE, times=None)
         driver.s3_faults.inject("ListObjectsV2", "AccessDenied", HUGE, times=None)
+    elif isinstance(driver, ImageCheckDriver):
+        # Denied is a note there (SageMaker checks again); a missing repository is what fails it.
+        driver.ecr_faults.inject("BatchGetImage", "RepositoryNotFoundException", HUGE, times=None)
+        return "does not exist"
     else:
         driver.sagemaker.inject("DescribeEndpoint", "AccessDeniedException", HUGE, times=None)
+    return "AccessDenied"
 
 
 @pytest.mark.parametrize("driver", paths.driver_params(), indirect=True)
 def test_a_failure_with_a_huge_error_stays_within_the_response_limit(driver):
     """Our reason at most 3,000 bytes; with the framework's own text the whole response under 4,096."""
-    _huge_fault(driver)
+    expected = _huge_fault(driver)
     created = driver.cloudformation().create(driver.properties())
     assert not created.ok
     assert len(created.message.encode()) <= 3000, len(created.message.encode())
     assert len(created.body) < RESPONSE_LIMIT, len(created.body)
-    assert "AccessDenied" in created.message
+    assert expected in created.message
 
 
 @pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)

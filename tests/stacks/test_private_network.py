@@ -208,8 +208,8 @@ def test_the_execution_roles_create_interfaces_only_in_the_given_subnets(synthes
         for s in policy["PolicyDocument"]["Statement"]
         if s["Action"] == "ec2:CreateNetworkInterface"
     ]
-    # The endpoint's role and the staging job's, and one VpcAccess policy per function role (13 roles).
-    assert len(statements) == 2 + 13
+    # The endpoint's role and the staging job's, and one VpcAccess policy per function role (15 roles).
+    assert len(statements) == 2 + 15
     for statement in statements:
         text = json.dumps(statement["Resource"])
         assert text.count(":subnet/") == 2 and text.count(":security-group/") == 1 and '"*"' not in text

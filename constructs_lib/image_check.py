@@ -1,0 +1,73 @@
+"""``ServingImageCheck``: fail a deployment in seconds when its serving image cannot be pulled.
+
+A ``Custom::ServingImageCheck`` resource, served by ``lambda/serving_image_check`` through the stack's one
+``ServingImageCheckProvider``, asks ECR (``BatchGetImage``, what a pull calls first) whether the image's tag or
+digest exists in the stack's region, and whether it is built for the instances' CPU. SageMaker itself looks only
+when the Model is created, which waits for the staged weights; this check depends on nothing but its function, so
+it runs as the stack starts and its failure cancels the staging still in progress (see the handler).
+
+Every Model this library creates waits for one (``constructs_lib.hosting.serving_model``), so ``GpuEndpoint`` and
+``InferenceComponent`` need no setting. Its role may call ``BatchGetImage`` and ``GetDownloadUrlForLayer`` on the
+image's repository only; what the role is denied is a note, not a failure (the execution role is what SageMaker
+pulls with, and a repository policy may name only that one).
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from handler_kit.resources import ServingImageCheckProperties
+
+from .images import ServingImage
+from .provider import HandlerProvider
+
+RESOURCE_TYPE = ServingImageCheckProperties.RESOURCE
+PROVIDER_ID = "ServingImageCheckProvider"
+HANDLER = "serving_image_check"
+# Above the handler's worst case: 4 attempts of 5 s connection timeouts with back-off (ECR out of reach), then the
+# layer URL's 10 s (lambda/serving_image_check).
+HANDLER_TIMEOUT = cdk.Duration.minutes(2)
+# One synchronous run, the Provider framework around it, and its retry of a crashed invocation.
+SERVICE_TIMEOUT = cdk.Duration.minutes(6)
+# The manifest, then the config blob's URL (botocore ecr model: a pull calls these two for them); both take the
+# repository ARN as their resource (Service Authorization Reference, Amazon ECR: resource type "repository").
+ACTIONS = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+
+
+class ServingImageCheck(Construct):
+    """Checks that ``image`` exists in the stack's region and runs on the instances' CPU, before anything waits on it.
+
+    ``ServingImageCheck(self, "ImageCheck", image=ServingImage.from_uri(uri))``; make what pulls the image depend
+    on it (``model.node.add_dependency(check)``). ``image_digest`` is the digest the tag names at deploy time.
+    """
+
+    def __init__(self, scope: Construct, id: str, *, image: ServingImage, architecture: str = "amd64") -> None:
+        """
+        :param image: the serving image, as the Model names it.
+        :param architecture: the instances' CPU as an OCI platform architecture. Default: ``amd64`` (every GPU
+            instance type in the catalog is x86-64).
+        """
+        super().__init__(scope, id)
+        self.provider = HandlerProvider.of(self, PROVIDER_ID, handler=HANDLER, timeout=HANDLER_TIMEOUT)
+        role = self.provider.role
+        role.add_to_principal_policy(iam.PolicyStatement(actions=list(ACTIONS), resources=[image.repository_arn(self)]))
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.service_token,
+            resource_type=RESOURCE_TYPE,
+            service_timeout=SERVICE_TIMEOUT,
+            properties=ServingImageCheckProperties(
+                image_uri=image.image_uri(self), architecture=architecture
+            ).to_properties(),
+        )
+        self.resource.node.add_dependency(role)  # its grant before it runs
+        self.node.default_child = self.resource
+        self.image = image
+
+    @property
+    def image_digest(self) -> str:
+        """The digest the image's tag named when the stack was deployed (``sha256:...``; empty when not read)."""
+        return self.resource.get_att_string("ImageDigest")

@@ -1,0 +1,342 @@
+"""``lambda/serving_image_check``: every branch, against moto's ECR (a real local server) where moto speaks the call,
+and a stand-in ECR client for what moto does not implement (GetDownloadUrlForLayer: the config blob's platform).
+
+The sequence test plays create, an update to a tag that is gone (fails), its rollback (the old image is gone too by
+then: the rollback must still succeed with every attribute), delete and a redeploy after the delete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import pytest
+
+from tests.conftest import load_lambda
+from tests.fakes.fixtures import s3  # noqa: F401
+from tests.harness import CloudFormation, Faults, HandlerUnderTest, Stacks, Timeouts
+
+ACCOUNT = "123456789012"  # moto's
+REPOSITORY = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/team/vllm"
+INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+TIMEOUTS = Timeouts(handler_s=120, service_timeout_s=360)  # constructs_lib/image_check.py
+
+
+def index_of(*platforms: str) -> str:
+    return json.dumps(
+        {
+            "schemaVersion": 2,
+            "mediaType": INDEX,
+            "manifests": [
+                {
+                    "mediaType": MANIFEST,
+                    "digest": f"sha256:{i:064x}",
+                    "size": 500,
+                    "platform": dict(zip(("os", "architecture"), p.split("/"), strict=True)),
+                }
+                for i, p in enumerate(platforms, 1)
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def handler(s3, monkeypatch):  # noqa: F811 - the shared moto fixture
+    monkeypatch.setenv("AWS_ENDPOINT_URL_ECR", s3.endpoint)
+    module = load_lambda("serving_image_check")
+    module._clients.clear()
+    module._clients["cloudformation"] = Stacks()
+    ecr = module.client("ecr", "us-east-1")
+    ecr.create_repository(repositoryName="team/vllm")
+    module.test_ecr = ecr
+    return module
+
+
+def push(ecr: Any, tag: str, manifest: str, media_type: str = INDEX) -> str:
+    answer = ecr.put_image(
+        repositoryName="team/vllm", imageManifest=manifest, imageManifestMediaType=media_type, imageTag=tag
+    )
+    return answer["image"]["imageId"]["imageDigest"]
+
+
+def event(request: str = "Create", **properties: Any) -> dict[str, Any]:
+    return {
+        "RequestType": request,
+        "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/LlmEndpoint/x",
+        "LogicalResourceId": "ModelImageCheck",
+        "RequestId": "r1",
+        "ResourceProperties": {"ImageUri": f"{REPOSITORY}:v1", **properties},
+    }
+
+
+def refused(module: Any, evt: dict[str, Any]) -> str:
+    with pytest.raises(module.ImageCheckFailed) as failed:
+        module.on_event(evt)
+    message = str(failed.value)
+    assert len(message.encode()) < 4096
+    return message
+
+
+# --- what ECR says ------------------------------------------------------------------------------------------------
+
+
+def test_a_tag_that_exists_on_the_instances_platform_passes_with_its_digest(handler):
+    digest = push(handler.test_ecr, "v1", index_of("linux/amd64", "unknown/unknown"))
+    answer = handler.on_event(event())
+    assert answer["PhysicalResourceId"].startswith("image-check-")
+    assert answer["Data"] == {
+        "ImageDigest": digest,
+        "MediaType": INDEX,
+        "Platform": "linux/amd64",
+        "Verified": "true",
+        "Notes": "",
+    }
+
+
+def test_a_digest_is_looked_up_by_digest(handler):
+    digest = push(handler.test_ecr, "v1", index_of("linux/amd64"))
+    assert handler.on_event(event(ImageUri=f"{REPOSITORY}@{digest}"))["Data"]["ImageDigest"] == digest
+    other = "sha256:" + "0" * 64
+    message = refused(handler, event(ImageUri=f"{REPOSITORY}@{other}"))
+    assert f"digest {other} is not in repository team/vllm of account {ACCOUNT} in us-east-1 (ImageNotFound" in message
+
+
+def test_a_missing_tag_fails_naming_the_tag_the_repository_and_how_to_list_tags(handler):
+    push(handler.test_ecr, "v2", index_of("linux/amd64"))
+    message = refused(handler, event())
+    assert message.startswith(f"Serving image {REPOSITORY}:v1: tag 'v1' is not in repository team/vllm")
+    assert (
+        "aws ecr describe-images --registry-id 123456789012 --repository-name team/vllm --region us-east-1" in message
+    )
+
+
+def test_a_missing_repository_fails(handler):
+    message = refused(handler, event(ImageUri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/nothing:v1"))
+    assert "repository nothing does not exist in account 123456789012 in us-east-1" in message
+
+
+def test_an_index_without_the_instances_platform_fails_naming_what_it_has(handler):
+    push(handler.test_ecr, "v1", index_of("linux/arm64", "unknown/unknown"))
+    message = refused(handler, event())
+    assert "lists the platforms linux/arm64, unknown/unknown, not linux/amd64" in message
+    assert "docker buildx build --platform linux/amd64" in message
+    push(handler.test_ecr, "v1", index_of("linux/arm64"))
+    assert handler.on_event(event(Architecture="arm64"))["Data"]["Platform"] == "linux/arm64"  # the prop decides
+
+
+def test_an_index_with_no_platforms_fails(handler):
+    push(handler.test_ecr, "v1", json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}))
+    assert "lists the platforms none, not linux/amd64" in refused(handler, event())
+
+
+def test_an_image_in_another_region_fails_before_any_call(handler):
+    faults = Faults(handler.test_ecr)
+    message = refused(handler, event(ImageUri="763104351884.dkr.ecr.eu-west-1.amazonaws.com/vllm:v1"))
+    assert "the image is in eu-west-1, the stack in us-east-1: SageMaker pulls an image only from the region" in message
+    assert faults.calls == []
+
+
+@pytest.mark.parametrize(
+    "uri",
+    [
+        "docker.io/vllm/vllm-openai:latest",
+        f"{REPOSITORY}",  # neither tag nor digest
+        f"{REPOSITORY}:v1; rm -rf /",
+        f"{REPOSITORY}@sha256:abc",
+    ],
+)
+def test_what_is_not_an_ecr_image_uri_is_refused(handler, uri):
+    assert "not an ECR image URI" in refused(handler, event(ImageUri=uri))
+
+
+def test_properties_without_an_image_are_refused(handler):
+    evt = event()
+    evt["ResourceProperties"] = {}
+    assert "ImageUri is required" in refused(handler, evt)
+
+
+# --- what this function cannot tell: notes, never failures -------------------------------------------------------
+
+
+def test_access_denied_is_a_note_and_the_deploy_goes_on(handler):
+    Faults(handler.test_ecr).deny("BatchGetImage")
+    data = handler.on_event(event())["Data"]
+    assert data["Verified"] == "false" and data["ImageDigest"] == ""
+    assert "ecr:BatchGetImage was denied to this function (AccessDeniedException)" in data["Notes"]
+
+
+def test_throttling_is_retried_then_a_note(handler):
+    push(handler.test_ecr, "v1", index_of("linux/amd64"))
+    faults = Faults(handler.test_ecr).throttle("BatchGetImage", times=1)
+    assert handler.on_event(event())["Data"]["Verified"] == "true"
+    assert faults.attempts("BatchGetImage") == 2
+    faults.throttle("BatchGetImage")
+    data = handler.on_event(event())["Data"]
+    assert data["Verified"] == "false" and "ecr:BatchGetImage failed (ThrottlingException)" in data["Notes"]
+    assert faults.attempts("BatchGetImage") == 2 + handler.RETRY_ATTEMPTS
+
+
+class StandIn:
+    """An ECR client for one image: BatchGetImage answers ``answer``; GetDownloadUrlForLayer gives a URL."""
+
+    def __init__(self, answer: dict[str, Any], url: str = "https://layer.example/config") -> None:
+        self.answer, self.url, self.layers = answer, url, []
+
+    def batch_get_image(self, **kwargs: Any) -> dict[str, Any]:
+        assert set(kwargs["acceptedMediaTypes"]) >= {INDEX, MANIFEST}
+        return self.answer
+
+    def get_download_url_for_layer(self, **kwargs: Any) -> dict[str, Any]:
+        self.layers.append(kwargs["layerDigest"])
+        return {"downloadUrl": self.url, "layerDigest": kwargs["layerDigest"]}
+
+
+def single(config: bytes, *, size: int | None = None) -> dict[str, Any]:
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": MANIFEST,
+        "config": {
+            "mediaType": "application/vnd.oci.image.config.v1+json",
+            "digest": "sha256:" + hashlib.sha256(config).hexdigest(),
+            "size": len(config) if size is None else size,
+        },
+        "layers": [],
+    }
+    image = {"imageId": {"imageDigest": "sha256:" + "a" * 64, "imageTag": "v1"}, "imageManifest": json.dumps(manifest)}
+    return {"images": [{**image, "imageManifestMediaType": MANIFEST}], "failures": []}
+
+
+@pytest.fixture
+def stand_in(handler, monkeypatch):
+    def use(answer: dict[str, Any], body: bytes | Exception | None = None) -> StandIn:
+        ecr = StandIn(answer)
+        handler._clients["ecr@us-east-1"] = ecr
+
+        def fetch(url: str, size: int) -> bytes:
+            assert url == ecr.url
+            if isinstance(body, Exception):
+                raise body
+            return body
+
+        monkeypatch.setattr(handler, "_fetch", fetch)
+        return ecr
+
+    return use
+
+
+def test_a_single_manifest_is_checked_by_its_config_blob(handler, stand_in):
+    config = json.dumps({"architecture": "arm64", "os": "linux", "rootfs": {}}).encode()
+    ecr = stand_in(single(config), config)
+    message = refused(handler, event())
+    assert "the image is built for linux/arm64, the endpoint's instances run linux/amd64" in message
+    assert "exec format error" in message and ecr.layers == ["sha256:" + hashlib.sha256(config).hexdigest()]
+    good = json.dumps({"architecture": "amd64", "os": "linux"}).encode()
+    stand_in(single(good), good)
+    data = handler.on_event(event())["Data"]
+    assert data["Platform"] == "linux/amd64" and data["MediaType"] == MANIFEST and data["Verified"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("answer", "body", "note"),
+    [
+        (single(b'{"architecture": "amd64"}'), b'{"architecture": "arm64"}', "does not match its digest"),
+        (single(b"{}"), b"{}", "names no architecture"),
+        (single(b"[[["), b"[[[", "names no architecture"),
+        (single(b"x", size=2 * 1024 * 1024), b"x", "no config of a readable size"),
+        (single(b"x", size=0), b"", "no config of a readable size"),
+        (single(b'{"architecture": "amd64"}'), TimeoutError("timed out"), "could not be read (TimeoutError)"),
+    ],
+    ids=["digest-mismatch", "no-architecture", "not-json", "too-large", "empty", "unreachable"],
+)
+def test_a_config_blob_that_cannot_be_trusted_is_a_note(handler, stand_in, answer, body, note):
+    stand_in(answer, body)
+    data = handler.on_event(event())["Data"]
+    assert note in data["Notes"] and data["Platform"] == "" and data["Verified"] == "true"
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    ["not json", "[1, 2]", "[" * 1000 + "]" * 1000],
+    ids=["text", "array", "deep"],
+)
+def test_a_manifest_that_is_not_a_json_object_is_a_note(handler, stand_in, manifest):
+    answer = single(b"{}")
+    answer["images"][0]["imageManifest"] = manifest
+    stand_in(answer)
+    data = handler.on_event(event())["Data"]
+    assert "platform was not checked" in data["Notes"] and data["Verified"] == "true"
+
+
+@pytest.mark.parametrize("code", ["UpstreamUnavailable", "UpstreamAccessDenied", "KmsError", "ImageInaccessible"])
+def test_failures_ecr_itself_could_not_answer_are_notes(handler, stand_in, code):
+    stand_in({"images": [], "failures": [{"imageId": {"imageTag": "v1"}, "failureCode": code, "failureReason": "x"}]})
+    data = handler.on_event(event())["Data"]
+    assert data["Verified"] == "false" and f"ECR could not read the image ({code}: x)" in data["Notes"]
+
+
+def test_an_answer_without_image_or_failure_is_a_note(handler, stand_in):
+    stand_in({"images": [], "failures": []})
+    assert "without the image or a failure" in handler.on_event(event())["Data"]["Notes"]
+
+
+def test_the_layer_url_must_be_https_and_its_size_exact(handler, monkeypatch):
+    with pytest.raises(ValueError, match="not https"):
+        handler._fetch("http://layer.example/config", 10)
+
+    class Response:
+        def __init__(self, body: bytes) -> None:
+            self.body = body
+
+        def read(self, n: int) -> bytes:
+            return self.body[:n]
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args: Any) -> None:
+            return None
+
+    class Opener:
+        body = b"abc"
+
+        def open(self, request: Any, timeout: float) -> Response:
+            assert timeout == handler.URL_TIMEOUT_S
+            return Response(self.body)
+
+    monkeypatch.setattr(handler.urllib.request, "build_opener", lambda *handlers: Opener())
+    assert handler._fetch("https://layer.example/config", 3) == b"abc"
+    with pytest.raises(ValueError, match="4 bytes where the manifest says 3"):
+        Opener.body = b"abcd"
+        handler._fetch("https://layer.example/config", 3)
+    assert handler._NoRedirects().redirect_request() is None  # a redirect is not followed
+
+
+# --- a deploy sequence --------------------------------------------------------------------------------------------
+
+
+def test_create_failed_update_rollback_delete_and_redeploy(handler):
+    ecr = handler.test_ecr
+    push(ecr, "v1", index_of("linux/amd64"))
+    stacks = handler._clients["cloudformation"]
+    cfn = CloudFormation(
+        HandlerUnderTest.from_module(handler, resource_type="Custom::ServingImageCheck", timeouts=TIMEOUTS),
+        logical_id="ModelImageCheck",
+        stack=stacks,
+    )
+    created = cfn.create({"ImageUri": f"{REPOSITORY}:v1"})
+    assert created.ok and created.data["Verified"] == "true"
+    failed = cfn.update({"ImageUri": f"{REPOSITORY}:v2"})  # never pushed
+    assert not failed.ok and "tag 'v2' is not in repository team/vllm" in failed.reason
+    ecr.batch_delete_image(repositoryName="team/vllm", imageIds=[{"imageTag": "v1"}])  # gone since, too
+    back = cfn.rollback()
+    assert back.ok, back.reason
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and set(back.data) == set(created.data)
+    deleted = cfn.delete()
+    assert deleted.ok and deleted.physical_id == created.physical_id
+    push(ecr, "v1", index_of("linux/amd64"))
+    again = cfn.create({"ImageUri": f"{REPOSITORY}:v1"})
+    assert again.ok and again.physical_id == created.physical_id  # the same stack and logical ID
+    for response in (created, failed, back, deleted, again):
+        assert cfn.problems(response) == [], response.reason
