@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from handler_kit.resources import ServingImageCheckProperties
 
@@ -66,6 +66,12 @@ class ServingImageCheck(Construct):
         self.resource.node.add_dependency(role)  # its grant before it runs
         self.node.default_child = self.resource
         self.image = image
+
+    @classmethod
+    def of(cls, model: IConstruct) -> ServingImageCheck | None:
+        """The check ``model`` (a Model this library created: ``GpuEndpoint.model``, ``InferenceComponent.model``)
+        waits for, or None."""
+        return next((d for d in model.node.dependencies if isinstance(d, cls)), None)
 
     @property
     def image_digest(self) -> str:

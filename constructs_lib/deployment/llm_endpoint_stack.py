@@ -29,6 +29,7 @@ from constructs_lib import (
     get_engine,
     place_functions_in_vpc,
 )
+from constructs_lib.image_check import ServingImageCheck
 from constructs_lib.model_facts import METADATA_KEY
 from constructs_lib.rules import (
     ASYNC,
@@ -180,6 +181,13 @@ class LlmEndpointStack(cdk.Stack):
             value=config.serving_image.image_uri(self),
             description=f"Serving image ({config.image_source})",
         )
+        if (check := ServingImageCheck.of((self.component or self.endpoint).model)) is not None:
+            cdk.CfnOutput(
+                self,
+                "ImageDigest",
+                value=check.image_digest,
+                description="Digest the serving image named at this deploy (pin it: image=<repository>@<digest>)",
+            )
         if self.smoke_test is not None:
             cdk.CfnOutput(
                 self,

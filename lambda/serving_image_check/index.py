@@ -23,7 +23,8 @@ What this function cannot tell (its role denied, ECR throttling past botocore's 
 of reach of the subnets) is a note, never a failure: SageMaker checks the image again, with the execution role,
 when the Model is created.
 
-Data: ``ImageDigest`` (what the tag names now: pin it with ``...@<digest>``), ``MediaType``, ``Platform``
+Data: ``ImageDigest`` (what the tag names now: pin it with ``...@<digest>``; ``unverified`` when ECR did not
+tell), ``MediaType``, ``Platform``
 (``linux/amd64``, or empty when not read), ``Verified`` (``true`` when ECR answered), ``Notes``. The physical ID is
 ``image-check-<hash of stack and logical ID>``, kept by every update; Delete does nothing.
 
@@ -69,6 +70,7 @@ INDEX_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.oci.image.index.v1+json",
 )
+UNVERIFIED = "unverified"  # ImageDigest when ECR did not tell (see Notes)
 # Every key always present, so Fn::GetAtt never fails.
 DATA_KEYS = ("ImageDigest", "MediaType", "Platform", "Verified", "Notes")
 
@@ -110,7 +112,9 @@ class Result:
 
     def data(self) -> dict[str, str]:
         notes = handler_kit.shorten("; ".join(self.notes), 1000)
-        values = (self.digest, self.media_type, self.platform, "true" if self.verified else "false", notes)
+        # Never empty: the digest is also a stack output (constructs_lib/deployment/llm_endpoint_stack.py).
+        digest = self.digest or UNVERIFIED
+        values = (digest, self.media_type, self.platform, "true" if self.verified else "false", notes)
         return dict(zip(DATA_KEYS, values, strict=True))
 
 

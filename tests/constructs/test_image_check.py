@@ -40,6 +40,14 @@ def check_role_statements(t: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
+def test_of_finds_the_check_a_model_waits_for():
+    stack = cdk.Stack(cdk.App(), "Test")
+    endpoint = GpuEndpoint(stack, "Endpoint", model=S3ModelData(s3.Bucket.from_bucket_name(stack, "B", "bkt"), "m/"))
+    check = ServingImageCheck.of(endpoint.model)
+    assert isinstance(check, ServingImageCheck) and check.image is endpoint.image
+    assert ServingImageCheck.of(check) is None  # what waits for none
+
+
 def test_the_model_waits_for_the_check_which_waits_only_for_its_own_grant():
     t = endpoint_template()
     ((check_id, check),) = of_type(t, "Custom::ServingImageCheck").items()

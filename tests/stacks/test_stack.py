@@ -164,6 +164,7 @@ def test_default_deployment(synthesized):
         "OpenAiBaseUrl",
         "ModelRevision",
         "ImageUri",
+        "ImageDigest",  # the serving image check's: what the tag named at this deploy
         "InvokeCommand",
         "SmokeTimeToFirstTokenMs",
         "SmokeLatencyMs",
@@ -175,6 +176,9 @@ def test_default_deployment(synthesized):
         "Custom::StagedCheckpoint",
         {"RepoId": "Qwen/Qwen3-4B-Instruct-2507", "Revision": "main", "Bucket": {"Ref": Match.any_value()}},
     )
+    (digest,) = t.find_outputs("ImageDigest").values()
+    (check_id,) = t.find_resources("Custom::ServingImageCheck")
+    assert digest["Value"] == {"Fn::GetAtt": [check_id, "ImageDigest"]}
     invoke = json.dumps(t.find_outputs("InvokeCommand"))
     assert "aws sagemaker-runtime invoke-endpoint" in invoke and '\\"messages\\"' in invoke
 
