@@ -70,6 +70,15 @@ INDEX_TYPES = (
     "application/vnd.docker.distribution.manifest.list.v2+json",
     "application/vnd.oci.image.index.v1+json",
 )
+# BatchGetImage failure codes that say the image is not there as named (botocore ecr model, ImageFailureCode); the
+# others (KmsError, Upstream*, ImageInaccessible, codes added later) say ECR could not tell: a note.
+NOT_THERE = (
+    "ImageNotFound",
+    "ImageTagDoesNotMatchDigest",
+    "InvalidImageTag",
+    "InvalidImageDigest",
+    "MissingDigestAndTag",
+)
 UNVERIFIED = "unverified"  # ImageDigest when ECR did not tell (see Notes)
 # Every key always present, so Fn::GetAtt never fails.
 DATA_KEYS = ("ImageDigest", "MediaType", "Platform", "Verified", "Notes")
@@ -174,8 +183,8 @@ def check(image_uri: str, architecture: str, region: str, result: Result) -> Non
         _unreachable(e, "ecr:BatchGetImage", m, result)
         return
     for failure in answer.get("failures") or []:
-        code, reason = str(failure.get("failureCode", "")), str(failure.get("failureReason", ""))[:300]
-        if code.startswith("Upstream") or code in ("KmsError", "ImageInaccessible"):
+        code, reason = str(failure.get("failureCode", ""))[:60], str(failure.get("failureReason", ""))[:300]
+        if code not in NOT_THERE:
             result.notes.append(f"ECR could not read the image ({code}: {reason}); SageMaker checks it again")
             return
         what = f"tag {m['tag']!r}" if m["tag"] else f"digest {m['digest']}"

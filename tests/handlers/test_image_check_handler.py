@@ -269,11 +269,21 @@ def test_a_manifest_that_is_not_a_json_object_is_a_note(handler, stand_in, manif
     assert "platform was not checked" in data["Notes"] and data["Verified"] == "true"
 
 
-@pytest.mark.parametrize("code", ["UpstreamUnavailable", "UpstreamAccessDenied", "KmsError", "ImageInaccessible"])
+@pytest.mark.parametrize(
+    "code", ["UpstreamUnavailable", "UpstreamAccessDenied", "KmsError", "ImageInaccessible", "SomeCodeAddedLater"]
+)
 def test_failures_ecr_itself_could_not_answer_are_notes(handler, stand_in, code):
     stand_in({"images": [], "failures": [{"imageId": {"imageTag": "v1"}, "failureCode": code, "failureReason": "x"}]})
     data = handler.on_event(event())["Data"]
     assert data["Verified"] == "false" and f"ECR could not read the image ({code}: x)" in data["Notes"]
+
+
+@pytest.mark.parametrize("code", ["ImageTagDoesNotMatchDigest", "InvalidImageTag", "InvalidImageDigest"])
+def test_failures_that_say_the_image_is_not_there_as_named_fail(handler, stand_in, code):
+    stand_in({"images": [], "failures": [{"imageId": {"imageTag": "v1"}, "failureCode": code, "failureReason": "x"}]})
+    assert f"tag 'v1' is not in repository team/vllm of account 123456789012 in us-east-1 ({code}: x)" in refused(
+        handler, event()
+    )
 
 
 def test_an_answer_without_image_or_failure_is_a_note(handler, stand_in):
