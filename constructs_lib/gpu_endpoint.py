@@ -315,6 +315,7 @@ class GpuEndpoint(EndpointMetrics, EndpointVariantMixin, Construct):
             image=image,
             environment=plan.environment,
             vpc_config=self.placement.model_vpc_config() if self.placement else None,
+            instance_types=pool_types(instance_type, instance_pools),
         )
 
         variant = sagemaker.CfnEndpointConfig.ProductionVariantProperty(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -21,7 +21,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct, IDependable
 
-from .image_check import ServingImageCheck
+from .image_check import ServingImageCheck, cpu_architecture
 from .images import ServingImage
 from .model_data import ModelSource
 from .nag import acknowledge, acknowledge_wildcard
@@ -197,12 +197,15 @@ def serving_model(
     image: ServingImage,
     environment: Mapping[str, str],
     vpc_config: sagemaker.CfnModel.VpcConfigProperty | None = None,
+    instance_types: Sequence[str] = (),
 ) -> sagemaker.CfnModel:
     """The SageMaker Model: weights from an uncompressed S3 prefix, network isolation on.
 
     It waits for the role's policy (SageMaker checks its access when the model is created), for the model
     source's ``dependable``, when the source has one (a staging step that must finish first), and for a
-    ``ServingImageCheck`` of ``image`` (``<id>ImageCheck`` beside it), which runs as the stack starts.
+    ``ServingImageCheck`` of ``image`` (``<id>ImageCheck`` beside it) on the CPU of ``instance_types``, which
+    runs as the stack starts; a model source that is a construct (a staged checkpoint, itself or behind a
+    preflight) waits for that check too.
     """
     cfn_model = sagemaker.CfnModel(
         scope,
@@ -222,7 +225,13 @@ def serving_model(
         ),
     )
     cfn_model.node.add_dependency(role)
-    cfn_model.node.add_dependency(ServingImageCheck(scope, f"{id}ImageCheck", image=image))
+    check = ServingImageCheck(scope, f"{id}ImageCheck", image=image, architecture=cpu_architecture(instance_types))
+    cfn_model.node.add_dependency(check)
+    # The weights are staged only once the image is known to be there: a check that fails leaves no staging job to
+    # start after the rollback's Delete (aws-cdk #26139: a cancelled Create may still be running when it comes).
+    upstream = getattr(model, "source", model)
+    if isinstance(upstream, Construct):
+        upstream.node.add_dependency(check)
     dependable: IDependable | None = getattr(model, "dependable", None)
     if dependable is not None:
         cfn_model.node.add_dependency(dependable)

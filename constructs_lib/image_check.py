@@ -3,16 +3,19 @@
 A ``Custom::ServingImageCheck`` resource, served by ``lambda/serving_image_check`` through the stack's one
 ``ServingImageCheckProvider``, asks ECR (``BatchGetImage``, what a pull calls first) whether the image's tag or
 digest exists in the stack's region, and whether it is built for the instances' CPU. SageMaker itself looks only
-when the Model is created, which waits for the staged weights; this check depends on nothing but its function, so
-it runs as the stack starts and its failure cancels the staging still in progress (see the handler).
+when the Model is created, which waits for the staged weights; this check depends on nothing but its function, and
+the staging waits for it, so a wrong image fails the deploy in seconds, before any staging job starts.
 
-Every Model this library creates waits for one (``constructs_lib.hosting.serving_model``), so ``GpuEndpoint`` and
-``InferenceComponent`` need no setting. Its role may call ``BatchGetImage`` and ``GetDownloadUrlForLayer`` on the
-image's repository only; what the role is denied is a note, not a failure (the execution role is what SageMaker
-pulls with, and a repository policy may name only that one).
+Every Model this library creates waits for one, and so does a staged checkpoint it serves from
+(``constructs_lib.hosting.serving_model``), so ``GpuEndpoint`` and ``InferenceComponent`` need no setting. Its
+role may call ``BatchGetImage`` and ``GetDownloadUrlForLayer`` on the image's repository only; what the role is
+denied is a note, not a failure (the execution role is what SageMaker pulls with, and a repository policy may
+name only that one).
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -20,34 +23,43 @@ from constructs import Construct, IConstruct
 
 from handler_kit.resources import ServingImageCheckProperties
 
+from .catalog import lookup_instance
 from .images import ServingImage
 from .provider import HandlerProvider
 
 RESOURCE_TYPE = ServingImageCheckProperties.RESOURCE
 PROVIDER_ID = "ServingImageCheckProvider"
 HANDLER = "serving_image_check"
-# Above the handler's worst case: 4 attempts of 5 s connection timeouts with back-off (ECR out of reach), then the
-# layer URL's 10 s (lambda/serving_image_check).
-HANDLER_TIMEOUT = cdk.Duration.minutes(2)
+# Above the handler's worst case: two ECR calls of 3 attempts at 5 s to connect and 10 s to read, with back-off,
+# and the layer URL's; the handler stops reading with 75 s left (lambda/serving_image_check DEADLINE_MARGIN_S).
+HANDLER_TIMEOUT = cdk.Duration.minutes(3)
 # One synchronous run, the Provider framework around it, and its retry of a crashed invocation.
-SERVICE_TIMEOUT = cdk.Duration.minutes(6)
+SERVICE_TIMEOUT = cdk.Duration.minutes(8)
+X86_64 = "amd64"
 # The manifest, then the config blob's URL (botocore ecr model: a pull calls these two for them); both take the
 # repository ARN as their resource (Service Authorization Reference, Amazon ECR: resource type "repository").
 ACTIONS = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
 
 
+def cpu_architecture(instance_types: Sequence[str]) -> str:
+    """``amd64`` when the catalog knows every type (all x86-64: constructs_lib/data/instances.json), else ``""``: a
+    type outside the catalog may run another CPU, so its image's platform is not checked."""
+    return X86_64 if all(lookup_instance(t) is not None for t in instance_types) else ""
+
+
 class ServingImageCheck(Construct):
     """Checks that ``image`` exists in the stack's region and runs on the instances' CPU, before anything waits on it.
 
-    ``ServingImageCheck(self, "ImageCheck", image=ServingImage.from_uri(uri))``; make what pulls the image depend
-    on it (``model.node.add_dependency(check)``). ``image_digest`` is the digest the tag names at deploy time.
+    ``ServingImageCheck(self, "ImageCheck", image=ServingImage.from_uri(uri))``; make what pulls the image, and the
+    staging of its weights, depend on it (``model.node.add_dependency(check)``). ``image_digest`` is the digest the
+    tag named when the check last ran (when the image was set).
     """
 
-    def __init__(self, scope: Construct, id: str, *, image: ServingImage, architecture: str = "amd64") -> None:
+    def __init__(self, scope: Construct, id: str, *, image: ServingImage, architecture: str = X86_64) -> None:
         """
         :param image: the serving image, as the Model names it.
-        :param architecture: the instances' CPU as an OCI platform architecture. Default: ``amd64`` (every GPU
-            instance type in the catalog is x86-64).
+        :param architecture: the instances' CPU as an OCI platform architecture (``cpu_architecture``); ``""``: not
+            known, the platform is not checked. Default: ``amd64`` (every GPU instance type in the catalog is x86-64).
         """
         super().__init__(scope, id)
         self.provider = HandlerProvider.of(self, PROVIDER_ID, handler=HANDLER, timeout=HANDLER_TIMEOUT)
@@ -75,5 +87,6 @@ class ServingImageCheck(Construct):
 
     @property
     def image_digest(self) -> str:
-        """The digest the image's tag named when the stack was deployed (``sha256:...``; empty when not read)."""
+        """The digest the image's tag named when the check last ran, at the deploy that set this image
+        (``sha256:...``; ``unverified`` when ECR did not tell)."""
         return self.resource.get_att_string("ImageDigest")

@@ -697,6 +697,7 @@ class InferenceComponent(CopyMetrics, Construct):
             image=image,
             environment=environment,
             vpc_config=endpoint.placement.model_vpc_config() if endpoint.placement else None,
+            instance_types=endpoint.instance_types,
         )
         # The same for every instance type: one Model (its environment holds the tensor parallel size, so a copy
         # takes as many GPUs on each type), the same host memory reservation and timeouts.

@@ -85,6 +85,11 @@ class _CheckedModel:
         return self._dependable
 
     @property
+    def source(self) -> ModelSource:
+        """The model source the preflight checks (a staged checkpoint, an S3 prefix)."""
+        return self._source
+
+    @property
     def bucket(self) -> Any:
         """The source's bucket, where it has one (an asynchronous endpoint writes its answers there by default)."""
         return getattr(self._source, "bucket", None)

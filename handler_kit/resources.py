@@ -406,5 +406,5 @@ class ServingImageCheckProperties(ResourceProperties):
     RESOURCE: ClassVar[str] = "Custom::ServingImageCheck"
     image_uri: str = prop("ImageUri", required=True)
     # The instances' CPU, as an OCI platform architecture: every GPU type in constructs_lib/data/instances.json is
-    # x86-64 (its note: the one ARM64 host, ml.p6e-gb200, is left out).
-    architecture: str = prop("Architecture", TEXT, "amd64", omit_default=True)
+    # x86-64 (its note: the one ARM64 host, ml.p6e-gb200, is left out). "": not known (a type outside the catalog).
+    architecture: str = prop("Architecture", TEXT, "amd64", omit_default=True, blank_is_value=True)

@@ -186,7 +186,8 @@ class LlmEndpointStack(cdk.Stack):
                 self,
                 "ImageDigest",
                 value=check.image_digest,
-                description="Digest the serving image named at this deploy (pin it: image=<repository>@<digest>)",
+                description="Digest the serving image's tag named at the deploy that set it (pin it with "
+                "image=<repository>@<digest>; 'unverified' when ECR did not tell)",
             )
         if self.smoke_test is not None:
             cdk.CfnOutput(

@@ -3,25 +3,30 @@
 SageMaker looks at the image only when the Model is created (CreateModel: "Requested image ... not found"), and
 the Model waits for the staged weights and the preflight: a mistyped tag, a tag not yet published in this region
 or an image built for arm64 used to surface after staging, tens of minutes in. This resource depends on nothing
-but its own function, so CloudFormation runs it as the stack starts, beside staging; when it fails, CloudFormation
-cancels the creations still in progress and sends each a Delete (aws-cdk #26139), which stops a running staging
-job (lambda/staged_checkpoint). The Model waits for it too, so an update to a missing image fails before it.
+but its own function, and the staging of the Model's weights waits for it (constructs_lib/hosting.py), so a wrong
+image fails the deploy in seconds, before any staging job starts. (Running beside staging instead would race: a
+Create still in its function when CloudFormation sends the Delete of the rollback, aws-cdk #26139, could start a
+job after it.) The Model waits for it too, so an update to a missing image fails before the Model is replaced.
 
 ``on_event`` only, synchronous, seconds:
 
-- the URI: an ECR image ``<account>.dkr.ecr.<region>.amazonaws.com[.cn]/<repository>(:<tag>|@sha256:<hex>)`` in
-  the stack's region (botocore sagemaker model, ContainerDefinition.Image: the image "must be in the same region
-  as the model or endpoint you are creating");
-- ``BatchGetImage`` (what a pull calls first, for the manifest: botocore ecr model): the tag or digest exists.
-  A failure code (``ImageNotFound``, ``ImageTagDoesNotMatchDigest``...) or ``RepositoryNotFoundException`` fails
-  the resource;
-- the platform: an image index (OCI image-index, Docker manifest list) must list ``linux/<Architecture>``; a
-  single manifest's config blob (OCI image spec, config ``os`` and ``architecture``) is read through
-  ``GetDownloadUrlForLayer``, at most ``CONFIG_LIMIT`` bytes, and must hash to its digest.
+- the URI: an ECR image ``<account>.dkr.ecr.<region>.<partition's DNS suffix>/<repository>(:<tag>|@sha256:<hex>)``
+  in the stack's region (botocore sagemaker model, ContainerDefinition.Image: the image "must be in the same region
+  as the model or endpoint you are creating"). Synth checks a literal URI; one this function cannot read is a note;
+- ``BatchGetImage`` (what a pull calls first, for the manifest: botocore ecr model), in the image's registry
+  (``registryId``: without it ECR looks in the caller's own account): the tag or digest exists. A failure code in
+  ``NOT_THERE`` or ``RepositoryNotFoundException`` fails the resource; in the stack's own account a repository
+  name with a ``/`` may be a pull-through cache's, which ECR creates on the first pull: a note;
+- the platform: an image index (OCI image-index, Docker manifest list) whose images name platforms must list
+  ``linux/<Architecture>``; a single manifest's config blob (OCI image spec, config ``os`` and ``architecture``)
+  is read through ``GetDownloadUrlForLayer`` (a pull fetches the config like a layer: OCI distribution-spec, "Pulling
+  blobs"), at most ``CONFIG_LIMIT`` bytes, and must hash to its digest. No ``Architecture`` (an instance type outside
+  the catalog): a note. An OCI image (not Docker schema 2) is a note too: SageMaker has refused OCI manifests
+  ("Unsupported manifest media type", aws/amazon-sagemaker-feedback #180).
 
 What this function cannot tell (its role denied, ECR throttling past botocore's retries, ECR or the layer URL out
-of reach of the subnets) is a note, never a failure: SageMaker checks the image again, with the execution role,
-when the Model is created.
+of reach of the subnets, its own time running out) is a note, never a failure: SageMaker checks the image again,
+with the execution role, when the Model is created. Each note is logged.
 
 Data: ``ImageDigest`` (what the tag names now: pin it with ``...@<digest>``; ``unverified`` when ECR did not
 tell), ``MediaType``, ``Platform``
@@ -29,8 +34,9 @@ tell), ``MediaType``, ``Platform``
 ``image-check-<hash of stack and logical ID>``, kept by every update; Delete does nothing.
 
 Rollback: a failed update sends this resource an Update with its old properties while the stack is
-``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). The old image passed before and may be gone since; failing now
-would leave the stack ``UPDATE_ROLLBACK_FAILED``, so the check runs for its data and its problems are logged.
+``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). The old image passed before and may be gone since; failing now,
+or running out of time, would leave the stack ``UPDATE_ROLLBACK_FAILED``: an Update asks the stack's status first
+and a rollback is answered at once, every attribute present, without asking ECR.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
@@ -50,26 +57,30 @@ from handler_kit import update_rolling_back
 from handler_kit.resources import ServingImageCheckProperties
 
 PHYSICAL_ID_PREFIX = "image-check-"
-# botocore standard mode retries throttling with exponential backoff and jitter. Short connection timeouts: in
-# subnets without an ecr.api endpoint (or NAT) every attempt hangs until it, and an unreachable ECR is a note,
-# which has to be written before the function's own timeout (constructs_lib/image_check.py HANDLER_TIMEOUT).
-RETRY_ATTEMPTS = 4
+# botocore standard mode retries throttling with exponential backoff and jitter. Short timeouts: in subnets without
+# an ecr.api endpoint (or NAT) every attempt hangs until them, and an unreachable ECR is a note, which has to be
+# written before the function's own timeout (constructs_lib/image_check.py HANDLER_TIMEOUT: 180 s). One call at
+# worst: 3 x (5 + 10) s plus back-off, under 50 s; the config blob is read only while DEADLINE_MARGIN_S is left.
+RETRY_ATTEMPTS = 3
 CONNECT_TIMEOUT_S = 5
-READ_TIMEOUT_S = 15
+READ_TIMEOUT_S = 10
+URL_TIMEOUT_S = 10  # each socket operation on the layer URL
+DEADLINE_MARGIN_S = 75  # one more ECR call (50 s) and the layer URL (20 s), with room to answer
 CONFIG_LIMIT = 1024 * 1024  # an image config is a few KB (OCI image spec, config); refuse to read more
 MANIFEST_LIMIT = 4 * 1024 * 1024  # the most an OCI registry need accept for a manifest (distribution-spec, push)
-URL_TIMEOUT_S = 10
 ECR_URI = re.compile(
-    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.amazonaws\.com(?:\.cn)?/"
+    r"^(?P<account>\d{12})\.dkr\.ecr\.(?P<region>[a-z0-9-]+)\.(?P<suffix>[a-z0-9-]+(?:\.[a-z0-9-]+)+)/"
     r"(?P<repository>[a-z0-9._/-]{2,256}?)(?::(?P<tag>[A-Za-z0-9_.-]{1,128})|@(?P<digest>sha256:[a-f0-9]{64}))$",
     re.ASCII,
 )
-# Docker registry HTTP API v2 and OCI image spec media types: two single manifests, two indexes.
-MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json", "application/vnd.oci.image.manifest.v1+json")
-INDEX_TYPES = (
-    "application/vnd.docker.distribution.manifest.list.v2+json",
-    "application/vnd.oci.image.index.v1+json",
-)
+# Docker registry HTTP API v2 and OCI image spec media types. Docker schema 2 is what SageMaker documents and the
+# DLC images are; OCI ones are read too, with a note.
+DOCKER_MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+DOCKER_LIST = "application/vnd.docker.distribution.manifest.list.v2+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+MANIFEST_TYPES = (DOCKER_MANIFEST, OCI_MANIFEST)
+INDEX_TYPES = (DOCKER_LIST, OCI_INDEX)
 # BatchGetImage failure codes that say the image is not there as named (botocore ecr model, ImageFailureCode); the
 # others (KmsError, Upstream*, ImageInaccessible, codes added later) say ECR could not tell: a note.
 NOT_THERE = (
@@ -80,6 +91,12 @@ NOT_THERE = (
     "MissingDigestAndTag",
 )
 UNVERIFIED = "unverified"  # ImageDigest when ECR did not tell (see Notes)
+UNKNOWN_PLATFORM = "unknown/unknown"  # what an index lists for an attestation manifest (buildx provenance)
+OCI_NOTE = (
+    'the image is an OCI {kind}, not Docker schema 2: SageMaker has refused OCI manifests ("Unsupported manifest '
+    'media type", aws/amazon-sagemaker-feedback #180); if CreateModel does, push it with `docker buildx build '
+    "--platform linux/amd64 --provenance=false --output type=image,oci-mediatypes=false,push=true`"
+)
 # Every key always present, so Fn::GetAtt never fails.
 DATA_KEYS = ("ImageDigest", "MediaType", "Platform", "Verified", "Notes")
 
@@ -122,8 +139,8 @@ class Result:
     def data(self) -> dict[str, str]:
         notes = handler_kit.shorten("; ".join(self.notes), 1000)
         # Never empty: the digest is also a stack output (constructs_lib/deployment/llm_endpoint_stack.py).
-        digest = self.digest or UNVERIFIED
-        values = (digest, self.media_type, self.platform, "true" if self.verified else "false", notes)
+        digest = self.digest[:100] or UNVERIFIED
+        values = (digest, self.media_type[:100], self.platform[:100], "true" if self.verified else "false", notes)
         return dict(zip(DATA_KEYS, values, strict=True))
 
 
@@ -134,34 +151,46 @@ def physical_id(event: dict[str, Any]) -> str:
 
 def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = handler_kit.request_type(event)
+    physical = event.get("PhysicalResourceId") or physical_id(event)
     if request == handler_kit.DELETE:
-        return {"PhysicalResourceId": event.get("PhysicalResourceId") or physical_id(event)}
+        return {"PhysicalResourceId": physical}
+    if request == handler_kit.UPDATE and update_rolling_back(event.get("StackId", ""), client("cloudformation"), log):
+        log("rollback", physical=physical)
+        return {"PhysicalResourceId": physical, "Data": Result(notes=["a rollback: not checked again"]).data()}
+    remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
+    deadline = time.monotonic() + remaining_s
     problems: list[str] = []
     settings = ServingImageCheckProperties.from_properties(event.get("ResourceProperties", {}), problems)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "")
     result = Result(problems=problems)
     if not problems:
-        check(settings.image_uri, settings.architecture, region, result)
-    log("checked", image=settings.image_uri, digest=result.digest, problems=len(result.problems))
-    answer = {"PhysicalResourceId": event.get("PhysicalResourceId") or physical_id(event), "Data": result.data()}
+        # The stack's account is in its ID (arn:<partition>:cloudformation:<region>:<account>:stack/...).
+        account = (event.get("StackId", "").split(":") + [""] * 5)[4]
+        check(settings.image_uri, settings.architecture, region, result, deadline=deadline, account=account)
+    log(
+        "checked",
+        image=settings.image_uri[:300],
+        digest=result.digest[:100],
+        platform=result.platform[:100],
+        problems=len(result.problems),
+        notes="; ".join(result.notes)[:2000] or None,
+    )
     if result.problems:
-        stack_id = event.get("StackId", "")
-        if request == handler_kit.UPDATE and update_rolling_back(stack_id, client("cloudformation"), log):
-            log("rollback-problems-logged", problems="; ".join(result.problems))
-            return answer
         raise ImageCheckFailed(
             handler_kit.shorten(handler_kit.refusal(f"Serving image {settings.image_uri[:300]}", result.problems))
         )
-    return answer
+    return {"PhysicalResourceId": physical, "Data": result.data()}
 
 
-def check(image_uri: str, architecture: str, region: str, result: Result) -> None:
+def check(
+    image_uri: str, architecture: str, region: str, result: Result, *, deadline: float, account: str = ""
+) -> None:
     """Fill ``result`` for ``image_uri``: its problems (definite), notes (what could not be told) and data."""
     m = ECR_URI.fullmatch(image_uri)
     if m is None:
-        result.problems.append(
-            "not an ECR image URI: expected <account>.dkr.ecr.<region>.amazonaws.com/<repository>:<tag> or "
-            "...@sha256:<digest>"
+        result.notes.append(
+            "not read as an ECR image URI (<account>.dkr.ecr.<region>.<suffix>/<repository>:<tag> or "
+            "...@sha256:<digest>): not checked"
         )
         return
     if region and m["region"] != region:
@@ -171,70 +200,93 @@ def check(image_uri: str, architecture: str, region: str, result: Result) -> Non
         )
         return
     ecr = client("ecr", m["region"])
-    wanted = {"imageDigest": m["digest"]} if m["digest"] else {"imageTag": m["tag"]}
-    try:
-        answer = ecr.batch_get_image(
-            registryId=m["account"],
-            repositoryName=m["repository"],
-            imageIds=[wanted],
-            acceptedMediaTypes=[*MANIFEST_TYPES, *INDEX_TYPES],
-        )
-    except Exception as e:
-        _unreachable(e, "ecr:BatchGetImage", m, result)
+    image = _get_image(ecr, m, result, own_account=m["account"] == account)
+    if image is None:
         return
-    for failure in answer.get("failures") or []:
-        code, reason = str(failure.get("failureCode", ""))[:60], str(failure.get("failureReason", ""))[:300]
-        if code not in NOT_THERE:
-            result.notes.append(f"ECR could not read the image ({code}: {reason}); SageMaker checks it again")
-            return
-        what = f"tag {m['tag']!r}" if m["tag"] else f"digest {m['digest']}"
-        result.problems.append(
-            f"{what} is not in repository {m['repository']} of account {m['account']} in {m['region']} "
-            f"({code}: {reason}); `aws ecr describe-images --registry-id {m['account']} --repository-name "
-            f"{m['repository']} --region {m['region']}` lists what is there (DLC tags: the engine's release notes)"
-        )
-        return
-    images = answer.get("images") or []
-    if not images:
-        result.notes.append("ECR answered without the image or a failure; SageMaker checks it again")
-        return
-    image = images[0]
     result.verified = True
     result.digest = str((image.get("imageId") or {}).get("imageDigest", ""))
-    manifest_text = str(image.get("imageManifest", ""))
-    result.media_type = str(image.get("imageManifestMediaType", ""))
+    result.media_type = str(image.get("imageManifestMediaType", ""))[:100]
     try:
-        manifest = safejson.loads(manifest_text, source="the image manifest", max_size=MANIFEST_LIMIT)
+        manifest = safejson.loads(str(image.get("imageManifest", "")), source="the manifest", max_size=MANIFEST_LIMIT)
     except safejson.JsonError as e:
         result.notes.append(f"the manifest is not JSON ({str(e)[:200]}); its platform was not checked")
         return
     if not isinstance(manifest, dict):
         result.notes.append("the manifest is not a JSON object; its platform was not checked")
         return
-    result.media_type = result.media_type or str(manifest.get("mediaType", ""))
-    wanted_platform = f"linux/{architecture}"
+    result.media_type = result.media_type or str(manifest.get("mediaType", ""))[:100]
+    if result.media_type in (OCI_MANIFEST, OCI_INDEX):
+        result.notes.append(OCI_NOTE.format(kind="index" if result.media_type == OCI_INDEX else "manifest"))
+    if not architecture:
+        result.notes.append("no architecture given (an instance type outside the catalog): the platform not checked")
+        return
+    wanted = f"linux/{architecture}"
     if result.media_type in INDEX_TYPES or isinstance(manifest.get("manifests"), list):
-        platforms = _index_platforms(manifest)
-        if wanted_platform in platforms:
-            result.platform = wanted_platform
-        else:
-            shown = ", ".join(sorted(platforms)[:10]) or "none"
-            result.problems.append(
-                f"the image index lists the platforms {shown}, not {wanted_platform}: the endpoint's instances run "
-                f"{wanted_platform} (an image built on an arm64 machine needs `docker buildx build --platform "
-                f"{wanted_platform}`)"
-            )
+        _check_index(manifest, wanted, result)
+        return
+    if time.monotonic() > deadline - DEADLINE_MARGIN_S:
+        result.notes.append("too little time left to read the image config: its platform was not checked")
         return
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
     platform = _config_platform(ecr, m, config, result)
     if platform is None:
         return
     result.platform = platform
-    if platform != wanted_platform:
+    if platform != wanted:
         result.problems.append(
-            f"the image is built for {platform}, the endpoint's instances run {wanted_platform} (it would stop with "
+            f"the image is built for {platform}, the endpoint's instances run {wanted} (it would stop with "
             f"'exec format error' once the instances are up; build it with `docker buildx build --platform "
-            f"{wanted_platform}`)"
+            f"{wanted} --provenance=false`)"
+        )
+
+
+def _get_image(ecr: Any, m: re.Match[str], result: Result, *, own_account: bool) -> dict[str, Any] | None:
+    """The image as BatchGetImage answers it, or None with a problem or a note."""
+    wanted = {"imageDigest": m["digest"]} if m["digest"] else {"imageTag": m["tag"]}
+    request = {"registryId": m["account"], "repositoryName": m["repository"], "imageIds": [wanted]}
+    try:
+        try:
+            answer = ecr.batch_get_image(**request, acceptedMediaTypes=[*MANIFEST_TYPES, *INDEX_TYPES])
+        except Exception as e:
+            if _code(e) != "InvalidParameterException":
+                raise
+            # botocore lists only single-manifest types as valid values: asked without the index types, ECR answers
+            # a multi-platform image with one of its images.
+            answer = ecr.batch_get_image(**request, acceptedMediaTypes=list(MANIFEST_TYPES))
+    except Exception as e:
+        _unreachable(e, m, result, own_account=own_account)
+        return None
+    for failure in answer.get("failures") or []:
+        code, reason = str(failure.get("failureCode", ""))[:60], str(failure.get("failureReason", ""))[:300]
+        if code not in NOT_THERE:
+            result.notes.append(f"ECR could not read the image ({code}: {reason}); SageMaker checks it again")
+            return None
+        what = f"tag {m['tag']!r}" if m["tag"] else f"digest {m['digest']}"
+        result.problems.append(
+            f"{what} is not in repository {m['repository']} of account {m['account']} in {m['region']} "
+            f"({code}: {reason}); `aws ecr describe-images --registry-id {m['account']} --repository-name "
+            f"{m['repository']} --region {m['region']}` lists what is there (DLC tags: the engine's release notes)"
+        )
+        return None
+    images = answer.get("images") or []
+    if not images:
+        result.notes.append("ECR answered without the image or a failure; SageMaker checks it again")
+        return None
+    return images[0]
+
+
+def _check_index(index: dict[str, Any], wanted: str, result: Result) -> None:
+    """An index must list ``wanted`` among the platforms it names; one that names none is a note."""
+    platforms = _index_platforms(index) - {UNKNOWN_PLATFORM}
+    if wanted in platforms:
+        result.platform = wanted
+    elif not platforms:
+        result.notes.append("the image index names no platform (optional in an OCI index): the platform not checked")
+    else:
+        shown = ", ".join(sorted(platforms)[:10])
+        result.problems.append(
+            f"the image index lists the platforms {shown}, not {wanted}: the endpoint's instances run {wanted} "
+            f"(an image built on an arm64 machine needs `docker buildx build --platform {wanted} --provenance=false`)"
         )
 
 
@@ -260,7 +312,7 @@ def _config_platform(ecr: Any, m: re.Match[str], config: dict[str, Any], result:
         )["downloadUrl"]
         body = _fetch(url, size)
     except Exception as e:
-        result.notes.append(f"the image config could not be read ({type(e).__name__}); its platform was not checked")
+        result.notes.append(f"the image config could not be read ({_code(e)}); its platform was not checked")
         return None
     if hashlib.sha256(body).hexdigest() != digest.removeprefix("sha256:"):
         result.notes.append("the image config does not match its digest; its platform was not checked")
@@ -292,16 +344,25 @@ def _fetch(url: str, size: int) -> bytes:
     return body
 
 
-def _unreachable(error: Exception, action: str, m: re.Match[str], result: Result) -> None:
-    code = getattr(error, "response", {}).get("Error", {}).get("Code", type(error).__name__)
-    if code == "RepositoryNotFoundException":
+def _code(error: Exception) -> str:
+    return str(getattr(error, "response", {}).get("Error", {}).get("Code") or type(error).__name__)[:80]
+
+
+def _unreachable(error: Exception, m: re.Match[str], result: Result, *, own_account: bool) -> None:
+    code = _code(error)
+    if code == "RepositoryNotFoundException" and not (own_account and "/" in m["repository"]):
         result.problems.append(
             f"repository {m['repository']} does not exist in account {m['account']} in {m['region']}"
         )
+    elif code == "RepositoryNotFoundException":
+        result.notes.append(
+            f"repository {m['repository']} does not exist yet: a pull-through cache creates its repositories on the "
+            "first pull (SageMaker's, with the execution role)"
+        )
     elif code in ("AccessDeniedException", "AccessDenied"):
         result.notes.append(
-            f"{action} was denied to this function ({code}); the repository's policy may allow only the "
+            f"ecr:BatchGetImage was denied to this function ({code}); the repository's policy may allow only the "
             "endpoint's role: SageMaker checks the image when the Model is created"
         )
     else:
-        result.notes.append(f"{action} failed ({code}); SageMaker checks the image when the Model is created")
+        result.notes.append(f"ecr:BatchGetImage failed ({code}); SageMaker checks the image when the Model is created")

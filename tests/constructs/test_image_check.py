@@ -57,7 +57,7 @@ def test_the_model_waits_for_the_check_which_waits_only_for_its_own_grant():
     assert [d for d in check.get("DependsOn", []) if not d.startswith("ServingImageCheckProviderRole")] == []
     assert check["Properties"]["ImageUri"] == model["Properties"]["PrimaryContainer"]["Image"]
     assert "Architecture" not in check["Properties"]  # amd64, the default, is left out
-    assert check["Properties"]["ServiceTimeout"] == "360"
+    assert check["Properties"]["ServiceTimeout"] == "480"
 
 
 def test_the_check_role_reads_only_the_images_repository():
@@ -121,3 +121,30 @@ def test_cdk_nag_finds_nothing_unacknowledged(tmp_path):
     ServingImageCheck(stack, "Check", image=ServingImage.from_uri(URI))
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # raises on any unacknowledged finding
+
+
+def test_staging_waits_for_the_check_directly_and_behind_a_preflight():
+    """So a check that fails leaves no staging job to start after the rollback's Delete (aws-cdk #26139)."""
+    from constructs_lib import DeploymentPreflight, StagedCheckpoint
+
+    for through_preflight in (False, True):
+        stack = cdk.Stack(cdk.App(), "Test")
+        checkpoint = StagedCheckpoint(stack, "Checkpoint", repo_id="Qwen/Qwen3-4B-Instruct-2507")
+        model = checkpoint
+        if through_preflight:
+            model = DeploymentPreflight(
+                stack, "Preflight", model=checkpoint, instance_type="ml.g6.xlarge"
+            ).checked_model
+        GpuEndpoint(stack, "Endpoint", model=model)
+        t = Template.from_stack(stack).to_json()
+        (check_id,) = of_type(t, "Custom::ServingImageCheck")
+        (staging,) = of_type(t, "Custom::StagedCheckpoint").values()
+        assert check_id in staging["DependsOn"], through_preflight
+        check = t["Resources"][check_id]
+        assert all(d.startswith("ServingImageCheckProvider") for d in check.get("DependsOn", []))  # and on no more
+
+
+def test_an_instance_type_outside_the_catalog_leaves_the_platform_unchecked():
+    t = endpoint_template(instance_type="ml.g9.2xlarge", gpu_count=2, gpu_memory_gib=64)
+    ((_, check),) = of_type(t, "Custom::ServingImageCheck").items()
+    assert check["Properties"]["Architecture"] == ""  # its CPU is not known: the handler notes, never refuses

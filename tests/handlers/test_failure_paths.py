@@ -399,20 +399,21 @@ class SmokeDriver(Driver):
 # Serving image check -------------------------------------------------------------------------------
 
 
+IMAGE_INDEX = "application/vnd.docker.distribution.manifest.list.v2+json"  # a DLC image's
+
+
 def image_index(*platforms: str) -> str:
-    """An OCI image index listing one image per ``os/architecture``."""
+    """A Docker manifest list naming one image per ``os/architecture``."""
     manifests = [
         {
-            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "mediaType": "application/vnd.docker.distribution.manifest.v2+json",
             "digest": f"sha256:{i:064x}",
             "size": 1000,
             "platform": dict(zip(("os", "architecture"), p.split("/"), strict=True)),
         }
         for i, p in enumerate(platforms, 1)
     ]
-    return json.dumps(
-        {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": manifests}
-    )
+    return json.dumps({"schemaVersion": 2, "mediaType": IMAGE_INDEX, "manifests": manifests})
 
 
 class ImageCheckDriver(Driver):
@@ -435,7 +436,7 @@ class ImageCheckDriver(Driver):
         self.ecr.put_image(
             repositoryName="vllm",
             imageManifest=image_index(*platforms),
-            imageManifestMediaType="application/vnd.oci.image.index.v1+json",
+            imageManifestMediaType=IMAGE_INDEX,
             imageTag=tag,
         )
 

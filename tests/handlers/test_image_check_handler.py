@@ -19,16 +19,19 @@ from tests.harness import CloudFormation, Faults, HandlerUnderTest, Stacks, Time
 
 ACCOUNT = "123456789012"  # moto's
 REPOSITORY = f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/team/vllm"
-INDEX = "application/vnd.oci.image.index.v1+json"
-MANIFEST = "application/vnd.oci.image.manifest.v1+json"
-TIMEOUTS = Timeouts(handler_s=120, service_timeout_s=360)  # constructs_lib/image_check.py
+INDEX = "application/vnd.docker.distribution.manifest.list.v2+json"  # what the DLC images are
+MANIFEST = "application/vnd.docker.distribution.manifest.v2+json"
+OCI_INDEX = "application/vnd.oci.image.index.v1+json"
+OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
+ACCEPTED = [MANIFEST, OCI_MANIFEST, INDEX, OCI_INDEX]
+TIMEOUTS = Timeouts(handler_s=180, service_timeout_s=480)  # constructs_lib/image_check.py
 
 
-def index_of(*platforms: str) -> str:
+def index_of(*platforms: str, media_type: str = INDEX) -> str:
     return json.dumps(
         {
             "schemaVersion": 2,
-            "mediaType": INDEX,
+            "mediaType": media_type,
             "manifests": [
                 {
                     "mediaType": MANIFEST,
@@ -117,18 +120,49 @@ def test_a_missing_repository_fails(handler):
     assert "repository nothing does not exist in account 123456789012 in us-east-1" in message
 
 
+def test_a_missing_repository_of_the_stacks_own_account_with_a_prefix_may_be_a_pull_through_cache(handler):
+    """ECR creates a pull-through cache's repository (``<prefix>/<upstream repository>``) on its first pull."""
+    data = handler.on_event(event(ImageUri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/quay/vllm/vllm:v1"))["Data"]
+    assert (
+        data["Verified"] == "false"
+        and "a pull-through cache creates its repositories on the first pull" in (data["Notes"])
+    )
+    # In another account (a DLC registry) the repository is either there or not.
+    message = refused(handler, event(ImageUri="763104351884.dkr.ecr.us-east-1.amazonaws.com/quay/vllm:v1"))
+    assert "repository quay/vllm does not exist in account 763104351884" in message
+
+
 def test_an_index_without_the_instances_platform_fails_naming_what_it_has(handler):
     push(handler.test_ecr, "v1", index_of("linux/arm64", "unknown/unknown"))
     message = refused(handler, event())
-    assert "lists the platforms linux/arm64, unknown/unknown, not linux/amd64" in message
-    assert "docker buildx build --platform linux/amd64" in message
+    assert "lists the platforms linux/arm64, not linux/amd64" in message  # the attestation's unknown/unknown left out
+    assert "docker buildx build --platform linux/amd64 --provenance=false" in message
     push(handler.test_ecr, "v1", index_of("linux/arm64"))
     assert handler.on_event(event(Architecture="arm64"))["Data"]["Platform"] == "linux/arm64"  # the prop decides
 
 
-def test_an_index_with_no_platforms_fails(handler):
-    push(handler.test_ecr, "v1", json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": []}))
-    assert "lists the platforms none, not linux/amd64" in refused(handler, event())
+@pytest.mark.parametrize("platforms", [(), ("unknown/unknown",)], ids=["none", "attestation-only"])
+def test_an_index_that_names_no_platform_is_a_note(handler, platforms):
+    """``platform`` is optional in an OCI image index: nothing to compare is not a mismatch."""
+    push(handler.test_ecr, "v1", index_of(*platforms))
+    data = handler.on_event(event())["Data"]
+    assert data["Platform"] == "" and "names no platform" in data["Notes"] and data["Verified"] == "true"
+
+
+def test_an_oci_image_passes_with_a_note_on_how_to_push_docker_schema_2(handler):
+    push(handler.test_ecr, "v1", index_of("linux/amd64", media_type=OCI_INDEX), media_type=OCI_INDEX)
+    data = handler.on_event(event())["Data"]
+    assert data["Platform"] == "linux/amd64" and data["MediaType"] == OCI_INDEX
+    assert "OCI index, not Docker schema 2" in data["Notes"] and "--provenance=false" in data["Notes"]
+    assert "aws/amazon-sagemaker-feedback #180" in data["Notes"]
+
+
+def test_without_an_architecture_the_platform_is_a_note(handler):
+    """A blank Architecture (an instance type outside the catalog, whose CPU is not known) checks no platform."""
+    push(handler.test_ecr, "v1", index_of("linux/arm64"))
+    data = handler.on_event(event(Architecture=""))["Data"]
+    assert "no architecture given" in data["Notes"] and data["Verified"] == "true" and data["Platform"] == ""
+    assert "not linux/amd64" in refused(handler, event())  # absent: the default, amd64
 
 
 def test_an_image_in_another_region_fails_before_any_call(handler):
@@ -147,8 +181,34 @@ def test_an_image_in_another_region_fails_before_any_call(handler):
         f"{REPOSITORY}@sha256:abc",
     ],
 )
-def test_what_is_not_an_ecr_image_uri_is_refused(handler, uri):
-    assert "not an ECR image URI" in refused(handler, event(ImageUri=uri))
+def test_what_cannot_be_read_as_an_ecr_image_uri_is_a_note(handler, uri):
+    """Synth refuses a literal URI that is not ECR's; what only resolves at deploy is SageMaker's to judge."""
+    faults = Faults(handler.test_ecr)
+    data = handler.on_event(event(ImageUri=uri))["Data"]
+    assert "not read as an ECR image URI" in data["Notes"] and data["Verified"] == "false" and faults.calls == []
+
+
+@pytest.mark.parametrize(
+    ("suffix", "region"),
+    [
+        ("amazonaws.com", "us-east-1"),
+        ("amazonaws.com.cn", "cn-north-1"),
+        ("c2s.ic.gov", "us-iso-east-1"),
+        ("sc2s.sgov.gov", "us-isob-east-1"),
+        ("csp.hci.ic.gov", "us-isof-south-1"),
+        ("cloud.adc-e.uk", "eu-isoe-west-1"),
+        ("amazonaws.eu", "eusc-de-east-1"),
+    ],
+)
+def test_every_partitions_registry_host_is_read(handler, stand_in, monkeypatch, suffix, region):
+    """The DLC registries of constructs_lib/data/dlc_registry.json, with each partition's DNS suffix (botocore
+    partitions.json), as ${AWS::URLSuffix} renders them."""
+    monkeypatch.setenv("AWS_REGION", region)
+    ecr = stand_in(single(b'{"architecture": "amd64", "os": "linux"}'), b'{"architecture": "amd64", "os": "linux"}')
+    handler._clients[f"ecr@{region}"] = ecr
+    ecr.registry = "763104351884"
+    data = handler.on_event(event(ImageUri=f"763104351884.dkr.ecr.{region}.{suffix}/vllm:v1"))["Data"]
+    assert data["Verified"] == "true" and data["Platform"] == "linux/amd64", data
 
 
 def test_properties_without_an_image_are_refused(handler):
@@ -179,16 +239,21 @@ def test_throttling_is_retried_then_a_note(handler):
 
 
 class StandIn:
-    """An ECR client for one image: BatchGetImage answers ``answer``; GetDownloadUrlForLayer gives a URL."""
+    """An ECR client for one image of ``registry``: BatchGetImage answers ``answer`` when asked in that registry
+    (ECR looks in the caller's own account without ``registryId``) for every media type the check reads;
+    GetDownloadUrlForLayer gives a URL."""
 
     def __init__(self, answer: dict[str, Any], url: str = "https://layer.example/config") -> None:
-        self.answer, self.url, self.layers = answer, url, []
+        self.answer, self.url, self.layers, self.registry, self.requests = answer, url, [], ACCOUNT, []
 
     def batch_get_image(self, **kwargs: Any) -> dict[str, Any]:
-        assert set(kwargs["acceptedMediaTypes"]) >= {INDEX, MANIFEST}
+        self.requests.append(kwargs)
+        assert kwargs["registryId"] == self.registry
+        assert kwargs["acceptedMediaTypes"] == ACCEPTED
         return self.answer
 
     def get_download_url_for_layer(self, **kwargs: Any) -> dict[str, Any]:
+        assert kwargs["registryId"] == self.registry
         self.layers.append(kwargs["layerDigest"])
         return {"downloadUrl": self.url, "layerDigest": kwargs["layerDigest"]}
 
@@ -320,7 +385,57 @@ def test_the_layer_url_must_be_https_and_its_size_exact(handler, monkeypatch):
     with pytest.raises(ValueError, match="4 bytes where the manifest says 3"):
         Opener.body = b"abcd"
         handler._fetch("https://layer.example/config", 3)
-    assert handler._NoRedirects().redirect_request() is None  # a redirect is not followed
+
+
+def test_a_redirect_from_the_layer_url_is_not_followed():
+    """The opener _fetch uses, against a real local server that redirects: an HTTPError, no second request."""
+    import http.server
+    import threading
+    import urllib.error
+    import urllib.request
+
+    module = load_lambda("serving_image_check")
+    seen: list[str] = []
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.path)
+            self.send_response(302)
+            self.send_header("Location", "/elsewhere")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        opener = urllib.request.build_opener(module._NoRedirects)
+        with pytest.raises(urllib.error.HTTPError) as error:
+            opener.open(f"http://127.0.0.1:{server.server_address[1]}/config", timeout=5)
+        assert error.value.code == 302 and seen == ["/config"]
+    finally:
+        server.shutdown()
+
+
+def test_the_config_is_not_read_when_too_little_time_is_left(handler, stand_in):
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return (handler.DEADLINE_MARGIN_S - 1) * 1000
+
+    ecr = stand_in(single(b'{"architecture": "arm64"}'), b'{"architecture": "arm64"}')
+    data = handler.on_event(event(), Context())["Data"]
+    assert "too little time left" in data["Notes"] and ecr.layers == [] and data["Verified"] == "true"
+
+
+def test_an_ecr_that_refuses_the_index_media_types_is_asked_again_without_them(handler):
+    push(handler.test_ecr, "v1", index_of("linux/amd64"))
+    faults = Faults(handler.test_ecr).inject("BatchGetImage", "InvalidParameterException", "acceptedMediaTypes")
+    assert handler.on_event(event())["Data"]["Verified"] == "true"
+    (first, second) = [params for name, params in faults.calls if name == "BatchGetImage"]
+    assert first["acceptedMediaTypes"] == ACCEPTED and second["acceptedMediaTypes"] == [MANIFEST, OCI_MANIFEST]
+    assert first["registryId"] == second["registryId"] == ACCOUNT
 
 
 # --- a deploy sequence --------------------------------------------------------------------------------------------
@@ -340,8 +455,10 @@ def test_create_failed_update_rollback_delete_and_redeploy(handler):
     failed = cfn.update({"ImageUri": f"{REPOSITORY}:v2"})  # never pushed
     assert not failed.ok and "tag 'v2' is not in repository team/vllm" in failed.reason
     ecr.batch_delete_image(repositoryName="team/vllm", imageIds=[{"imageTag": "v1"}])  # gone since, too
+    faults = Faults(ecr)
     back = cfn.rollback()
     assert back.ok, back.reason
+    assert faults.calls == []  # answered from the stack's status alone: nothing that can fail or run out of time
     assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and set(back.data) == set(created.data)
     deleted = cfn.delete()
     assert deleted.ok and deleted.physical_id == created.physical_id
