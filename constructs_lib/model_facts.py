@@ -12,7 +12,6 @@ The record is input like any other: a malformed one fails synth naming the file,
 
 from __future__ import annotations
 
-import importlib
 import json
 import warnings
 from dataclasses import dataclass, field
@@ -222,15 +221,16 @@ class FactsSource:
     def __post_init__(self) -> None:
         object.__setattr__(self, "path", Path(self.path))
         if isinstance(self.lookup, bool):  # 0.2.0's flag: True asked the Hub, False did not
+            # The Hub client is the command package's, and the library imports nothing of it (no loop, even inside a
+            # function): True now looks nothing up, and says how to ask the Hub. A model the record lacks is then
+            # checked by the deploy preflight, as the synth summary says.
             warnings.warn(
-                "FactsSource(lookup=True/False) is deprecated: pass lookup=llmops.facts.hub_lookup, or leave it out "
-                "for no lookup",
+                "FactsSource(lookup=True/False) is deprecated and looks nothing up: pass "
+                "lookup=llmops.facts.hub_lookup to ask the Hub, or leave it out for no lookup",
                 DeprecationWarning,
                 stacklevel=3,
             )
-            # The Hub client is the command package's; only this deprecated flag loads it, when asked to.
-            hub_lookup = importlib.import_module("llmops.facts").hub_lookup if self.lookup else None
-            object.__setattr__(self, "lookup", hub_lookup)
+            object.__setattr__(self, "lookup", None)
 
     def facts_for(self, repo_id: str, revision: str, *, gguf: bool = False, gguf_file: str | None = None) -> Known:
         """gguf: llama.cpp serves the model (``gguf_file`` names it): the record must hold that GGUF's header."""

@@ -57,6 +57,15 @@ def imports_of(module: str, path: Path, files: dict[str, Path]) -> set[str]:
             else:
                 target = node.module or ""
             named |= {f"{target}.{a.name}" if f"{target}.{a.name}" in files else target for a in node.names}
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            named.add(node.args[0].value)  # importlib.import_module("pkg.mod"): an import all the same
     found = set()
     for name in named:
         if path.parent.parent.name == "lambda" and (path.parent / f"{name}.py").is_file():
@@ -113,6 +122,10 @@ def test_the_loop_finder_finds_a_loop_hidden_in_a_function(tmp_path, monkeypatch
     files["pkg.b"].write_text("def late():\n    from pkg.a import thing\n")
     files["pkg.c"].write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg import a\n")
     assert import_loops(files) == [["pkg.a", "pkg.b"]]
+    # importlib.import_module with a literal name is an import too (a deprecation shim once hid a loop that way).
+    files["pkg.b"].write_text("import importlib\ndef late():\n    return importlib.import_module('pkg.c')\n")
+    files["pkg.c"].write_text("from pkg import b\n")
+    assert import_loops(files) == [["pkg.b", "pkg.c"]]
 
 
 def test_at_most_five_type_ignores_in_product_code():

@@ -528,10 +528,10 @@ def test_skipping_memory_drops_the_gguf_refusal_but_keeps_the_estimate(tmp_path)
 
 
 @pytest.mark.parametrize("flag", [True, False])
-def test_the_0_2_lookup_flag_keeps_working_with_a_deprecation_warning(tmp_path, flag):
+def test_the_0_2_lookup_flag_is_accepted_with_a_warning_naming_the_hub_lookup(tmp_path, flag):
+    """The library imports nothing of llmops (tests/project/test_rooms.py): the flag no longer reaches the Hub."""
     from constructs_lib.deployment import FactsSource
-    from llmops.facts import hub_lookup
 
-    with pytest.warns(DeprecationWarning, match=r"FactsSource\(lookup=True/False\) is deprecated"):
+    with pytest.warns(DeprecationWarning, match=r"looks nothing up: pass lookup=llmops\.facts\.hub_lookup"):
         source = FactsSource(tmp_path / "model-facts.json", lookup=flag)
-    assert source.lookup is (hub_lookup if flag else None)
+    assert source.lookup is None
