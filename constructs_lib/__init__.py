@@ -17,6 +17,7 @@ from .engines import EngineSpec, get_engine
 from .gguf_file import staging_patterns
 from .gpu_endpoint import GpuEndpoint
 from .image_asset import AssetImage
+from .image_check import ServingImageCheck
 from .images import ServingImage
 from .imported import ImportedComponent, ImportedComponentEndpoint, ImportedEndpoint
 from .inference_component import ComponentEndpoint, InferenceComponent
@@ -57,6 +58,7 @@ __all__ = [
     "Refusal",
     "S3ModelData",
     "ServingImage",
+    "ServingImageCheck",
     "StagedCheckpoint",
     "UpdatePolicy",
     "VpcPlacement",

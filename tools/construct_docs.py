@@ -35,6 +35,7 @@ PAGES = {
     "ModelBucket": constructs_lib.ModelBucket.__init__,
     "S3ModelData": constructs_lib.S3ModelData.__init__,
     "DeploymentPreflight": constructs_lib.DeploymentPreflight.__init__,
+    "ServingImageCheck": constructs_lib.ServingImageCheck.__init__,
     "EndpointSmokeTest": constructs_lib.EndpointSmokeTest.__init__,
     "AlarmTopic": constructs_lib.AlarmTopic.__init__,
     "CustomerKeys": constructs_lib.encrypt_logs_and_functions,
