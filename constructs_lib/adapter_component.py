@@ -21,6 +21,7 @@ from constructs import Construct
 
 from .engines import engine_without_adapters
 from .hosting import grant_invoke_arns, openai_base_url
+from .image_check import ServingImageCheck
 from .inference_component import InferenceComponent
 from .monitoring import AlarmThresholds, Monitor, Watched
 from .monitoring.metrics import ComponentMetrics, metrics_settings
@@ -191,6 +192,8 @@ class AdapterComponent(ComponentMetrics, Construct):
         self.component.node.add_dependency(base.role)
         if artifact is not None:  # the archive exists once the staging job verified every byte
             self.component.node.add_dependency(artifact.dependable)
+            if (check := ServingImageCheck.of(base.model)) is not None:
+                check.precedes(artifact)  # its base's image, which serves it, is checked before it is staged
         self.node.default_child = self.component
         self.monitor = Monitor(self)
         base.adapters.append(self)  # the endpoint's dashboard shows it under its base

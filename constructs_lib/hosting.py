@@ -227,11 +227,10 @@ def serving_model(
     cfn_model.node.add_dependency(role)
     check = ServingImageCheck(scope, f"{id}ImageCheck", image=image, architecture=cpu_architecture(instance_types))
     cfn_model.node.add_dependency(check)
-    # The weights are staged only once the image is known to be there: a check that fails leaves no staging job to
-    # start after the rollback's Delete (aws-cdk #26139: a cancelled Create may still be running when it comes).
+    # The weights are staged only once the image is known to be there (ServingImageCheck.precedes).
     upstream = getattr(model, "source", model)
     if isinstance(upstream, Construct):
-        upstream.node.add_dependency(check)
+        check.precedes(upstream)
     dependable: IDependable | None = getattr(model, "dependable", None)
     if dependable is not None:
         cfn_model.node.add_dependency(dependable)

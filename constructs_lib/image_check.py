@@ -25,6 +25,7 @@ from handler_kit.resources import ServingImageCheckProperties
 
 from .catalog import lookup_instance
 from .images import ServingImage
+from .nag import acknowledge_wildcard
 from .provider import HandlerProvider
 
 RESOURCE_TYPE = ServingImageCheckProperties.RESOURCE
@@ -39,6 +40,7 @@ X86_64 = "amd64"
 # The manifest, then the config blob's URL (botocore ecr model: a pull calls these two for them); both take the
 # repository ARN as their resource (Service Authorization Reference, Amazon ECR: resource type "repository").
 ACTIONS = ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer")
+CACHE_RULES_ACTION = "ecr:DescribePullThroughCacheRules"
 
 
 def cpu_architecture(instance_types: Sequence[str]) -> str:
@@ -62,9 +64,20 @@ class ServingImageCheck(Construct):
             known, the platform is not checked. Default: ``amd64`` (every GPU instance type in the catalog is x86-64).
         """
         super().__init__(scope, id)
+        first = cdk.Stack.of(self).node.try_find_child(PROVIDER_ID) is None
         self.provider = HandlerProvider.of(self, PROVIDER_ID, handler=HANDLER, timeout=HANDLER_TIMEOUT)
         role = self.provider.role
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(ACTIONS), resources=[image.repository_arn(self)]))
+        if first:
+            # Once per provider: a missing image of the stack's own registry may be a pull-through cache's first pull.
+            role.add_to_principal_policy(iam.PolicyStatement(actions=[CACHE_RULES_ACTION], resources=["*"]))
+            acknowledge_wildcard(
+                role.node.find_child("DefaultPolicy"),
+                resource="*",
+                reason="ecr:DescribePullThroughCacheRules supports no resource-level permissions (Service "
+                "Authorization Reference, Amazon ECR); the handler lists its own registry's cache rules only, to tell "
+                "a pull-through cache's first pull from a missing image.",
+            )
         self.resource = cdk.CustomResource(
             self,
             "Resource",
@@ -78,6 +91,20 @@ class ServingImageCheck(Construct):
         self.resource.node.add_dependency(role)  # its grant before it runs
         self.node.default_child = self.resource
         self.image = image
+
+    def precedes(self, staging: IConstruct) -> None:
+        """Make ``staging`` (a ``StagedCheckpoint``) wait for this check, so no staging job starts for an image that
+        is not there: a check beside staging could fail while a staging Create still runs, and that Create could
+        start its job after the rollback's Delete (aws-cdk #26139). Only within this check's stack: across stacks the
+        consumer's stack already depends on the staging's (its S3 prefix), and the wait would be a cycle."""
+        if cdk.Stack.of(staging) is cdk.Stack.of(self):
+            staging.node.add_dependency(self)
+        else:
+            cdk.Annotations.of(self).add_warning_v2(
+                "llm:image-check-other-stack",
+                f"{staging.node.path} is in another stack: its staging does not wait for this image check, so a "
+                "wrong image fails the deploy only after that stack's staging.",
+            )
 
     @classmethod
     def of(cls, model: IConstruct) -> ServingImageCheck | None:

@@ -48,24 +48,27 @@ import re
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 import handler_kit
 import safejson
-from handler_kit import update_rolling_back
 from handler_kit.resources import ServingImageCheckProperties
 
 PHYSICAL_ID_PREFIX = "image-check-"
-# botocore standard mode retries throttling with exponential backoff and jitter. Short timeouts: in subnets without
-# an ecr.api endpoint (or NAT) every attempt hangs until them, and an unreachable ECR is a note, which has to be
-# written before the function's own timeout (constructs_lib/image_check.py HANDLER_TIMEOUT: 180 s). One call at
-# worst: 3 x (5 + 10) s plus back-off, under 50 s; the config blob is read only while DEADLINE_MARGIN_S is left.
+# botocore standard mode retries throttling with exponential backoff and jitter. In subnets without an ecr.api
+# endpoint (or NAT) every attempt hangs until its timeouts, once per address the name resolves to; an unreachable
+# ECR is a note, so the whole check runs under a wall-clock bound (_bounded) that ends ANSWER_MARGIN_S before the
+# function's own timeout (constructs_lib/image_check.py HANDLER_TIMEOUT: 180 s), whatever the timeouts add up to.
 RETRY_ATTEMPTS = 3
 CONNECT_TIMEOUT_S = 5
 READ_TIMEOUT_S = 10
 URL_TIMEOUT_S = 10  # each socket operation on the layer URL
-DEADLINE_MARGIN_S = 75  # one more ECR call (50 s) and the layer URL (20 s), with room to answer
+ANSWER_MARGIN_S = 15  # left to log and answer after the bound
+CONFIG_MARGIN_S = 60  # the config blob is read only while this much of the bound is left
+CHUNK = 64 * 1024  # the config is read in parts, the bound checked between them
 CONFIG_LIMIT = 1024 * 1024  # an image config is a few KB (OCI image spec, config); refuse to read more
 MANIFEST_LIMIT = 4 * 1024 * 1024  # the most an OCI registry need accept for a manifest (distribution-spec, push)
 ECR_URI = re.compile(
@@ -91,6 +94,8 @@ NOT_THERE = (
     "MissingDigestAndTag",
 )
 UNVERIFIED = "unverified"  # ImageDigest when ECR did not tell (see Notes)
+# What some builders write in a config's architecture (the Go names, which the OCI image spec uses, first).
+ARCHITECTURE_ALIASES = {"x86_64": "amd64", "x86-64": "amd64", "aarch64": "arm64"}
 UNKNOWN_PLATFORM = "unknown/unknown"  # what an index lists for an attestation manifest (buildx provenance)
 OCI_NOTE = (
     'the image is an OCI {kind}, not Docker schema 2: SageMaker has refused OCI manifests ("Unsupported manifest '
@@ -133,6 +138,7 @@ class Result:
     media_type: str = ""
     platform: str = ""
     verified: bool = False
+    degraded: bool = False  # ECR was asked without the index media types: one image of an index may have come
     problems: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -154,19 +160,32 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     physical = event.get("PhysicalResourceId") or physical_id(event)
     if request == handler_kit.DELETE:
         return {"PhysicalResourceId": physical}
-    if request == handler_kit.UPDATE and update_rolling_back(event.get("StackId", ""), client("cloudformation"), log):
-        log("rollback", physical=physical)
-        return {"PhysicalResourceId": physical, "Data": Result(notes=["a rollback: not checked again"]).data()}
     remaining_s = context.get_remaining_time_in_millis() / 1000 if context is not None else 900.0
-    deadline = time.monotonic() + remaining_s
+    deadline = time.monotonic() + remaining_s - ANSWER_MARGIN_S
     problems: list[str] = []
     settings = ServingImageCheckProperties.from_properties(event.get("ResourceProperties", {}), problems)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION", "")
+    # The stack's account is in its ID (arn:<partition>:cloudformation:<region>:<account>:stack/...).
+    account = (event.get("StackId", "").split(":") + [""] * 5)[4]
+    stack_id = event.get("StackId", "")
+    # An Update may be a rollback's, whose image passed before: then nothing it finds may fail it. When the stack's
+    # status cannot be read (no cloudformation endpoint, throttling), nothing may either.
+    status = _bounded(lambda: _stack_status(stack_id), deadline) if request == handler_kit.UPDATE else "n/a"
+    lenient = request == handler_kit.UPDATE and status in (handler_kit.UPDATE_ROLLBACK_IN_PROGRESS, None)
     result = Result(problems=problems)
     if not problems:
-        # The stack's account is in its ID (arn:<partition>:cloudformation:<region>:<account>:stack/...).
-        account = (event.get("StackId", "").split(":") + [""] * 5)[4]
-        check(settings.image_uri, settings.architecture, region, result, deadline=deadline, account=account)
+        done = _bounded(
+            lambda: check(settings.image_uri, settings.architecture, region, account=account, deadline=deadline),
+            deadline,
+        )
+        if done is None:
+            result.notes.append("ECR did not answer within the function's time: not checked (SageMaker checks it)")
+        else:
+            result = done
+    if lenient and result.problems:
+        why = "a rollback" if status else "the stack's status could not be read, so this may be a rollback"
+        result.notes = [f"{why}: not enforced: {p}" for p in result.problems] + result.notes
+        result.problems = []
     log(
         "checked",
         image=settings.image_uri[:300],
@@ -182,10 +201,38 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     return {"PhysicalResourceId": physical, "Data": result.data()}
 
 
-def check(
-    image_uri: str, architecture: str, region: str, result: Result, *, deadline: float, account: str = ""
-) -> None:
-    """Fill ``result`` for ``image_uri``: its problems (definite), notes (what could not be told) and data."""
+def _stack_status(stack_id: str) -> str | None:
+    """The stack's status, or None when it cannot be read."""
+    try:
+        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
+    except Exception as e:
+        log("describe-stack-failed", error=_code(e))
+        return None
+    return str(stacks[0].get("StackStatus", "")) if stacks else None
+
+
+def _bounded(work: Any, deadline: float) -> Any:
+    """``work()``'s answer, or None when it has not answered by ``deadline`` (monotonic seconds): a call that hangs
+    on an address that never answers (no route from the subnets) cannot outlast the function, whatever botocore's
+    or urllib's timeouts add up to over several addresses. The thread left behind is frozen with the function."""
+    pool = ThreadPoolExecutor(max_workers=1)
+    future = pool.submit(work)
+    try:
+        return future.result(timeout=max(0.0, deadline - time.monotonic()))
+    except FutureTimeout:
+        return None
+    finally:
+        pool.shutdown(wait=False)
+
+
+def check(image_uri: str, architecture: str, region: str, *, deadline: float, account: str = "") -> Result:
+    """What ECR says of ``image_uri``: its problems (definite), notes (what could not be told) and data."""
+    result = Result()
+    _check(image_uri, _oci_architecture(architecture), region, result, deadline, account)
+    return result
+
+
+def _check(image_uri: str, architecture: str, region: str, result: Result, deadline: float, account: str) -> None:
     m = ECR_URI.fullmatch(image_uri)
     if m is None:
         result.notes.append(
@@ -200,7 +247,7 @@ def check(
         )
         return
     ecr = client("ecr", m["region"])
-    image = _get_image(ecr, m, result, own_account=m["account"] == account)
+    image = _get_image(ecr, m, result, own_account=m["account"] == account, deadline=deadline)
     if image is None:
         return
     result.verified = True
@@ -224,15 +271,17 @@ def check(
     if result.media_type in INDEX_TYPES or isinstance(manifest.get("manifests"), list):
         _check_index(manifest, wanted, result)
         return
-    if time.monotonic() > deadline - DEADLINE_MARGIN_S:
+    if time.monotonic() > deadline - CONFIG_MARGIN_S:
         result.notes.append("too little time left to read the image config: its platform was not checked")
         return
     config = manifest.get("config") if isinstance(manifest.get("config"), dict) else {}
-    platform = _config_platform(ecr, m, config, result)
+    platform = _config_platform(ecr, m, config, result, deadline)
     if platform is None:
         return
     result.platform = platform
-    if platform != wanted:
+    if result.degraded and platform != wanted:
+        result.notes.append(f"ECR answered one image of the index ({platform}): the platform not checked")
+    elif platform != wanted:
         result.problems.append(
             f"the image is built for {platform}, the endpoint's instances run {wanted} (it would stop with "
             f"'exec format error' once the instances are up; build it with `docker buildx build --platform "
@@ -240,7 +289,9 @@ def check(
         )
 
 
-def _get_image(ecr: Any, m: re.Match[str], result: Result, *, own_account: bool) -> dict[str, Any] | None:
+def _get_image(
+    ecr: Any, m: re.Match[str], result: Result, *, own_account: bool, deadline: float
+) -> dict[str, Any] | None:
     """The image as BatchGetImage answers it, or None with a problem or a note."""
     wanted = {"imageDigest": m["digest"]} if m["digest"] else {"imageTag": m["tag"]}
     request = {"registryId": m["account"], "repositoryName": m["repository"], "imageIds": [wanted]}
@@ -250,11 +301,12 @@ def _get_image(ecr: Any, m: re.Match[str], result: Result, *, own_account: bool)
         except Exception as e:
             if _code(e) != "InvalidParameterException":
                 raise
-            # botocore lists only single-manifest types as valid values: asked without the index types, ECR answers
-            # a multi-platform image with one of its images.
+            # botocore lists only single-manifest types as valid values: asked without the index types, a registry
+            # answers a multi-platform image with one of its images, or with "not found": neither is definite.
+            result.degraded = True
             answer = ecr.batch_get_image(**request, acceptedMediaTypes=list(MANIFEST_TYPES))
     except Exception as e:
-        _unreachable(e, m, result, own_account=own_account)
+        _unreachable(e, m, result, cached=_pull_through(ecr, m) if own_account else False)
         return None
     for failure in answer.get("failures") or []:
         code, reason = str(failure.get("failureCode", ""))[:60], str(failure.get("failureReason", ""))[:300]
@@ -262,6 +314,12 @@ def _get_image(ecr: Any, m: re.Match[str], result: Result, *, own_account: bool)
             result.notes.append(f"ECR could not read the image ({code}: {reason}); SageMaker checks it again")
             return None
         what = f"tag {m['tag']!r}" if m["tag"] else f"digest {m['digest']}"
+        if result.degraded:
+            result.notes.append(f"{what}: {code} when asked without the index media types; SageMaker checks it")
+            return None
+        if own_account and (cached := _pull_through(ecr, m)) is not False:
+            result.notes.append(f"{what}: {code}, {_CACHE_NOTE if cached else _CACHE_UNKNOWN}")
+            return None
         result.problems.append(
             f"{what} is not in repository {m['repository']} of account {m['account']} in {m['region']} "
             f"({code}: {reason}); `aws ecr describe-images --registry-id {m['account']} --repository-name "
@@ -296,11 +354,12 @@ def _index_platforms(index: dict[str, Any]) -> set[str]:
     for entry in index.get("manifests") or []:
         platform = entry.get("platform") if isinstance(entry, dict) else None
         if isinstance(platform, dict):
-            platforms.add(f"{str(platform.get('os', ''))[:40]}/{str(platform.get('architecture', ''))[:40]}")
+            architecture = _oci_architecture(str(platform.get("architecture", ""))[:40])
+            platforms.add(f"{str(platform.get('os', ''))[:40]}/{architecture}")
     return platforms
 
 
-def _config_platform(ecr: Any, m: re.Match[str], config: dict[str, Any], result: Result) -> str | None:
+def _config_platform(ecr: Any, m: re.Match[str], config: dict[str, Any], result: Result, deadline: float) -> str | None:
     """``os/architecture`` from the image's config blob, or None (and a note) when it cannot be read."""
     digest, size = str(config.get("digest", "")), config.get("size")
     if not re.fullmatch(r"sha256:[a-f0-9]{64}", digest) or not isinstance(size, int) or not 0 < size <= CONFIG_LIMIT:
@@ -310,7 +369,7 @@ def _config_platform(ecr: Any, m: re.Match[str], config: dict[str, Any], result:
         url = ecr.get_download_url_for_layer(
             registryId=m["account"], repositoryName=m["repository"], layerDigest=digest
         )["downloadUrl"]
-        body = _fetch(url, size)
+        body = _fetch(url, size, deadline)
     except Exception as e:
         result.notes.append(f"the image config could not be read ({_code(e)}); its platform was not checked")
         return None
@@ -324,7 +383,11 @@ def _config_platform(ecr: Any, m: re.Match[str], config: dict[str, Any], result:
     if not isinstance(blob, dict) or not blob.get("architecture"):
         result.notes.append("the image config names no architecture; its platform was not checked")
         return None
-    return f"{str(blob.get('os', 'linux'))[:40]}/{str(blob['architecture'])[:40]}"
+    return f"{str(blob.get('os', 'linux'))[:40]}/{_oci_architecture(str(blob['architecture'])[:40])}"
+
+
+def _oci_architecture(name: str) -> str:
+    return ARCHITECTURE_ALIASES.get(name, name)
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -332,13 +395,18 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None  # a presigned layer URL answers itself; a redirect is an HTTPError here
 
 
-def _fetch(url: str, size: int) -> bytes:
-    """At most ``size`` bytes from ``url`` (https only, no redirect), else an error."""
+def _fetch(url: str, size: int, deadline: float) -> bytes:
+    """At most ``size`` bytes from ``url`` (https only, no redirect) before ``deadline``, else an error."""
     if not url.startswith("https://"):
         raise ValueError("the layer URL is not https")
     opener = urllib.request.build_opener(_NoRedirects)
+    parts: list[bytes] = []
     with opener.open(urllib.request.Request(url), timeout=URL_TIMEOUT_S) as response:
-        body = response.read(size + 1)
+        while (got := sum(map(len, parts))) <= size and (part := response.read(min(CHUNK, size + 1 - got))):
+            if time.monotonic() > deadline:
+                raise TimeoutError("the layer URL is too slow")
+            parts.append(part)
+    body = b"".join(parts)
     if len(body) != size:
         raise ValueError(f"{len(body)} bytes where the manifest says {size}")
     return body
@@ -348,17 +416,37 @@ def _code(error: Exception) -> str:
     return str(getattr(error, "response", {}).get("Error", {}).get("Code") or type(error).__name__)[:80]
 
 
-def _unreachable(error: Exception, m: re.Match[str], result: Result, *, own_account: bool) -> None:
+_CACHE_NOTE = (
+    "but a pull-through cache rule of this registry covers it: the cache fetches it on the first pull (SageMaker's, "
+    "with the execution role)"
+)
+_CACHE_UNKNOWN = "and this registry's pull-through cache rules could not be read: SageMaker checks it"
+
+
+def _pull_through(ecr: Any, m: re.Match[str]) -> bool | None:
+    """Whether a pull-through cache rule of the registry covers the repository (its prefix, or ``ROOT``: ECR user
+    guide, "Customizing repository prefixes for pull through cache rules"); None when the rules cannot be read."""
+    try:
+        rules = [
+            rule
+            for page in ecr.get_paginator("describe_pull_through_cache_rules").paginate(registryId=m["account"])
+            for rule in page.get("pullThroughCacheRules", [])
+        ]
+    except Exception as e:
+        log("cache-rules-unread", error=_code(e))
+        return None
+    prefixes = {str(rule.get("ecrRepositoryPrefix", "")) for rule in rules}
+    return "ROOT" in prefixes or any(m["repository"].startswith(f"{p}/") for p in prefixes if p)
+
+
+def _unreachable(error: Exception, m: re.Match[str], result: Result, *, cached: bool | None) -> None:
     code = _code(error)
-    if code == "RepositoryNotFoundException" and not (own_account and "/" in m["repository"]):
+    if code == "RepositoryNotFoundException" and cached is False:
         result.problems.append(
             f"repository {m['repository']} does not exist in account {m['account']} in {m['region']}"
         )
     elif code == "RepositoryNotFoundException":
-        result.notes.append(
-            f"repository {m['repository']} does not exist yet: a pull-through cache creates its repositories on the "
-            "first pull (SageMaker's, with the execution role)"
-        )
+        result.notes.append(f"repository {m['repository']} does not exist, {_CACHE_NOTE if cached else _CACHE_UNKNOWN}")
     elif code in ("AccessDeniedException", "AccessDenied"):
         result.notes.append(
             f"ecr:BatchGetImage was denied to this function ({code}); the repository's policy may allow only the "

@@ -9,7 +9,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Match, Template
 from cdk_nag import AwsSolutionsChecks
 
 from constructs_lib import GpuEndpoint, S3ModelData, ServingImage
@@ -53,7 +53,7 @@ def test_the_model_waits_for_the_check_which_waits_only_for_its_own_grant():
     ((check_id, check),) = of_type(t, "Custom::ServingImageCheck").items()
     ((_, model),) = of_type(t, "AWS::SageMaker::Model").items()
     assert check_id in model["DependsOn"]
-    # Nothing but its role's policy: CloudFormation starts it with the stack, beside staging.
+    # Nothing but its role's policy: it is the first thing a deploy does, and staging waits for it.
     assert [d for d in check.get("DependsOn", []) if not d.startswith("ServingImageCheckProviderRole")] == []
     assert check["Properties"]["ImageUri"] == model["Properties"]["PrimaryContainer"]["Image"]
     assert "Architecture" not in check["Properties"]  # amd64, the default, is left out
@@ -148,3 +148,37 @@ def test_an_instance_type_outside_the_catalog_leaves_the_platform_unchecked():
     t = endpoint_template(instance_type="ml.g9.2xlarge", gpu_count=2, gpu_memory_gib=64)
     ((_, check),) = of_type(t, "Custom::ServingImageCheck").items()
     assert check["Properties"]["Architecture"] == ""  # its CPU is not known: the handler notes, never refuses
+
+
+def test_an_adapters_staging_waits_for_its_bases_image_check():
+    from constructs_lib import AdapterComponent, StagedCheckpoint
+
+    stack = cdk.Stack(cdk.App(), "Test")
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", "model-bucket")
+    endpoint = ComponentEndpoint(stack, "Endpoint", instance_type="ml.g6.12xlarge")
+    base = endpoint.add_component(
+        "Chat", model=S3ModelData(bucket, "base/"), tensor_parallel_size=1, engine_env={"SM_VLLM_ENABLE_LORA": "true"}
+    )
+    artifact = StagedCheckpoint(stack, "Sql", repo_id="acme/sql-lora", pack=True, adapter_base_model_id=None)
+    AdapterComponent(stack, "SqlAdapter", base=base, artifact=artifact)
+    t = Template.from_stack(stack).to_json()
+    (check_id,) = of_type(t, "Custom::ServingImageCheck")
+    (staging,) = of_type(t, "Custom::StagedCheckpoint").values()
+    assert check_id in staging["DependsOn"]
+
+
+def test_a_model_source_in_another_stack_does_not_wait_and_says_so():
+    """Across stacks the endpoint's stack depends on the staging's already (its S3 prefix): a wait would be a cycle."""
+    from aws_cdk.assertions import Annotations
+
+    from constructs_lib import StagedCheckpoint
+
+    app = cdk.App()
+    models = cdk.Stack(app, "Models")
+    checkpoint = StagedCheckpoint(models, "Checkpoint", repo_id="Qwen/Qwen3-4B-Instruct-2507")
+    serving = cdk.Stack(app, "Serving")
+    GpuEndpoint(serving, "Endpoint", model=checkpoint)
+    app.synth()  # no DependencyCycle
+    Annotations.from_stack(serving).has_warning("*", Match.string_like_regexp("is in another stack: its staging does"))
+    staging = of_type(Template.from_stack(models).to_json(), "Custom::StagedCheckpoint")
+    assert all("ImageCheck" not in json.dumps(r.get("DependsOn", [])) for r in staging.values())

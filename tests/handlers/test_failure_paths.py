@@ -426,6 +426,8 @@ class ImageCheckDriver(Driver):
         request.getfixturevalue("monkeypatch").setenv("AWS_ENDPOINT_URL_ECR", moto)
         self.module = load_lambda(self.name)
         self.module._clients.clear()
+        # moto has no DescribePullThroughCacheRules: the registry has no cache rules.
+        request.getfixturevalue("monkeypatch").setattr(self.module, "_pull_through", lambda ecr, m: False)
         self.stacks = self.module._clients["cloudformation"] = Stacks()
         self.ecr = self.module.client("ecr", "us-east-1")
         self.ecr.create_repository(repositoryName="vllm")

@@ -54,6 +54,8 @@ def handler(s3, monkeypatch):  # noqa: F811 - the shared moto fixture
     ecr = module.client("ecr", "us-east-1")
     ecr.create_repository(repositoryName="team/vllm")
     module.test_ecr = ecr
+    # moto has no DescribePullThroughCacheRules: by default the registry has no cache rules (tests below set others).
+    monkeypatch.setattr(module, "_pull_through", lambda ecr, m: False)
     return module
 
 
@@ -120,16 +122,58 @@ def test_a_missing_repository_fails(handler):
     assert "repository nothing does not exist in account 123456789012 in us-east-1" in message
 
 
-def test_a_missing_repository_of_the_stacks_own_account_with_a_prefix_may_be_a_pull_through_cache(handler):
-    """ECR creates a pull-through cache's repository (``<prefix>/<upstream repository>``) on its first pull."""
-    data = handler.on_event(event(ImageUri=f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/quay/vllm/vllm:v1"))["Data"]
-    assert (
-        data["Verified"] == "false"
-        and "a pull-through cache creates its repositories on the first pull" in (data["Notes"])
-    )
-    # In another account (a DLC registry) the repository is either there or not.
+@pytest.mark.parametrize(
+    ("cached", "note"),
+    [(True, "a pull-through cache rule of this registry covers it"), (None, "cache rules could not be read")],
+    ids=["covered", "unknown"],
+)
+def test_a_missing_image_of_the_stacks_own_registry_may_be_a_pull_through_caches_first_pull(
+    handler, monkeypatch, cached, note
+):
+    """ECR creates a cache's repository, and fetches a tag, on the first pull (SageMaker's, with its own role)."""
+    monkeypatch.setattr(handler, "_pull_through", lambda ecr, m: cached)
+    for uri in (f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/quay/vllm:v1", f"{REPOSITORY}:v9"):  # no repo; no tag
+        data = handler.on_event(event(ImageUri=uri))["Data"]
+        assert data["Verified"] == "false" and note in data["Notes"], (uri, data)
+    # In another account (a DLC registry) the repository is either there or not: no cache rule is asked.
+    monkeypatch.setattr(handler, "_pull_through", lambda ecr, m: pytest.fail("asked"))
     message = refused(handler, event(ImageUri="763104351884.dkr.ecr.us-east-1.amazonaws.com/quay/vllm:v1"))
     assert "repository quay/vllm does not exist in account 763104351884" in message
+
+
+class Rules:
+    """An ECR client's DescribePullThroughCacheRules paginator over ``pages`` (or raising ``error``)."""
+
+    def __init__(self, *pages: list[str], error: Exception | None = None) -> None:
+        self.pages, self.error, self.asked = pages, error, []
+
+    def get_paginator(self, name: str) -> Any:
+        assert name == "describe_pull_through_cache_rules"
+        return self
+
+    def paginate(self, **kwargs: Any) -> Any:
+        self.asked.append(kwargs)
+        if self.error is not None:
+            raise self.error
+        return [{"pullThroughCacheRules": [{"ecrRepositoryPrefix": p} for p in page]} for page in self.pages]
+
+
+@pytest.mark.parametrize(
+    ("rules", "repository", "covered"),
+    [
+        (Rules(["docker-hub"], ["quay"]), "quay/vllm/vllm-openai", True),  # a rule on a later page
+        (Rules(["ROOT"]), "vllm", True),  # ROOT: every repository of the registry
+        (Rules(["quay"]), "quayside/vllm", False),  # a prefix is a whole first part
+        (Rules(["quay"]), "quay", False),
+        (Rules(), "quay/vllm", False),
+        (Rules(error=RuntimeError("denied")), "quay/vllm", None),
+    ],
+)
+def test_pull_through_cache_rules_cover_a_repository_by_its_prefix(handler, rules, repository, covered):
+    module = load_lambda("serving_image_check")
+    m = module.ECR_URI.fullmatch(f"{ACCOUNT}.dkr.ecr.us-east-1.amazonaws.com/{repository}:v1")
+    assert module._pull_through(rules, m) is covered
+    assert rules.asked == [{"registryId": ACCOUNT}]
 
 
 def test_an_index_without_the_instances_platform_fails_naming_what_it_has(handler):
@@ -279,7 +323,7 @@ def stand_in(handler, monkeypatch):
         ecr = StandIn(answer)
         handler._clients["ecr@us-east-1"] = ecr
 
-        def fetch(url: str, size: int) -> bytes:
+        def fetch(url: str, size: int, deadline: float) -> bytes:
             assert url == ecr.url
             if isinstance(body, Exception):
                 raise body
@@ -356,16 +400,21 @@ def test_an_answer_without_image_or_failure_is_a_note(handler, stand_in):
     assert "without the image or a failure" in handler.on_event(event())["Data"]["Notes"]
 
 
-def test_the_layer_url_must_be_https_and_its_size_exact(handler, monkeypatch):
+def test_the_layer_url_must_be_https_its_size_exact_and_its_read_bounded(handler, monkeypatch):
+    import time
+
+    soon = time.monotonic() + 60
     with pytest.raises(ValueError, match="not https"):
-        handler._fetch("http://layer.example/config", 10)
+        handler._fetch("http://layer.example/config", 10, soon)
 
     class Response:
-        def __init__(self, body: bytes) -> None:
-            self.body = body
+        def __init__(self, body: bytes, delay: float = 0.0) -> None:
+            self.body, self.delay = body, delay
 
         def read(self, n: int) -> bytes:
-            return self.body[:n]
+            time.sleep(self.delay)
+            part, self.body = self.body[:n], self.body[n:]
+            return part
 
         def __enter__(self):
             return self
@@ -374,17 +423,22 @@ def test_the_layer_url_must_be_https_and_its_size_exact(handler, monkeypatch):
             return None
 
     class Opener:
-        body = b"abc"
+        body, delay = b"abc", 0.0
 
         def open(self, request: Any, timeout: float) -> Response:
             assert timeout == handler.URL_TIMEOUT_S
-            return Response(self.body)
+            return Response(self.body, self.delay)
 
     monkeypatch.setattr(handler.urllib.request, "build_opener", lambda *handlers: Opener())
-    assert handler._fetch("https://layer.example/config", 3) == b"abc"
+    assert handler._fetch("https://layer.example/config", 3, soon) == b"abc"
+    Opener.body = b"x" * (3 * handler.CHUNK)
+    assert len(handler._fetch("https://layer.example/config", 3 * handler.CHUNK, soon)) == 3 * handler.CHUNK
+    Opener.body = b"abcd"
     with pytest.raises(ValueError, match="4 bytes where the manifest says 3"):
-        Opener.body = b"abcd"
-        handler._fetch("https://layer.example/config", 3)
+        handler._fetch("https://layer.example/config", 3, soon)
+    Opener.body, Opener.delay = b"x" * (3 * handler.CHUNK), 0.05  # a URL that drips: stopped at the deadline
+    with pytest.raises(TimeoutError, match="too slow"):
+        handler._fetch("https://layer.example/config", 3 * handler.CHUNK, time.monotonic() + 0.01)
 
 
 def test_a_redirect_from_the_layer_url_is_not_followed():
@@ -422,7 +476,7 @@ def test_a_redirect_from_the_layer_url_is_not_followed():
 def test_the_config_is_not_read_when_too_little_time_is_left(handler, stand_in):
     class Context:
         def get_remaining_time_in_millis(self) -> int:
-            return (handler.DEADLINE_MARGIN_S - 1) * 1000
+            return (handler.ANSWER_MARGIN_S + handler.CONFIG_MARGIN_S - 1) * 1000
 
     ecr = stand_in(single(b'{"architecture": "arm64"}'), b'{"architecture": "arm64"}')
     data = handler.on_event(event(), Context())["Data"]
@@ -454,16 +508,74 @@ def test_create_failed_update_rollback_delete_and_redeploy(handler):
     assert created.ok and created.data["Verified"] == "true"
     failed = cfn.update({"ImageUri": f"{REPOSITORY}:v2"})  # never pushed
     assert not failed.ok and "tag 'v2' is not in repository team/vllm" in failed.reason
-    ecr.batch_delete_image(repositoryName="team/vllm", imageIds=[{"imageTag": "v1"}])  # gone since, too
-    faults = Faults(ecr)
     back = cfn.rollback()
     assert back.ok, back.reason
-    assert faults.calls == []  # answered from the stack's status alone: nothing that can fail or run out of time
-    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and set(back.data) == set(created.data)
+    assert cfn.status == "UPDATE_ROLLBACK_COMPLETE" and back.data == created.data  # the old image's own figures
     deleted = cfn.delete()
     assert deleted.ok and deleted.physical_id == created.physical_id
-    push(ecr, "v1", index_of("linux/amd64"))
     again = cfn.create({"ImageUri": f"{REPOSITORY}:v1"})
     assert again.ok and again.physical_id == created.physical_id  # the same stack and logical ID
     for response in (created, failed, back, deleted, again):
         assert cfn.problems(response) == [], response.reason
+
+
+def test_a_rollback_never_fails_on_what_it_finds(handler):
+    """The old image passed before and may be gone since: a rollback notes what it finds, and keeps every key."""
+    handler._clients["cloudformation"].status = "UPDATE_ROLLBACK_IN_PROGRESS"
+    evt = event("Update")
+    evt["PhysicalResourceId"] = "image-check-0123456789abcdef"
+    data = handler.on_event(evt)["Data"]  # the tag was never pushed
+    assert "a rollback: not enforced: tag 'v1' is not in repository team/vllm" in data["Notes"]
+    assert set(data) == set(handler.DATA_KEYS) and data["ImageDigest"] == "unverified"
+
+
+def test_an_update_whose_stack_status_cannot_be_read_never_fails(handler):
+    """No cloudformation endpoint in the subnets, or throttling: it may be a rollback, so nothing is enforced."""
+
+    class Unreadable:
+        def describe_stacks(self, **kwargs: Any) -> dict[str, Any]:
+            raise RuntimeError("no route")
+
+    handler._clients["cloudformation"] = Unreadable()
+    data = handler.on_event(event("Update"))["Data"]
+    assert "the stack's status could not be read, so this may be a rollback: not enforced: tag 'v1'" in data["Notes"]
+    handler._clients["cloudformation"] = Stacks()  # read: a plain update enforces it
+    assert "tag 'v1' is not in repository" in refused(handler, event("Update"))
+
+
+def test_the_check_is_bounded_by_the_functions_time_whatever_the_calls_take(handler):
+    """An ECR that never answers (every address of the name unroutable) ends in a note before the function's
+    timeout, not in a Lambda timeout that would fail the deploy."""
+    import time
+
+    class Hanging:
+        def batch_get_image(self, **kwargs: Any) -> dict[str, Any]:
+            time.sleep(10)
+            raise AssertionError("answered too late")
+
+    class Context:
+        def get_remaining_time_in_millis(self) -> int:
+            return int((handler.ANSWER_MARGIN_S + 0.5) * 1000)
+
+    handler._clients["ecr@us-east-1"] = Hanging()
+    started = time.monotonic()
+    data = handler.on_event(event(), Context())["Data"]
+    assert time.monotonic() - started < 2
+    assert "ECR did not answer within the function's time" in data["Notes"] and data["Verified"] == "false"
+
+
+def test_config_architecture_aliases_are_the_oci_names(handler, stand_in):
+    for written in ("x86_64", "amd64"):
+        config = json.dumps({"architecture": written, "os": "linux"}).encode()
+        stand_in(single(config), config)
+        assert handler.on_event(event())["Data"]["Platform"] == "linux/amd64"
+    config = json.dumps({"architecture": "aarch64", "os": "linux"}).encode()
+    stand_in(single(config), config)
+    assert "built for linux/arm64" in refused(handler, event())
+
+
+def test_not_found_after_asking_without_the_index_types_is_a_note(handler):
+    """A registry may answer an index it is asked for without the index types with "not found": not definite."""
+    Faults(handler.test_ecr).inject("BatchGetImage", "InvalidParameterException", "acceptedMediaTypes")
+    data = handler.on_event(event())["Data"]  # nothing pushed: moto answers ImageNotFound on the second ask
+    assert "ImageNotFound when asked without the index media types" in data["Notes"]
