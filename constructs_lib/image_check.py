@@ -78,15 +78,10 @@ class ServingImageCheck(Construct):
                 "Authorization Reference, Amazon ECR); the handler lists its own registry's cache rules only, to tell "
                 "a pull-through cache's first pull from a missing image.",
             )
-        self.resource = cdk.CustomResource(
+        self.resource = self.provider.custom_resource(
             self,
-            "Resource",
-            service_token=self.provider.service_token,
-            resource_type=RESOURCE_TYPE,
+            ServingImageCheckProperties(image_uri=image.image_uri(self), architecture=architecture),
             service_timeout=SERVICE_TIMEOUT,
-            properties=ServingImageCheckProperties(
-                image_uri=image.image_uri(self), architecture=architecture
-            ).to_properties(),
         )
         self.resource.node.add_dependency(role)  # its grant before it runs
         self.node.default_child = self.resource

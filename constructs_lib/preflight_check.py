@@ -258,14 +258,9 @@ class DeploymentPreflight(Construct):
         )
 
         self._placement: VpcPlacement | None = None  # check_network's, once
-        self.resource = cdk.CustomResource(
+        self.resource = self.provider.custom_resource(
             self,
-            "Resource",
-            service_token=self.provider.service_token,
-            resource_type=RESOURCE_TYPE,
-            service_timeout=SERVICE_TIMEOUT,
-            # Written with the class the handler reads them with (handler_kit/resources.py): names and defaults once.
-            properties=DeploymentPreflightProperties(
+            DeploymentPreflightProperties(
                 model_s3_uri=model.s3_uri,
                 instance_type=instance_type,
                 instance_pools=tuple(instance_pools),
@@ -287,7 +282,8 @@ class DeploymentPreflight(Construct):
                 checkpoint_code=tuple(sorted(checkpoint_code_patterns(engine, trust_remote_code=trust_remote_code))),
                 allow_checkpoint_code=allow_checkpoint_code,
                 long_context=long_context or "",
-            ).to_properties(),
+            ),
+            service_timeout=SERVICE_TIMEOUT,
         )
         # The handler's permissions must be in place before it runs, and the weights before it reads them.
         self.resource.node.add_dependency(role)

@@ -18,6 +18,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from handler_kit.resources import ResourceProperties
+
 from .nag import acknowledge, acknowledge_wildcard
 from .runtime_code import handler_code
 
@@ -179,6 +181,20 @@ class HandlerProvider(Construct):
     @property
     def service_token(self) -> str:
         return self.provider.service_token
+
+    def custom_resource(
+        self, scope: Construct, properties: ResourceProperties, *, service_timeout: cdk.Duration, id: str = "Resource"
+    ) -> cdk.CustomResource:
+        """A resource this provider serves, its type and properties written by the class its handler reads them with
+        (handler_kit/resources.py: names and defaults once)."""
+        return cdk.CustomResource(
+            scope,
+            id,
+            service_token=self.service_token,
+            resource_type=properties.RESOURCE,
+            service_timeout=service_timeout,
+            properties=properties.to_properties(),
+        )
 
     def add_environment(self, key: str, value: str) -> None:
         for function in (self.on_event_function, self.is_complete_function):

@@ -436,16 +436,11 @@ class StagedCheckpoint(Construct):
             )
         )
 
-        self.resource = cdk.CustomResource(
+        self.resource = provider.custom_resource(
             self,
-            "Resource",
-            service_token=provider.service_token,
-            resource_type="Custom::StagedCheckpoint",
+            dataclasses.replace(resource_properties, job_name_prefix=self.job_name_prefix, wait_handle=handle.ref),
             # The Provider answers once is_complete hands off (at most handoff_after) plus one planning call.
             service_timeout=cdk.Duration.seconds(handoff_after.to_seconds() + 900),
-            properties=dataclasses.replace(
-                resource_properties, job_name_prefix=self.job_name_prefix, wait_handle=handle.ref
-            ).to_properties(),
         )
         # The rule must exist before a job can end, and the roles must be complete before they are used.
         self.resource.node.add_dependency(rule, self.job_role, provider.role, signal_function.role)
