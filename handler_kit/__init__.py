@@ -74,19 +74,24 @@ def refusal(subject: str, problems: Sequence[str], *, one_line: bool = True) -> 
     return f"{subject}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems)
 
 
-def update_rolling_back(stack_id: str, cloudformation: Any, log: Callable[..., None]) -> bool:
-    """Whether the stack is rolling an update back (DescribeStacks' StackStatus); False when it cannot be told.
-
-    A stack that cannot be described counts as not rolling back: the handler then does what it would do anyway.
-    """
+def stack_status(stack_id: str, cloudformation: Any, log: Callable[..., None]) -> str | None:
+    """The stack's status (DescribeStacks' StackStatus), or None when it cannot be read."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     try:
         stacks = cloudformation.describe_stacks(StackName=stack_id)["Stacks"]
     except (ClientError, BotoCoreError) as e:
         log("describe-stack-failed", error=type(e).__name__)
-        return False
-    return bool(stacks) and stacks[0].get("StackStatus") == UPDATE_ROLLBACK_IN_PROGRESS
+        return None
+    return str(stacks[0].get("StackStatus", "")) if stacks else None
+
+
+def update_rolling_back(stack_id: str, cloudformation: Any, log: Callable[..., None]) -> bool:
+    """Whether the stack is rolling an update back (DescribeStacks' StackStatus); False when it cannot be told.
+
+    A stack that cannot be described counts as not rolling back: the handler then does what it would do anyway.
+    """
+    return stack_status(stack_id, cloudformation, log) == UPDATE_ROLLBACK_IN_PROGRESS
 
 
 def string_list(raw: Any) -> tuple[str, ...]:

@@ -55,6 +55,7 @@ from typing import Any
 
 import handler_kit
 import safejson
+from handler_kit import stack_status
 from handler_kit.resources import ServingImageCheckProperties
 
 PHYSICAL_ID_PREFIX = "image-check-"
@@ -204,11 +205,10 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 def _stack_status(stack_id: str) -> str | None:
     """The stack's status, or None when it cannot be read."""
     try:
-        stacks = client("cloudformation").describe_stacks(StackName=stack_id)["Stacks"]
-    except Exception as e:
+        return stack_status(stack_id, client("cloudformation"), log)
+    except Exception as e:  # not botocore's (a stand-in, a bug): cannot be read either
         log("describe-stack-failed", error=_code(e))
         return None
-    return str(stacks[0].get("StackStatus", "")) if stacks else None
 
 
 def _bounded(work: Any, deadline: float) -> Any:

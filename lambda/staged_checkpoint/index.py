@@ -55,7 +55,7 @@ from staging_plan import Plan, hub_token, make_plan, verify_staged
 from staging_signal import require_wait_handle, signal_opener, wait_handle_problem  # noqa: F401
 
 import handler_kit
-from handler_kit import update_rolling_back
+from handler_kit import stack_status, update_rolling_back
 from hfstage.hub import HubClient, HubFile  # noqa: F401 - part of the handler's surface
 from hfstage.manifest import MANIFEST_NAME, read_manifest
 from hfstage.pack import PACK_SUFFIX
@@ -131,6 +131,30 @@ def result(plan: Plan, settings: Settings, job: str) -> dict[str, Any]:
 def rolling_back(stack_id: str) -> bool:
     """Whether the stack is rolling an update back (the only Update that must not plan anew)."""
     return update_rolling_back(stack_id, client("cloudformation"), log)
+
+
+# Stack statuses in which no staging job of a Create may run: the stack is undoing a failed create or being deleted
+# (CloudFormation User Guide, "Stack status codes"). CloudFormation cancels a Create still in progress when another
+# resource fails and sends its Delete at once (aws-cdk #26139): a job that Create starts after the Delete, or that
+# the Delete could not stop yet, has nothing else to stop it.
+ABANDONED = (
+    "ROLLBACK_IN_PROGRESS",
+    "ROLLBACK_COMPLETE",
+    "ROLLBACK_FAILED",
+    "DELETE_IN_PROGRESS",
+    "DELETE_COMPLETE",
+    "DELETE_FAILED",
+)
+
+
+class CreateCancelled(Exception):
+    """The stack undoes this Create (another resource failed) or is being deleted: its job must not run."""
+
+
+def abandoned(stack_id: str) -> str | None:
+    """The stack's status when it is one of ``ABANDONED``; None otherwise, or when it cannot be read."""
+    status = stack_status(stack_id, client("cloudformation"), log)
+    return status if status in ABANDONED else None
 
 
 def restored(physical: str) -> dict[str, Any]:
@@ -271,6 +295,8 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     request = job_request(settings, plan, name)
     cluster = request["ProcessingResources"]["ClusterConfig"]
     cluster["InstanceCount"] = within_quota(settings, cluster["InstanceCount"], lambda: client("service-quotas"))
+    if event["RequestType"] == "Create" and (status := abandoned(event.get("StackId", ""))):
+        raise CreateCancelled(f"the stack is {status}: this Create was cancelled, so no staging job is started")
     start_job(client("sagemaker"), request)
     return result(plan, settings, job=name)
 
@@ -300,6 +326,8 @@ def is_complete(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
         return {"IsComplete": True}
     settings = Settings.from_properties(event["ResourceProperties"])
     try:
+        if event["RequestType"] == "Create" and (status := abandoned(event.get("StackId", ""))):
+            raise CreateCancelled(f"the stack is {status}: this Create was cancelled")  # its job stopped below
         return _follow_job(settings, data, name)
     except StagingError:
         raise  # the job itself ended (failed, or finished without a valid manifest): nothing left running

@@ -25,7 +25,7 @@ from tests.handlers.test_failure_paths import (
     StagingDriver,
     assert_well_behaved,
 )
-from tests.harness import RESPONSE_LIMIT, fails_after, stuck
+from tests.harness import RESPONSE_LIMIT, Stacks, fails_after, stuck
 
 # The harness's fixtures, shared with test_failure_paths.
 clock, deployed, driver, fake_sagemaker = paths.clock, paths.deployed, paths.driver, paths.fake_sagemaker
@@ -572,3 +572,52 @@ def test_a_staging_failure_with_the_longest_prefix_stays_within_the_response_lim
     created = driver.cloudformation().create(driver.properties(Prefix="p" * 140 + "/"))
     assert not created.ok and len(created.data["ManifestUri"]) > 230
     assert len(created.body) < RESPONSE_LIMIT, len(created.body)
+
+
+# --- a Create that CloudFormation cancelled --------------------------------------------------------------------
+
+
+class ScriptedStacks(Stacks):
+    """DescribeStacks answers ``statuses`` in turn (then the last), whatever the harness sets: the stack starts
+    rolling back while this resource's Create is still running (another resource failed; aws-cdk #26139)."""
+
+    def __init__(self, *statuses: str) -> None:
+        super().__init__()
+        self.statuses = list(statuses)
+
+    def describe_stacks(self, StackName: str) -> dict:
+        self.calls += 1
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {"Stacks": [{"StackName": StackName, "StackStatus": status}]}
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+@pytest.mark.parametrize("status", ["ROLLBACK_IN_PROGRESS", "DELETE_IN_PROGRESS"])
+def test_staging_a_cancelled_create_starts_no_job(driver, status):
+    driver.module._clients["cloudformation"] = ScriptedStacks(status)
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok and f"the stack is {status}: this Create was cancelled" in created.reason
+    assert driver.jobs.created == 0 and driver.running() == []
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_a_job_started_just_before_the_cancel_is_stopped_at_the_next_poll(driver):
+    driver.module._clients["cloudformation"] = ScriptedStacks("CREATE_IN_PROGRESS", "ROLLBACK_IN_PROGRESS")
+    created = driver.cloudformation().create(driver.properties())
+    assert not created.ok and "the stack is ROLLBACK_IN_PROGRESS: this Create was cancelled" in created.reason
+    assert driver.jobs.created == 1 and driver.running() == []  # started, then stopped by the first poll
+
+
+@pytest.mark.parametrize("driver", [pytest.param(StagingDriver, id="staged_checkpoint")], indirect=True)
+def test_staging_an_unreadable_stack_status_does_not_stop_a_create(driver):
+    """No cloudformation endpoint, or throttling: the Create goes on as before (its Delete still stops its job)."""
+
+    class Unreadable(Stacks):
+        def describe_stacks(self, StackName: str) -> dict:
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url="https://cloudformation.us-east-1.amazonaws.com")
+
+    driver.module._clients["cloudformation"] = Unreadable()
+    created = driver.cloudformation().create(driver.properties())
+    assert created.ok, created.reason
