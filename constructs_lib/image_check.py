@@ -28,11 +28,10 @@ from .images import ServingImage
 from .nag import acknowledge_wildcard
 from .provider import HandlerProvider
 
-RESOURCE_TYPE = ServingImageCheckProperties.RESOURCE
 PROVIDER_ID = "ServingImageCheckProvider"
 HANDLER = "serving_image_check"
-# Above the handler's worst case: two ECR calls of 3 attempts at 5 s to connect and 10 s to read, with back-off,
-# and the layer URL's; the handler stops reading with 75 s left (lambda/serving_image_check DEADLINE_MARGIN_S).
+# The handler bounds its own work by wall clock to 15 s before this (lambda/serving_image_check ANSWER_MARGIN_S), so
+# an ECR out of reach ends in a note, not a Lambda timeout (which the Provider framework reports as a failure).
 HANDLER_TIMEOUT = cdk.Duration.minutes(3)
 # One synchronous run, the Provider framework around it, and its retry of a crashed invocation.
 SERVICE_TIMEOUT = cdk.Duration.minutes(8)

@@ -15,8 +15,9 @@ job after it.) The Model waits for it too, so an update to a missing image fails
   as the model or endpoint you are creating"). Synth checks a literal URI; one this function cannot read is a note;
 - ``BatchGetImage`` (what a pull calls first, for the manifest: botocore ecr model), in the image's registry
   (``registryId``: without it ECR looks in the caller's own account): the tag or digest exists. A failure code in
-  ``NOT_THERE`` or ``RepositoryNotFoundException`` fails the resource; in the stack's own account a repository
-  name with a ``/`` may be a pull-through cache's, which ECR creates on the first pull: a note;
+  ``NOT_THERE`` or ``RepositoryNotFoundException`` fails the resource, except in the stack's own registry when one
+  of its pull-through cache rules covers the repository (or the rules cannot be read): the cache creates the
+  repository and fetches the tag on the first pull, a note;
 - the platform: an image index (OCI image-index, Docker manifest list) whose images name platforms must list
   ``linux/<Architecture>``; a single manifest's config blob (OCI image spec, config ``os`` and ``architecture``)
   is read through ``GetDownloadUrlForLayer`` (a pull fetches the config like a layer: OCI distribution-spec, "Pulling
@@ -34,9 +35,10 @@ tell), ``MediaType``, ``Platform``
 ``image-check-<hash of stack and logical ID>``, kept by every update; Delete does nothing.
 
 Rollback: a failed update sends this resource an Update with its old properties while the stack is
-``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). The old image passed before and may be gone since; failing now,
-or running out of time, would leave the stack ``UPDATE_ROLLBACK_FAILED``: an Update asks the stack's status first
-and a rollback is answered at once, every attribute present, without asking ECR.
+``UPDATE_ROLLBACK_IN_PROGRESS`` (aws-cdk #17040). The old image passed before and may be gone since; failing now
+would leave the stack ``UPDATE_ROLLBACK_FAILED``. So an Update reads the stack's status first: during a rollback,
+or when the status cannot be read, the check runs for its data (the old image's digest) under the same time bound,
+and what it finds is noted, never enforced.
 """
 
 from __future__ import annotations
@@ -171,7 +173,11 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     stack_id = event.get("StackId", "")
     # An Update may be a rollback's, whose image passed before: then nothing it finds may fail it. When the stack's
     # status cannot be read (no cloudformation endpoint, throttling), nothing may either.
-    status = _bounded(lambda: _stack_status(stack_id), deadline) if request == handler_kit.UPDATE else "n/a"
+    status = (
+        _bounded(lambda: stack_status(stack_id, client("cloudformation"), log), deadline)
+        if request == handler_kit.UPDATE
+        else None
+    )
     lenient = request == handler_kit.UPDATE and status in (handler_kit.UPDATE_ROLLBACK_IN_PROGRESS, None)
     result = Result(problems=problems)
     if not problems:
@@ -200,15 +206,6 @@ def on_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
             handler_kit.shorten(handler_kit.refusal(f"Serving image {settings.image_uri[:300]}", result.problems))
         )
     return {"PhysicalResourceId": physical, "Data": result.data()}
-
-
-def _stack_status(stack_id: str) -> str | None:
-    """The stack's status, or None when it cannot be read."""
-    try:
-        return stack_status(stack_id, client("cloudformation"), log)
-    except Exception as e:  # not botocore's (a stand-in, a bug): cannot be read either
-        log("describe-stack-failed", error=_code(e))
-        return None
 
 
 def _bounded(work: Any, deadline: float) -> Any:

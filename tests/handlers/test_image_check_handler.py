@@ -534,7 +534,9 @@ def test_an_update_whose_stack_status_cannot_be_read_never_fails(handler):
 
     class Unreadable:
         def describe_stacks(self, **kwargs: Any) -> dict[str, Any]:
-            raise RuntimeError("no route")
+            from botocore.exceptions import EndpointConnectionError
+
+            raise EndpointConnectionError(endpoint_url="https://cloudformation.us-east-1.amazonaws.com")
 
     handler._clients["cloudformation"] = Unreadable()
     data = handler.on_event(event("Update"))["Data"]
@@ -579,3 +581,59 @@ def test_not_found_after_asking_without_the_index_types_is_a_note(handler):
     Faults(handler.test_ecr).inject("BatchGetImage", "InvalidParameterException", "acceptedMediaTypes")
     data = handler.on_event(event())["Data"]  # nothing pushed: moto answers ImageNotFound on the second ask
     assert "ImageNotFound when asked without the index media types" in data["Notes"]
+
+
+@pytest.mark.parametrize(
+    ("size", "read"),
+    [(1, True), (1024 * 1024, True), (1024 * 1024 + 1, False), (0, False), (-1, False)],
+    ids=["one-byte", "at-the-limit", "one-over", "empty", "negative"],
+)
+def test_the_config_size_is_read_from_one_byte_to_the_limit(handler, stand_in, size, read):
+    assert handler.CONFIG_LIMIT == 1024 * 1024
+    config = json.dumps({"architecture": "amd64", "os": "linux"}).encode()
+    body = config.ljust(size, b" ") if size >= len(config) else b"x" * max(size, 0)
+    ecr = stand_in(single(body, size=size), body)
+    data = handler.on_event(event())["Data"]
+    assert (ecr.layers != []) is read, data
+    if not read:
+        assert "no config of a readable size" in data["Notes"]
+
+
+@pytest.mark.parametrize(("extra", "read"), [(0, True), (1, False)], ids=["at-the-limit", "one-over"])
+def test_a_manifest_is_read_up_to_its_limit(handler, stand_in, extra, read):
+    manifest = json.dumps({"schemaVersion": 2, "mediaType": INDEX, "manifests": []})
+    manifest = manifest[:-1] + " " * (handler.MANIFEST_LIMIT - len(manifest) + extra) + "}"
+    answer = single(b"{}")
+    answer["images"][0]["imageManifest"], answer["images"][0]["imageManifestMediaType"] = manifest, INDEX
+    stand_in(answer)
+    notes = handler.on_event(event())["Data"]["Notes"]
+    assert ("names no platform" in notes) is read and ("the manifest is not JSON" in notes) is not read
+
+
+def test_a_config_whose_size_does_not_divide_into_parts_is_read_whole(handler, monkeypatch):
+    import time
+
+    size = 2 * handler.CHUNK + 7
+    reads: list[int] = []
+
+    class Response:
+        body = b"y" * size
+
+        def read(self, n: int) -> bytes:
+            reads.append(n)
+            part, Response.body = Response.body[:n], Response.body[n:]
+            return part
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *args: Any) -> None:
+            return None
+
+    class Opener:
+        def open(self, request: Any, timeout: float) -> Response:
+            return Response()
+
+    monkeypatch.setattr(handler.urllib.request, "build_opener", lambda *handlers: Opener())
+    assert len(handler._fetch("https://layer.example/config", size, time.monotonic() + 60)) == size
+    assert reads[:3] == [handler.CHUNK, handler.CHUNK, 8]  # the last part asks for one byte more than is left
